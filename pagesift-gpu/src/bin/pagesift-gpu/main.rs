@@ -1,0 +1,5 @@
+//! The `pagesift-gpu` command-line tool.
+mod selftest;
+fn main() {
+    std::process::exit(selftest::run(&[]));
+}

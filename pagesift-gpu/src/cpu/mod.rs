@@ -1,0 +1,1 @@
+//! CPU reference kernels: the semantics every GPU kernel is tested against.

@@ -1,0 +1,137 @@
+//! Errors of the runtime: one [`DriverError`] for a failed driver call, and [`Error`] with the
+//! context a caller needs (which kernel, which shape, how many bytes).
+
+use std::fmt;
+
+/// A driver call that returned something other than success.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DriverError {
+    /// The driver entry point, e.g. `cuMemAlloc_v2`.
+    pub call: &'static str,
+    /// The numeric `CUresult`.
+    pub code: i32,
+    /// The enum name of the code, e.g. `CUDA_ERROR_OUT_OF_MEMORY`.
+    pub name: String,
+    /// The driver's own description of the code.
+    pub message: String,
+}
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} failed: {} ({}): {}", self.call, self.name, self.code, self.message)
+    }
+}
+
+impl std::error::Error for DriverError {}
+
+/// Everything that can go wrong in pagesift-gpu.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The driver library could not be opened.
+    #[error("no NVIDIA driver: could not load {tried} ({reason}); install the NVIDIA driver (it provides libcuda.so.1) or point PAGESIFT_GPU_LIB at it")]
+    DriverNotFound {
+        /// The library names or paths that were tried, in order.
+        tried: String,
+        /// What the dynamic loader said about the last one.
+        reason: String,
+    },
+    /// The library loaded but lacks a function every supported driver has.
+    #[error("{library} is not a usable NVIDIA driver: it lacks the required function {symbol}")]
+    MissingSymbol {
+        /// The library that was loaded.
+        library: String,
+        /// The missing symbol.
+        symbol: &'static str,
+    },
+    /// A driver call failed.
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    /// A device allocation failed for lack of memory.
+    #[error("out of device memory: could not allocate {bytes} bytes")]
+    OutOfMemory {
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
+    /// No device with this ordinal.
+    #[error("no GPU with ordinal {ordinal}: {count} device(s) present")]
+    NoSuchDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// How many devices the driver reports.
+        count: usize,
+    },
+    /// The JIT compiler of the driver rejected a kernel's PTX.
+    #[error("loading kernel `{kernel}` failed: {source}\nJIT log:\n{jit_log}{}", ptx_note(.ptx_path))]
+    ModuleLoad {
+        /// The kernel variant (entry name).
+        kernel: String,
+        /// The driver's error.
+        source: DriverError,
+        /// The JIT compiler's error and info log.
+        jit_log: String,
+        /// Where the PTX was written for inspection, if it could be.
+        ptx_path: Option<std::path::PathBuf>,
+    },
+    /// A kernel variant cannot run on this device or driver.
+    #[error("kernel `{kernel}` cannot run here: {reason}")]
+    Unsupported {
+        /// The kernel variant (entry name), or the feature.
+        kernel: String,
+        /// Why not, and what would be needed.
+        reason: String,
+    },
+    /// Two lengths that must agree do not.
+    #[error("length mismatch in {what}: expected {expected}, got {actual}")]
+    LengthMismatch {
+        /// What was being compared (e.g. `copy_from_host`).
+        what: String,
+        /// The length required.
+        expected: usize,
+        /// The length given.
+        actual: usize,
+    },
+    /// An operation was called with an invalid shape or argument.
+    #[error("invalid argument to {op}: {message}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// A launch configuration outside the device's limits.
+    #[error("invalid launch of `{kernel}`: {message}")]
+    Launch {
+        /// The kernel variant.
+        kernel: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A buffer of one device was passed to another device's operation.
+    #[error("device mismatch in {what}: buffer belongs to another device or context")]
+    DeviceMismatch {
+        /// Where it was found.
+        what: String,
+    },
+    /// A kernel failed while running on the emulated device.
+    #[error("emulated kernel `{kernel}` failed: {message}")]
+    Emulator {
+        /// The kernel variant.
+        kernel: String,
+        /// What went wrong, where (block, thread, PTX line).
+        message: String,
+    },
+    /// An earlier operation failed where it could not report (for example a free in `Drop`).
+    #[error("a deferred error from an earlier operation: {0}")]
+    Deferred(Box<Error>),
+}
+
+fn ptx_note(path: &Option<std::path::PathBuf>) -> String {
+    match path {
+        Some(p) => format!("\nPTX written to {}", p.display()),
+        None => String::new(),
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

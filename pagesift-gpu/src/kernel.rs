@@ -1,0 +1,100 @@
+//! What `ptx_kernel!` generates per kernel variant, and how a launch is described.
+//!
+//! Each kernel written with [`crate::ptx_kernel!`] becomes a module holding
+//! `pub const VARIANTS: &[KernelVariant]` (one entry per variant, with its PTX text) and a typed
+//! `launch` function. [`crate::kernels::registry`] lists every variant of this crate.
+
+/// One compiled variant of a kernel: its PTX text and what the runtime needs to launch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelVariant {
+    /// The kernel's name as written, e.g. `bias_act`.
+    pub kernel: &'static str,
+    /// The PTX entry name of this variant (unique among the variants of the kernel).
+    pub entry: &'static str,
+    /// The const parameters that select this variant, as (name, value), e.g. `("ACT", "Relu")`.
+    pub consts: &'static [(&'static str, &'static str)],
+    /// The PTX `.target`, e.g. `sm_70`, `sm_80`, `sm_90a`.
+    pub target: &'static str,
+    /// The PTX ISA `.version` the variant declares (major, minor).
+    pub ptx_version: (u32, u32),
+    /// The block shape the kernel requires (`.reqntid`); launches must use it.
+    pub block: [u32; 3],
+    /// Static shared memory in bytes.
+    pub static_shared_bytes: u32,
+    /// Whether the kernel uses dynamic shared memory (sized at launch).
+    pub dynamic_shared: bool,
+    /// The kernel parameters in order: (name, type as written, e.g. `&[f32]`, `&mut [f16]`, `u32`).
+    pub params: &'static [(&'static str, &'static str)],
+    /// The PTX text of the module (one entry).
+    pub ptx: &'static str,
+}
+
+impl KernelVariant {
+    /// `kernel[NAME=value,...]`, the name used in listings and errors.
+    pub fn display_name(&self) -> String {
+        if self.consts.is_empty() {
+            return self.kernel.to_string();
+        }
+        let consts: Vec<String> = self.consts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{}[{}]", self.kernel, consts.join(","))
+    }
+
+    /// The compute capability the target needs, e.g. (9, 0) for `sm_90a`.
+    pub fn min_compute_capability(&self) -> (u32, u32) {
+        let digits: String = self.target.trim_start_matches("sm_").chars().take_while(|c| c.is_ascii_digit()).collect();
+        let n: u32 = digits.parse().unwrap_or(0);
+        (n / 10, n % 10)
+    }
+
+    /// The lowest CUDA driver version (as `cuDriverGetVersion` reports it) that can JIT this
+    /// variant's PTX ISA version.
+    pub fn min_driver_version(&self) -> i32 {
+        min_driver_for_ptx(self.ptx_version)
+    }
+}
+
+/// The lowest CUDA driver version (e.g. 12000 for CUDA 12.0) whose JIT accepts a PTX ISA version.
+pub fn min_driver_for_ptx((major, minor): (u32, u32)) -> i32 {
+    // PTX ISA version -> CUDA release that introduced it (PTX ISA document, release notes).
+    let cuda = match (major, minor) {
+        (6, m) if m <= 0 => 9000,
+        (6, 1) => 9010,
+        (6, 2) => 9020,
+        (6, 3) => 10000,
+        (6, 4) => 10010,
+        (6, 5) => 10020,
+        (7, 0) => 11000,
+        (7, m) => 11000 + 10 * m as i32,
+        (8, 0) => 12000,
+        (8, m) => 12000 + 10 * m as i32,
+        (9, m) => 13000 + 10 * m as i32,
+        _ => 13000,
+    };
+    cuda
+}
+
+/// How to launch a kernel: grid, dynamic shared memory. The block shape comes from the variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Grid dimensions in blocks.
+    pub grid: [u32; 3],
+    /// Dynamic shared memory in bytes.
+    pub shared_mem_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A one-dimensional grid of `blocks` blocks.
+    pub fn grid_1d(blocks: u32) -> LaunchConfig {
+        LaunchConfig { grid: [blocks, 1, 1], shared_mem_bytes: 0 }
+    }
+
+    /// A grid of the given dimensions.
+    pub fn grid(grid: [u32; 3]) -> LaunchConfig {
+        LaunchConfig { grid, shared_mem_bytes: 0 }
+    }
+
+    /// The same configuration with `bytes` of dynamic shared memory.
+    pub fn with_shared_mem(self, bytes: u32) -> LaunchConfig {
+        LaunchConfig { shared_mem_bytes: bytes, ..self }
+    }
+}

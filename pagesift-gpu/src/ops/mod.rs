@@ -1,0 +1,1 @@
+//! Public operations: validate shapes, pick a kernel variant, launch.

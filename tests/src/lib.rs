@@ -1,0 +1,47 @@
+//! Shared helpers of the integration tests.
+//!
+//! GPU tests start with [`gpu_or_skip`]: it opens the first device (the NVIDIA driver, or the
+//! emulated device when `PAGESIFT_GPU_DEVICE=emulated`) and, where there is none, prints why the
+//! test is skipped and returns `None`, or panics when `PAGESIFT_REQUIRE_GPU=1`. Where
+//! `PAGESIFT_TEST_LOG` names a file, every GPU test appends one line to it (`ran <name> <device>`
+//! or `skipped <name> <reason>`), so a script can count what ran where.
+
+use pagesift_gpu::Gpu;
+use std::io::Write;
+
+/// Whether `PAGESIFT_REQUIRE_GPU=1` demands that GPU tests fail instead of skipping.
+pub fn gpu_required() -> bool {
+    std::env::var("PAGESIFT_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}
+
+fn log_line(line: &str) {
+    if let Some(path) = std::env::var_os("PAGESIFT_TEST_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{line}");
+        }
+    }
+}
+
+/// Opens device 0 for the GPU test `test`, or skips it visibly.
+pub fn gpu_or_skip(test: &str) -> Option<Gpu> {
+    match Gpu::new(0) {
+        Ok(gpu) => {
+            let device = gpu.name().replace(' ', "_");
+            log_line(&format!("ran {test} {device}"));
+            Some(gpu)
+        }
+        Err(e) => {
+            if gpu_required() {
+                panic!("{test}: a GPU is required (PAGESIFT_REQUIRE_GPU=1) but none could be opened: {e}");
+            }
+            eprintln!("SKIPPED {test}: no GPU: {e}");
+            log_line(&format!("skipped {test} {}", e.to_string().replace('\n', " ")));
+            None
+        }
+    }
+}
+
+/// Whether the device is the emulated one (tests then use smaller shapes).
+pub fn is_emulated(gpu: &Gpu) -> bool {
+    gpu.backend_kind() == pagesift_gpu::BackendKind::Emulated
+}
