@@ -1,0 +1,569 @@
+//! Typed device memory: [`DeviceBuffer`] (owning, RAII), the views [`DeviceSlice`] and
+//! [`DeviceSliceMut`], and the traits [`DeviceRead`] / [`DeviceWrite`] the launch wrappers take.
+//!
+//! The copies here are synchronous: when they return, the device holds (or the host has) the
+//! data. They are ordered with work on the default stream; work on other streams must be
+//! synchronized first. Zero-length buffers and copies never touch the driver.
+
+use std::marker::PhantomData;
+use std::ops::{Bound, RangeBounds};
+
+use super::backend::{DevicePtr, RawHandle};
+use super::gpu::Gpu;
+use crate::error::{Error, Result};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A plain element type that can live in device memory: no padding, no pointers, every bit
+/// pattern valid. Implemented for `f32`, `f64`, `f16`, `bf16`, `i8`..`i64` and `u8`..`u64`;
+/// sealed.
+///
+/// # Safety
+/// Implementors are `Copy`, have no padding bytes and accept every bit pattern.
+pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static + sealed::Sealed {}
+
+macro_rules! device_repr {
+    ($($t:ty),*) => {$(
+        impl sealed::Sealed for $t {}
+        // SAFETY: a primitive number (or a transparent wrapper of `u16`): no padding, every bit
+        // pattern valid.
+        unsafe impl DeviceRepr for $t {}
+    )*};
+}
+device_repr!(
+    f32,
+    f64,
+    half::f16,
+    half::bf16,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64
+);
+
+/// The bytes of a slice of plain elements.
+pub(crate) fn as_bytes<T: DeviceRepr>(s: &[T]) -> &[u8] {
+    // SAFETY: `T: DeviceRepr` has no padding, so every byte is initialized; the length is the
+    // slice's size in bytes.
+    unsafe { std::slice::from_raw_parts(s.as_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+/// The bytes of a mutable slice of plain elements.
+pub(crate) fn as_bytes_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
+    // SAFETY: as `as_bytes`, and every bit pattern written is a valid `T`.
+    unsafe { std::slice::from_raw_parts_mut(s.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(s)) }
+}
+
+/// Size in bytes of `len` elements of `T`, or `InvalidArgument` on overflow.
+pub(crate) fn byte_len<T>(op: &'static str, len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or_else(|| Error::InvalidArgument {
+            op,
+            message: format!("{len} elements overflow the address space"),
+        })
+}
+
+/// Device memory a kernel may read: a buffer or a view of one. Sealed.
+pub trait DeviceRead<T: DeviceRepr>: sealed::Sealed {
+    /// The device address of the first element (0 for an empty range).
+    fn device_ptr(&self) -> DevicePtr;
+    /// The number of elements.
+    fn len(&self) -> usize;
+    /// Whether there are no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The device the memory belongs to.
+    fn gpu(&self) -> &Gpu;
+}
+
+/// Device memory a kernel may write: a buffer or a mutable view of one. Sealed.
+pub trait DeviceWrite<T: DeviceRepr>: DeviceRead<T> {
+    /// The device address of the first element, for writing.
+    fn device_ptr_mut(&mut self) -> DevicePtr {
+        self.device_ptr()
+    }
+}
+
+/// Resolves a range of a `len`-element region into (start, end), or `InvalidArgument`.
+fn resolve(op: &'static str, range: impl RangeBounds<usize>, len: usize) -> Result<(usize, usize)> {
+    let start = match range.start_bound() {
+        Bound::Included(&s) => Some(s),
+        Bound::Excluded(&s) => s.checked_add(1),
+        Bound::Unbounded => Some(0),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&e) => e.checked_add(1),
+        Bound::Excluded(&e) => Some(e),
+        Bound::Unbounded => Some(len),
+    };
+    match (start, end) {
+        (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
+        _ => Err(Error::InvalidArgument {
+            op,
+            message: format!(
+                "range {:?}..{:?} out of bounds for length {len}",
+                range.start_bound(),
+                range.end_bound()
+            ),
+        }),
+    }
+}
+
+fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
+    if expected != actual {
+        return Err(Error::LengthMismatch {
+            what: what.to_string(),
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+fn check_same(gpu: &Gpu, other: &Gpu, what: &str) -> Result<()> {
+    if !gpu.same_device(other) {
+        return Err(Error::DeviceMismatch {
+            what: what.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Shared implementation of the copies of buffers and views: `(gpu, ptr, len)`.
+struct Region<'a, T> {
+    gpu: &'a Gpu,
+    ptr: DevicePtr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: DeviceRepr> Region<'_, T> {
+    fn copy_from_host(&self, src: &[T]) -> Result<()> {
+        check_len("copy_from_host", self.len, src.len())?;
+        if self.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        let b = self.gpu.backend();
+        b.memcpy_htod(self.ptr, as_bytes(src))?;
+        // A copy from pageable memory may still be in flight towards the device; make it
+        // visible to every stream.
+        b.stream_synchronize(RawHandle::NULL)
+    }
+
+    fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
+        check_len("copy_to_host", self.len, dst.len())?;
+        if self.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        self.gpu.backend().memcpy_dtoh(as_bytes_mut(dst), self.ptr)
+    }
+
+    fn copy_from_device(&self, src: &impl DeviceRead<T>) -> Result<()> {
+        check_same(self.gpu, src.gpu(), "copy_from_device")?;
+        check_len("copy_from_device", self.len, src.len())?;
+        if self.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        let b = self.gpu.backend();
+        b.memcpy_dtod(
+            self.ptr,
+            src.device_ptr(),
+            byte_len::<T>("copy_from_device", self.len)?,
+            RawHandle::NULL,
+        )?;
+        b.stream_synchronize(RawHandle::NULL)
+    }
+
+    fn memset_bytes(&self, value: u8) -> Result<()> {
+        if self.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        let b = self.gpu.backend();
+        b.memset_d8(
+            self.ptr,
+            value,
+            byte_len::<T>("memset_bytes", self.len)?,
+            RawHandle::NULL,
+        )?;
+        b.stream_synchronize(RawHandle::NULL)
+    }
+
+    fn fill_u32(&self, word: u32) -> Result<()> {
+        let bytes = byte_len::<T>("fill_u32", self.len)?;
+        if bytes % 4 != 0 || self.ptr % 4 != 0 {
+            return Err(Error::InvalidArgument {
+                op: "fill_u32",
+                message: format!(
+                    "{bytes} bytes at {:#x} are not whole aligned 32-bit words",
+                    self.ptr
+                ),
+            });
+        }
+        if bytes == 0 {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        let b = self.gpu.backend();
+        b.memset_d32(self.ptr, word, bytes / 4, RawHandle::NULL)?;
+        b.stream_synchronize(RawHandle::NULL)
+    }
+
+    fn to_host(&self) -> Result<Vec<T>> {
+        let mut v = Vec::with_capacity(self.len);
+        if self.len == 0 {
+            self.gpu.take_deferred()?;
+            return Ok(v);
+        }
+        self.gpu.enter()?;
+        let bytes = byte_len::<T>("to_host", self.len)?;
+        // SAFETY: the capacity holds `len` elements; the bytes are all written by the copy
+        // below before `set_len`, and any bit pattern is a valid `T`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes) };
+        self.gpu.backend().memcpy_dtoh(dst, self.ptr)?;
+        // SAFETY: all `len` elements were written by the copy.
+        unsafe { v.set_len(self.len) };
+        Ok(v)
+    }
+}
+
+macro_rules! copy_methods {
+    (read) => {
+        /// Copies the whole range to `dst` (same length), synchronously.
+        ///
+        /// Errors: [`Error::LengthMismatch`], or the driver's.
+        pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
+            self.region().copy_to_host(dst)
+        }
+
+        /// Copies the whole range into a new `Vec`, synchronously.
+        pub fn to_host(&self) -> Result<Vec<T>> {
+            self.region().to_host()
+        }
+    };
+    (write) => {
+        /// Copies `src` (same length) into the range, synchronously.
+        ///
+        /// Errors: [`Error::LengthMismatch`], or the driver's.
+        pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
+            self.region().copy_from_host(src)
+        }
+
+        /// Copies device memory of the same device and length into the range, synchronously.
+        ///
+        /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
+        pub fn copy_from_device(&mut self, src: &impl DeviceRead<T>) -> Result<()> {
+            self.region().copy_from_device(src)
+        }
+
+        /// Sets every byte of the range to `value`, synchronously.
+        pub fn memset_bytes(&mut self, value: u8) -> Result<()> {
+            self.region().memset_bytes(value)
+        }
+
+        /// Sets every 32-bit word of the range to `word` (e.g. a NaN pattern to poison outputs),
+        /// synchronously. The range must be a whole number of aligned 32-bit words
+        /// ([`Error::InvalidArgument`] otherwise).
+        pub fn fill_u32(&mut self, word: u32) -> Result<()> {
+            self.region().fill_u32(word)
+        }
+    };
+}
+
+/// An owned, typed allocation of `len` elements of `T` in device memory, freed on drop.
+///
+/// A failed free in `Drop` is reported by the next call on the same [`Gpu`]
+/// ([`Error::Deferred`]).
+pub struct DeviceBuffer<T: DeviceRepr> {
+    gpu: Gpu,
+    ptr: DevicePtr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: DeviceRepr> DeviceBuffer<T> {
+    /// Allocates `len` elements, uninitialized (the contents are whatever the device held).
+    ///
+    /// Errors: [`Error::OutOfMemory`] when the device lacks the memory.
+    pub fn alloc(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = byte_len::<T>("DeviceBuffer::alloc", len)?;
+        let ptr = if bytes == 0 {
+            gpu.take_deferred()?;
+            0
+        } else {
+            gpu.enter()?;
+            gpu.backend().mem_alloc(bytes)?
+        };
+        Ok(DeviceBuffer {
+            gpu: gpu.clone(),
+            ptr,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// Allocates `len` elements set to zero bytes.
+    pub fn zeroed(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc(gpu, len)?;
+        b.memset_bytes(0)?;
+        Ok(b)
+    }
+
+    /// Allocates a buffer holding a copy of `src`.
+    pub fn from_host(gpu: &Gpu, src: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc(gpu, src.len())?;
+        b.copy_from_host(src)?;
+        Ok(b)
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address of the first element (0 when empty).
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// The device the buffer lives on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// A read-only view of `range`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a range outside `0..len`.
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
+        let (s, e) = resolve("DeviceBuffer::slice", range, self.len)?;
+        Ok(DeviceSlice {
+            gpu: &self.gpu,
+            ptr: offset::<T>(self.ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+
+    /// A writable view of `range`.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a range outside `0..len`.
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
+        let (s, e) = resolve("DeviceBuffer::slice_mut", range, self.len)?;
+        Ok(DeviceSliceMut {
+            gpu: &self.gpu,
+            ptr: offset::<T>(self.ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+
+    fn region(&self) -> Region<'_, T> {
+        Region {
+            gpu: &self.gpu,
+            ptr: self.ptr,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    copy_methods!(read);
+    copy_methods!(write);
+}
+
+/// The address of element `i` of a region starting at `ptr` (0 stays 0 for empty regions).
+fn offset<T>(ptr: DevicePtr, i: usize) -> DevicePtr {
+    if ptr == 0 {
+        0
+    } else {
+        ptr + (i * std::mem::size_of::<T>()) as u64
+    }
+}
+
+impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        if self.ptr == 0 {
+            return;
+        }
+        let r = self
+            .gpu
+            .current_backend()
+            .and_then(|b| b.mem_free(self.ptr));
+        if let Err(e) = r {
+            self.gpu.defer(e);
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("len", &self.len)
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+/// A read-only view of part of a [`DeviceBuffer`].
+#[derive(Clone, Copy)]
+pub struct DeviceSlice<'a, T: DeviceRepr> {
+    gpu: &'a Gpu,
+    ptr: DevicePtr,
+    len: usize,
+    _t: PhantomData<&'a [T]>,
+}
+
+impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address of the first element (0 when empty).
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// A narrower view of `range` (relative to this view).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, T>> {
+        let (s, e) = resolve("DeviceSlice::slice", range, self.len)?;
+        Ok(DeviceSlice {
+            gpu: self.gpu,
+            ptr: offset::<T>(self.ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+
+    fn region(&self) -> Region<'_, T> {
+        Region {
+            gpu: self.gpu,
+            ptr: self.ptr,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    copy_methods!(read);
+}
+
+/// A writable view of part of a [`DeviceBuffer`].
+pub struct DeviceSliceMut<'a, T: DeviceRepr> {
+    gpu: &'a Gpu,
+    ptr: DevicePtr,
+    len: usize,
+    _t: PhantomData<&'a mut [T]>,
+}
+
+impl<T: DeviceRepr> DeviceSliceMut<'_, T> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The device address of the first element (0 when empty).
+    pub fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+
+    /// A read-only view of `range` (relative to this view).
+    pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
+        let (s, e) = resolve("DeviceSliceMut::slice", range, self.len)?;
+        Ok(DeviceSlice {
+            gpu: self.gpu,
+            ptr: offset::<T>(self.ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+
+    /// A narrower writable view of `range` (relative to this view).
+    pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
+        let (s, e) = resolve("DeviceSliceMut::slice_mut", range, self.len)?;
+        Ok(DeviceSliceMut {
+            gpu: self.gpu,
+            ptr: offset::<T>(self.ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+
+    fn region(&self) -> Region<'_, T> {
+        Region {
+            gpu: self.gpu,
+            ptr: self.ptr,
+            len: self.len,
+            _t: PhantomData,
+        }
+    }
+
+    copy_methods!(read);
+    copy_methods!(write);
+}
+
+impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<T> {}
+impl<T: DeviceRepr> sealed::Sealed for DeviceSlice<'_, T> {}
+impl<T: DeviceRepr> sealed::Sealed for DeviceSliceMut<'_, T> {}
+
+impl<T: DeviceRepr> DeviceRead<T> for DeviceBuffer<T> {
+    fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+}
+impl<T: DeviceRepr> DeviceWrite<T> for DeviceBuffer<T> {}
+
+impl<T: DeviceRepr> DeviceRead<T> for DeviceSlice<'_, T> {
+    fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn gpu(&self) -> &Gpu {
+        self.gpu
+    }
+}
+
+impl<T: DeviceRepr> DeviceRead<T> for DeviceSliceMut<'_, T> {
+    fn device_ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn gpu(&self) -> &Gpu {
+        self.gpu
+    }
+}
+impl<T: DeviceRepr> DeviceWrite<T> for DeviceSliceMut<'_, T> {}

@@ -1,0 +1,362 @@
+//! Kernel modules: the per-device cache of [`KernelVariant`] modules (each loaded once, on first
+//! use, thread-safely), and [`Module`] / [`Function`] for raw PTX.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use super::backend::{Backend, FunctionAttributes, ModuleLoadError, RawHandle};
+use super::gpu::Gpu;
+use crate::error::{Error, Result};
+use crate::kernel::KernelVariant;
+
+/// A loaded kernel of the cache.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub(crate) module: RawHandle,
+    pub(crate) function: RawHandle,
+    /// The largest dynamic shared memory the function has been opted in to, in bytes.
+    dyn_shared_optin: AtomicU32,
+}
+
+/// One cache entry: loaded at most once; concurrent first users wait on `init`.
+#[derive(Default)]
+pub(crate) struct Slot {
+    init: Mutex<()>,
+    loaded: OnceLock<Loaded>,
+}
+
+/// The modules of one device, keyed by the address and length of the variant's PTX text.
+#[derive(Default)]
+pub(crate) struct ModuleCache {
+    slots: RwLock<HashMap<(usize, usize), Arc<Slot>>>,
+}
+
+impl ModuleCache {
+    /// The slot of `variant`, created empty on first use.
+    fn slot(&self, variant: &KernelVariant) -> Arc<Slot> {
+        let key = (variant.ptx.as_ptr() as usize, variant.ptx.len());
+        if let Some(s) = self
+            .slots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+        {
+            return Arc::clone(s);
+        }
+        let mut w = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        Arc::clone(w.entry(key).or_default())
+    }
+
+    /// Number of modules loaded.
+    pub(crate) fn len(&self) -> usize {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots.values().filter(|s| s.loaded.get().is_some()).count()
+    }
+
+    /// Unloads every module (the device is going away; errors have nowhere to go).
+    pub(crate) fn unload_all(&self, backend: &dyn Backend) {
+        let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
+        for (_, slot) in slots.drain() {
+            if let Some(l) = slot.loaded.get() {
+                let _ = backend.module_unload(l.module);
+            }
+        }
+    }
+}
+
+/// Whether a variant can run on this device and driver; `Error::Unsupported` says what it needs.
+pub(crate) fn check_supported(
+    variant: &KernelVariant,
+    cc: (u32, u32),
+    driver_version: i32,
+) -> Result<()> {
+    let need_driver = variant.min_driver_version();
+    if need_driver > driver_version {
+        return Err(Error::Unsupported {
+            kernel: variant.display_name(),
+            reason: format!(
+                "its PTX ISA {}.{} needs a driver for CUDA {} or newer; this driver supports CUDA {}",
+                variant.ptx_version.0,
+                variant.ptx_version.1,
+                cuda_version(need_driver),
+                cuda_version(driver_version)
+            ),
+        });
+    }
+    let need_cc = variant.min_compute_capability();
+    // `sm_90a`-style targets use features of exactly that architecture.
+    let arch_specific = variant.target.ends_with('a') || variant.target.ends_with('f');
+    let fits = if arch_specific {
+        cc == need_cc
+    } else {
+        cc >= need_cc
+    };
+    if !fits {
+        return Err(Error::Unsupported {
+            kernel: variant.display_name(),
+            reason: format!(
+                "target {} needs compute capability {}{}.{}; this device has {}.{}",
+                variant.target,
+                if arch_specific { "exactly " } else { "" },
+                need_cc.0,
+                need_cc.1,
+                cc.0,
+                cc.1
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// `12080` -> `12.8`.
+pub(crate) fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+/// Writes the PTX of a failed load where it can be inspected:
+/// `temp_dir()/pagesift-<entry>-<pid>.ptx`.
+fn write_ptx(entry: &str, ptx: &str) -> Option<PathBuf> {
+    let safe: String = entry
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = std::env::temp_dir().join(format!("pagesift-{safe}-{}.ptx", std::process::id()));
+    std::fs::write(&path, ptx).ok().map(|_| path)
+}
+
+fn module_load_error(entry: &str, ptx: &str, e: ModuleLoadError) -> Error {
+    Error::ModuleLoad {
+        kernel: entry.to_string(),
+        source: e.error,
+        jit_log: e.log,
+        ptx_path: write_ptx(entry, ptx),
+    }
+}
+
+impl Gpu {
+    /// The loaded function of a kernel variant, loading its module on first use. The caller has
+    /// entered the context.
+    pub(crate) fn variant_function(&self, variant: &'static KernelVariant) -> Result<Arc<Slot>> {
+        let slot = self.inner.modules.slot(variant);
+        if slot.loaded.get().is_some() {
+            return Ok(slot);
+        }
+        self.load_into(&slot, variant)?;
+        Ok(slot)
+    }
+
+    fn load_into(&self, slot: &Slot, variant: &'static KernelVariant) -> Result<()> {
+        let _guard = slot.init.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.loaded.get().is_some() {
+            return Ok(());
+        }
+        check_supported(variant, self.compute_capability(), self.driver_version())?;
+        let backend = self.backend();
+        let module = backend
+            .module_load(variant.ptx)
+            .map_err(|e| module_load_error(variant.entry, variant.ptx, e))?;
+        let function = match backend.module_function(module, variant.entry) {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = backend.module_unload(module);
+                return Err(e);
+            }
+        };
+        let _ = slot.loaded.set(Loaded {
+            module,
+            function,
+            dyn_shared_optin: AtomicU32::new(0),
+        });
+        Ok(())
+    }
+
+    /// How many kernel variant modules this device has loaded.
+    pub fn loaded_module_count(&self) -> usize {
+        self.inner.modules.len()
+    }
+
+    /// Loads a module from PTX text (for tests, benches and tools; kernels written with
+    /// [`crate::ptx_kernel!`] are loaded automatically). `name` labels errors and the file the
+    /// PTX is written to when the JIT rejects it.
+    ///
+    /// Errors: [`Error::ModuleLoad`] with the JIT log when the driver rejects the PTX.
+    pub fn load_ptx(&self, name: &str, ptx: &str) -> Result<Module> {
+        self.enter()?;
+        let handle = self
+            .backend()
+            .module_load(ptx)
+            .map_err(|e| module_load_error(name, ptx, e))?;
+        Ok(Module {
+            inner: Arc::new(ModuleInner {
+                gpu: self.clone(),
+                handle,
+                name: name.to_string(),
+            }),
+        })
+    }
+}
+
+impl Slot {
+    /// The loaded function (the slot was returned by `variant_function`).
+    pub(crate) fn loaded(&self) -> Option<&Loaded> {
+        self.loaded.get()
+    }
+}
+
+impl Loaded {
+    /// Opts the function in to `bytes` of dynamic shared memory when the default is too small.
+    pub(crate) fn ensure_dynamic_shared(
+        &self,
+        backend: &dyn Backend,
+        bytes: u32,
+        static_bytes: u32,
+        default_max: u32,
+    ) -> Result<()> {
+        ensure_dynamic_shared(
+            backend,
+            self.function,
+            &self.dyn_shared_optin,
+            bytes,
+            static_bytes,
+            default_max,
+        )
+    }
+}
+
+fn ensure_dynamic_shared(
+    backend: &dyn Backend,
+    function: RawHandle,
+    optin: &AtomicU32,
+    bytes: u32,
+    static_bytes: u32,
+    default_max: u32,
+) -> Result<()> {
+    if static_bytes.saturating_add(bytes) <= default_max || bytes <= optin.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    backend.function_set_max_dynamic_shared(function, bytes)?;
+    optin.fetch_max(bytes, Ordering::AcqRel);
+    Ok(())
+}
+
+struct ModuleInner {
+    gpu: Gpu,
+    handle: RawHandle,
+    name: String,
+}
+
+impl Drop for ModuleInner {
+    fn drop(&mut self) {
+        if let Err(e) = self
+            .gpu
+            .current_backend()
+            .and_then(|b| b.module_unload(self.handle))
+        {
+            self.gpu.defer(e);
+        }
+    }
+}
+
+/// A module loaded from raw PTX by [`Gpu::load_ptx`]; unloaded when it and its functions drop.
+#[derive(Clone)]
+pub struct Module {
+    inner: Arc<ModuleInner>,
+}
+
+impl Module {
+    /// The kernel entry `entry` of this module.
+    ///
+    /// Errors: the driver's (`CUDA_ERROR_NOT_FOUND` for an unknown entry).
+    pub fn function(&self, entry: &str) -> Result<Function> {
+        let gpu = &self.inner.gpu;
+        gpu.enter()?;
+        let handle = gpu.backend().module_function(self.inner.handle, entry)?;
+        let attributes = gpu.backend().function_attributes(handle)?;
+        Ok(Function {
+            module: Arc::clone(&self.inner),
+            handle,
+            name: entry.to_string(),
+            attributes,
+            dyn_shared_optin: AtomicU32::new(0),
+        })
+    }
+
+    /// The name the module was loaded under.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+/// A kernel entry of a [`Module`], launched with [`super::Stream::launch`]. Keeps its module
+/// loaded.
+pub struct Function {
+    module: Arc<ModuleInner>,
+    handle: RawHandle,
+    name: String,
+    attributes: FunctionAttributes,
+    dyn_shared_optin: AtomicU32,
+}
+
+impl Function {
+    /// The entry name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device the function is loaded on.
+    pub fn gpu(&self) -> &Gpu {
+        &self.module.gpu
+    }
+
+    /// The backend handle.
+    pub fn raw(&self) -> RawHandle {
+        self.handle
+    }
+
+    /// Registers, static shared and local memory, and the thread limit of the function.
+    pub fn attributes(&self) -> FunctionAttributes {
+        self.attributes
+    }
+
+    /// Static shared memory in bytes.
+    pub fn static_shared_bytes(&self) -> u32 {
+        self.attributes.static_shared_bytes
+    }
+
+    pub(crate) fn ensure_dynamic_shared(&self, bytes: u32) -> Result<()> {
+        let gpu = self.gpu();
+        ensure_dynamic_shared(
+            gpu.backend().as_ref(),
+            self.handle,
+            &self.dyn_shared_optin,
+            bytes,
+            self.attributes.static_shared_bytes,
+            gpu.props().max_shared_per_block,
+        )
+    }
+}
+
+impl std::fmt::Debug for Function {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Function")
+            .field("name", &self.name)
+            .field("attributes", &self.attributes)
+            .finish()
+    }
+}

@@ -1,0 +1,457 @@
+//! [`Stream`]s, [`Event`]s, page-locked host memory ([`PinnedBuffer`]) and the asynchronous
+//! copies between it and the device.
+//!
+//! An asynchronous copy leaves a pending event in the pinned buffer it uses; every access to
+//! the host memory of that buffer (reading, writing, dropping it) first waits for the event. So
+//! safe code can neither free nor touch host memory while a copy is in flight.
+
+use std::marker::PhantomData;
+use std::sync::Mutex;
+
+use super::backend::{KernelArg, LaunchRequest, RawHandle};
+use super::gpu::Gpu;
+use super::memory::{byte_len, DeviceRead, DeviceRepr, DeviceWrite};
+use super::module::Function;
+use crate::error::{Error, Result};
+
+/// An ordered queue of device work. Created by [`Gpu::new_stream`] (destroyed on drop) or
+/// [`Gpu::default_stream`] (the legacy default stream, never destroyed).
+pub struct Stream {
+    gpu: Gpu,
+    handle: RawHandle,
+    owned: bool,
+}
+
+impl Stream {
+    pub(crate) fn default_of(gpu: Gpu) -> Stream {
+        Stream {
+            gpu,
+            handle: RawHandle::NULL,
+            owned: false,
+        }
+    }
+
+    pub(crate) fn new(gpu: &Gpu) -> Result<Stream> {
+        gpu.enter()?;
+        let handle = gpu.backend().stream_create()?;
+        Ok(Stream {
+            gpu: gpu.clone(),
+            handle,
+            owned: true,
+        })
+    }
+
+    /// The device of this stream.
+    pub fn gpu(&self) -> &Gpu {
+        &self.gpu
+    }
+
+    /// The backend handle (`RawHandle::NULL` for the default stream).
+    pub fn raw(&self) -> RawHandle {
+        self.handle
+    }
+
+    /// Whether this is the default stream.
+    pub fn is_default(&self) -> bool {
+        self.handle == RawHandle::NULL
+    }
+
+    /// Waits until all work queued on this stream is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.gpu.enter()?;
+        self.gpu.backend().stream_synchronize(self.handle)
+    }
+
+    /// Queues a copy of `src` into `dst` (same length, same device).
+    ///
+    /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
+    pub fn copy_htod_async<T: DeviceRepr>(
+        &self,
+        dst: &mut impl DeviceWrite<T>,
+        src: &PinnedBuffer<T>,
+    ) -> Result<()> {
+        self.check_gpu(dst.gpu(), "copy_htod_async")?;
+        self.check_gpu(&src.gpu, "copy_htod_async")?;
+        check_len("copy_htod_async", dst.len(), src.len)?;
+        if src.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        let bytes = byte_len::<T>("copy_htod_async", src.len)?;
+        // The host memory must not change while the copy reads it: wait for earlier copies
+        // into it, then mark it busy until this one is done.
+        src.wait()?;
+        self.gpu.enter()?;
+        let dptr = dst.device_ptr_mut();
+        // SAFETY: `src` is page-locked memory of `bytes` bytes. It cannot be freed or written
+        // before the copy is done: the event recorded below makes every access (and the drop)
+        // of `src` wait for it.
+        unsafe {
+            self.gpu
+                .backend()
+                .memcpy_htod_async(dptr, src.ptr, bytes, self.handle)
+        }?;
+        src.mark_pending(self)
+    }
+
+    /// Queues a copy of `src` into `dst` (same length, same device). Reading `dst` waits until
+    /// the copy is done.
+    ///
+    /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
+    pub fn copy_dtoh_async<T: DeviceRepr>(
+        &self,
+        dst: &mut PinnedBuffer<T>,
+        src: &impl DeviceRead<T>,
+    ) -> Result<()> {
+        self.check_gpu(src.gpu(), "copy_dtoh_async")?;
+        self.check_gpu(&dst.gpu, "copy_dtoh_async")?;
+        check_len("copy_dtoh_async", dst.len, src.len())?;
+        if dst.len == 0 {
+            return self.gpu.take_deferred();
+        }
+        let bytes = byte_len::<T>("copy_dtoh_async", dst.len)?;
+        dst.wait()?;
+        self.gpu.enter()?;
+        // SAFETY: `dst` is page-locked memory of `bytes` bytes; every access to it (and its
+        // drop) waits for the event recorded below, so nothing touches it during the copy.
+        unsafe {
+            self.gpu
+                .backend()
+                .memcpy_dtoh_async(dst.ptr, src.device_ptr(), bytes, self.handle)
+        }?;
+        dst.mark_pending(self)
+    }
+
+    /// Queues a device-to-device copy (same length, same device).
+    pub fn copy_dtod_async<T: DeviceRepr>(
+        &self,
+        dst: &mut impl DeviceWrite<T>,
+        src: &impl DeviceRead<T>,
+    ) -> Result<()> {
+        self.check_gpu(dst.gpu(), "copy_dtod_async")?;
+        self.check_gpu(src.gpu(), "copy_dtod_async")?;
+        check_len("copy_dtod_async", dst.len(), src.len())?;
+        if src.is_empty() {
+            return self.gpu.take_deferred();
+        }
+        let bytes = byte_len::<T>("copy_dtod_async", src.len())?;
+        self.gpu.enter()?;
+        self.gpu
+            .backend()
+            .memcpy_dtod(dst.device_ptr_mut(), src.device_ptr(), bytes, self.handle)
+    }
+
+    /// Queues setting every byte of `dst` to `value`.
+    pub fn memset_async<T: DeviceRepr>(
+        &self,
+        dst: &mut impl DeviceWrite<T>,
+        value: u8,
+    ) -> Result<()> {
+        self.check_gpu(dst.gpu(), "memset_async")?;
+        if dst.is_empty() {
+            return self.gpu.take_deferred();
+        }
+        let bytes = byte_len::<T>("memset_async", dst.len())?;
+        self.gpu.enter()?;
+        self.gpu
+            .backend()
+            .memset_d8(dst.device_ptr_mut(), value, bytes, self.handle)
+    }
+
+    /// Launches a kernel loaded from raw PTX ([`Gpu::load_ptx`]) on this stream.
+    ///
+    /// Checks the block, grid and shared memory against the device's limits
+    /// ([`Error::Launch`]); a grid with a zero dimension launches nothing.
+    ///
+    /// # Safety
+    /// `args` must match the kernel's parameters in number, size and meaning, and every memory
+    /// access the kernel makes with them must be in bounds of live allocations that nothing
+    /// else uses meanwhile. (Kernels from [`crate::ptx_kernel!`] get a safe, typed `launch`.)
+    pub unsafe fn launch(
+        &self,
+        function: &Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared_mem_bytes: u32,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        self.check_gpu(function.gpu(), "launch")?;
+        super::launch::check_limits(
+            function.name(),
+            self.gpu.props(),
+            grid,
+            block,
+            function.static_shared_bytes(),
+            shared_mem_bytes,
+        )?;
+        if grid.contains(&0) {
+            return self.gpu.take_deferred();
+        }
+        self.gpu.enter()?;
+        function.ensure_dynamic_shared(shared_mem_bytes)?;
+        self.gpu.backend().launch(&LaunchRequest {
+            function: function.raw(),
+            name: function.name(),
+            grid,
+            block,
+            shared_mem_bytes,
+            stream: self.handle,
+            args,
+        })
+    }
+
+    fn check_gpu(&self, other: &Gpu, what: &str) -> Result<()> {
+        if !self.gpu.same_device(other) {
+            return Err(Error::DeviceMismatch {
+                what: what.to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
+        // The driver finishes queued work before it releases the stream.
+        if let Err(e) = self
+            .gpu
+            .current_backend()
+            .and_then(|b| b.stream_destroy(self.handle))
+        {
+            self.gpu.defer(e);
+        }
+    }
+}
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("handle", &self.handle)
+            .field("gpu", &self.gpu)
+            .finish()
+    }
+}
+
+fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
+    if expected != actual {
+        return Err(Error::LengthMismatch {
+            what: what.to_string(),
+            expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// A point in a stream's work, for waiting and timing. Created with timing enabled.
+pub struct Event {
+    gpu: Gpu,
+    handle: RawHandle,
+}
+
+impl Event {
+    /// A new event with timing enabled.
+    pub fn new(gpu: &Gpu) -> Result<Event> {
+        Event::create(gpu, true)
+    }
+
+    fn create(gpu: &Gpu, timing: bool) -> Result<Event> {
+        gpu.enter()?;
+        let handle = gpu.backend().event_create(timing)?;
+        Ok(Event {
+            gpu: gpu.clone(),
+            handle,
+        })
+    }
+
+    /// Records the event at the current end of `stream`'s work.
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        if !self.gpu.same_device(stream.gpu()) {
+            return Err(Error::DeviceMismatch {
+                what: "Event::record".into(),
+            });
+        }
+        self.gpu.enter()?;
+        self.gpu.backend().event_record(self.handle, stream.raw())
+    }
+
+    /// Waits until the work before the recorded point is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.gpu.enter()?;
+        self.gpu.backend().event_synchronize(self.handle)
+    }
+
+    /// Milliseconds from `start` to this event (both recorded; this one completed).
+    pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
+        if !self.gpu.same_device(&start.gpu) {
+            return Err(Error::DeviceMismatch {
+                what: "Event::elapsed_ms".into(),
+            });
+        }
+        self.gpu.enter()?;
+        self.gpu
+            .backend()
+            .event_elapsed_ms(start.handle, self.handle)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if let Err(e) = self
+            .gpu
+            .current_backend()
+            .and_then(|b| b.event_destroy(self.handle))
+        {
+            self.gpu.defer(e);
+        }
+    }
+}
+
+/// Page-locked host memory of `len` elements, the host side of asynchronous copies. Freed on
+/// drop, after any copy still using it is done.
+///
+/// Every access ([`PinnedBuffer::as_slice`], [`PinnedBuffer::as_mut_slice`], drop) first waits
+/// for the asynchronous copies that use the buffer.
+pub struct PinnedBuffer<T: DeviceRepr> {
+    gpu: Gpu,
+    ptr: *mut u8,
+    len: usize,
+    pending: Mutex<Vec<Event>>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the buffer owns its host memory exclusively (like a `Box<[T]>`); shared access
+// synchronizes through the `pending` mutex.
+unsafe impl<T: DeviceRepr> Send for PinnedBuffer<T> {}
+// SAFETY: as above; `&PinnedBuffer` only reads the memory.
+unsafe impl<T: DeviceRepr> Sync for PinnedBuffer<T> {}
+
+impl<T: DeviceRepr> PinnedBuffer<T> {
+    /// Allocates `len` elements of page-locked memory, zeroed.
+    ///
+    /// Errors: [`Error::OutOfMemory`] when the driver cannot pin that much.
+    pub fn new(gpu: &Gpu, len: usize) -> Result<PinnedBuffer<T>> {
+        let bytes = byte_len::<T>("PinnedBuffer::new", len)?;
+        let ptr = if bytes == 0 {
+            gpu.take_deferred()?;
+            std::ptr::NonNull::<T>::dangling().as_ptr().cast::<u8>()
+        } else {
+            gpu.enter()?;
+            let p = gpu.backend().host_alloc(bytes)?;
+            if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
+                return Err(Error::InvalidArgument {
+                    op: "PinnedBuffer::new",
+                    message: format!("the backend returned an unusable host pointer {p:?}"),
+                });
+            }
+            // SAFETY: `p` points to `bytes` freshly allocated bytes.
+            unsafe { std::ptr::write_bytes(p, 0, bytes) };
+            p
+        };
+        Ok(PinnedBuffer {
+            gpu: gpu.clone(),
+            ptr,
+            len,
+            pending: Mutex::new(Vec::new()),
+            _t: PhantomData,
+        })
+    }
+
+    /// Allocates page-locked memory holding a copy of `src`.
+    pub fn from_slice(gpu: &Gpu, src: &[T]) -> Result<PinnedBuffer<T>> {
+        let mut b = PinnedBuffer::new(gpu, src.len())?;
+        b.as_mut_slice()?.copy_from_slice(src);
+        Ok(b)
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The contents, after waiting for the asynchronous copies that use the buffer.
+    pub fn as_slice(&self) -> Result<&[T]> {
+        self.wait()?;
+        // SAFETY: `ptr` holds `len` initialized elements (zeroed at allocation, then written by
+        // the host or by completed copies); no copy is in flight (waited above) and a new one
+        // that writes needs `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts(self.ptr.cast::<T>(), self.len) })
+    }
+
+    /// The contents, writable, after waiting for the asynchronous copies that use the buffer.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [T]> {
+        self.wait()?;
+        // SAFETY: as `as_slice`, and `&mut self` excludes every other access.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<T>(), self.len) })
+    }
+
+    /// Copies the contents into a `Vec`, after waiting for pending copies.
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        Ok(self.as_slice()?.to_vec())
+    }
+
+    /// Waits for every asynchronous copy that uses the buffer.
+    pub fn wait(&self) -> Result<()> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(ev) = pending.last() {
+            // No deferred-error check here: an unrelated earlier failure must not keep the
+            // buffer busy (a drop would then have to leak it).
+            self.gpu.current_backend()?.event_synchronize(ev.handle)?;
+            pending.pop();
+        }
+        Ok(())
+    }
+
+    fn mark_pending(&self, stream: &Stream) -> Result<()> {
+        let ev = Event::create(&self.gpu, false)?;
+        let recorded = ev.record(stream);
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = recorded {
+            // Without an event the only safe wait is for the whole stream.
+            drop(pending);
+            stream.synchronize()?;
+            return Err(e);
+        }
+        pending.push(ev);
+        Ok(())
+    }
+}
+
+impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        if self.len == 0 || std::mem::size_of::<T>() == 0 {
+            return;
+        }
+        if let Err(e) = self.wait() {
+            // A copy may still use the memory: leaking it is the only safe choice.
+            self.gpu.defer(e);
+            return;
+        }
+        let ptr = self.ptr;
+        // SAFETY: `ptr` came from `host_alloc` of this backend, no copy uses it any more
+        // (waited above), and it is not used after this.
+        let r = self
+            .gpu
+            .current_backend()
+            .and_then(|b| unsafe { b.host_free(ptr) });
+        if let Err(e) = r {
+            self.gpu.defer(e);
+        }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for PinnedBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedBuffer")
+            .field("len", &self.len)
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
