@@ -18,6 +18,9 @@ mod memory;
 mod module;
 mod stream;
 
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, OnceLock};
 
 pub use backend::{
