@@ -1,5 +1,147 @@
-//! The `pagesift-gpu` command-line tool.
+//! The `pagesift-gpu` command-line tool: device information, the compiled kernel variants,
+//! their PTX, and the self test.
+
 mod selftest;
-fn main() {
-    std::process::exit(selftest::run(&[]));
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use pagesift_gpu::{Error, Gpu, KernelVariant};
+
+const USAGE: &str = "\
+pagesift-gpu: NVIDIA GPU kernels for inference engines
+
+usage: pagesift-gpu <command>
+
+commands:
+  info        every device (name, compute capability, SMs, memory, L2, shared memory limits,
+              warp size) and the driver version
+  kernels     every compiled kernel variant: name, target, block, static shared memory, PTX bytes
+  ptx NAME    the PTX text of one variant (NAME as listed by `kernels`, or its entry name)
+  selftest    every kernel family against the CPU reference
+  help        this text
+
+environment:
+  PAGESIFT_GPU_LIB      the driver library to load instead of libcuda.so.1
+  PAGESIFT_GPU_DEVICE   `emulated` for the emulated device (when built with feature `emulator`)";
+
+/// Exit code for a missing or unusable driver.
+const EXIT_NO_DRIVER: u8 = 2;
+/// Exit code for a usage error or an unknown name.
+const EXIT_USAGE: u8 = 64;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = args.first().map(String::as_str).unwrap_or("help");
+    let rest = args.get(1..).unwrap_or(&[]);
+    match command {
+        "info" => report(info()),
+        "kernels" => report(kernels()),
+        "ptx" => match rest.first() {
+            Some(name) => ptx(name),
+            None => fail(EXIT_USAGE, "usage: pagesift-gpu ptx NAME (see `pagesift-gpu kernels` for names)"),
+        },
+        "selftest" => ExitCode::from(u8::try_from(selftest::run(rest).clamp(0, 255)).unwrap_or(1)),
+        "help" | "-h" | "--help" => {
+            println!("{USAGE}");
+            ExitCode::SUCCESS
+        }
+        other => fail(EXIT_USAGE, &format!("unknown command `{other}`; run `pagesift-gpu help`")),
+    }
+}
+
+/// Prints one line on stderr and returns `code`.
+fn fail(code: u8, message: &str) -> ExitCode {
+    eprintln!("pagesift-gpu: {}", message.replace('\n', " "));
+    ExitCode::from(code)
+}
+
+/// Maps a command's outcome to an exit code; errors are one line on stderr.
+fn report(r: Result<(), Error>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ (Error::DriverNotFound { .. } | Error::MissingSymbol { .. })) => fail(EXIT_NO_DRIVER, &e.to_string()),
+        Err(e) => fail(1, &e.to_string()),
+    }
+}
+
+fn mib(bytes: usize) -> String {
+    format!("{:.0} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+fn kib(bytes: u32) -> String {
+    format!("{} KiB", bytes / 1024)
+}
+
+fn info() -> Result<(), Error> {
+    let count = Gpu::device_count()?;
+    let mut out = std::io::stdout().lock();
+    let mut first_gpu = None;
+    for ordinal in 0..count {
+        let gpu = Gpu::new(ordinal)?;
+        let p = gpu.props();
+        let (free, total) = gpu.mem_info()?;
+        let _ = writeln!(out, "device {ordinal}: {}", p.name);
+        let _ = writeln!(out, "  compute capability   {}.{}", p.compute_capability.0, p.compute_capability.1);
+        let _ = writeln!(out, "  multiprocessors      {}", p.sm_count);
+        let _ = writeln!(out, "  memory               {} total, {} free", mib(total), mib(free));
+        let _ = writeln!(out, "  L2 cache             {}", kib(p.l2_cache_bytes));
+        let _ = writeln!(
+            out,
+            "  shared per block     {} default, {} opt-in",
+            kib(p.max_shared_per_block),
+            kib(p.max_shared_per_block_optin)
+        );
+        let _ = writeln!(out, "  warp size            {}", p.warp_size);
+        let _ = writeln!(out, "  max threads / block  {}", p.max_threads_per_block);
+        first_gpu.get_or_insert(gpu);
+    }
+    let backend = pagesift_gpu::driver::default_backend()?;
+    let version = backend.driver_version()?;
+    let _ = writeln!(
+        out,
+        "driver: CUDA {}.{} ({}){}",
+        version / 1000,
+        (version % 1000) / 10,
+        backend.driver_version_string().map(|s| format!("driver {s}")).unwrap_or_else(|| "NVML not available".into()),
+        if count == 0 { ", no devices" } else { "" }
+    );
+    let _ = writeln!(out, "library: {}", backend.library());
+    Ok(())
+}
+
+fn kernels() -> Result<(), Error> {
+    let registry = pagesift_gpu::kernels::registry();
+    let mut out = std::io::stdout().lock();
+    let width = registry.iter().map(|v| v.display_name().len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(out, "{:<width$}  {:<7}  {:<13}  {:>10}  {:>9}", "name", "target", "block", "static smem", "PTX bytes");
+    for v in &registry {
+        let block = format!("{}x{}x{}", v.block[0], v.block[1], v.block[2]);
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<7}  {:<13}  {:>10}  {:>9}",
+            v.display_name(),
+            v.target,
+            block,
+            v.static_shared_bytes,
+            v.ptx.len()
+        );
+    }
+    let _ = writeln!(out, "{} variants", registry.len());
+    Ok(())
+}
+
+fn find_variant(name: &str) -> Option<&'static KernelVariant> {
+    let registry = pagesift_gpu::kernels::registry();
+    registry.iter().copied().find(|v| v.display_name() == name).or_else(|| registry.into_iter().find(|v| v.entry == name))
+}
+
+fn ptx(name: &str) -> ExitCode {
+    match find_variant(name) {
+        Some(v) => {
+            print!("{}", v.ptx);
+            ExitCode::SUCCESS
+        }
+        None => fail(EXIT_USAGE, &format!("no kernel variant named `{name}`; run `pagesift-gpu kernels` for the list")),
+    }
 }

@@ -42,14 +42,14 @@ impl Driver {
     /// [`Error::Driver`] when `cuInit` fails (for example with no device present).
     pub fn open() -> Result<Driver> {
         let candidates = candidate_libraries();
-        let mut reason = String::from("no library to try");
+        let mut reasons = Vec::new();
         for name in &candidates {
             // SAFETY: loading a shared library runs its initializers; the driver's (and any
             // system library's) initializers are sound to run.
             let lib = match unsafe { libloading::Library::new(name) } {
                 Ok(lib) => lib,
                 Err(e) => {
-                    reason = e.to_string().replace('\n', " ");
+                    reasons.push(e.to_string().replace('\n', " "));
                     continue;
                 }
             };
@@ -67,7 +67,7 @@ impl Driver {
         }
         Err(Error::DriverNotFound {
             tried: candidates.join(", "),
-            reason,
+            reason: reasons.join("; "),
         })
     }
 
