@@ -1,1 +1,3 @@
 //! CPU reference kernels: the semantics every GPU kernel is tested against.
+
+pub mod act;

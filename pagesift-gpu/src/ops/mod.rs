@@ -1,1 +1,5 @@
 //! Public operations: validate shapes, pick a kernel variant, launch.
+
+pub mod act;
+
+pub use act::{activation, activation_inplace, ActArgs, ActElement};

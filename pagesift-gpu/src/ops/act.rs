@@ -1,0 +1,471 @@
+//! Activations: `y = act(x + bias) + residual`, element-wise, on the GPU.
+
+use std::mem::size_of;
+
+use half::{bf16, f16};
+
+use crate::driver::KernelArg;
+use crate::{
+    DevicePtr, DeviceRead, DeviceRepr, DeviceSlice, DeviceWrite, Error, KernelVariant,
+    LaunchConfig, Result, Stream,
+};
+
+/// An element-wise activation function.
+///
+/// The formulas below define the semantics; [`crate::cpu::act`] evaluates them in f64 and every
+/// GPU kernel is tested against it. `x` is the (f32) input after the optional bias add.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Act {
+    /// `x`.
+    Identity,
+    /// `max(x, 0)`.
+    Relu,
+    /// `min(max(x, 0), 6)`.
+    Relu6,
+    /// `x` for `x >= 0`, `slope * x` otherwise; `slope` is a runtime parameter (see
+    /// [`ActArgs::slope`], 0.01 by default).
+    LeakyRelu,
+    /// Gelu with the exact normal distribution function:
+    /// `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`.
+    Gelu,
+    /// Gelu with the tanh approximation:
+    /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
+    GeluTanh,
+    /// Silu (swish): `x * sigmoid(x) = x / (1 + exp(-x))`.
+    Silu,
+    /// The logistic function: `1 / (1 + exp(-x))`.
+    Sigmoid,
+    /// The hyperbolic tangent: `tanh(x)`.
+    Tanh,
+    /// `x * min(max(x + 3, 0), 6) / 6`.
+    HardSwish,
+    /// `min(max(x + 3, 0), 6) / 6`.
+    HardSigmoid,
+}
+
+impl Act {
+    /// Every activation, in declaration order.
+    pub const ALL: [Act; 11] = [
+        Act::Identity,
+        Act::Relu,
+        Act::Relu6,
+        Act::LeakyRelu,
+        Act::Gelu,
+        Act::GeluTanh,
+        Act::Silu,
+        Act::Sigmoid,
+        Act::Tanh,
+        Act::HardSwish,
+        Act::HardSigmoid,
+    ];
+
+    /// The lower-case name used in listings and on the command line, e.g. `gelu_tanh`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Act::Identity => "identity",
+            Act::Relu => "relu",
+            Act::Relu6 => "relu6",
+            Act::LeakyRelu => "leaky_relu",
+            Act::Gelu => "gelu",
+            Act::GeluTanh => "gelu_tanh",
+            Act::Silu => "silu",
+            Act::Sigmoid => "sigmoid",
+            Act::Tanh => "tanh",
+            Act::HardSwish => "hardswish",
+            Act::HardSigmoid => "hardsigmoid",
+        }
+    }
+}
+
+impl std::fmt::Display for Act {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Act {
+    type Err = crate::Error;
+
+    /// Parses a name as [`Act::name`] prints it.
+    fn from_str(s: &str) -> crate::Result<Act> {
+        Act::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| crate::Error::InvalidArgument {
+                op: "Act::from_str",
+                message: format!(
+                    "unknown activation `{s}`; expected one of {}",
+                    Act::ALL.map(Act::name).join(", ")
+                ),
+            })
+    }
+}
+
+/// The storage types activations run on: f32, f16 and bf16 (computed in f32, rounded once on
+/// store). Sealed.
+pub trait ActElement: DeviceRepr + private::Sealed {
+    /// The type's name, e.g. `f16`.
+    const NAME: &'static str;
+    /// Widens to f32 (exact).
+    fn to_f32(self) -> f32;
+    /// Rounds an f32 to this type (round to nearest even).
+    fn from_f32(v: f32) -> Self;
+    /// The compiled activation kernel variants of this type.
+    fn variants() -> &'static [KernelVariant] {
+        <Self as private::Sealed>::kernel_variants()
+    }
+}
+
+mod private {
+    use super::{ActArgs, Geometry};
+    use crate::{DeviceRead, DeviceWrite, KernelVariant, Result, Stream};
+
+    /// Seals [`super::ActElement`] and carries the per-type kernel plumbing.
+    pub trait Sealed: crate::DeviceRepr {
+        /// The variants of this type's kernel.
+        fn kernel_variants() -> &'static [KernelVariant];
+        /// Launches this type's kernel through its typed wrapper (out of place).
+        fn launch_kernel(
+            stream: &Stream,
+            args: &ActArgs<'_, Self>,
+            geo: &Geometry,
+            input: &impl DeviceRead<Self>,
+            output: &mut impl DeviceWrite<Self>,
+        ) -> Result<()>;
+    }
+}
+
+/// The kernel variant for (act, bias, residual) among `variants`.
+fn find_variant(
+    variants: &'static [KernelVariant],
+    act: Act,
+    bias: bool,
+    residual: bool,
+) -> Result<&'static KernelVariant> {
+    let act_name = format!("{act:?}");
+    let want = [
+        ("ACT", act_name.as_str()),
+        ("BIAS", if bias { "true" } else { "false" }),
+        ("RES", if residual { "true" } else { "false" }),
+    ];
+    variants
+        .iter()
+        .find(|v| {
+            want.iter()
+                .all(|(k, val)| v.consts.iter().any(|(ck, cv)| ck == k && cv == val))
+        })
+        .ok_or_else(|| {
+            let kernel = variants.first().map_or("act", |v| v.kernel);
+            crate::__private::variant_not_compiled(
+                kernel,
+                format!("ACT={act:?}, BIAS={bias}, RES={residual}"),
+            )
+        })
+}
+
+macro_rules! act_element {
+    ($t:ty, $name:literal, $kernel:ident, |$v:ident| $to:expr, |$f:ident| $from:expr) => {
+        impl ActElement for $t {
+            const NAME: &'static str = $name;
+            fn to_f32(self) -> f32 {
+                let $v = self;
+                $to
+            }
+            fn from_f32($f: f32) -> $t {
+                $from
+            }
+        }
+
+        impl private::Sealed for $t {
+            fn kernel_variants() -> &'static [KernelVariant] {
+                crate::kernels::act::$kernel::VARIANTS
+            }
+
+            fn launch_kernel(
+                stream: &Stream,
+                args: &ActArgs<'_, $t>,
+                geo: &Geometry,
+                input: &impl DeviceRead<$t>,
+                output: &mut impl DeviceWrite<$t>,
+            ) -> Result<()> {
+                use crate::kernels::act::$kernel::launch;
+                let n = input.len() as u64;
+                let cols = cols_u32(args);
+                let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
+                // Absent operands are passed as the input: the variant without them never reads them.
+                match (&args.bias, &args.residual) {
+                    (Some(b), Some(r)) => launch(
+                        stream, cfg, act, true, true, input, b, r, output, n, geo.head, geo.nvec,
+                        cols, slope,
+                    ),
+                    (Some(b), None) => launch(
+                        stream, cfg, act, true, false, input, b, input, output, n, geo.head,
+                        geo.nvec, cols, slope,
+                    ),
+                    (None, Some(r)) => launch(
+                        stream, cfg, act, false, true, input, input, r, output, n, geo.head,
+                        geo.nvec, cols, slope,
+                    ),
+                    (None, None) => launch(
+                        stream, cfg, act, false, false, input, input, input, output, n, geo.head,
+                        geo.nvec, cols, slope,
+                    ),
+                }
+            }
+        }
+    };
+}
+
+act_element!(f32, "f32", act_f32, |v| v, |v| v);
+act_element!(f16, "f16", act_f16, |v| f16::to_f32(v), |v| f16::from_f32(
+    v
+));
+act_element!(bf16, "bf16", act_bf16, |v| bf16::to_f32(v), |v| {
+    bf16::from_f32(v)
+});
+
+/// The negative slope of [`Act::LeakyRelu`] when none is given.
+pub const DEFAULT_LEAKY_SLOPE: f32 = 0.01;
+
+/// What an activation computes besides its input and output: the function, its slope, and the
+/// optional fused bias (one per column) and residual (one per element).
+///
+/// `y[i] = act(x[i] + bias[i % cols]) + residual[i]`: the bias is added before the activation,
+/// the residual after it (see [`crate::cpu::act`] for the exact roundings).
+#[derive(Clone, Copy)]
+pub struct ActArgs<'a, T: DeviceRepr> {
+    /// The activation function.
+    pub act: Act,
+    /// The negative slope of [`Act::LeakyRelu`]; ignored by the other functions.
+    pub slope: f32,
+    /// One value per column, added before the activation; `None` for no bias.
+    pub bias: Option<DeviceSlice<'a, T>>,
+    /// One value per element, added after the activation; `None` for no residual.
+    pub residual: Option<DeviceSlice<'a, T>>,
+    /// The row length the bias is indexed by (`bias[i % cols]`); ignored without a bias.
+    pub cols: usize,
+}
+
+impl<'a, T: DeviceRepr> ActArgs<'a, T> {
+    /// `act` alone: no bias, no residual, the default leaky slope.
+    pub fn new(act: Act) -> Self {
+        ActArgs {
+            act,
+            slope: DEFAULT_LEAKY_SLOPE,
+            bias: None,
+            residual: None,
+            cols: 0,
+        }
+    }
+
+    /// Adds a bias of `cols` values (`bias.len()` must equal `cols`), one per column of rows of
+    /// `cols` elements (a last partial row is allowed).
+    pub fn with_bias(self, bias: DeviceSlice<'a, T>, cols: usize) -> Self {
+        ActArgs {
+            bias: Some(bias),
+            cols,
+            ..self
+        }
+    }
+
+    /// Adds a residual (one value per element), added after the activation.
+    pub fn with_residual(self, residual: DeviceSlice<'a, T>) -> Self {
+        ActArgs {
+            residual: Some(residual),
+            ..self
+        }
+    }
+
+    /// Sets the negative slope of [`Act::LeakyRelu`].
+    pub fn with_slope(self, slope: f32) -> Self {
+        ActArgs { slope, ..self }
+    }
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for ActArgs<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActArgs")
+            .field("act", &self.act)
+            .field("slope", &self.slope)
+            .field("bias_len", &self.bias.map(|b| b.len()))
+            .field("residual_len", &self.residual.map(|r| r.len()))
+            .field("cols", &self.cols)
+            .finish()
+    }
+}
+
+/// `output[i] = act(input[i] + bias[i % cols]) + residual[i]` on `stream` (asynchronous).
+///
+/// Any length works, and any offset views (16-byte vector loads are used where the pointers
+/// allow, with a scalar head and tail); zero length launches nothing. The grid is sized from the
+/// device's SM count and the kernel loops over the data (grid-stride).
+///
+/// # Errors
+/// [`Error::LengthMismatch`] naming `output`, `residual` or `bias` when a length is wrong;
+/// [`Error::InvalidArgument`] for a bias with `cols == 0` or `cols > u32::MAX`;
+/// [`Error::DeviceMismatch`] when a buffer belongs to another device than the stream; the
+/// launch's errors otherwise.
+pub fn activation<T: ActElement>(
+    stream: &Stream,
+    args: &ActArgs<'_, T>,
+    input: &impl DeviceRead<T>,
+    output: &mut impl DeviceWrite<T>,
+) -> Result<()> {
+    let n = input.len();
+    validate("ops::act::activation", args, n, output.len())?;
+    if n == 0 {
+        return stream.gpu().take_deferred();
+    }
+    let residual_ptr = args.residual.map_or(input.device_ptr(), |r| r.device_ptr());
+    let geo = Geometry::new(
+        stream,
+        &[input.device_ptr(), output.device_ptr(), residual_ptr],
+        n,
+        size_of::<T>(),
+    );
+    <T as private::Sealed>::launch_kernel(stream, args, &geo, input, output)
+}
+
+/// The in-place form of [`activation`]: `data[i] = act(data[i] + bias[i % cols]) + residual[i]`.
+///
+/// # Errors
+/// As [`activation`] (the residual must have `data.len()` elements).
+pub fn activation_inplace<T: ActElement>(
+    stream: &Stream,
+    args: &ActArgs<'_, T>,
+    data: &mut impl DeviceWrite<T>,
+) -> Result<()> {
+    const OP: &str = "ops::act::activation_inplace";
+    let n = data.len();
+    validate(OP, args, n, n)?;
+    if n == 0 {
+        return stream.gpu().take_deferred();
+    }
+    let gpu = stream.gpu();
+    if !gpu.same_device(data.gpu())
+        || args
+            .bias
+            .iter()
+            .chain(args.residual.iter())
+            .any(|b| !gpu.same_device(b.gpu()))
+    {
+        return Err(Error::DeviceMismatch {
+            what: format!("{OP}: a buffer belongs to another device than the stream"),
+        });
+    }
+    let y = data.device_ptr_mut();
+    let r = args.residual.map_or(y, |r| r.device_ptr());
+    let b = args.bias.map_or(y, |b| b.device_ptr());
+    let geo = Geometry::new(stream, &[y, r], n, size_of::<T>());
+    // The kernel reads each element once, in the thread that then writes it, so the same
+    // address as input and output is sound; the typed wrapper (which borrows the output
+    // mutably) cannot express that aliasing, so the arguments are assembled here, in the
+    // kernel's parameter order, for the variant the wrapper would pick.
+    let variant = find_variant(
+        T::variants(),
+        args.act,
+        args.bias.is_some(),
+        args.residual.is_some(),
+    )?;
+    let kargs = [
+        KernelArg::ptr(y),
+        KernelArg::ptr(b),
+        KernelArg::ptr(r),
+        KernelArg::ptr(y),
+        KernelArg::from(n as u64),
+        KernelArg::from(geo.head),
+        KernelArg::from(geo.nvec),
+        KernelArg::from(cols_u32(args)),
+        KernelArg::from(args.slope),
+    ];
+    crate::__private::launch(stream, variant, &geo.cfg, &kargs)
+}
+
+/// Shared argument checks of the two operations.
+fn validate<T: DeviceRepr>(
+    op: &'static str,
+    args: &ActArgs<'_, T>,
+    n: usize,
+    output: usize,
+) -> Result<()> {
+    crate::cpu::act::check_lengths(
+        op,
+        n,
+        args.bias.map(|b| b.len()),
+        args.residual.map(|r| r.len()),
+        output,
+        args.cols,
+    )?;
+    if args.bias.is_some() && u32::try_from(args.cols).is_err() {
+        return Err(Error::InvalidArgument {
+            op,
+            message: format!("cols = {} exceeds u32::MAX", args.cols),
+        });
+    }
+    if !args.slope.is_finite() && args.act == Act::LeakyRelu {
+        return Err(Error::InvalidArgument {
+            op,
+            message: format!("the leaky relu slope {} is not finite", args.slope),
+        });
+    }
+    Ok(())
+}
+
+/// `cols` as the kernel takes it (1 without a bias, so the kernel's column arithmetic is defined).
+fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
+    match args.bias {
+        Some(_) => args.cols as u32,
+        None => 1,
+    }
+}
+
+/// 16-byte vectors each thread keeps in flight per loop iteration (the kernels' unroll).
+pub(crate) const UNROLL: u64 = 4;
+/// Threads per block of the activation kernels.
+pub(crate) const BLOCK: u64 = 256;
+/// Resident blocks per SM the grid is sized for (1024 threads, each with `UNROLL` vectors in
+/// flight: far more bytes in flight than the memory system needs to stay busy).
+const BLOCKS_PER_SM: u64 = 4;
+
+/// How one launch splits its elements: a scalar head up to the first 16-byte boundary, `nvec`
+/// vectors of 16 bytes, and a scalar tail; and the grid.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    /// Elements before the first vector.
+    pub head: u32,
+    /// Whole 16-byte vectors.
+    pub nvec: u64,
+    /// The launch configuration.
+    pub cfg: LaunchConfig,
+}
+
+impl Geometry {
+    /// The split for `len` elements of `elem` bytes whose pointers are `ptrs` (every stream the
+    /// kernel reads or writes per element; vectors need them all at the same offset modulo 16).
+    pub fn new(stream: &Stream, ptrs: &[DevicePtr], len: usize, elem: usize) -> Geometry {
+        Geometry::for_sms(stream.gpu().props().sm_count, ptrs, len as u64, elem as u64)
+    }
+
+    /// As [`Geometry::new`] for a device of `sm_count` SMs.
+    pub fn for_sms(sm_count: u32, ptrs: &[DevicePtr], len: u64, elem: u64) -> Geometry {
+        let lanes = 16 / elem;
+        let misalign = ptrs.first().map_or(0, |p| p % 16);
+        let (head, nvec) = if ptrs.iter().all(|p| p % 16 == misalign) && misalign % elem == 0 {
+            let head = ((16 - misalign) % 16 / elem).min(len);
+            (head, (len - head) / lanes)
+        } else {
+            (len.min(u64::from(u32::MAX)), 0)
+        };
+        let scalar = len - nvec * lanes;
+        let work = nvec.div_ceil(UNROLL).max(scalar);
+        let blocks = work
+            .div_ceil(BLOCK)
+            .clamp(1, u64::from(sm_count.max(1)) * BLOCKS_PER_SM);
+        Geometry {
+            head: head as u32,
+            nvec,
+            cfg: LaunchConfig::grid_1d(blocks as u32),
+        }
+    }
+}
