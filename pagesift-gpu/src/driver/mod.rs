@@ -68,17 +68,9 @@ fn emulated_backend() -> Result<Arc<dyn Backend>> {
     if let Some(b) = slot.as_ref() {
         return Ok(Arc::clone(b));
     }
-    let b = emulator_from_env()?;
+    let b = emulator::Emulator::from_env()?;
     *slot = Some(Arc::clone(&b));
     Ok(b)
-}
-
-#[cfg(feature = "emulator")]
-fn emulator_from_env() -> Result<Arc<dyn Backend>> {
-    Err(Error::Unsupported {
-        kernel: "emulated device".into(),
-        reason: "the emulated device is not implemented in this build".into(),
-    })
 }
 
 #[cfg(not(feature = "emulator"))]
