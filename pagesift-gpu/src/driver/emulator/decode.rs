@@ -1,0 +1,1047 @@
+//! Parsed PTX -> pre-decoded kernels: every instruction becomes an [`Op`] whose operands are
+//! register-file slots (immediates and symbol addresses are constant slots filled once per
+//! thread), with label targets resolved. Anything the emulator does not implement is an error
+//! naming the instruction and line, never a silently different program.
+
+use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
+use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
+use std::collections::HashMap;
+
+/// A register-file slot.
+pub(super) type Slot = u32;
+
+// Special registers occupy fixed slots, filled per thread before it starts.
+pub(super) const S_TID: Slot = 0;
+pub(super) const S_NTID: Slot = 3;
+pub(super) const S_CTAID: Slot = 6;
+pub(super) const S_NCTAID: Slot = 9;
+pub(super) const S_LANEID: Slot = 12;
+pub(super) const S_WARPID: Slot = 13;
+pub(super) const S_NWARPID: Slot = 14;
+pub(super) const S_LANEMASK: Slot = 15; // eq, lt, le, gt, ge
+pub(super) const S_SMID: Slot = 20;
+pub(super) const S_NSMID: Slot = 21;
+pub(super) const S_CLOCK: Slot = 22;
+/// Always 0: the base of an address without a register.
+pub(super) const S_ZERO: Slot = 23;
+/// Written by `_` destinations, never read.
+pub(super) const S_SINK: Slot = 24;
+const FIRST_FREE: Slot = 25;
+
+fn special(name: &str) -> Option<Slot> {
+    let comp = |base: Slot, c: &str| match c {
+        "x" => Some(base),
+        "y" => Some(base + 1),
+        "z" => Some(base + 2),
+        _ => None,
+    };
+    if let Some((head, c)) = name.split_once('.') {
+        return match head {
+            "%tid" => comp(S_TID, c),
+            "%ntid" => comp(S_NTID, c),
+            "%ctaid" => comp(S_CTAID, c),
+            "%nctaid" => comp(S_NCTAID, c),
+            _ => None,
+        };
+    }
+    Some(match name {
+        "%laneid" => S_LANEID,
+        "%warpid" => S_WARPID,
+        "%nwarpid" => S_NWARPID,
+        "%lanemask_eq" => S_LANEMASK,
+        "%lanemask_lt" => S_LANEMASK + 1,
+        "%lanemask_le" => S_LANEMASK + 2,
+        "%lanemask_gt" => S_LANEMASK + 3,
+        "%lanemask_ge" => S_LANEMASK + 4,
+        "%smid" => S_SMID,
+        "%nsmid" => S_NSMID,
+        "%clock" | "%clock64" | "%globaltimer" => S_CLOCK,
+        _ => return None,
+    })
+}
+
+/// The state space of a memory instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MemSpace {
+    Global,
+    Shared,
+    Local,
+    Param,
+    Generic,
+}
+
+/// Atomic operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AtomOp {
+    Add,
+    Min,
+    Max,
+    Inc,
+    Dec,
+    Cas,
+    Exch,
+    And,
+    Or,
+    Xor,
+}
+
+/// Integer one-operand operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum IOp1 {
+    Abs,
+    Neg,
+    Not,
+    Cnot,
+    Popc,
+    Clz,
+    Brev,
+    Bfind,
+}
+
+/// `shfl.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ShflMode {
+    Up,
+    Down,
+    Bfly,
+    Idx,
+}
+
+/// `vote.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum VoteMode {
+    All,
+    Any,
+    Uni,
+    Ballot,
+}
+
+/// How `setp` combines its comparison with a third predicate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BoolOp {
+    None,
+    And,
+    Or,
+    Xor,
+}
+
+/// One pre-decoded operation. Slots index the thread's register file.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Op {
+    Mov { d: Slot, a: Slot, mask: u64 },
+    Pack { d: Slot, parts: [Slot; 4], n: u8, bits: u8 },
+    Unpack { d: [Slot; 4], n: u8, bits: u8, a: Slot },
+    Int2 { op: IOp2, ty: Ty, d: Slot, a: Slot, b: Slot },
+    Int1 { op: IOp1, ty: Ty, d: Slot, a: Slot },
+    /// `mad.lo/.hi/.wide`: `d = op(a, b) + c`.
+    IMad { op: IOp2, ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot },
+    Flt2 { op: FOp2, ty: Ty, fm: FMode, d: Slot, a: Slot, b: Slot },
+    Flt1 { op: FOp1, ty: Ty, fm: FMode, d: Slot, a: Slot },
+    Fma { ty: Ty, fm: FMode, d: Slot, a: Slot, b: Slot, c: Slot },
+    Cvt { dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: bool, d: Slot, a: Slot },
+    /// `cvt.rn.f16x2.f32 d, a, b`: `a` goes to the upper half.
+    CvtPack { dty: Ty, rnd: Rnd, d: Slot, a: Slot, b: Slot },
+    Setp { cmp: Cmp, ty: Ty, ftz: bool, p: Slot, q: Slot, a: Slot, b: Slot, bop: BoolOp, c: Slot, cneg: bool },
+    Selp { mask: u64, d: Slot, a: Slot, b: Slot, p: Slot },
+    Bfe { ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot },
+    Bfi { ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot, e: Slot },
+    Prmt { d: Slot, a: Slot, b: Slot, c: Slot },
+    Lop3 { d: Slot, a: Slot, b: Slot, c: Slot, lut: u8 },
+    Ld { space: MemSpace, ty: Ty, n: u8, d: [Slot; 4], base: Slot, off: i64 },
+    St { space: MemSpace, ty: Ty, n: u8, s: [Slot; 4], base: Slot, off: i64 },
+    Atom { space: MemSpace, op: AtomOp, ty: Ty, d: Slot, base: Slot, off: i64, b: Slot, c: Slot },
+    /// Generic <-> state-space address conversion.
+    Cvta { to: bool, space: MemSpace, d: Slot, a: Slot, mask: u64 },
+    Bra { target: u32 },
+    Exit,
+    Trap,
+    Nop,
+    /// `bar.sync id{, count}`: `count` is `S_SINK` when absent.
+    Bar { id: Slot, count: Slot },
+    Shfl { mode: ShflMode, d: Slot, p: Slot, a: Slot, b: Slot, c: Slot, mask: Slot },
+    Vote { mode: VoteMode, d: Slot, a: Slot, neg: bool, mask: Slot },
+    BarWarp { mask: Slot },
+    Redux { op: AtomOp, ty: Ty, d: Slot, a: Slot, mask: Slot },
+    Activemask { d: Slot },
+}
+
+impl Op {
+    /// Whether the op is performed together by the threads of a warp.
+    pub fn is_warp_collective(&self) -> bool {
+        matches!(self, Op::Shfl { .. } | Op::Vote { .. } | Op::BarWarp { .. } | Op::Redux { .. })
+    }
+    /// The membermask operand of a warp collective.
+    pub fn member_mask(&self) -> Slot {
+        match *self {
+            Op::Shfl { mask, .. } | Op::Vote { mask, .. } | Op::BarWarp { mask } | Op::Redux { mask, .. } => mask,
+            _ => S_ZERO,
+        }
+    }
+}
+
+/// One instruction: the op, its guard predicate, nothing else (kept small for the hot loop).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Inst {
+    pub op: Op,
+    /// The guard predicate's slot, `S_SINK` when unguarded.
+    pub guard: Slot,
+    /// Execute when the guard is false (`@!%p`).
+    pub guard_neg: bool,
+}
+
+/// A kernel parameter's place in the parameter buffer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ParamSlot {
+    pub offset: u32,
+    pub size: u32,
+}
+
+/// A decoded kernel entry.
+#[derive(Debug)]
+pub(super) struct Kernel {
+    pub name: String,
+    pub code: Vec<Inst>,
+    /// PTX line of each instruction.
+    pub lines: Vec<u32>,
+    /// PTX text of each instruction, for error messages.
+    pub texts: Vec<String>,
+    pub nslots: usize,
+    /// The register file every thread starts from (constants filled in).
+    pub template: Vec<u64>,
+    pub params: Vec<ParamSlot>,
+    pub param_bytes: u32,
+    pub static_shared: u32,
+    pub local_bytes: u32,
+    pub reqntid: Option<[u32; 3]>,
+    pub maxntid: Option<[u32; 3]>,
+}
+
+/// A decode failure: line and message.
+#[derive(Debug)]
+pub(super) struct DecodeError {
+    pub line: u32,
+    pub message: String,
+}
+
+type DResult<T> = Result<T, DecodeError>;
+
+/// A placed symbol: its state space and address (or offset in its space).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sym {
+    space: Space,
+    addr: u64,
+}
+
+/// The byte size of a variable.
+pub(super) fn var_bytes(v: &VarDecl) -> u64 {
+    let elem = Ty::parse(&v.ty).map_or(1, |t| t.bytes() as u64) * v.vec as u64;
+    elem * v.count.unwrap_or(1)
+}
+
+/// The initial bytes of a `.global` / `.const` variable.
+pub(super) fn var_init(v: &VarDecl) -> Result<Vec<u8>, String> {
+    let ty = Ty::parse(&v.ty).ok_or(format!("unsupported variable type .{}", v.ty))?;
+    let mut out = vec![0u8; var_bytes(v) as usize];
+    let esize = ty.bytes() as usize;
+    for (i, lit) in v.init.iter().enumerate() {
+        let bits = imm_bits(lit, ty).ok_or(format!("bad initializer `{lit}`"))?;
+        let at = i * esize;
+        if at + esize > out.len() {
+            return Err(format!("too many initializers for `{}`", v.name));
+        }
+        out[at..at + esize].copy_from_slice(&bits.to_le_bytes()[..esize]);
+    }
+    Ok(out)
+}
+
+/// The bits of a literal as an operand of type `ty`.
+pub(super) fn imm_bits(lit: &str, ty: Ty) -> Option<u64> {
+    let (neg, body) = match lit.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, lit),
+    };
+    let lower = body.to_ascii_lowercase();
+    let fmt = ty.fmt().or(ty.packed());
+    let as_float = |x: f64| -> u64 {
+        let x = if neg { -x } else { x };
+        match fmt {
+            Some(f) => super::num::round_to(x, 0.0, f, Rnd::Rn),
+            None => (x as i64) as u64 & ty.mask(),
+        }
+    };
+    if let Some(h) = lower.strip_prefix("0f") {
+        let bits = u32::from_str_radix(h, 16).ok()?;
+        return Some(if ty == Ty::F32 || fmt.is_none() {
+            (bits ^ if neg { 0x8000_0000 } else { 0 }) as u64
+        } else {
+            as_float(f32::from_bits(bits) as f64)
+        });
+    }
+    if let Some(h) = lower.strip_prefix("0d") {
+        let bits = u64::from_str_radix(h, 16).ok()?;
+        return Some(if ty == Ty::F64 || fmt.is_none() { bits ^ if neg { 1 << 63 } else { 0 } } else { as_float(f64::from_bits(bits)) });
+    }
+    if !lower.starts_with("0x") && (lower.contains('.') || lower.contains('e') || lower == "inf" || lower == "nan") {
+        return Some(as_float(lower.parse::<f64>().ok()?));
+    }
+    let v = parse_int(lit)?;
+    Some(match fmt {
+        Some(_) => as_float((if neg { -v } else { v }) as f64),
+        None => (v as u64) & if ty == Ty::Pred { 1 } else { ty.mask() },
+    })
+}
+
+/// Modifiers of an opcode (`ld.global.nc.v4.f32` -> `global nc v4 f32`), consumed by the decoder;
+/// any left over is an error.
+struct Mods<'a> {
+    parts: Vec<&'a str>,
+    used: Vec<bool>,
+}
+
+impl<'a> Mods<'a> {
+    fn new(opcode: &'a str) -> (&'a str, Mods<'a>) {
+        let mut it = opcode.split('.');
+        let base = it.next().unwrap_or("");
+        let parts: Vec<&str> = it.collect();
+        let used = vec![false; parts.len()];
+        (base, Mods { parts, used })
+    }
+    fn take(&mut self, m: &str) -> bool {
+        for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
+            if !*u && *p == m {
+                *u = true;
+                return true;
+            }
+        }
+        false
+    }
+    fn take_one(&mut self, set: &[&'static str]) -> Option<&'static str> {
+        set.iter().copied().find(|s| self.take(s))
+    }
+    /// All type modifiers, in order.
+    fn types(&mut self) -> Vec<Ty> {
+        let mut out = Vec::new();
+        for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
+            if !*u {
+                if let Some(t) = Ty::parse(p) {
+                    *u = true;
+                    out.push(t);
+                }
+            }
+        }
+        out
+    }
+    fn ty(&mut self) -> Result<Ty, String> {
+        match self.types().as_slice() {
+            [t] => Ok(*t),
+            _ => Err("expected exactly one type".into()),
+        }
+    }
+    /// Cache, ordering and scope qualifiers that do not change results in the emulator.
+    fn ignore_hints(&mut self) {
+        for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
+            if p.contains("::")
+                || matches!(
+                    *p,
+                    "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc" | "volatile" | "relaxed" | "acquire" | "release"
+                        | "acq_rel" | "weak" | "sc" | "cta" | "gpu" | "sys" | "cluster" | "aligned" | "uni"
+                )
+            {
+                *u = true;
+            }
+        }
+    }
+    fn rnd(&mut self) -> Rnd {
+        match self.take_one(&["rn", "rz", "rm", "rp"]) {
+            Some("rz") => Rnd::Rz,
+            Some("rm") => Rnd::Rm,
+            Some("rp") => Rnd::Rp,
+            Some(_) => Rnd::Rn,
+            None => Rnd::Default,
+        }
+    }
+    fn finish(&self) -> Result<(), String> {
+        let left: Vec<&str> = self.parts.iter().zip(&self.used).filter(|(_, u)| !**u).map(|(p, _)| *p).collect();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("unsupported modifier(s) .{}", left.join(".")))
+        }
+    }
+}
+
+struct Ctx<'m> {
+    regs: HashMap<String, Slot>,
+    syms: &'m HashMap<String, Sym>,
+    local_syms: HashMap<String, Sym>,
+    labels: HashMap<String, u32>,
+    consts: HashMap<u64, Slot>,
+    template: Vec<u64>,
+}
+
+impl Ctx<'_> {
+    fn sym(&self, name: &str) -> Option<Sym> {
+        self.local_syms.get(name).or_else(|| self.syms.get(name)).copied()
+    }
+    fn konst(&mut self, v: u64) -> Slot {
+        if let Some(&s) = self.consts.get(&v) {
+            return s;
+        }
+        let s = self.template.len() as Slot;
+        self.template.push(v);
+        self.consts.insert(v, s);
+        s
+    }
+    fn new_slot(&mut self) -> Slot {
+        let s = self.template.len() as Slot;
+        self.template.push(0);
+        s
+    }
+    /// A source operand of type `ty`.
+    fn src(&mut self, op: &Operand, ty: Ty) -> Result<Slot, String> {
+        match op {
+            Operand::Name(n) => {
+                if let Some(&s) = self.regs.get(n) {
+                    Ok(s)
+                } else if let Some(s) = special(n) {
+                    Ok(s)
+                } else if let Some(sym) = self.sym(n) {
+                    Ok(self.konst(sym.addr))
+                } else {
+                    Err(format!("unknown register or symbol `{n}`"))
+                }
+            }
+            Operand::Imm(lit) => imm_bits(lit, ty).map(|v| self.konst(v)).ok_or(format!("bad literal `{lit}`")),
+            other => Err(format!("unsupported operand {other:?}")),
+        }
+    }
+    fn dst(&mut self, op: &Operand) -> Result<Slot, String> {
+        match op {
+            Operand::Name(n) => self.regs.get(n).copied().ok_or(format!("unknown destination register `{n}`")),
+            Operand::Sink => Ok(S_SINK),
+            other => Err(format!("unsupported destination {other:?}")),
+        }
+    }
+    /// `[base+off]`: the base slot (or `S_ZERO`) and the offset, with symbols resolved.
+    fn addr(&mut self, op: &Operand) -> Result<(Slot, i64, Option<Space>), String> {
+        let Operand::Addr { base, offset } = op else { return Err(format!("expected an address, found {op:?}")) };
+        match base {
+            None => Ok((S_ZERO, *offset, None)),
+            Some(n) => {
+                if let Some(&s) = self.regs.get(n) {
+                    Ok((s, *offset, None))
+                } else if let Some(sym) = self.sym(n) {
+                    Ok((S_ZERO, (sym.addr as i64).wrapping_add(*offset), Some(sym.space)))
+                } else {
+                    Err(format!("unknown address base `{n}`"))
+                }
+            }
+        }
+    }
+    fn vec_dst(&mut self, op: &Operand) -> Result<([Slot; 4], u8), String> {
+        let mut d = [S_SINK; 4];
+        match op {
+            Operand::Vector(v) if v.len() <= 4 => {
+                for (i, e) in v.iter().enumerate() {
+                    d[i] = self.dst(e)?;
+                }
+                Ok((d, v.len() as u8))
+            }
+            _ => {
+                d[0] = self.dst(op)?;
+                Ok((d, 1))
+            }
+        }
+    }
+    fn vec_src(&mut self, op: &Operand, ty: Ty) -> Result<([Slot; 4], u8), String> {
+        let mut d = [S_ZERO; 4];
+        match op {
+            Operand::Vector(v) if v.len() <= 4 => {
+                for (i, e) in v.iter().enumerate() {
+                    d[i] = self.src(e, ty)?;
+                }
+                Ok((d, v.len() as u8))
+            }
+            _ => {
+                d[0] = self.src(op, ty)?;
+                Ok((d, 1))
+            }
+        }
+    }
+    /// A predicate operand, possibly negated.
+    fn pred(&mut self, op: &Operand) -> Result<(Slot, bool), String> {
+        match op {
+            Operand::Not(n) => Ok((self.src(&Operand::Name(n.clone()), Ty::Pred)?, true)),
+            other => Ok((self.src(other, Ty::Pred)?, false)),
+        }
+    }
+}
+
+fn space_of(m: &mut Mods<'_>) -> MemSpace {
+    if m.take("global") {
+        MemSpace::Global
+    } else if m.take("shared") || m.take("shared::cta") {
+        MemSpace::Shared
+    } else if m.take("local") {
+        MemSpace::Local
+    } else if m.take("param") {
+        MemSpace::Param
+    } else if m.take("const") {
+        MemSpace::Global
+    } else {
+        MemSpace::Generic
+    }
+}
+
+/// Decodes one entry of a module whose module-level symbols are already placed.
+pub(super) fn decode_entry(
+    e: &Entry,
+    module_syms: &HashMap<String, Sym>,
+    module_shared: u32,
+    source: &[&str],
+) -> DResult<Kernel> {
+    let mut ctx = Ctx {
+        regs: HashMap::new(),
+        syms: module_syms,
+        local_syms: HashMap::new(),
+        labels: HashMap::new(),
+        consts: HashMap::new(),
+        template: vec![0; FIRST_FREE as usize],
+    };
+    // Parameters.
+    let mut params = Vec::new();
+    let mut off = 0u32;
+    for p in &e.params {
+        let ty = Ty::parse(&p.ty).ok_or(DecodeError { line: 0, message: format!("unsupported parameter type .{}", p.ty) })?;
+        let size = ty.bytes() * p.count.unwrap_or(1) as u32;
+        let align = if p.align > 0 { p.align } else { ty.bytes() };
+        off = off.div_ceil(align) * align;
+        ctx.local_syms.insert(p.name.clone(), Sym { space: Space::Param, addr: off as u64 });
+        params.push(ParamSlot { offset: off, size });
+        off += size;
+    }
+    let param_bytes = off;
+    // Declarations and labels.
+    let mut shared = module_shared as u64;
+    let mut local = 0u64;
+    let mut n_inst = 0u32;
+    let mut dynamic: Vec<(String, u32)> = Vec::new();
+    for s in &e.body {
+        match s {
+            Stmt::Reg { names, .. } => {
+                for (name, count) in names {
+                    match count {
+                        Some(n) => {
+                            for i in 0..*n {
+                                let slot = ctx.new_slot();
+                                ctx.regs.insert(format!("{name}{i}"), slot);
+                            }
+                        }
+                        None => {
+                            let slot = ctx.new_slot();
+                            ctx.regs.insert(name.clone(), slot);
+                        }
+                    }
+                }
+            }
+            Stmt::Var(v) => {
+                let align = v.align.max(1) as u64;
+                match v.space {
+                    Space::Shared if v.count == Some(0) => dynamic.push((v.name.clone(), v.align.max(1))),
+                    Space::Shared => {
+                        shared = shared.div_ceil(align) * align;
+                        ctx.local_syms.insert(v.name.clone(), Sym { space: Space::Shared, addr: shared });
+                        shared += var_bytes(v);
+                    }
+                    Space::Local => {
+                        local = local.div_ceil(align) * align;
+                        ctx.local_syms.insert(v.name.clone(), Sym { space: Space::Local, addr: local });
+                        local += var_bytes(v);
+                    }
+                    _ => return Err(DecodeError { line: v.line, message: "global variables inside a kernel are not supported".into() }),
+                }
+            }
+            Stmt::Label(l) => {
+                ctx.labels.insert(l.clone(), n_inst);
+            }
+            Stmt::Inst(_) => n_inst += 1,
+        }
+    }
+    // Dynamic shared memory starts after the static part, at the strictest alignment asked.
+    let dyn_align = dynamic.iter().map(|d| d.1).max().unwrap_or(16).max(16) as u64;
+    let dyn_base = shared.div_ceil(dyn_align) * dyn_align;
+    for (name, _) in dynamic {
+        ctx.local_syms.insert(name, Sym { space: Space::Shared, addr: dyn_base });
+    }
+    let mut code = Vec::with_capacity(n_inst as usize);
+    let mut lines = Vec::with_capacity(n_inst as usize);
+    let mut texts = Vec::with_capacity(n_inst as usize);
+    for s in &e.body {
+        if let Stmt::Inst(raw) = s {
+            let inst = decode_inst(&mut ctx, raw).map_err(|m| DecodeError {
+                line: raw.line,
+                message: format!(
+                    "`{}`: {m}",
+                    source.get(raw.line as usize - 1).map_or(raw.opcode.as_str(), |l| l.trim())
+                ),
+            })?;
+            code.push(inst);
+            lines.push(raw.line);
+            texts.push(source.get(raw.line as usize - 1).map_or(String::new(), |l| l.trim().to_string()));
+        }
+    }
+    // Falling off the end exits.
+    code.push(Inst { op: Op::Exit, guard: S_SINK, guard_neg: false });
+    lines.push(lines.last().copied().unwrap_or(0));
+    texts.push("(end of kernel)".to_string());
+    Ok(Kernel {
+        name: e.name.clone(),
+        code,
+        lines,
+        texts,
+        nslots: ctx.template.len(),
+        template: ctx.template,
+        params,
+        param_bytes,
+        static_shared: dyn_base.max(shared) as u32,
+        local_bytes: local as u32,
+        reqntid: e.reqntid,
+        maxntid: e.maxntid,
+    })
+}
+
+/// Places module-level variables: `.shared` at offsets from 0, `.global`/`.const` at addresses
+/// given by `alloc` (which also receives their initial bytes).
+pub(super) fn place_module_vars(
+    vars: &[VarDecl],
+    alloc: &mut dyn FnMut(&VarDecl, Vec<u8>) -> Result<u64, String>,
+) -> DResult<(HashMap<String, Sym>, u32)> {
+    let mut syms = HashMap::new();
+    let mut shared = 0u64;
+    for v in vars {
+        let e = |message: String| DecodeError { line: v.line, message };
+        match v.space {
+            Space::Shared => {
+                let align = v.align.max(1) as u64;
+                shared = shared.div_ceil(align) * align;
+                syms.insert(v.name.clone(), Sym { space: Space::Shared, addr: shared });
+                shared += var_bytes(v);
+            }
+            Space::Global | Space::Const => {
+                let bytes = var_init(v).map_err(e)?;
+                let addr = alloc(v, bytes).map_err(e)?;
+                syms.insert(v.name.clone(), Sym { space: v.space, addr });
+            }
+            _ => return Err(e(format!("unsupported module-level variable `{}`", v.name))),
+        }
+    }
+    Ok((syms, shared as u32))
+}
+
+fn fmode(m: &mut Mods<'_>) -> FMode {
+    let rnd = m.rnd();
+    let ftz = m.take("ftz");
+    let sat = m.take("sat");
+    m.take("approx");
+    m.take("full");
+    FMode { rnd, ftz, sat }
+}
+
+fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
+    let (guard, guard_neg) = match &raw.guard {
+        Some((neg, p)) => (ctx.src(&Operand::Name(p.clone()), Ty::Pred)?, *neg),
+        None => (S_SINK, false),
+    };
+    let (base, mut m) = Mods::new(&raw.opcode);
+    let ops = &raw.operands;
+    let want = |n: usize| -> Result<(), String> {
+        if ops.len() == n {
+            Ok(())
+        } else {
+            Err(format!("expected {n} operands, found {}", ops.len()))
+        }
+    };
+    let op = match base {
+        "mov" => {
+            let ty = m.ty()?;
+            want(2)?;
+            match (&ops[0], &ops[1]) {
+                (Operand::Vector(v), a) => {
+                    let (d, n) = ctx.vec_dst(&Operand::Vector(v.clone()))?;
+                    Op::Unpack { d, n, bits: (ty.bits() / n as u32) as u8, a: ctx.src(a, ty)? }
+                }
+                (d, Operand::Vector(v)) => {
+                    let n = v.len() as u32;
+                    let (parts, _) = ctx.vec_src(&Operand::Vector(v.clone()), Ty::B64)?;
+                    Op::Pack { d: ctx.dst(d)?, parts, n: n as u8, bits: (ty.bits() / n) as u8 }
+                }
+                (d, a) => Op::Mov { d: ctx.dst(d)?, a: ctx.src(a, ty)?, mask: if ty == Ty::Pred { 1 } else { ty.mask() } },
+            }
+        }
+        "ld" | "ldu" => {
+            let space = space_of(&mut m);
+            m.ignore_hints();
+            let n = if m.take("v2") { 2 } else if m.take("v4") { 4 } else { 1 };
+            let ty = m.ty()?;
+            want(2)?;
+            let (d, count) = ctx.vec_dst(&ops[0])?;
+            if count != n {
+                return Err("vector width does not match the destination".into());
+            }
+            let (b, off, _) = ctx.addr(&ops[1])?;
+            Op::Ld { space, ty, n, d, base: b, off }
+        }
+        "st" => {
+            let space = space_of(&mut m);
+            m.ignore_hints();
+            let n = if m.take("v2") { 2 } else if m.take("v4") { 4 } else { 1 };
+            let ty = m.ty()?;
+            want(2)?;
+            let (b, off, _) = ctx.addr(&ops[0])?;
+            let (s, count) = ctx.vec_src(&ops[1], ty)?;
+            if count != n {
+                return Err("vector width does not match the source".into());
+            }
+            Op::St { space, ty, n, s, base: b, off }
+        }
+        "cvta" => {
+            let to = m.take("to");
+            let space = space_of(&mut m);
+            let ty = m.ty()?;
+            want(2)?;
+            Op::Cvta { to, space, d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1], ty)?, mask: ty.mask() }
+        }
+        "cvt" => {
+            let irnd = m.take_one(&["rni", "rzi", "rmi", "rpi"]);
+            let mut rnd = m.rnd();
+            if let Some(r) = irnd {
+                rnd = match r {
+                    "rzi" => Rnd::Rz,
+                    "rmi" => Rnd::Rm,
+                    "rpi" => Rnd::Rp,
+                    _ => Rnd::Rn,
+                };
+            }
+            let ftz = m.take("ftz");
+            let sat = m.take("sat");
+            let tys = m.types();
+            let [dty, sty] = tys[..] else { return Err("expected two types".into()) };
+            if dty.packed().is_some() && sty == Ty::F32 {
+                want(3)?;
+                let d = ctx.dst(&ops[0])?;
+                Op::CvtPack { dty, rnd, d, a: ctx.src(&ops[1], sty)?, b: ctx.src(&ops[2], sty)? }
+            } else {
+                if dty.packed().is_some() || sty.packed().is_some() || dty == Ty::Pred || sty == Ty::Pred {
+                    return Err("unsupported conversion".into());
+                }
+                want(2)?;
+                Op::Cvt { dty, sty, rnd, int_rnd: irnd.is_some(), sat, ftz, d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1], sty)? }
+            }
+        }
+        "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr" | "copysign" => {
+            let int_mode = m.take_one(&["lo", "hi", "wide"]);
+            let fm = fmode(&mut m);
+            let ty = m.ty()?;
+            want(3)?;
+            let d = ctx.dst(&ops[0])?;
+            let bty = if matches!(base, "shl" | "shr") { Ty::U32 } else { ty };
+            let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], bty)?);
+            if ty.is_float() {
+                let op = match base {
+                    "add" => FOp2::Add,
+                    "sub" => FOp2::Sub,
+                    "mul" => FOp2::Mul,
+                    "div" => FOp2::Div,
+                    "min" => FOp2::Min,
+                    "max" => FOp2::Max,
+                    "copysign" => FOp2::Copysign,
+                    _ => return Err("not a float operation".into()),
+                };
+                Op::Flt2 { op, ty, fm, d, a, b }
+            } else {
+                let op = match (base, int_mode, fm.sat) {
+                    ("add", None, false) => IOp2::Add,
+                    ("add", None, true) => IOp2::AddSat,
+                    ("sub", None, false) => IOp2::Sub,
+                    ("sub", None, true) => IOp2::SubSat,
+                    ("mul", Some("lo"), false) => IOp2::MulLo,
+                    ("mul", Some("hi"), false) => IOp2::MulHi,
+                    ("mul", Some("wide"), false) => IOp2::MulWide,
+                    ("div", None, false) => IOp2::Div,
+                    ("rem", None, false) => IOp2::Rem,
+                    ("min", None, false) => IOp2::Min,
+                    ("max", None, false) => IOp2::Max,
+                    ("and", None, false) => IOp2::And,
+                    ("or", None, false) => IOp2::Or,
+                    ("xor", None, false) => IOp2::Xor,
+                    ("shl", None, false) => IOp2::Shl,
+                    ("shr", None, false) => IOp2::Shr,
+                    _ => return Err("unsupported integer form".into()),
+                };
+                if fm.rnd != Rnd::Default || fm.ftz {
+                    return Err("rounding modifiers on an integer operation".into());
+                }
+                let ty = if ty == Ty::Pred { Ty::Pred } else { ty };
+                Op::Int2 { op, ty, d, a, b }
+            }
+        }
+        "mad" | "fma" => {
+            let int_mode = m.take_one(&["lo", "hi", "wide"]);
+            let fm = fmode(&mut m);
+            let ty = m.ty()?;
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
+            if ty.is_float() {
+                let c = ctx.src(&ops[3], ty)?;
+                Op::Fma { ty, fm, d, a, b, c }
+            } else {
+                let op = match int_mode {
+                    Some("lo") => IOp2::MulLo,
+                    Some("hi") => IOp2::MulHi,
+                    Some("wide") => IOp2::MulWide,
+                    _ => return Err("integer mad needs .lo, .hi or .wide".into()),
+                };
+                if fm.sat || fm.rnd != Rnd::Default {
+                    return Err("unsupported integer mad form".into());
+                }
+                let cty = if op == IOp2::MulWide { if ty.is_signed() { Ty::S64 } else { Ty::U64 } } else { ty };
+                let c = ctx.src(&ops[3], cty)?;
+                Op::IMad { op, ty, d, a, b, c }
+            }
+        }
+        "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rsqrt" | "rcp" | "ex2" | "lg2"
+        | "sin" | "cos" | "tanh" => {
+            let fm = fmode(&mut m);
+            let ty = m.ty()?;
+            want(2)?;
+            let d = ctx.dst(&ops[0])?;
+            let a = ctx.src(&ops[1], ty)?;
+            if ty.is_float() {
+                let op = match base {
+                    "abs" => FOp1::Abs,
+                    "neg" => FOp1::Neg,
+                    "sqrt" => FOp1::Sqrt,
+                    "rsqrt" => FOp1::Rsqrt,
+                    "rcp" => FOp1::Rcp,
+                    "ex2" => FOp1::Ex2,
+                    "lg2" => FOp1::Lg2,
+                    "sin" => FOp1::Sin,
+                    "cos" => FOp1::Cos,
+                    "tanh" => FOp1::Tanh,
+                    _ => return Err("not a float operation".into()),
+                };
+                Op::Flt1 { op, ty, fm, d, a }
+            } else {
+                let op = match base {
+                    "abs" => IOp1::Abs,
+                    "neg" => IOp1::Neg,
+                    "not" => IOp1::Not,
+                    "cnot" => IOp1::Cnot,
+                    "popc" => IOp1::Popc,
+                    "clz" => IOp1::Clz,
+                    "brev" => IOp1::Brev,
+                    "bfind" => IOp1::Bfind,
+                    _ => return Err("not an integer operation".into()),
+                };
+                if fm != (FMode { rnd: Rnd::Default, ftz: false, sat: false }) {
+                    return Err("float modifiers on an integer operation".into());
+                }
+                Op::Int1 { op, ty, d, a }
+            }
+        }
+        "setp" => {
+            let cmp = m.parts.iter().find_map(|p| Cmp::parse(p)).ok_or("missing comparison")?;
+            let cname = m.parts.iter().find(|p| Cmp::parse(p).is_some()).copied().unwrap_or("");
+            m.take(cname);
+            let bop = match m.take_one(&["and", "or", "xor"]) {
+                Some("and") => BoolOp::And,
+                Some("or") => BoolOp::Or,
+                Some(_) => BoolOp::Xor,
+                None => BoolOp::None,
+            };
+            let ftz = m.take("ftz");
+            let ty = m.ty()?;
+            if ty.packed().is_some() {
+                return Err("packed comparisons are not supported".into());
+            }
+            let (p, q) = match &ops[0] {
+                Operand::Pair(p, q) => (ctx.dst(&Operand::Name(p.clone()))?, ctx.dst(&Operand::Name(q.clone()))?),
+                other => (ctx.dst(other)?, S_SINK),
+            };
+            let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
+            let (c, cneg) = if bop != BoolOp::None {
+                want(4)?;
+                ctx.pred(&ops[3])?
+            } else {
+                want(3)?;
+                (S_ZERO, false)
+            };
+            Op::Setp { cmp, ty, ftz, p, q, a, b, bop, c, cneg }
+        }
+        "selp" => {
+            let ty = m.ty()?;
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            Op::Selp { mask: ty.mask(), d, a: ctx.src(&ops[1], ty)?, b: ctx.src(&ops[2], ty)?, p: ctx.src(&ops[3], Ty::Pred)? }
+        }
+        "bfe" => {
+            let ty = m.ty()?;
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            Op::Bfe { ty, d, a: ctx.src(&ops[1], ty)?, b: ctx.src(&ops[2], Ty::U32)?, c: ctx.src(&ops[3], Ty::U32)? }
+        }
+        "bfi" => {
+            let ty = m.ty()?;
+            want(5)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
+            Op::Bfi { ty, d, a, b, c: ctx.src(&ops[3], Ty::U32)?, e: ctx.src(&ops[4], Ty::U32)? }
+        }
+        "prmt" => {
+            m.ty()?;
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            Op::Prmt { d, a: ctx.src(&ops[1], Ty::B32)?, b: ctx.src(&ops[2], Ty::B32)?, c: ctx.src(&ops[3], Ty::B32)? }
+        }
+        "lop3" => {
+            m.ty()?;
+            want(5)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b, c) = (ctx.src(&ops[1], Ty::B32)?, ctx.src(&ops[2], Ty::B32)?, ctx.src(&ops[3], Ty::B32)?);
+            let Operand::Imm(l) = &ops[4] else { return Err("lop3 needs an immediate table".into()) };
+            Op::Lop3 { d, a, b, c, lut: parse_int(l).ok_or("bad lop3 table")? as u8 }
+        }
+        "bra" => {
+            m.take("uni");
+            want(1)?;
+            let Operand::Name(l) = &ops[0] else { return Err("branch target must be a label".into()) };
+            Op::Bra { target: *ctx.labels.get(l).ok_or(format!("unknown label `{l}`"))? }
+        }
+        "ret" | "exit" => {
+            m.take("uni");
+            Op::Exit
+        }
+        "trap" | "brkpt" => Op::Trap,
+        "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" => {
+            m.parts.clear();
+            m.used.clear();
+            Op::Nop
+        }
+        "bar" | "barrier" => {
+            m.ignore_hints();
+            if m.take("warp") {
+                m.take("sync");
+                want(1)?;
+                Op::BarWarp { mask: ctx.src(&ops[0], Ty::B32)? }
+            } else {
+                if !m.take("sync") {
+                    return Err("only bar.sync / barrier.sync are supported".into());
+                }
+                m.take("cta");
+                if ops.is_empty() || ops.len() > 2 {
+                    return Err("expected a barrier id and an optional thread count".into());
+                }
+                let id = ctx.src(&ops[0], Ty::U32)?;
+                let count = if ops.len() == 2 { ctx.src(&ops[1], Ty::U32)? } else { S_SINK };
+                Op::Bar { id, count }
+            }
+        }
+        "shfl" => {
+            if !m.take("sync") {
+                return Err("shfl without .sync is not supported".into());
+            }
+            let mode = match m.take_one(&["up", "down", "bfly", "idx"]) {
+                Some("up") => ShflMode::Up,
+                Some("down") => ShflMode::Down,
+                Some("bfly") => ShflMode::Bfly,
+                Some(_) => ShflMode::Idx,
+                None => return Err("missing shfl mode".into()),
+            };
+            m.ty()?;
+            want(5)?;
+            let (d, p) = match &ops[0] {
+                Operand::Pair(d, p) => (ctx.dst(&Operand::Name(d.clone()))?, ctx.dst(&Operand::Name(p.clone()))?),
+                other => (ctx.dst(other)?, S_SINK),
+            };
+            Op::Shfl {
+                mode,
+                d,
+                p,
+                a: ctx.src(&ops[1], Ty::B32)?,
+                b: ctx.src(&ops[2], Ty::B32)?,
+                c: ctx.src(&ops[3], Ty::B32)?,
+                mask: ctx.src(&ops[4], Ty::B32)?,
+            }
+        }
+        "vote" => {
+            if !m.take("sync") {
+                return Err("vote without .sync is not supported".into());
+            }
+            let mode = match m.take_one(&["all", "any", "uni", "ballot"]) {
+                Some("all") => VoteMode::All,
+                Some("any") => VoteMode::Any,
+                Some("uni") => VoteMode::Uni,
+                Some(_) => VoteMode::Ballot,
+                None => return Err("missing vote mode".into()),
+            };
+            m.ty()?;
+            want(3)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, neg) = ctx.pred(&ops[1])?;
+            Op::Vote { mode, d, a, neg, mask: ctx.src(&ops[2], Ty::B32)? }
+        }
+        "redux" => {
+            if !m.take("sync") {
+                return Err("redux without .sync".into());
+            }
+            let op = atom_op(&mut m)?;
+            let ty = m.ty()?;
+            want(3)?;
+            let d = ctx.dst(&ops[0])?;
+            Op::Redux { op, ty, d, a: ctx.src(&ops[1], ty)?, mask: ctx.src(&ops[2], Ty::B32)? }
+        }
+        "activemask" => {
+            m.ty()?;
+            want(1)?;
+            Op::Activemask { d: ctx.dst(&ops[0])? }
+        }
+        "atom" | "red" => {
+            let space = space_of(&mut m);
+            m.ignore_hints();
+            let op = atom_op(&mut m)?;
+            let ty = m.ty()?;
+            if ty.is_float() && !(op == AtomOp::Add && matches!(ty, Ty::F32 | Ty::F64)) {
+                return Err("only f32/f64 atomic add is supported among float atomics".into());
+            }
+            let (d, rest) = if base == "atom" { (ctx.dst(&ops[0])?, &ops[1..]) } else { (S_SINK, &ops[..]) };
+            let need = if op == AtomOp::Cas { 3 } else { 2 };
+            if rest.len() != need {
+                return Err(format!("expected {} operands", need + (base == "atom") as usize));
+            }
+            let (b0, off, _) = ctx.addr(&rest[0])?;
+            let b = ctx.src(&rest[1], ty)?;
+            let c = if op == AtomOp::Cas { ctx.src(&rest[2], ty)? } else { S_ZERO };
+            Op::Atom { space, op, ty, d, base: b0, off, b, c }
+        }
+        other => return Err(format!("instruction `{other}` is not supported by the emulator")),
+    };
+    m.finish()?;
+    Ok(Inst { op, guard, guard_neg })
+}
+
+fn atom_op(m: &mut Mods<'_>) -> Result<AtomOp, String> {
+    Ok(match m.take_one(&["add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor"]) {
+        Some("add") => AtomOp::Add,
+        Some("min") => AtomOp::Min,
+        Some("max") => AtomOp::Max,
+        Some("inc") => AtomOp::Inc,
+        Some("dec") => AtomOp::Dec,
+        Some("cas") => AtomOp::Cas,
+        Some("exch") => AtomOp::Exch,
+        Some("and") => AtomOp::And,
+        Some("or") => AtomOp::Or,
+        Some(_) => AtomOp::Xor,
+        None => return Err("missing atomic operation".into()),
+    })
+}
