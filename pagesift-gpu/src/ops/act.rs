@@ -224,6 +224,21 @@ act_element!(bf16, "bf16", act_bf16, |v| bf16::to_f32(v), |v| {
     bf16::from_f32(v)
 });
 
+/// The accuracy of the activation kernels in f32: the largest difference from the reference
+/// ([`crate::cpu::act::act_f32`], the f64 definition rounded once), in units in the last place
+/// of the reference activation value. 0 means bit-exact. With a residual the f32 sum adds up to
+/// 1 ulp of the result; f16 / bf16 outputs add the rounding to the storage type (1 ulp of it).
+pub fn max_error_ulps(act: Act) -> f32 {
+    match act {
+        Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu => 0.0,
+        Act::HardSigmoid => 1.0,
+        Act::HardSwish | Act::Tanh => 2.0,
+        Act::Sigmoid | Act::Silu => 3.0,
+        Act::GeluTanh => 4.0,
+        Act::Gelu => 6.0,
+    }
+}
+
 /// The negative slope of [`Act::LeakyRelu`] when none is given.
 pub const DEFAULT_LEAKY_SLOPE: f32 = 0.01;
 

@@ -1,6 +1,287 @@
 //! `pagesift-gpu selftest`: every kernel family on the first GPU against the CPU reference.
+//!
+//! One row per family: how many variants ran, the worst error as a fraction of its tolerance,
+//! the family's throughput against a device-to-device copy of the same bytes, PASS or FAIL.
+//! The exit code is non-zero when a family fails. Without a device it says so and exits 0.
+
+use std::time::Instant;
+
+use pagesift_gpu::cpu::act::{act_f32, ulp_f32};
+use pagesift_gpu::ops::act::{activation, activation_inplace, max_error_ulps, ActElement};
+use pagesift_gpu::{Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, Result, Stream};
+
+/// A small deterministic generator (xorshift64*) for the test data.
+struct Rng(u64);
+
+impl Rng {
+    /// A uniform value in `[lo, hi)`.
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let bits = self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+        lo + (hi - lo) * (bits as f32 / (1u64 << 24) as f32)
+    }
+}
+
+/// One family's result.
+struct FamilyReport {
+    family: &'static str,
+    variants: usize,
+    /// The worst error over its tolerance (<= 1 passes), and where.
+    worst: (f64, String),
+    /// Failures other than accuracy (launch errors, untouched elements).
+    failures: Vec<String>,
+    /// (family GB/s, copy GB/s) where measured.
+    throughput: Option<(f64, f64)>,
+}
+
+impl FamilyReport {
+    fn passed(&self) -> bool {
+        self.failures.is_empty() && self.worst.0 <= 1.0 && self.variants > 0
+    }
+}
 
 /// Runs the self test; returns the process exit code.
 pub fn run(_args: &[String]) -> i32 {
-    0
+    let variants = pagesift_gpu::kernels::registry().len();
+    let gpu = match Gpu::new(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            println!("selftest: no device to test on: {e}");
+            println!("{variants} kernel variants are compiled in; nothing was run.");
+            return 0;
+        }
+    };
+    let emulated = gpu.backend_kind() == BackendKind::Emulated;
+    let (major, minor) = gpu.compute_capability();
+    println!(
+        "selftest on {} (sm_{major}{minor}, {} SMs{}), {variants} kernel variants compiled in",
+        gpu.name(),
+        gpu.props().sm_count,
+        if emulated { ", emulated" } else { "" }
+    );
+    let started = Instant::now();
+    let reports = vec![activations(&gpu, emulated)];
+
+    println!();
+    println!(
+        "{:<12} {:>8} {:>10}  {:<28} {:>10} {:>10} {:>7}  result",
+        "family", "variants", "worst/tol", "(where)", "GB/s", "copy GB/s", "%copy"
+    );
+    let mut ok = true;
+    for r in &reports {
+        let (gbps, copy, pct) = match r.throughput {
+            Some((a, c)) => (
+                format!("{a:.1}"),
+                format!("{c:.1}"),
+                format!("{:.1}", 100.0 * a / c),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let pass = r.passed();
+        ok &= pass;
+        println!(
+            "{:<12} {:>8} {:>10.3}  {:<28} {:>10} {:>10} {:>7}  {}",
+            r.family,
+            r.variants,
+            r.worst.0,
+            r.worst.1,
+            gbps,
+            copy,
+            pct,
+            if pass { "PASS" } else { "FAIL" }
+        );
+        for f in r.failures.iter().take(10) {
+            println!("    {f}");
+        }
+    }
+    println!("({:.1} s)", started.elapsed().as_secs_f64());
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+/// Every activation variant (act x type x bias x residual, in place and not) on random data.
+fn activations(gpu: &Gpu, emulated: bool) -> FamilyReport {
+    let mut report = FamilyReport {
+        family: "activation",
+        variants: 0,
+        worst: (0.0, String::new()),
+        failures: Vec::new(),
+        throughput: None,
+    };
+    let n = if emulated { 1031 } else { (1 << 16) + 3 };
+    let cols = if emulated { 37 } else { 1000 };
+    check_type::<f32>(gpu, n, cols, &mut report);
+    check_type::<half::f16>(gpu, n, cols, &mut report);
+    check_type::<half::bf16>(gpu, n, cols, &mut report);
+    let len = if emulated { 1 << 12 } else { 1 << 26 };
+    match act_throughput(gpu, len) {
+        Ok(t) => report.throughput = Some(t),
+        Err(e) => report.failures.push(format!("throughput run failed: {e}")),
+    }
+    report
+}
+
+/// The storage type's ulp at `v`.
+fn storage_ulp<T: ActElement>(v: f32) -> f32 {
+    let mantissa_bits = match T::NAME {
+        "f16" => 10,
+        "bf16" => 7,
+        _ => return 0.0,
+    };
+    let a = v.abs().max(f32::MIN_POSITIVE);
+    let exp = a.log2().floor() as i32;
+    let min_exp = if T::NAME == "f16" { -14 } else { -126 };
+    2f32.powi(exp.max(min_exp) - mantissa_bits)
+}
+
+fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut FamilyReport) {
+    let mut rng = Rng(0x0ac7_5e1f_9e37_79b9);
+    let x: Vec<T> = (0..n)
+        .map(|_| T::from_f32(rng.uniform(-8.0, 8.0)))
+        .collect();
+    let bias: Vec<T> = (0..cols)
+        .map(|_| T::from_f32(rng.uniform(-1.0, 1.0)))
+        .collect();
+    let res: Vec<T> = (0..n)
+        .map(|_| T::from_f32(rng.uniform(-4.0, 4.0)))
+        .collect();
+    let setup = || -> Result<_> {
+        Ok((
+            DeviceBuffer::from_host(gpu, &x)?,
+            DeviceBuffer::from_host(gpu, &bias)?,
+            DeviceBuffer::from_host(gpu, &res)?,
+        ))
+    };
+    let (xb, bb, rb) = match setup() {
+        Ok(b) => b,
+        Err(e) => {
+            report
+                .failures
+                .push(format!("{}: upload failed: {e}", T::NAME));
+            return;
+        }
+    };
+    let stream = gpu.default_stream();
+    let poison = T::from_f32(f32::NAN);
+    for act in Act::ALL {
+        for (bias_on, res_on) in [(false, false), (true, false), (false, true), (true, true)] {
+            for inplace in [false, true] {
+                let where_ = format!(
+                    "{} {}{}{}{}",
+                    act.name(),
+                    T::NAME,
+                    if bias_on { "+b" } else { "" },
+                    if res_on { "+r" } else { "" },
+                    if inplace { " inpl" } else { "" }
+                );
+                let run = || -> Result<Vec<T>> {
+                    let mut args = ActArgs::new(act).with_slope(0.2);
+                    if bias_on {
+                        args = args.with_bias(bb.slice(..)?, cols);
+                    }
+                    if res_on {
+                        args = args.with_residual(rb.slice(..)?);
+                    }
+                    let mut y = DeviceBuffer::from_host(gpu, &vec![poison; n])?;
+                    if inplace {
+                        y.copy_from_device(&xb)?;
+                        activation_inplace(&stream, &args, &mut y)?;
+                    } else {
+                        activation(&stream, &args, &xb, &mut y)?;
+                    }
+                    stream.synchronize()?;
+                    y.to_host()
+                };
+                let out = match run() {
+                    Ok(out) => out,
+                    Err(e) => {
+                        report.failures.push(format!("{where_}: {e}"));
+                        continue;
+                    }
+                };
+                report.variants += 1;
+                let tol = f64::from(max_error_ulps(act));
+                for i in 0..n {
+                    let v = if bias_on {
+                        x[i].to_f32() + bias[i % cols].to_f32()
+                    } else {
+                        x[i].to_f32()
+                    };
+                    let a = act_f32(act, 0.2, v);
+                    let want = if res_on { a + res[i].to_f32() } else { a };
+                    let got = out[i].to_f32();
+                    if got.is_nan() {
+                        report
+                            .failures
+                            .push(format!("{where_}: element {i} not written (or NaN)"));
+                        break;
+                    }
+                    let err = f64::from((got - want).abs());
+                    let allowed = if tol == 0.0 {
+                        // Exact functions: the one rounding to the storage type.
+                        f64::from(storage_ulp::<T>(want)) * 0.5
+                    } else {
+                        tol * f64::from(ulp_f32(a))
+                            + if res_on {
+                                f64::from(ulp_f32(want))
+                            } else {
+                                0.0
+                            }
+                            + f64::from(storage_ulp::<T>(want))
+                            + f64::from(f32::MIN_POSITIVE)
+                    };
+                    let ratio = if allowed > 0.0 {
+                        err / allowed
+                    } else if err > 0.0 {
+                        f64::INFINITY
+                    } else {
+                        0.0
+                    };
+                    if ratio > report.worst.0 {
+                        report.worst = (ratio, where_.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// GB/s of gelu with a bias over `len` f32 (read + write) and of a device-to-device copy of the
+/// same bytes, each the median of several timed runs after a warm-up.
+fn act_throughput(gpu: &Gpu, len: usize) -> Result<(f64, f64)> {
+    let stream = gpu.default_stream();
+    let host: Vec<f32> = (0..len)
+        .map(|i| ((i % 1013) as f32 - 506.0) / 63.0)
+        .collect();
+    let x = DeviceBuffer::from_host(gpu, &host)?;
+    let bias = DeviceBuffer::from_host(gpu, &host[..1024])?;
+    let mut y = DeviceBuffer::<f32>::alloc(gpu, len)?;
+    let args = ActArgs::new(Act::Gelu).with_bias(bias.slice(..)?, 1024);
+    let bytes = 2.0 * 4.0 * len as f64;
+    let act_ms = median_ms(gpu, &stream, &mut || activation(&stream, &args, &x, &mut y))?;
+    let copy_ms = median_ms(gpu, &stream, &mut || stream.copy_dtod_async(&mut y, &x))?;
+    Ok((bytes / act_ms / 1e6, bytes / copy_ms / 1e6))
+}
+
+/// The median time of `f` in milliseconds, from events around each of 7 runs after 2 warm-ups.
+fn median_ms(gpu: &Gpu, stream: &Stream, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    f()?;
+    let mut times = Vec::new();
+    for _ in 0..7 {
+        let start = Event::new(gpu)?;
+        let end = Event::new(gpu)?;
+        start.record(stream)?;
+        f()?;
+        end.record(stream)?;
+        end.synchronize()?;
+        times.push(f64::from(end.elapsed_ms(&start)?).max(1e-6));
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
