@@ -166,10 +166,6 @@ pub(super) enum Op {
 }
 
 impl Op {
-    /// Whether the op is performed together by the threads of a warp.
-    pub fn is_warp_collective(&self) -> bool {
-        matches!(self, Op::Shfl { .. } | Op::Vote { .. } | Op::BarWarp { .. } | Op::Redux { .. })
-    }
     /// The membermask operand of a warp collective.
     pub fn member_mask(&self) -> Slot {
         match *self {
@@ -528,7 +524,7 @@ pub(super) fn decode_entry(
     let mut dynamic: Vec<(String, u32)> = Vec::new();
     for s in &e.body {
         match s {
-            Stmt::Reg { names, .. } => {
+            Stmt::Reg { names } => {
                 for (name, count) in names {
                     match count {
                         Some(n) => {

@@ -77,9 +77,6 @@ impl Ty {
     pub fn is_float(self) -> bool {
         self.fmt().is_some() || matches!(self, Ty::F16x2 | Ty::BF16x2)
     }
-    pub fn is_int(self) -> bool {
-        !self.is_float() && self != Ty::Pred
-    }
     /// The scalar float format, for scalar float types.
     pub fn fmt(self) -> Option<Fmt> {
         match self {
@@ -96,23 +93,6 @@ impl Ty {
             Ty::F16x2 => Some(Fmt::F16),
             Ty::BF16x2 => Some(Fmt::BF16),
             _ => None,
-        }
-    }
-    /// The same-width unsigned or signed type (for integer semantics of bit types).
-    pub fn signed(self) -> Ty {
-        match self.bits() {
-            8 => Ty::S8,
-            16 => Ty::S16,
-            32 => Ty::S32,
-            _ => Ty::S64,
-        }
-    }
-    pub fn unsigned(self) -> Ty {
-        match self.bits() {
-            8 => Ty::U8,
-            16 => Ty::U16,
-            32 => Ty::U32,
-            _ => Ty::U64,
         }
     }
 }

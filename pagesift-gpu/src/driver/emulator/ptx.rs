@@ -162,7 +162,7 @@ pub(super) struct RawInst {
 /// A statement of a kernel body.
 #[derive(Clone, Debug)]
 pub(super) enum Stmt {
-    Reg { ty: String, names: Vec<(String, Option<u32>)> },
+    Reg { names: Vec<(String, Option<u32>)> },
     Var(VarDecl),
     Label(String),
     Inst(RawInst),
@@ -472,7 +472,8 @@ fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>) -> PResult<()> {
                     }
                 }
                 p.expect(";")?;
-                body.push(Stmt::Reg { ty, names });
+                let _ = ty;
+                body.push(Stmt::Reg { names });
             }
             ".shared" | ".local" | ".global" | ".const" | ".extern" => {
                 p.pos -= 1;
