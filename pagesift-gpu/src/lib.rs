@@ -22,8 +22,8 @@ pub mod kernels;
 pub mod ops;
 
 pub use driver::{
-    available, BackendKind, DevicePtr, DeviceProps, DeviceRead, DeviceRepr, DeviceWrite, Gpu,
-    DeviceBuffer, DeviceSlice, DeviceSliceMut, Event, PinnedBuffer, Stream,
+    available, BackendKind, DeviceBuffer, DevicePtr, DeviceProps, DeviceRead, DeviceRepr, DeviceSlice,
+    DeviceSliceMut, DeviceWrite, Event, Function, Gpu, KernelArg, Module, PinnedBuffer, Stream,
 };
 pub use error::{DriverError, Error, Result};
 pub use kernel::{KernelVariant, LaunchConfig};
