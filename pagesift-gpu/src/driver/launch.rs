@@ -102,22 +102,36 @@ pub fn launch(
         return gpu.take_deferred();
     }
     gpu.enter()?;
-    let slot = gpu.variant_function(variant)?;
-    let Some(loaded) = slot.loaded() else {
-        return Err(Error::Launch {
-            kernel: variant.display_name(),
-            message: "module not loaded".into(),
-        });
-    };
     let backend = gpu.backend();
-    loaded.ensure_dynamic_shared(
-        backend.as_ref(),
-        cfg.shared_mem_bytes,
-        variant.static_shared_bytes,
-        props.max_shared_per_block,
-    )?;
+    let needs_optin = variant
+        .static_shared_bytes
+        .saturating_add(cfg.shared_mem_bytes)
+        > props.max_shared_per_block;
+    let function = match gpu
+        .inner
+        .modules
+        .ready(variant, cfg.shared_mem_bytes, needs_optin)
+    {
+        Some(f) => f,
+        None => {
+            let slot = gpu.variant_function(variant)?;
+            let Some(loaded) = slot.loaded() else {
+                return Err(Error::Launch {
+                    kernel: variant.display_name(),
+                    message: "module not loaded".into(),
+                });
+            };
+            loaded.ensure_dynamic_shared(
+                backend.as_ref(),
+                cfg.shared_mem_bytes,
+                variant.static_shared_bytes,
+                props.max_shared_per_block,
+            )?;
+            loaded.function
+        }
+    };
     backend.launch(&LaunchRequest {
-        function: loaded.function,
+        function,
         name: variant.entry,
         grid: cfg.grid,
         block: variant.block,

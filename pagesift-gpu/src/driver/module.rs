@@ -27,16 +27,60 @@ pub(crate) struct Slot {
     loaded: OnceLock<Loaded>,
 }
 
+/// A multiplicative hasher for the cache's keys (two addresses-sized integers): the launch
+/// path looks a variant up on every launch, and SipHash would be most of that cost.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type Key = (usize, usize);
+
+fn key(variant: &KernelVariant) -> Key {
+    (variant.ptx.as_ptr() as usize, variant.ptx.len())
+}
+
 /// The modules of one device, keyed by the address and length of the variant's PTX text.
 #[derive(Default)]
 pub(crate) struct ModuleCache {
-    slots: RwLock<HashMap<(usize, usize), Arc<Slot>>>,
+    slots: RwLock<HashMap<Key, Arc<Slot>, std::hash::BuildHasherDefault<KeyHasher>>>,
 }
 
 impl ModuleCache {
+    /// The function of an already loaded variant, when no shared-memory opt-in is needed for
+    /// `dynamic_shared` bytes: the launch path's fast lookup (no allocation, no reference count).
+    pub(crate) fn ready(
+        &self,
+        variant: &KernelVariant,
+        dynamic_shared: u32,
+        needs_optin: bool,
+    ) -> Option<RawHandle> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        let loaded = slots.get(&key(variant))?.loaded.get()?;
+        if needs_optin && dynamic_shared > loaded.dyn_shared_optin.load(Ordering::Acquire) {
+            return None;
+        }
+        Some(loaded.function)
+    }
+
     /// The slot of `variant`, created empty on first use.
     fn slot(&self, variant: &KernelVariant) -> Arc<Slot> {
-        let key = (variant.ptx.as_ptr() as usize, variant.ptx.len());
+        let key = key(variant);
         if let Some(s) = self
             .slots
             .read()
