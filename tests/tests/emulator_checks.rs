@@ -1,0 +1,524 @@
+//! The emulated device's run-time checks, each triggered by a deliberately broken hand-written
+//! kernel (the error must name the check, the kernel, a block, a thread and the PTX line), and
+//! correct kernels that must give the right answers: elementwise, a block reduction through
+//! shared memory and barriers, a warp shuffle reduction, votes, and atomics.
+
+use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
+use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
+use pagesift_gpu::{Error, Result};
+use rand::{Rng, SeedableRng};
+
+fn emu() -> Emulator {
+    Emulator::new(EmulatorConfig { memory_capacity: 64 << 20, ..EmulatorConfig::default() })
+}
+
+const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n";
+
+/// Launches `entry` of `ptx` with a 1-D grid and block.
+fn launch(e: &Emulator, ptx: &str, entry: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &[KernelArg]) -> Result<()> {
+    let m = e.module_load(ptx).unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
+    let f = e.module_function(m, entry)?;
+    let r = e.launch(&LaunchRequest { function: f, name: entry, grid, block, shared_mem_bytes: shared, stream: RawHandle::NULL, args });
+    e.module_unload(m)?;
+    r
+}
+
+fn upload<T: Copy>(e: &Emulator, v: &[T], to_bytes: impl Fn(T) -> [u8; 4]) -> u64 {
+    let p = e.mem_alloc(v.len().max(1) * 4).expect("alloc");
+    let bytes: Vec<u8> = v.iter().flat_map(|x| to_bytes(*x)).collect();
+    e.memcpy_htod(p, &bytes).expect("htod");
+    p
+}
+
+fn upload_f32(e: &Emulator, v: &[f32]) -> u64 {
+    upload(e, v, f32::to_le_bytes)
+}
+
+fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {
+    upload(e, v, u32::to_le_bytes)
+}
+
+fn download_u32(e: &Emulator, p: u64, n: usize) -> Vec<u32> {
+    let mut b = vec![0u8; n * 4];
+    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    b.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn download_f32(e: &Emulator, p: u64, n: usize) -> Vec<f32> {
+    download_u32(e, p, n).into_iter().map(f32::from_bits).collect()
+}
+
+/// The 1-based line of the first line of `ptx` containing `needle`.
+fn line_of(ptx: &str, needle: &str) -> usize {
+    ptx.lines().position(|l| l.contains(needle)).map(|i| i + 1).unwrap_or_else(|| panic!("`{needle}` not in the PTX"))
+}
+
+/// Asserts that `r` is an emulator error naming the check, the kernel, a block, a thread and
+/// the PTX line of `needle`.
+fn assert_check(r: Result<()>, check: &str, kernel: &str, ptx: &str, needle: &str) -> String {
+    let err = r.expect_err("the broken kernel must fail");
+    let Error::Emulator { kernel: k, message } = &err else { panic!("not an emulator error: {err}") };
+    assert_eq!(k, kernel);
+    assert!(message.contains(check), "check `{check}` not named: {message}");
+    assert!(message.contains(&format!("kernel `{kernel}`")), "kernel not named: {message}");
+    assert!(message.contains("block ("), "block not named: {message}");
+    assert!(message.contains("thread ("), "thread not named: {message}");
+    let line = line_of(ptx, needle);
+    assert!(message.contains(&format!("PTX line {line}:")), "line {line} not named: {message}");
+    assert!(message.contains(needle), "instruction text not quoted: {message}");
+    message.clone()
+}
+
+fn random_f32(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.gen_range(-4.0f32..4.0)).collect()
+}
+
+/// `y[i] = x[i] * 2 + 1` for `i < n`; `off` is added to the address of `x` (bytes).
+fn scale_ptx(off: i32) -> String {
+    format!(
+        r#"{HEADER}.visible .entry scale(.param .u64 x, .param .u64 y, .param .u32 n)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [y];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra $L__end;
+    mul.wide.u32 %rd3, %r5, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    add.s64 %rd4, %rd4, {off};
+    add.s64 %rd5, %rd2, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    fma.rn.f32 %f2, %f1, 0f40000000, 0f3F800000;
+    st.global.f32 [%rd5], %f2;
+$L__end:
+    ret;
+}}
+"#
+    )
+}
+
+#[test]
+fn elementwise_gives_right_answers() {
+    let e = emu();
+    let n = 1237;
+    let x = random_f32(n, 1);
+    let px = upload_f32(&e, &x);
+    let py = upload_f32(&e, &vec![f32::NAN; n]);
+    let ptx = scale_ptx(0);
+    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
+    launch(&e, &ptx, "scale", [n.div_ceil(128) as u32, 1, 1], [128, 1, 1], 0, &args).expect("scale");
+    let y = download_f32(&e, py, n);
+    for i in 0..n {
+        assert_eq!(y[i], x[i].mul_add(2.0, 1.0), "element {i}");
+    }
+}
+
+#[test]
+fn out_of_bounds_global_access_is_reported() {
+    let e = emu();
+    let n = 100;
+    let px = upload_f32(&e, &random_f32(n, 2));
+    let py = upload_f32(&e, &vec![0.0; n]);
+    let ptx = scale_ptx(0);
+    // One element too many: thread 100 reads past the end of x.
+    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32 + 1)];
+    let msg = assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [128, 1, 1], 0, &args), "out-of-bounds global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
+    assert!(msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"), "{msg}");
+}
+
+#[test]
+fn misaligned_global_access_is_reported() {
+    let e = emu();
+    let n = 64;
+    let px = upload_f32(&e, &random_f32(n + 1, 3));
+    let py = upload_f32(&e, &vec![0.0; n]);
+    let ptx = scale_ptx(2);
+    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
+    assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [64, 1, 1], 0, &args), "misaligned global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
+}
+
+#[test]
+fn use_after_free_is_out_of_bounds() {
+    let e = emu();
+    let n = 32;
+    let px = upload_f32(&e, &random_f32(n, 4));
+    let py = upload_f32(&e, &vec![0.0; n]);
+    e.mem_free(px).expect("free");
+    let ptx = scale_ptx(0);
+    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
+    assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [32, 1, 1], 0, &args), "out-of-bounds global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
+}
+
+/// Block sum of `x` through shared memory: every thread stores one value, then a tree of
+/// barrier-separated halvings. `BROKEN` variants drop a barrier or overrun the array.
+fn block_sum_ptx(loop_barrier: bool, words: u32, init: bool) -> String {
+    let bar = if loop_barrier { "bar.sync 0;" } else { "// no barrier" };
+    let store = if init { "st.shared.f32 [%r6], %f1;" } else { "// no store" };
+    format!(
+        r#"{HEADER}.visible .entry block_sum(.param .u64 x, .param .u64 out, .param .u32 n)
+.reqntid 128, 1, 1
+{{
+    .shared .align 4 .b8 partial[{bytes}];
+    .reg .pred %p<4>;
+    .reg .b32 %r<12>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %tid.x;
+    mad.lo.s32 %r4, %r2, 128, %r3;
+    mov.f32 %f1, 0f00000000;
+    setp.ge.u32 %p1, %r4, %r1;
+    @%p1 bra $L__store;
+    mul.wide.u32 %rd3, %r4, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+$L__store:
+    mov.u32 %r5, partial;
+    shl.b32 %r7, %r3, 2;
+    add.s32 %r6, %r5, %r7;
+    {store}
+    bar.sync 0;
+    mov.u32 %r8, 64;
+$L__loop:
+    setp.ge.u32 %p2, %r3, %r8;
+    @%p2 bra $L__skip;
+    shl.b32 %r9, %r8, 2;
+    add.s32 %r10, %r6, %r9;
+    ld.shared.f32 %f2, [%r10];
+    ld.shared.f32 %f3, [%r6];
+    add.f32 %f3, %f3, %f2;
+    st.shared.f32 [%r6], %f3;
+$L__skip:
+    {bar}
+    shr.u32 %r8, %r8, 1;
+    setp.ne.u32 %p3, %r8, 0;
+    @%p3 bra $L__loop;
+    setp.ne.u32 %p1, %r3, 0;
+    @%p1 bra $L__end;
+    ld.shared.f32 %f1, [partial];
+    mul.wide.u32 %rd5, %r2, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.f32 [%rd6], %f1;
+$L__end:
+    ret;
+}}
+"#,
+        bytes = words * 4
+    )
+}
+
+fn block_sum_inputs(e: &Emulator, n: usize) -> (Vec<f32>, [KernelArg; 3], u64, u32) {
+    let x = random_f32(n, 5);
+    let blocks = n.div_ceil(128) as u32;
+    let px = upload_f32(e, &x);
+    let pout = upload_f32(e, &vec![f32::NAN; blocks as usize]);
+    (x, [KernelArg::ptr(px), KernelArg::ptr(pout), KernelArg::from(n as u32)], pout, blocks)
+}
+
+#[test]
+fn block_reduction_with_shared_memory_and_barriers() {
+    let e = emu();
+    let n = 1000;
+    let (x, args, pout, blocks) = block_sum_inputs(&e, n);
+    let ptx = block_sum_ptx(true, 128, true);
+    launch(&e, &ptx, "block_sum", [blocks, 1, 1], [128, 1, 1], 0, &args).expect("block_sum");
+    let out = download_f32(&e, pout, blocks as usize);
+    for b in 0..blocks as usize {
+        let want: f32 = x[b * 128..((b + 1) * 128).min(n)].iter().sum();
+        assert!((out[b] - want).abs() <= 1e-4 * (1.0 + want.abs()), "block {b}: {} vs {want}", out[b]);
+    }
+}
+
+#[test]
+fn shared_memory_data_race_is_reported() {
+    let e = emu();
+    let (_, args, _, blocks) = block_sum_inputs(&e, 300);
+    // Without the barrier in the loop, thread 0 reads partial[1] (in its last step) in the
+    // interval in which thread 1 writes it.
+    let ptx = block_sum_ptx(false, 128, true);
+    let msg = assert_check(
+        launch(&e, &ptx, "block_sum", [blocks, 1, 1], [128, 1, 1], 0, &args),
+        "shared memory data race",
+        "block_sum",
+        &ptx,
+        "st.shared.f32 [%r6], %f3;",
+    );
+    assert!(msg.contains("block (0,0,0)") && msg.contains("thread (1,0,0)"), "{msg}");
+}
+
+#[test]
+fn out_of_bounds_shared_access_is_reported() {
+    let e = emu();
+    let (_, args, _, blocks) = block_sum_inputs(&e, 300);
+    // The array holds 100 words; thread 100 stores past its end.
+    let ptx = block_sum_ptx(true, 100, true);
+    let msg = assert_check(
+        launch(&e, &ptx, "block_sum", [blocks, 1, 1], [128, 1, 1], 0, &args),
+        "out-of-bounds shared access",
+        "block_sum",
+        &ptx,
+        "st.shared.f32 [%r6], %f1;",
+    );
+    assert!(msg.contains("thread (100,0,0)"), "{msg}");
+}
+
+#[test]
+fn uninitialized_shared_read_is_reported() {
+    let e = emu();
+    let (_, args, _, blocks) = block_sum_inputs(&e, 300);
+    let ptx = block_sum_ptx(true, 128, false);
+    assert_check(
+        launch(&e, &ptx, "block_sum", [blocks, 1, 1], [128, 1, 1], 0, &args),
+        "uninitialized shared memory read",
+        "block_sum",
+        &ptx,
+        "ld.shared.f32 %f2, [%r10];",
+    );
+}
+
+#[test]
+fn dynamic_shared_memory_is_bounded_by_the_launch_size() {
+    let e = emu();
+    let ptx = format!(
+        r#"{HEADER}.visible .entry dyn_fill()
+{{
+    .extern .shared .align 16 .b8 dsmem[];
+    .reg .b32 %r<4>;
+    mov.u32 %r1, %tid.x;
+    shl.b32 %r2, %r1, 2;
+    mov.u32 %r3, dsmem;
+    add.s32 %r3, %r3, %r2;
+    st.shared.u32 [%r3], %r1;
+    ret;
+}}
+"#
+    );
+    launch(&e, &ptx, "dyn_fill", [2, 1, 1], [64, 1, 1], 256, &[]).expect("256 bytes hold 64 words");
+    let msg = assert_check(launch(&e, &ptx, "dyn_fill", [2, 1, 1], [64, 1, 1], 200, &[]), "out-of-bounds shared access", "dyn_fill", &ptx, "st.shared.u32 [%r3], %r1;");
+    assert!(msg.contains("thread (50,0,0)") && msg.contains("dynamic 200"), "{msg}");
+}
+
+#[test]
+fn barrier_not_reached_by_every_thread_is_reported() {
+    let e = emu();
+    let ptx = format!(
+        r#"{HEADER}.visible .entry early_exit(.param .u64 out)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 40;
+    @%p1 bra $L__end;
+    bar.sync 0;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+$L__end:
+    ret;
+}}
+"#
+    );
+    let out = upload_u32(&e, &[0; 96]);
+    let msg = assert_check(launch(&e, &ptx, "early_exit", [3, 1, 1], [96, 1, 1], 0, &[KernelArg::ptr(out)]), "barrier divergence", "early_exit", &ptx, "bar.sync 0;");
+    assert!(msg.contains("56 of 96") && msg.contains("exited"), "{msg}");
+}
+
+#[test]
+fn warp_shuffle_reduction_and_votes() {
+    let e = emu();
+    // Each warp: out[w*4+0] = sum of x over the warp (xor butterfly), [1] = ballot(x > 0),
+    // [2] = all(x > -100), [3] = any(x > 3.5) (as 0/1). The block has 80 threads: the last warp is
+    // partial (16 lanes) and uses a membermask of its existing lanes.
+    let ptx = format!(
+        r#"{HEADER}.visible .entry warp_ops(.param .u64 x, .param .u64 out)
+{{
+    .reg .pred %p<6>;
+    .reg .b32 %r<16>;
+    .reg .f32 %f<6>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [x];
+    ld.param.u64 %rd2, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %laneid;
+    shr.u32 %r3, %r1, 5;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    ld.global.f32 %f1, [%rd4];
+    mov.u32 %r4, -1;
+    setp.eq.u32 %p5, %r3, 2;
+    @%p5 mov.u32 %r4, 0xffff;
+    mov.b32 %r5, %f1;
+    shfl.sync.bfly.b32 %r6, %r5, 16, 31, %r4;
+    @%p5 mov.b32 %r6, 0;
+    mov.b32 %f2, %r6;
+    add.f32 %f1, %f1, %f2;
+    mov.b32 %r5, %f1;
+    shfl.sync.bfly.b32 %r6, %r5, 8, 31, %r4;
+    mov.b32 %f2, %r6;
+    add.f32 %f1, %f1, %f2;
+    mov.b32 %r5, %f1;
+    shfl.sync.bfly.b32 %r6, %r5, 4, 31, %r4;
+    mov.b32 %f2, %r6;
+    add.f32 %f1, %f1, %f2;
+    mov.b32 %r5, %f1;
+    shfl.sync.bfly.b32 %r6, %r5, 2, 31, %r4;
+    mov.b32 %f2, %r6;
+    add.f32 %f1, %f1, %f2;
+    mov.b32 %r5, %f1;
+    shfl.sync.bfly.b32 %r6, %r5, 1, 31, %r4;
+    mov.b32 %f2, %r6;
+    add.f32 %f1, %f1, %f2;
+    ld.global.f32 %f3, [%rd4];
+    setp.gt.f32 %p1, %f3, 0f00000000;
+    vote.sync.ballot.b32 %r7, %p1, %r4;
+    setp.gt.f32 %p2, %f3, 0fC2C80000;
+    vote.sync.all.pred %p3, %p2, %r4;
+    setp.gt.f32 %p2, %f3, 0f40600000;
+    vote.sync.any.pred %p4, %p2, %r4;
+    setp.ne.u32 %p1, %r2, 0;
+    @%p1 bra $L__end;
+    shl.b32 %r8, %r3, 2;
+    mul.wide.u32 %rd5, %r8, 4;
+    add.s64 %rd6, %rd2, %rd5;
+    st.global.f32 [%rd6], %f1;
+    st.global.u32 [%rd6+4], %r7;
+    selp.u32 %r9, 1, 0, %p3;
+    st.global.u32 [%rd6+8], %r9;
+    selp.u32 %r10, 1, 0, %p4;
+    st.global.u32 [%rd6+12], %r10;
+$L__end:
+    ret;
+}}
+"#
+    );
+    let n = 80;
+    let x = random_f32(n, 6);
+    let px = upload_f32(&e, &x);
+    let pout = upload_u32(&e, &[0xDEAD_BEEF; 12]);
+    launch(&e, &ptx, "warp_ops", [1, 1, 1], [80, 1, 1], 0, &[KernelArg::ptr(px), KernelArg::ptr(pout)]).expect("warp_ops");
+    let out = download_u32(&e, pout, 12);
+    for w in 0..3 {
+        let lanes = &x[w * 32..(w * 32 + 32).min(n)];
+        let sum: f32 = lanes.iter().sum();
+        let got = f32::from_bits(out[w * 4]);
+        assert!((got - sum).abs() <= 1e-4 * (1.0 + sum.abs()), "warp {w} sum {got} vs {sum}");
+        let ballot = lanes.iter().enumerate().filter(|(_, v)| **v > 0.0).fold(0u32, |b, (i, _)| b | 1 << i);
+        assert_eq!(out[w * 4 + 1], ballot, "warp {w} ballot");
+        assert_eq!(out[w * 4 + 2], 1, "warp {w} all");
+        assert_eq!(out[w * 4 + 3], lanes.iter().any(|v| *v > 3.5) as u32, "warp {w} any");
+    }
+}
+
+#[test]
+fn shuffle_with_an_exited_member_is_reported() {
+    let e = emu();
+    let ptx = format!(
+        r#"{HEADER}.visible .entry shfl_exit()
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    mov.u32 %r1, %laneid;
+    setp.eq.u32 %p1, %r1, 7;
+    @%p1 bra $L__end;
+    shfl.sync.down.b32 %r2, %r1, 1, 31, -1;
+$L__end:
+    ret;
+}}
+"#
+    );
+    let msg = assert_check(launch(&e, &ptx, "shfl_exit", [1, 1, 1], [32, 1, 1], 0, &[]), "warp divergence", "shfl_exit", &ptx, "shfl.sync.down.b32");
+    assert!(msg.contains("lane 7") && msg.contains("exited"), "{msg}");
+}
+
+#[test]
+fn atomics_on_global_and_shared_memory() {
+    let e = emu();
+    // Histogram of keys into 7 global bins (atom.global.add.u32), a float sum (atom.add.f32),
+    // a global max (atom.max.s32), and a per-block count through shared atomics.
+    let ptx = format!(
+        r#"{HEADER}.visible .entry atomics(.param .u64 keys, .param .u64 vals, .param .u64 bins, .param .u64 acc, .param .u32 n)
+{{
+    .shared .align 4 .u32 count;
+    .reg .pred %p<4>;
+    .reg .b32 %r<16>;
+    .reg .f32 %f<4>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [keys];
+    ld.param.u64 %rd2, [vals];
+    ld.param.u64 %rd3, [bins];
+    ld.param.u64 %rd4, [acc];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %tid.x;
+    setp.ne.u32 %p2, %r2, 0;
+    @!%p2 st.shared.u32 [count], 0;
+    bar.sync 0;
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mad.lo.s32 %r5, %r3, %r4, %r2;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra $L__sync;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.u32 %r6, [%rd6];
+    rem.u32 %r7, %r6, 7;
+    mul.wide.u32 %rd7, %r7, 4;
+    add.s64 %rd8, %rd3, %rd7;
+    atom.global.add.u32 %r8, [%rd8], 1;
+    add.s64 %rd9, %rd2, %rd5;
+    ld.global.f32 %f1, [%rd9];
+    red.global.add.f32 [%rd4], %f1;
+    atom.global.max.s32 %r9, [%rd4+4], %r6;
+    atom.shared.add.u32 %r10, [count], 1;
+$L__sync:
+    bar.sync 0;
+    @%p2 bra $L__end;
+    ld.shared.u32 %r11, [count];
+    atom.global.add.u32 %r12, [%rd4+8], %r11;
+$L__end:
+    ret;
+}}
+"#
+    );
+    let n = 1500usize;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let keys: Vec<u32> = (0..n).map(|_| rng.gen_range(0..100_000)).collect();
+    let vals: Vec<f32> = (0..n).map(|_| rng.gen_range(0..64) as f32 * 0.25).collect();
+    let pk = upload_u32(&e, &keys);
+    let pv = upload_f32(&e, &vals);
+    let pb = upload_u32(&e, &[0; 7]);
+    let pa = upload_u32(&e, &[0, 0, 0]);
+    let args = [KernelArg::ptr(pk), KernelArg::ptr(pv), KernelArg::ptr(pb), KernelArg::ptr(pa), KernelArg::from(n as u32)];
+    launch(&e, &ptx, "atomics", [n.div_ceil(256) as u32, 1, 1], [256, 1, 1], 0, &args).expect("atomics");
+    let bins = download_u32(&e, pb, 7);
+    for (b, &got) in bins.iter().enumerate() {
+        assert_eq!(got as usize, keys.iter().filter(|k| **k % 7 == b as u32).count(), "bin {b}");
+    }
+    let acc = download_u32(&e, pa, 3);
+    // Quarter-integers sum exactly in f32 at this size, whatever the order.
+    assert_eq!(f32::from_bits(acc[0]), vals.iter().sum::<f32>());
+    assert_eq!(acc[1], *keys.iter().max().expect("keys"));
+    assert_eq!(acc[2] as usize, n);
+}
+
+#[test]
+fn an_unimplemented_instruction_is_a_load_error_naming_it() {
+    let e = emu();
+    let ptx = format!("{HEADER}.visible .entry k()\n{{\n    .reg .b32 %r<4>;\n    mul24.lo.u32 %r1, %r2, %r3;\n    ret;\n}}\n");
+    let err = e.module_load(&ptx).expect_err("mul24 is not implemented");
+    let line = line_of(&ptx, "mul24");
+    assert!(err.log.contains(&format!("line {line}")) && err.log.contains("mul24"), "{}", err.log);
+}
