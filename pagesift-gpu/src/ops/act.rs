@@ -317,7 +317,8 @@ impl<T: DeviceRepr> std::fmt::Debug for ActArgs<'_, T> {
 ///
 /// # Errors
 /// [`Error::LengthMismatch`] naming `output`, `residual` or `bias` when a length is wrong;
-/// [`Error::InvalidArgument`] for a bias with `cols == 0` or `cols > u32::MAX`;
+/// [`Error::InvalidArgument`] for a bias with `cols == 0` or `cols >= 2^31`, or a non-finite
+/// leaky relu slope;
 /// [`Error::DeviceMismatch`] when a buffer belongs to another device than the stream; the
 /// launch's errors otherwise.
 pub fn activation<T: ActElement>(
@@ -411,10 +412,11 @@ fn validate<T: DeviceRepr>(
         output,
         args.cols,
     )?;
-    if args.bias.is_some() && u32::try_from(args.cols).is_err() {
+    // The kernels track the column in 32 bits (c + step < 2 cols must not wrap).
+    if args.bias.is_some() && args.cols >= 1 << 31 {
         return Err(Error::InvalidArgument {
             op,
-            message: format!("cols = {} exceeds u32::MAX", args.cols),
+            message: format!("cols = {} must be below 2^31", args.cols),
         });
     }
     if !args.slope.is_finite() && args.act == Act::LeakyRelu {
@@ -482,5 +484,48 @@ impl Geometry {
             nvec,
             cfg: LaunchConfig::grid_1d(blocks as u32),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: DevicePtr = 0x7000_0000_0000;
+
+    #[test]
+    fn aligned_pointers_use_vectors_and_a_tail() {
+        let g = Geometry::for_sms(132, &[BASE, BASE + 4096, BASE + 8192], 1003, 4);
+        assert_eq!((g.head, g.nvec), (0, 250));
+        // 250 vectors / 4 per iteration, 3 tail elements: one block.
+        assert_eq!(g.cfg.grid, [1, 1, 1]);
+    }
+
+    #[test]
+    fn a_common_offset_gives_a_scalar_head() {
+        // Views at element 3 of f32 buffers: 1 element up to the 16-byte boundary.
+        let g = Geometry::for_sms(4, &[BASE + 12, BASE + 4096 + 12], 10, 4);
+        assert_eq!((g.head, g.nvec), (1, 2));
+        // f16 at element 5: 3 elements to the boundary, then vectors of 8.
+        let g = Geometry::for_sms(4, &[BASE + 10, BASE + 256 + 10], 30, 2);
+        assert_eq!((g.head, g.nvec), (3, 3));
+        // Shorter than the head.
+        let g = Geometry::for_sms(4, &[BASE + 4, BASE + 4], 2, 4);
+        assert_eq!((g.head, g.nvec), (2, 0));
+    }
+
+    #[test]
+    fn disagreeing_offsets_fall_back_to_scalar() {
+        let g = Geometry::for_sms(4, &[BASE + 4, BASE + 8], 100, 4);
+        assert_eq!((g.head, g.nvec), (100, 0));
+    }
+
+    #[test]
+    fn the_grid_fills_the_device_and_no_more() {
+        let g = Geometry::for_sms(132, &[BASE, BASE], 1 << 28, 4);
+        assert_eq!(g.nvec, 1 << 26);
+        assert_eq!(g.cfg.grid, [132 * BLOCKS_PER_SM as u32, 1, 1]);
+        let g = Geometry::for_sms(132, &[BASE, BASE], 5000, 4);
+        assert_eq!(g.cfg.grid, [2, 1, 1]);
     }
 }
