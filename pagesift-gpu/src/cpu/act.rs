@@ -23,6 +23,8 @@ const FRAC_1_SQRT_PI: f64 = 0.564_189_583_547_756_3;
 
 /// The activation `act` of `x`, computed in f64 from its definition (see [`Act`] for each
 /// formula). `slope` is the negative slope of [`Act::LeakyRelu`] and is ignored otherwise.
+// `max(0).min(6)` rather than `clamp`: it maps NaN to 0 as PTX `max.f32` / `min.f32` do.
+#[allow(clippy::manual_clamp)]
 pub fn act_f64(act: Act, slope: f32, x: f64) -> f64 {
     match act {
         Act::Identity => x,
