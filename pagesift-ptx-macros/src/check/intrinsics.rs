@@ -1,0 +1,731 @@
+//! The intrinsic table: free functions, methods on scalars, memory methods on slices and shared
+//! arrays, and helper calls (inlined). New instruction families (`cp.async`, `ldmatrix`,
+//! `mma.sync`, `wgmma`) slot in as further `Intr` / `MemOp` entries with a typing rule here and
+//! an emission rule in `lower` and `ptx`.
+
+use super::expr::{err_expr, same, Binding, Checker, Frame};
+use super::{TExpr, TKind};
+use crate::parse::{Expr, ExprKind, FnItem};
+use crate::types::{ConstVal, Scalar, Ty};
+use proc_macro2::Span;
+use std::collections::HashMap;
+
+/// PTX special registers read as `u32`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Special {
+    /// `%tid.{x,y,z}`.
+    Tid(u8),
+    /// `%ctaid.{x,y,z}`.
+    Ctaid(u8),
+    /// `%nctaid.{x,y,z}`.
+    Nctaid(u8),
+    /// `%laneid`.
+    LaneId,
+}
+
+/// `shfl.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShflKind {
+    Bfly,
+    Down,
+    Up,
+    Idx,
+}
+
+/// `vote.sync` modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoteKind {
+    All,
+    Any,
+    Ballot,
+}
+
+/// Atomic read-modify-write operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtomKind {
+    Add,
+    Min,
+    Max,
+    Exch,
+    Cas,
+    And,
+    Or,
+    Xor,
+}
+
+impl AtomKind {
+    /// The method name (`atomic_add`) and the PTX operation (`add`).
+    pub fn names(self) -> (&'static str, &'static str) {
+        match self {
+            AtomKind::Add => ("atomic_add", "add"),
+            AtomKind::Min => ("atomic_min", "min"),
+            AtomKind::Max => ("atomic_max", "max"),
+            AtomKind::Exch => ("atomic_exch", "exch"),
+            AtomKind::Cas => ("atomic_cas", "cas"),
+            AtomKind::And => ("atomic_and", "and"),
+            AtomKind::Or => ("atomic_or", "or"),
+            AtomKind::Xor => ("atomic_xor", "xor"),
+        }
+    }
+
+    /// Every atomic operation.
+    pub const ALL: [AtomKind; 8] = [
+        AtomKind::Add,
+        AtomKind::Min,
+        AtomKind::Max,
+        AtomKind::Exch,
+        AtomKind::Cas,
+        AtomKind::And,
+        AtomKind::Or,
+        AtomKind::Xor,
+    ];
+
+    /// Whether the operation exists for elements of type `s`.
+    pub fn supports(self, s: Scalar) -> bool {
+        use Scalar::*;
+        match self {
+            AtomKind::Add => matches!(s, U32 | I32 | U64 | F32 | F64),
+            AtomKind::Min | AtomKind::Max => matches!(s, U32 | I32 | U64 | I64),
+            AtomKind::Exch => matches!(s, U32 | I32 | U64 | I64 | F32),
+            AtomKind::Cas | AtomKind::And | AtomKind::Or | AtomKind::Xor => {
+                matches!(s, U32 | I32 | U64 | I64)
+            }
+        }
+    }
+}
+
+/// Memory intrinsics on a slice or shared array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemOp {
+    /// `x.load_nc(i)`: one element through the non-coherent (read-only) cache.
+    LoadNc,
+    /// `x.load4(i)`: `n` consecutive elements from element `i` in one access.
+    LoadVec { n: u32, nc: bool },
+    /// `y.store4(i, v)`.
+    StoreVec { n: u32 },
+    /// `y.atomic_add(i, v)` and friends; the old value is returned.
+    Atomic(AtomKind),
+}
+
+/// Value intrinsics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intr {
+    Special(Special),
+    /// The warp index within the block: linear thread index / 32.
+    WarpId,
+    SyncThreads,
+    Shfl(ShflKind),
+    Vote(VoteKind),
+    Abs,
+    Min,
+    Max,
+    Fma,
+    Sqrt,
+    SqrtFast,
+    RsqrtFast,
+    Recip,
+    RecipFast,
+    Exp2Fast,
+    Log2Fast,
+    TanhFast,
+    SinFast,
+    CosFast,
+    Floor,
+    Ceil,
+    RoundEven,
+    Trunc,
+    IsNan,
+    CopySign,
+    MulHi,
+    Popc,
+    Clz,
+    /// Reinterprets the bits of the argument as the result type.
+    BitCast,
+    /// `f16x2::new(lo, hi)`.
+    Pack,
+    Lo,
+    Hi,
+}
+
+fn scalar_of(t: &TExpr) -> Option<Scalar> {
+    match t.ty {
+        Ty::Scalar(s) => Some(s),
+        _ => None,
+    }
+}
+
+impl Checker<'_> {
+    fn intr(&self, intr: Intr, args: Vec<TExpr>, ty: Ty, span: Span) -> TExpr {
+        TExpr {
+            kind: TKind::Intr { intr, args },
+            ty,
+            span,
+        }
+    }
+
+    fn arity(&self, args: &[Expr], n: usize, what: &str, span: Span) -> bool {
+        if args.len() != n {
+            self.cx.error(
+                span,
+                format!("`{what}` takes {n} argument(s), {} given", args.len()),
+            );
+            return false;
+        }
+        true
+    }
+
+    pub(super) fn check_call(
+        &mut self,
+        func: &[syn::Ident],
+        generics: &[Expr],
+        args: &[Expr],
+        expect: Option<&Ty>,
+        span: Span,
+    ) -> TExpr {
+        let u32t = Ty::Scalar(Scalar::U32);
+        let names: Vec<String> = func.iter().map(|i| i.to_string()).collect();
+        if names.len() == 2 {
+            if let Some(s) = Scalar::from_name(&names[0]) {
+                return self.check_assoc_fn(s, &names[1], args, span);
+            }
+        }
+        let name = names.join("::");
+        let dim = |suffix: &str| -> Option<u8> {
+            match suffix {
+                "x" => Some(0),
+                "y" => Some(1),
+                "z" => Some(2),
+                _ => None,
+            }
+        };
+        let special = |n: &str| -> Option<(&str, u8)> {
+            for prefix in ["thread_idx_", "block_idx_", "block_dim_", "grid_dim_"] {
+                if let Some(d) = n.strip_prefix(prefix).and_then(dim) {
+                    return Some((prefix, d));
+                }
+            }
+            None
+        };
+        if let Some((prefix, d)) = special(&name) {
+            if !self.arity(args, 0, &name, span) {
+                return err_expr(span);
+            }
+            return match prefix {
+                "thread_idx_" => self.intr(Intr::Special(Special::Tid(d)), vec![], u32t, span),
+                "block_idx_" => self.intr(Intr::Special(Special::Ctaid(d)), vec![], u32t, span),
+                "grid_dim_" => self.intr(Intr::Special(Special::Nctaid(d)), vec![], u32t, span),
+                // The block shape is fixed per variant (`.reqntid`), so its size is a constant.
+                _ => TExpr {
+                    kind: TKind::Const(ConstVal::Int(self.block[d as usize] as i128)),
+                    ty: u32t,
+                    span,
+                },
+            };
+        }
+        match name.as_str() {
+            "lane_id" | "warp_id" | "warp_size" | "num_warps" | "sync_threads" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                let threads: u32 = self.block.iter().product();
+                match name.as_str() {
+                    "lane_id" => self.intr(Intr::Special(Special::LaneId), vec![], u32t, span),
+                    "warp_id" => self.intr(Intr::WarpId, vec![], u32t, span),
+                    "warp_size" => TExpr {
+                        kind: TKind::Const(ConstVal::Int(32)),
+                        ty: u32t,
+                        span,
+                    },
+                    "num_warps" => TExpr {
+                        kind: TKind::Const(ConstVal::Int(threads.div_ceil(32) as i128)),
+                        ty: u32t,
+                        span,
+                    },
+                    _ => self.intr(Intr::SyncThreads, vec![], Ty::Unit, span),
+                }
+            }
+            "shfl_xor" | "shfl_down" | "shfl_up" | "shfl_idx" => {
+                if !self.arity(args, 2, &name, span) {
+                    return err_expr(span);
+                }
+                let kind = match name.as_str() {
+                    "shfl_xor" => ShflKind::Bfly,
+                    "shfl_down" => ShflKind::Down,
+                    "shfl_up" => ShflKind::Up,
+                    _ => ShflKind::Idx,
+                };
+                let v = self.check_expr(&args[0], expect);
+                let l = self.check_expr(&args[1], Some(&u32t));
+                self.expect_ty(&l, &u32t, args[1].span);
+                match scalar_of(&v) {
+                    Some(s) if s.bytes() == 4 => {}
+                    _ if v.ty == Ty::Never => return err_expr(span),
+                    _ => {
+                        self.cx.error(
+                            args[0].span,
+                            format!("warp shuffles move 32-bit values, not `{}`", v.ty),
+                        );
+                        return err_expr(span);
+                    }
+                }
+                let ty = v.ty.clone();
+                self.intr(Intr::Shfl(kind), vec![v, l], ty, span)
+            }
+            "vote_all" | "vote_any" | "vote_ballot" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                let b = Ty::Scalar(Scalar::Bool);
+                let p = self.check_expr(&args[0], Some(&b));
+                self.expect_ty(&p, &b, args[0].span);
+                let (kind, ty) = match name.as_str() {
+                    "vote_all" => (VoteKind::All, b),
+                    "vote_any" => (VoteKind::Any, b),
+                    _ => (VoteKind::Ballot, u32t),
+                };
+                self.intr(Intr::Vote(kind), vec![p], ty, span)
+            }
+            _ => {
+                let Some(f) = self.helpers.get(&name).copied() else {
+                    self.cx
+                        .error(span, format!("unknown function or intrinsic `{name}`"));
+                    return err_expr(span);
+                };
+                let args: Vec<HelperArg<'_>> = args.iter().map(HelperArg::Expr).collect();
+                self.inline_call(f, generics, args, span)
+            }
+        }
+    }
+
+    fn check_assoc_fn(&mut self, s: Scalar, name: &str, args: &[Expr], span: Span) -> TExpr {
+        match name {
+            "from_bits" if !s.is_int() && s != Scalar::Bool => {
+                if !self.arity(args, 1, &format!("{s}::from_bits"), span) {
+                    return err_expr(span);
+                }
+                let want = Ty::Scalar(s.bits_uint());
+                let x = self.check_expr(&args[0], Some(&want));
+                self.expect_ty(&x, &want, args[0].span);
+                self.intr(Intr::BitCast, vec![x], Ty::Scalar(s), span)
+            }
+            "new" if s.is_packed() => {
+                if !self.arity(args, 2, &format!("{s}::new"), span) {
+                    return err_expr(span);
+                }
+                let elem = Ty::Scalar(s.packed_elem().unwrap_or(Scalar::F16));
+                let a = self.check_expr(&args[0], Some(&elem));
+                let b = self.check_expr(&args[1], Some(&elem));
+                self.expect_ty(&a, &elem, args[0].span);
+                self.expect_ty(&b, &elem, args[1].span);
+                self.intr(Intr::Pack, vec![a, b], Ty::Scalar(s), span)
+            }
+            _ => {
+                self.cx
+                    .error(span, format!("unknown function `{s}::{name}`"));
+                err_expr(span)
+            }
+        }
+    }
+
+    pub(super) fn check_method(
+        &mut self,
+        recv: &Expr,
+        method: &syn::Ident,
+        args: &[Expr],
+        expect: Option<&Ty>,
+        span: Span,
+    ) -> TExpr {
+        let m = method.to_string();
+        // Memory methods name their array; everything else is a method on a value.
+        if let ExprKind::Var(name) = &recv.kind {
+            if let Some(Binding::Var(id)) = self.lookup(&name.to_string()) {
+                let ty = self.vars[id].ty.clone();
+                if let Ty::Slice { elem, mutable } = ty {
+                    return self.check_mem(id, elem, Some(mutable), &m, args, span);
+                }
+                if let Ty::Shared { elem, len } = ty {
+                    if m == "len" {
+                        if let Some(n) = len {
+                            let _ = self.arity(args, 0, "len", span);
+                            return TExpr {
+                                kind: TKind::Const(ConstVal::Int(n as i128)),
+                                ty: Ty::Scalar(Scalar::U32),
+                                span,
+                            };
+                        }
+                        self.cx.error(
+                            span,
+                            "the dynamic shared array has no length known at compile time",
+                        );
+                        return err_expr(span);
+                    }
+                    return self.check_mem(id, elem, None, &m, args, span);
+                }
+            }
+        }
+        let x = self.check_expr(
+            recv,
+            expect.filter(|_| !matches!(m.as_str(), "to_bits" | "is_nan")),
+        );
+        let Some(s) = scalar_of(&x) else {
+            if x.ty != Ty::Never {
+                self.cx
+                    .error(method.span(), format!("no method `{m}` on `{}`", x.ty));
+            }
+            return err_expr(span);
+        };
+        let float = s.is_float();
+        let f32_only = s == Scalar::F32;
+        let rounding = s == Scalar::F32 || s == Scalar::F64;
+        let (intr, n_args, ty) = match m.as_str() {
+            "abs" if float || s.is_packed() || (s.is_signed() && !s.is_byte()) => {
+                (Intr::Abs, 0, x.ty.clone())
+            }
+            "min" if s.is_arith() && !(s.is_int() && s.bytes() == 2) => {
+                (Intr::Min, 1, x.ty.clone())
+            }
+            "max" if s.is_arith() && !(s.is_int() && s.bytes() == 2) => {
+                (Intr::Max, 1, x.ty.clone())
+            }
+            "mul_add" | "fma" if float || s.is_packed() => (Intr::Fma, 2, x.ty.clone()),
+            "sqrt" if rounding => (Intr::Sqrt, 0, x.ty.clone()),
+            "recip" if rounding => (Intr::Recip, 0, x.ty.clone()),
+            "floor" if rounding => (Intr::Floor, 0, x.ty.clone()),
+            "ceil" if rounding => (Intr::Ceil, 0, x.ty.clone()),
+            "round_ties_even" if rounding => (Intr::RoundEven, 0, x.ty.clone()),
+            "trunc" if rounding => (Intr::Trunc, 0, x.ty.clone()),
+            "copysign" if rounding => (Intr::CopySign, 1, x.ty.clone()),
+            "is_nan" if rounding => (Intr::IsNan, 0, Ty::Scalar(Scalar::Bool)),
+            "sqrt_fast" if f32_only => (Intr::SqrtFast, 0, x.ty.clone()),
+            "rsqrt_fast" if f32_only => (Intr::RsqrtFast, 0, x.ty.clone()),
+            "recip_fast" if f32_only => (Intr::RecipFast, 0, x.ty.clone()),
+            "exp2_fast" if f32_only => (Intr::Exp2Fast, 0, x.ty.clone()),
+            "log2_fast" if f32_only => (Intr::Log2Fast, 0, x.ty.clone()),
+            "sin_fast" if f32_only => (Intr::SinFast, 0, x.ty.clone()),
+            "cos_fast" if f32_only => (Intr::CosFast, 0, x.ty.clone()),
+            "tanh_fast" if f32_only && self.target.sm >= 75 => (Intr::TanhFast, 0, x.ty.clone()),
+            "mul_hi" if s.is_int() && s.bytes() >= 2 && !s.is_byte() => {
+                (Intr::MulHi, 1, x.ty.clone())
+            }
+            "count_ones" if s.is_int() && s.bytes() >= 4 => {
+                (Intr::Popc, 0, Ty::Scalar(Scalar::U32))
+            }
+            "leading_zeros" if s.is_int() && s.bytes() >= 4 => {
+                (Intr::Clz, 0, Ty::Scalar(Scalar::U32))
+            }
+            "to_bits" if !s.is_int() && s != Scalar::Bool => {
+                (Intr::BitCast, 0, Ty::Scalar(s.bits_uint()))
+            }
+            "lo" | "hi" if s.is_packed() => {
+                let elem = Ty::Scalar(s.packed_elem().unwrap_or(Scalar::F16));
+                (if m == "lo" { Intr::Lo } else { Intr::Hi }, 0, elem)
+            }
+            _ => {
+                // Accurate special functions come from the built-in prelude (`__exp_f32`, ...).
+                let helper = format!("__{m}_{s}");
+                if let Some(f) = self.helpers.get(&helper).copied() {
+                    let mut hargs = vec![HelperArg::Checked(x)];
+                    hargs.extend(args.iter().map(HelperArg::Expr));
+                    return self.inline_call(f, &[], hargs, span);
+                }
+                let hint = if s.is_float() && s != Scalar::F32 {
+                    " (convert to f32 first)"
+                } else {
+                    ""
+                };
+                self.cx
+                    .error(method.span(), format!("no method `{m}` on `{s}`{hint}"));
+                return err_expr(span);
+            }
+        };
+        if !self.arity(args, n_args, &m, span) {
+            return err_expr(span);
+        }
+        let mut targs = vec![x];
+        for a in args {
+            let t = self.check_expr(a, Some(&Ty::Scalar(s)));
+            self.expect_ty(&t, &Ty::Scalar(s), a.span);
+            targs.push(t);
+        }
+        self.intr(intr, targs, ty, span)
+    }
+
+    /// `mutable`: `Some(m)` for a slice, `None` for shared memory (always writable).
+    fn check_mem(
+        &mut self,
+        base: usize,
+        elem: Scalar,
+        mutable: Option<bool>,
+        m: &str,
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
+        let elem_ty = Ty::Scalar(elem);
+        let writable = mutable.unwrap_or(true);
+        let (op, n_args) = if m == "load_nc" {
+            (MemOp::LoadNc, 1)
+        } else if let Some(rest) = m.strip_prefix("load") {
+            let (num, nc) = match rest.strip_suffix("_nc") {
+                Some(r) => (r, true),
+                None => (rest, false),
+            };
+            match num.parse::<u32>() {
+                Ok(n) => (MemOp::LoadVec { n, nc }, 1),
+                Err(_) => return self.unknown_mem(m, span),
+            }
+        } else if let Some(num) = m.strip_prefix("store") {
+            match num.parse::<u32>() {
+                Ok(n) => (MemOp::StoreVec { n }, 2),
+                Err(_) => return self.unknown_mem(m, span),
+            }
+        } else if let Some(k) = AtomKind::ALL.iter().find(|k| k.names().0 == m) {
+            (MemOp::Atomic(*k), if *k == AtomKind::Cas { 3 } else { 2 })
+        } else {
+            return self.unknown_mem(m, span);
+        };
+        if !self.arity(args, n_args, m, span) {
+            return err_expr(span);
+        }
+        let nc = matches!(op, MemOp::LoadNc | MemOp::LoadVec { nc: true, .. });
+        if nc && mutable != Some(false) {
+            self.cx.error(span, format!("`{m}` reads through the non-coherent cache: only for `&[T]` parameters (read-only for the whole kernel)"));
+        }
+        if matches!(op, MemOp::StoreVec { .. } | MemOp::Atomic(_)) && !writable {
+            self.cx.error(
+                span,
+                format!("`{m}` writes: declare the parameter `&mut [{elem}]`"),
+            );
+        }
+        let idx = self.check_index(&args[0]);
+        let mut targs = vec![idx];
+        let ty = match op {
+            MemOp::LoadNc => elem_ty,
+            MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
+                let bytes = n * elem.bytes();
+                if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
+                    self.cx.error(span, format!("`{m}` on `{elem}` moves {bytes} bytes; vector accesses move 4, 8 or 16 bytes of 2 or more elements"));
+                    return err_expr(span);
+                }
+                if let MemOp::StoreVec { .. } = op {
+                    let want = Ty::Array(elem, n);
+                    let v = self.check_expr(&args[1], Some(&want));
+                    self.expect_ty(&v, &want, args[1].span);
+                    targs.push(v);
+                    Ty::Unit
+                } else {
+                    Ty::Array(elem, n)
+                }
+            }
+            MemOp::Atomic(k) => {
+                if !k.supports(elem) {
+                    self.cx
+                        .error(span, format!("`{m}` is not available on `{elem}`"));
+                    return err_expr(span);
+                }
+                for a in &args[1..] {
+                    let v = self.check_expr(a, Some(&elem_ty));
+                    self.expect_ty(&v, &elem_ty, a.span);
+                    targs.push(v);
+                }
+                elem_ty
+            }
+        };
+        TExpr {
+            kind: TKind::Mem {
+                op,
+                base,
+                args: targs,
+            },
+            ty,
+            span,
+        }
+    }
+
+    fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
+        self.cx.error(
+            span,
+            format!("unknown memory method `{m}` (load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor)"),
+        );
+        err_expr(span)
+    }
+
+    /// Checks a helper call and inlines it: its body is checked here, with the helper's const
+    /// parameters bound to the call's generic arguments.
+    pub(super) fn inline_call(
+        &mut self,
+        f: &FnItem,
+        generics: &[Expr],
+        args: Vec<HelperArg<'_>>,
+        span: Span,
+    ) -> TExpr {
+        if self.frames.len() > 48 {
+            self.cx.error(
+                span,
+                format!("helper calls nest too deeply (is `{}` recursive?)", f.name),
+            );
+            return err_expr(span);
+        }
+        if generics.len() != f.consts.len() {
+            self.cx.error(
+                span,
+                format!(
+                    "`{}` takes {} const argument(s) (`{}::<...>(..)`), {} given",
+                    f.name,
+                    f.consts.len(),
+                    f.name,
+                    generics.len()
+                ),
+            );
+            return err_expr(span);
+        }
+        if args.len() != f.params.len() {
+            self.cx.error(
+                span,
+                format!(
+                    "`{}` takes {} argument(s), {} given",
+                    f.name,
+                    f.params.len(),
+                    args.len()
+                ),
+            );
+            return err_expr(span);
+        }
+        let mut scope = HashMap::new();
+        for (c, g) in f.consts.iter().zip(generics) {
+            let v = self.check_expr(g, None);
+            let TKind::Const(val) = v.kind else {
+                if v.ty != Ty::Never {
+                    self.cx.error(g.span, "const arguments must be constants");
+                }
+                return err_expr(span);
+            };
+            let ty = match &c.ty {
+                crate::parse::ConstTy::Int(s) => Ty::Scalar(*s),
+                crate::parse::ConstTy::Bool => Ty::Scalar(Scalar::Bool),
+                crate::parse::ConstTy::Enum(_) => Ty::Enum,
+            };
+            let fits = match (&ty, &val) {
+                (Ty::Enum, ConstVal::Enum(_)) | (Ty::Scalar(Scalar::Bool), ConstVal::Bool(_)) => {
+                    true
+                }
+                (Ty::Scalar(s), ConstVal::Int(i)) => crate::types::wrap_int(*i, *s) == *i,
+                _ => false,
+            };
+            if !fits {
+                self.cx.error(
+                    g.span,
+                    format!(
+                        "const argument `{val}` does not fit `{}`'s parameter `{}`",
+                        f.name, c.name
+                    ),
+                );
+                return err_expr(span);
+            }
+            scope.insert(c.name.to_string(), Binding::Const(val, ty));
+        }
+        // Parameter and return types may use the helper's consts (`[f32; N]`).
+        self.frames.push(Frame::new(scope, Ty::Unit));
+        let ptys: Vec<Ty> = f.params.iter().map(|p| self.resolve_ty(&p.ty)).collect();
+        let ret = f
+            .ret
+            .as_ref()
+            .map(|r| self.resolve_ty(r))
+            .unwrap_or(Ty::Unit);
+        let frame = self.frames.pop();
+        let mut binds = Vec::new();
+        let mut aliases = Vec::new();
+        for ((p, pty), a) in f.params.iter().zip(&ptys).zip(args) {
+            match pty {
+                Ty::Slice { .. } | Ty::Shared { .. } => {
+                    let HelperArg::Expr(e) = a else { continue };
+                    let Some((id, aty)) = self.place_base(e) else {
+                        continue;
+                    };
+                    let ok = match (pty, &aty) {
+                        (
+                            Ty::Slice { elem, mutable },
+                            Ty::Slice {
+                                elem: ae,
+                                mutable: am,
+                            },
+                        ) => elem == ae && (!mutable || *am),
+                        (Ty::Shared { elem, len }, Ty::Shared { elem: ae, len: al }) => {
+                            elem == ae && (len.is_none() || len == al)
+                        }
+                        _ => aty == Ty::Never,
+                    };
+                    if !ok {
+                        self.cx.error(
+                            e.span,
+                            format!("mismatched types: expected `{pty}`, found `{aty}`"),
+                        );
+                    }
+                    aliases.push((p.name.to_string(), id));
+                }
+                _ => {
+                    let t = match a {
+                        HelperArg::Expr(e) => {
+                            let t = self.check_expr(e, Some(pty));
+                            if !same(&t.ty, pty) {
+                                self.cx.error(
+                                    e.span,
+                                    format!("mismatched types: expected `{pty}`, found `{}`", t.ty),
+                                );
+                            }
+                            t
+                        }
+                        HelperArg::Checked(t) => t,
+                    };
+                    binds.push((p.name.to_string(), pty.clone(), t));
+                }
+            }
+        }
+        let Some(mut frame) = frame else {
+            return err_expr(span);
+        };
+        frame.ret = ret.clone();
+        self.frames.push(frame);
+        if let Some(top) = self.frames.last_mut() {
+            for (name, id) in aliases {
+                top.bind(&name, Binding::Var(id));
+            }
+        }
+        let mut tbinds = Vec::new();
+        for (name, ty, t) in binds {
+            let id = self.declare(&name, ty, false);
+            tbinds.push((id, t));
+        }
+        let body = self.check_block(&f.body, Some(&ret));
+        self.frames.pop();
+        if !same(&body.ty, &ret) {
+            let at = f
+                .body
+                .tail
+                .as_ref()
+                .map(|t| t.span)
+                .unwrap_or(f.name.span());
+            self.cx.error(
+                at,
+                format!(
+                    "`{}` must return `{ret}`, its body gives `{}`",
+                    f.name, body.ty
+                ),
+            );
+        }
+        TExpr {
+            kind: TKind::Inline {
+                binds: tbinds,
+                body,
+            },
+            ty: ret,
+            span,
+        }
+    }
+}
+
+/// An argument of a helper call: written, or already checked (the receiver of a method that
+/// the prelude implements).
+pub(super) enum HelperArg<'e> {
+    Expr(&'e Expr),
+    Checked(TExpr),
+}

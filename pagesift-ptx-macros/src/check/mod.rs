@@ -1,0 +1,427 @@
+//! Names, types, constant evaluation and variant expansion (monomorphization).
+//!
+//! Each kernel is checked once per variant with its const parameters bound to values; `if` and
+//! `match` on constants are resolved here, so the typed tree of a variant holds only its own
+//! path. Helper calls are inlined into the tree (checked at each call with the caller's consts
+//! and argument types). Lowering then works only from this checked form.
+
+mod expr;
+mod intrinsics;
+pub mod prelude;
+
+pub(crate) use expr::fold_binary as fold;
+pub use intrinsics::{AtomKind, Intr, MemOp, ShflKind, Special, VoteKind};
+
+use crate::ctxt::Ctxt;
+use crate::parse::{BinOp, ConstLit, ConstTy, FnItem, Program, TypeAst, UnOp};
+use crate::types::{ConstVal, Scalar, Ty};
+use proc_macro2::Span;
+use std::collections::HashMap;
+
+/// The static shared memory limit of a block without opt-in, in bytes.
+pub const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// A variable of a variant (parameters, lets, loop counters, inlined helper parameters).
+pub type VarId = usize;
+
+/// What the checker knows of a variable.
+#[derive(Clone, Debug)]
+pub struct VarInfo {
+    pub name: String,
+    pub ty: Ty,
+    pub mutable: bool,
+}
+
+/// A checked expression.
+#[derive(Clone, Debug)]
+pub struct TExpr {
+    pub kind: TKind,
+    pub ty: Ty,
+    pub span: Span,
+}
+
+/// Checked expression kinds.
+#[derive(Clone, Debug)]
+pub enum TKind {
+    Const(ConstVal),
+    Var(VarId),
+    Unary(UnOp, Box<TExpr>),
+    Binary(BinOp, Box<TExpr>, Box<TExpr>),
+    /// A conversion to `ty` (`as`).
+    Cast(Box<TExpr>),
+    /// `base[index]` on a register array, slice or shared array.
+    Index {
+        base: VarId,
+        index: Box<TExpr>,
+    },
+    /// A value intrinsic (math, special registers, shuffles, ...).
+    Intr {
+        intr: Intr,
+        args: Vec<TExpr>,
+    },
+    /// A memory intrinsic on a slice or shared array (vector loads, stores, atomics).
+    Mem {
+        op: MemOp,
+        base: VarId,
+        args: Vec<TExpr>,
+    },
+    If {
+        cond: Box<TExpr>,
+        then: TBlock,
+        els: Option<Box<TExpr>>,
+    },
+    Block(TBlock),
+    Array(Vec<TExpr>),
+    Repeat(Box<TExpr>, u32),
+    Assign {
+        place: Place,
+        op: Option<BinOp>,
+        value: Box<TExpr>,
+    },
+    For {
+        var: VarId,
+        start: Box<TExpr>,
+        end: Box<TExpr>,
+        inclusive: bool,
+        body: TBlock,
+        unroll: bool,
+    },
+    While {
+        cond: Box<TExpr>,
+        body: TBlock,
+    },
+    Break,
+    Continue,
+    /// `return`: from the kernel, or from the innermost inlined helper.
+    Return(Option<Box<TExpr>>),
+    /// An inlined helper call: parameters bound to arguments, then the body.
+    Inline {
+        binds: Vec<(VarId, TExpr)>,
+        body: TBlock,
+    },
+    Asm {
+        template: String,
+        inputs: Vec<TExpr>,
+        out: Option<Scalar>,
+    },
+}
+
+/// An assignable place.
+#[derive(Clone, Debug)]
+pub enum Place {
+    Var(VarId),
+    Index { base: VarId, index: Box<TExpr> },
+}
+
+/// A checked statement.
+#[derive(Clone, Debug)]
+pub enum TStmt {
+    Let { var: VarId, init: Option<TExpr> },
+    Expr(TExpr),
+}
+
+/// A checked block.
+#[derive(Clone, Debug)]
+pub struct TBlock {
+    pub stmts: Vec<TStmt>,
+    pub tail: Option<Box<TExpr>>,
+    pub ty: Ty,
+}
+
+/// A compilation target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    /// `sm_80`, `sm_90a`.
+    pub name: String,
+    /// The compute capability times ten (70, 80, 90).
+    pub sm: u32,
+}
+
+impl Target {
+    /// The targets the compiler knows, with their lowest PTX ISA versions.
+    pub const KNOWN: [(&'static str, (u32, u32)); 7] = [
+        ("sm_70", (7, 0)),
+        ("sm_75", (7, 0)),
+        ("sm_80", (7, 0)),
+        ("sm_86", (7, 1)),
+        ("sm_89", (7, 8)),
+        ("sm_90", (7, 8)),
+        ("sm_90a", (8, 0)),
+    ];
+
+    /// The target named `name`, if known.
+    pub fn parse(name: &str) -> Option<Target> {
+        Target::KNOWN
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(n, _)| Target {
+                name: n.to_string(),
+                sm: n
+                    .trim_start_matches("sm_")
+                    .trim_end_matches('a')
+                    .parse()
+                    .unwrap_or(70),
+            })
+    }
+
+    /// The lowest PTX ISA version that knows this target.
+    pub fn min_ptx(&self) -> (u32, u32) {
+        Target::KNOWN
+            .iter()
+            .find(|(n, _)| *n == self.name)
+            .map(|(_, v)| *v)
+            .unwrap_or((7, 0))
+    }
+}
+
+/// One variant of a kernel, checked.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    /// The const parameter values, in declaration order.
+    pub consts: Vec<(String, ConstVal)>,
+    /// The PTX entry name.
+    pub entry: String,
+    pub target: Target,
+    pub block: [u32; 3],
+    /// The kernel parameters: their variables, in order.
+    pub params: Vec<VarId>,
+    pub vars: Vec<VarInfo>,
+    /// Static shared arrays: variable, element type, length.
+    pub shared: Vec<(VarId, Scalar, u32)>,
+    /// The dynamic shared array, if any.
+    pub dyn_shared: Option<(VarId, Scalar)>,
+    pub body: TBlock,
+}
+
+impl Variant {
+    /// Bytes of static shared memory (each array aligned to 16 bytes).
+    pub fn static_shared_bytes(&self) -> u32 {
+        self.shared
+            .iter()
+            .map(|(_, s, n)| (s.bytes() * n).div_ceil(16) * 16)
+            .sum()
+    }
+}
+
+/// A kernel's signature, as the wrapper needs it even when its body has errors.
+pub struct KernelSig<'p> {
+    pub item: &'p FnItem,
+    /// Parameter types; `None` where the written type is not a valid kernel parameter.
+    pub params: Vec<Option<Ty>>,
+}
+
+/// One kernel after checking.
+pub struct CheckedKernel<'p> {
+    pub sig: KernelSig<'p>,
+    pub variants: Vec<Variant>,
+    /// Whether every variant checked without error.
+    pub complete: bool,
+}
+
+/// The checked program.
+pub struct Checked<'p> {
+    pub kernels: Vec<CheckedKernel<'p>>,
+}
+
+/// Checks every kernel of the program and expands its variants.
+pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
+    let prelude = prelude::parse_prelude();
+    let mut helpers: HashMap<String, &FnItem> = HashMap::new();
+    for f in prelude.fns.iter() {
+        helpers.insert(f.name.to_string(), f);
+    }
+    let mut seen: HashMap<String, Span> = HashMap::new();
+    for f in &prog.fns {
+        let name = f.name.to_string();
+        if seen.insert(name.clone(), f.name.span()).is_some() {
+            cx.error(f.name.span(), format!("`{name}` is defined more than once"));
+        }
+        if !f.is_kernel {
+            helpers.insert(name, f);
+        }
+    }
+    let mut kernels = Vec::new();
+    for f in prog.fns.iter().filter(|f| f.is_kernel) {
+        let params = f
+            .params
+            .iter()
+            .map(|p| kernel_param_ty(cx, &p.ty))
+            .collect();
+        if let Some(r) = &f.ret {
+            cx.error(r.span, "kernels return nothing");
+        }
+        let mut names: HashMap<String, Span> = HashMap::new();
+        for p in &f.params {
+            names.insert(p.name.to_string(), p.name.span());
+        }
+        for (name, span) in f
+            .params
+            .iter()
+            .map(|p| (p.name.to_string(), p.name.span()))
+            .chain(
+                f.consts
+                    .iter()
+                    .map(|c| (c.name.to_string().to_lowercase(), c.name.span())),
+            )
+        {
+            if name == "stream" || name == "cfg" || name.starts_with("__") {
+                cx.error(span, format!("`{name}` is reserved for the launch wrapper (`launch(stream, cfg, ..)`): rename it"));
+            }
+        }
+        for c in &f.consts {
+            let lower = c.name.to_string().to_lowercase();
+            if names.contains_key(&lower) {
+                cx.error(c.name.span(), format!("const parameter `{}` becomes the launch argument `{lower}`, which a kernel parameter already uses", c.name));
+            }
+        }
+        let combos = expand_variants(cx, f);
+        let expected = combos.len();
+        let variants: Vec<Variant> = combos
+            .into_iter()
+            .filter_map(|consts| expr::check_variant(cx, f, &helpers, consts))
+            .collect();
+        let complete = expected > 0 && variants.len() == expected;
+        kernels.push(CheckedKernel {
+            sig: KernelSig { item: f, params },
+            variants,
+            complete,
+        });
+    }
+    Checked { kernels }
+}
+
+fn kernel_param_ty(cx: &Ctxt, ty: &TypeAst) -> Option<Ty> {
+    use crate::parse::TypeKind;
+    match &ty.kind {
+        TypeKind::Scalar(s) if !s.is_packed() => Some(Ty::Scalar(*s)),
+        TypeKind::Slice {
+            elem: Scalar::Bool, ..
+        } => {
+            cx.error(ty.span, "slices of `bool` are not supported: use `u8`");
+            None
+        }
+        TypeKind::Slice { elem, mutable } => Some(Ty::Slice {
+            elem: *elem,
+            mutable: *mutable,
+        }),
+        _ => {
+            cx.error(
+                ty.span,
+                "kernel parameters are scalars, `&[T]` or `&mut [T]`",
+            );
+            None
+        }
+    }
+}
+
+/// The const parameter values of every variant, in declaration order (the cross product of the
+/// `#[variants]` groups).
+pub fn expand_variants(cx: &Ctxt, f: &FnItem) -> Vec<Vec<(String, ConstVal)>> {
+    let mut combos: Vec<Vec<(String, ConstVal)>> = vec![Vec::new()];
+    let mut covered: HashMap<String, Span> = HashMap::new();
+    let mut ok = true;
+    for group in &f.variants {
+        let mut group_vals: Vec<Vec<(String, ConstVal)>> = Vec::new();
+        for name in &group.names {
+            if covered.insert(name.to_string(), name.span()).is_some() {
+                cx.error(
+                    name.span(),
+                    format!("`{name}` is listed in #[variants] more than once"),
+                );
+                ok = false;
+            }
+            if !f.consts.iter().any(|c| c.name == *name) {
+                cx.error(
+                    name.span(),
+                    format!("`{name}` is not a const parameter of `{}`", f.name),
+                );
+                ok = false;
+            }
+        }
+        if group.rows.is_empty() {
+            if let Some(n) = group.names.first() {
+                cx.error(n.span(), "a #[variants] list needs at least one value");
+            }
+            ok = false;
+        }
+        for row in &group.rows {
+            let mut vals = Vec::new();
+            for (name, lit) in group.names.iter().zip(row) {
+                let Some(param) = f.consts.iter().find(|c| c.name == *name) else {
+                    continue;
+                };
+                match const_lit_value(&param.ty, lit) {
+                    Ok(v) => vals.push((name.to_string(), v)),
+                    Err(msg) => {
+                        cx.error(lit.span(), msg);
+                        ok = false;
+                    }
+                }
+            }
+            group_vals.push(vals);
+        }
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                group_vals.iter().map(move |g| {
+                    let mut c = c.clone();
+                    c.extend(g.iter().cloned());
+                    c
+                })
+            })
+            .collect();
+    }
+    for c in &f.consts {
+        if !covered.contains_key(&c.name.to_string()) {
+            cx.error(
+                c.name.span(),
+                format!(
+                    "const parameter `{}` has no values: list them in #[variants({} in [...])]",
+                    c.name, c.name
+                ),
+            );
+            ok = false;
+        }
+    }
+    if !ok {
+        return Vec::new();
+    }
+    // Declaration order, whatever the order of the groups.
+    for combo in combos.iter_mut() {
+        combo.sort_by_key(|(n, _)| f.consts.iter().position(|c| c.name == n.as_str()));
+    }
+    combos
+}
+
+fn const_lit_value(ty: &ConstTy, lit: &ConstLit) -> Result<ConstVal, String> {
+    match (ty, lit) {
+        (ConstTy::Int(s), ConstLit::Int(v, _)) => {
+            if crate::types::wrap_int(*v, *s) != *v {
+                Err(format!("{v} is out of range for `{s}`"))
+            } else {
+                Ok(ConstVal::Int(*v))
+            }
+        }
+        (ConstTy::Bool, ConstLit::Bool(b, _)) => Ok(ConstVal::Bool(*b)),
+        (ConstTy::Enum(_), ConstLit::Name(n)) => Ok(ConstVal::Enum(n.to_string())),
+        (ConstTy::Int(s), _) => Err(format!("expected an integer of type `{s}`")),
+        (ConstTy::Bool, _) => Err("expected `true` or `false`".to_string()),
+        (ConstTy::Enum(p), _) => Err(format!(
+            "expected a variant name of `{}`",
+            quote::quote!(#p).to_string().replace(' ', "")
+        )),
+    }
+}
+
+/// The PTX entry name of a variant: `kernel` or `kernel__ACT_Relu__BM_64`.
+pub fn entry_name(kernel: &str, consts: &[(String, ConstVal)]) -> String {
+    let mut s = kernel.to_string();
+    for (n, v) in consts {
+        let v = v.to_string().replace('-', "m");
+        s.push_str(&format!("__{n}_{v}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

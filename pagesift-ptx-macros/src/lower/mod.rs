@@ -1,0 +1,702 @@
+//! Checked variant -> PTX IR: virtual registers, labels, branches. Loops marked `#[unroll]` are
+//! unrolled here with their counter as a constant, constants propagate through arithmetic, and a
+//! register array indexed by anything that is not a constant by then is a compile error.
+
+mod ops;
+
+use crate::check::{Place, TBlock, TExpr, TKind, TStmt, VarId, Variant};
+use crate::ctxt::Ctxt;
+use crate::ptx::{self, Function, Item, Op, Operand, ParamDecl, Reg, Space};
+use crate::types::{ConstVal, RegClass, Scalar, Ty};
+use proc_macro2::Span;
+use std::collections::HashMap;
+
+/// A lowered value.
+#[derive(Clone, Debug)]
+pub enum Val {
+    /// Nothing (statements, unit helpers), or the value of diverging code.
+    Unit,
+    Reg(Reg, Scalar),
+    Imm(ConstVal, Scalar),
+    /// A register array.
+    Arr(Vec<Val>),
+}
+
+#[derive(Clone, Debug)]
+enum Store {
+    /// A scalar or array value (registers or constants).
+    Value(Val),
+    /// A global slice: its generic-to-global converted base address.
+    Global(Reg, Scalar),
+    /// A shared array: its symbol.
+    Shared(String, Scalar),
+}
+
+struct InlineCx {
+    end: u32,
+    result: Option<Val>,
+}
+
+pub(crate) struct Lower<'a> {
+    cx: &'a Ctxt,
+    v: &'a Variant,
+    body: Vec<Item>,
+    regs: HashMap<RegClass, u32>,
+    labels: u32,
+    vars: HashMap<VarId, Store>,
+    loops: Vec<(u32, u32)>,
+    inlines: Vec<InlineCx>,
+    exit: u32,
+    version: (u32, u32),
+    failed: bool,
+}
+
+/// Lowers one checked variant to a PTX function; `None` after reporting errors.
+pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
+    let mut lw = Lower {
+        cx,
+        v,
+        body: Vec::new(),
+        regs: HashMap::new(),
+        labels: 0,
+        vars: HashMap::new(),
+        loops: Vec::new(),
+        inlines: Vec::new(),
+        exit: 0,
+        version: v.target.min_ptx(),
+        failed: false,
+    };
+    lw.exit = lw.label();
+    let mut params = Vec::new();
+    for (i, id) in v.params.iter().enumerate() {
+        let name = format!("{}_param_{i}", v.entry);
+        let span = Span::call_site();
+        match &v.vars[*id].ty {
+            Ty::Slice { elem, .. } => {
+                params.push(ParamDecl {
+                    name: name.clone(),
+                    ty: "u64",
+                });
+                let raw = lw.reg(RegClass::B64);
+                lw.emit(
+                    Op::Ld {
+                        space: Space::Param,
+                        ty: Scalar::U64,
+                        vec: 1,
+                        nc: false,
+                    },
+                    vec![raw.into(), addr(Operand::Name(name), 0)],
+                    span,
+                );
+                let g = lw.reg(RegClass::B64);
+                lw.emit(Op::CvtaGlobal, vec![g.into(), raw.into()], span);
+                lw.vars.insert(*id, Store::Global(g, *elem));
+            }
+            Ty::Scalar(Scalar::Bool) => {
+                params.push(ParamDecl {
+                    name: name.clone(),
+                    ty: "u8",
+                });
+                let raw = lw.reg(RegClass::B16);
+                lw.emit(
+                    Op::Ld {
+                        space: Space::Param,
+                        ty: Scalar::U8,
+                        vec: 1,
+                        nc: false,
+                    },
+                    vec![raw.into(), addr(Operand::Name(name), 0)],
+                    span,
+                );
+                let p = lw.reg(RegClass::Pred);
+                lw.emit(
+                    Op::Setp(ptx::CmpKind::Ne, Scalar::U16),
+                    vec![p.into(), raw.into(), Operand::Int(0)],
+                    span,
+                );
+                lw.vars.insert(*id, Store::Value(Val::Reg(p, Scalar::Bool)));
+            }
+            Ty::Scalar(s) => {
+                let mem = mem_scalar(*s);
+                params.push(ParamDecl {
+                    name: name.clone(),
+                    ty: mem.ptx(),
+                });
+                let r = lw.reg(s.reg_class());
+                lw.emit(
+                    Op::Ld {
+                        space: Space::Param,
+                        ty: mem,
+                        vec: 1,
+                        nc: false,
+                    },
+                    vec![r.into(), addr(Operand::Name(name), 0)],
+                    span,
+                );
+                lw.vars.insert(*id, Store::Value(Val::Reg(r, *s)));
+            }
+            _ => return None,
+        }
+    }
+    let mut shared = Vec::new();
+    for (id, elem, n) in &v.shared {
+        let sym = format!("smem_{}_{id}", v.vars[*id].name);
+        shared.push((sym.clone(), (elem.bytes() * n).div_ceil(16) * 16));
+        lw.vars.insert(*id, Store::Shared(sym, *elem));
+    }
+    let dyn_shared = v.dyn_shared.map(|(id, elem)| {
+        let sym = "dyn_smem".to_string();
+        lw.vars.insert(id, Store::Shared(sym.clone(), elem));
+        sym
+    });
+    lw.block(&v.body);
+    let exit = lw.exit;
+    lw.body.push(Item::Label(exit));
+    lw.emit(Op::Ret, vec![], Span::call_site());
+    if lw.failed {
+        return None;
+    }
+    let mut reg_counts: Vec<(RegClass, u32)> = RegClass::ALL
+        .iter()
+        .map(|c| (*c, lw.regs.get(c).copied().unwrap_or(0)))
+        .collect();
+    reg_counts.retain(|(_, n)| *n > 0);
+    Some(Function {
+        entry: v.entry.clone(),
+        target: v.target.name.clone(),
+        ptx_version: lw.version,
+        block: v.block,
+        params,
+        shared,
+        dyn_shared,
+        body: lw.body,
+        reg_counts,
+    })
+}
+
+/// The memory type of a scalar (halves move as 16-bit integers, `bool` as a byte).
+pub(crate) fn mem_scalar(s: Scalar) -> Scalar {
+    match s {
+        Scalar::F16 | Scalar::Bf16 => Scalar::U16,
+        Scalar::F16x2 | Scalar::Bf16x2 => Scalar::U32,
+        Scalar::Bool => Scalar::U8,
+        s => s,
+    }
+}
+
+pub(crate) fn addr(base: Operand, off: i64) -> Operand {
+    Operand::Addr(Box::new(base), off)
+}
+
+impl From<Reg> for Operand {
+    fn from(r: Reg) -> Operand {
+        Operand::Reg(r)
+    }
+}
+
+impl Lower<'_> {
+    pub(crate) fn reg(&mut self, class: RegClass) -> Reg {
+        let n = self.regs.entry(class).or_insert(0);
+        *n += 1;
+        Reg { class, n: *n }
+    }
+
+    fn label(&mut self) -> u32 {
+        self.labels += 1;
+        self.labels - 1
+    }
+
+    pub(crate) fn error(&mut self, span: Span, msg: impl std::fmt::Display) {
+        self.failed = true;
+        self.cx.error(span, msg);
+    }
+
+    /// Appends an instruction after checking that the target has it.
+    pub(crate) fn emit(&mut self, op: Op, args: Vec<Operand>, span: Span) {
+        self.emit_pred(None, op, args, span);
+    }
+
+    pub(crate) fn emit_pred(
+        &mut self,
+        pred: Option<(Reg, bool)>,
+        op: Op,
+        args: Vec<Operand>,
+        span: Span,
+    ) {
+        if let Err(e) = ptx::opcode(&op) {
+            self.error(span, format!("internal: {e}"));
+            return;
+        }
+        let (sm, ver) = ptx::requirement(&op);
+        if sm > self.v.target.sm {
+            let text = ptx::opcode(&op).unwrap_or_default();
+            self.error(span, format!("`{text}` needs sm_{sm} or later: add #[target(sm_{sm})] (this kernel targets {})", self.v.target.name));
+            return;
+        }
+        self.version = self.version.max(ver);
+        self.body.push(Item::Inst { pred, op, args });
+    }
+
+    fn bra(&mut self, label: u32, pred: Option<(Reg, bool)>) {
+        self.body.push(Item::Inst {
+            pred,
+            op: Op::Bra,
+            args: vec![Operand::Label(label)],
+        });
+    }
+
+    fn block(&mut self, b: &TBlock) -> Val {
+        for s in &b.stmts {
+            match s {
+                TStmt::Let { var, init } => {
+                    let Some(init) = init else { continue };
+                    let v = self.expr(init);
+                    let mutable = self.v.vars[*var].mutable;
+                    let fresh = matches!(
+                        init.kind,
+                        TKind::Binary(..)
+                            | TKind::Unary(..)
+                            | TKind::Cast(_)
+                            | TKind::Intr { .. }
+                            | TKind::Mem { .. }
+                    ) || matches!(&init.kind, TKind::Index { base, .. } if !matches!(self.v.vars[*base].ty, Ty::Array(..)));
+                    let v = if mutable || !fresh {
+                        self.copy(&v, init.span)
+                    } else {
+                        v
+                    };
+                    self.vars.insert(*var, Store::Value(v));
+                }
+                TStmt::Expr(e) => {
+                    self.expr(e);
+                }
+            }
+        }
+        match &b.tail {
+            Some(t) => self.expr(t),
+            None => Val::Unit,
+        }
+    }
+
+    /// A copy of `v` in fresh registers (constants are materialized).
+    pub(crate) fn copy(&mut self, v: &Val, span: Span) -> Val {
+        match v {
+            Val::Unit => Val::Unit,
+            Val::Arr(items) => Val::Arr(items.iter().map(|x| self.copy(x, span)).collect()),
+            Val::Reg(_, s) | Val::Imm(_, s) => {
+                let s = *s;
+                let r = self.reg(s.reg_class());
+                self.mov_into(r, s, v, span);
+                Val::Reg(r, s)
+            }
+        }
+    }
+
+    /// `dst = v`.
+    pub(crate) fn mov_into(&mut self, dst: Reg, s: Scalar, v: &Val, span: Span) {
+        match v {
+            Val::Reg(r, _) if *r == dst => {}
+            Val::Reg(r, _) => self.emit(Op::Mov(s), vec![dst.into(), (*r).into()], span),
+            Val::Imm(c, _) => {
+                if s == Scalar::Bool {
+                    let t = self.reg(RegClass::B32);
+                    let b = matches!(c, ConstVal::Bool(true)) as i128;
+                    self.emit(Op::Mov(Scalar::U32), vec![t.into(), Operand::Int(b)], span);
+                    self.emit(
+                        Op::Setp(ptx::CmpKind::Ne, Scalar::U32),
+                        vec![dst.into(), t.into(), Operand::Int(0)],
+                        span,
+                    );
+                } else {
+                    let op = self.imm(c, s);
+                    self.emit(Op::Mov(s), vec![dst.into(), op], span);
+                }
+            }
+            Val::Unit | Val::Arr(_) => {}
+        }
+    }
+
+    /// `dst = v` element-wise for arrays.
+    fn assign_val(&mut self, dst: &Val, v: &Val, span: Span) {
+        match (dst, v) {
+            (Val::Reg(r, s), v) => self.mov_into(*r, *s, v, span),
+            (Val::Arr(ds), Val::Arr(vs)) => {
+                for (d, x) in ds.iter().zip(vs) {
+                    self.assign_val(d, x, span);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn place_value(&mut self, var: VarId) -> Option<Val> {
+        match self.vars.get(&var) {
+            Some(Store::Value(v)) => Some(v.clone()),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn expr(&mut self, e: &TExpr) -> Val {
+        let span = e.span;
+        match &e.kind {
+            TKind::Const(c) => match &e.ty {
+                Ty::Scalar(s) => Val::Imm(c.clone(), *s),
+                _ => Val::Unit,
+            },
+            TKind::Var(id) => match self.vars.get(id) {
+                Some(Store::Value(v)) => v.clone(),
+                _ => Val::Unit,
+            },
+            TKind::Unary(op, x) => {
+                let v = self.expr(x);
+                self.unary(*op, v, span)
+            }
+            TKind::Binary(op, l, r) => self.binary_expr(*op, l, r, span),
+            TKind::Cast(x) => {
+                let v = self.expr(x);
+                match e.ty {
+                    Ty::Scalar(to) => self.cast(v, to, span),
+                    _ => Val::Unit,
+                }
+            }
+            TKind::Index { base, index } => self.index_load(*base, index, span),
+            TKind::Intr { intr, args } => self.intrinsic(*intr, args, &e.ty, span),
+            TKind::Mem { op, base, args } => self.mem_op(*op, *base, args, span),
+            TKind::If { cond, then, els } => self.if_expr(cond, then, els.as_deref(), &e.ty, span),
+            TKind::Block(b) => self.block(b),
+            TKind::Array(items) => Val::Arr(items.iter().map(|x| self.expr(x)).collect()),
+            TKind::Repeat(x, n) => {
+                let v = self.expr(x);
+                Val::Arr(vec![v; *n as usize])
+            }
+            TKind::Assign { place, op, value } => {
+                self.assign(place, *op, value, span);
+                Val::Unit
+            }
+            TKind::For {
+                var,
+                start,
+                end,
+                inclusive,
+                body,
+                unroll,
+            } => {
+                self.for_loop(*var, start, end, *inclusive, body, *unroll, span);
+                Val::Unit
+            }
+            TKind::While { cond, body } => {
+                let (head, exit) = (self.label(), self.label());
+                self.body.push(Item::Label(head));
+                let c = self.expr(cond);
+                match c {
+                    Val::Imm(ConstVal::Bool(false), _) => self.bra(exit, None),
+                    Val::Reg(p, _) => self.bra(exit, Some((p, true))),
+                    _ => {}
+                }
+                self.loops.push((exit, head));
+                self.block(body);
+                self.loops.pop();
+                self.bra(head, None);
+                self.body.push(Item::Label(exit));
+                Val::Unit
+            }
+            TKind::Break => {
+                if let Some((b, _)) = self.loops.last().copied() {
+                    self.bra(b, None);
+                }
+                Val::Unit
+            }
+            TKind::Continue => {
+                if let Some((_, c)) = self.loops.last().copied() {
+                    self.bra(c, None);
+                }
+                Val::Unit
+            }
+            TKind::Return(v) => {
+                let val = v.as_ref().map(|x| self.expr(x));
+                match self.inlines.last() {
+                    Some(ic) => {
+                        let (end, result) = (ic.end, ic.result.clone());
+                        if let (Some(dst), Some(val)) = (result, val) {
+                            self.assign_val(&dst, &val, span);
+                        }
+                        self.bra(end, None);
+                    }
+                    None => {
+                        let exit = self.exit;
+                        self.bra(exit, None);
+                    }
+                }
+                Val::Unit
+            }
+            TKind::Inline { binds, body } => self.inline(binds, body, &e.ty, span),
+            TKind::Asm {
+                template,
+                inputs,
+                out,
+            } => self.asm(template, inputs, *out, span),
+        }
+    }
+
+    fn inline(&mut self, binds: &[(VarId, TExpr)], body: &TBlock, ty: &Ty, span: Span) -> Val {
+        for (id, arg) in binds {
+            let v = self.expr(arg);
+            // Parameters are immutable: constants stay constants; registers are shared.
+            self.vars.insert(*id, Store::Value(v));
+        }
+        if !contains_return(body) {
+            return self.block(body);
+        }
+        let result = self.fresh_of(ty);
+        let end = self.label();
+        self.inlines.push(InlineCx {
+            end,
+            result: result.clone(),
+        });
+        let saved_loops = std::mem::take(&mut self.loops);
+        let v = self.block(body);
+        self.loops = saved_loops;
+        self.inlines.pop();
+        if let Some(dst) = &result {
+            if !matches!(v, Val::Unit) {
+                self.assign_val(dst, &v, span);
+            }
+        }
+        self.body.push(Item::Label(end));
+        result.unwrap_or(Val::Unit)
+    }
+
+    /// Fresh registers for a value of type `ty` (`None` for unit).
+    fn fresh_of(&mut self, ty: &Ty) -> Option<Val> {
+        match ty {
+            Ty::Scalar(s) => Some(Val::Reg(self.reg(s.reg_class()), *s)),
+            Ty::Array(s, n) => Some(Val::Arr(
+                (0..*n)
+                    .map(|_| Val::Reg(self.reg(s.reg_class()), *s))
+                    .collect(),
+            )),
+            _ => None,
+        }
+    }
+
+    fn if_expr(
+        &mut self,
+        cond: &TExpr,
+        then: &TBlock,
+        els: Option<&TExpr>,
+        ty: &Ty,
+        span: Span,
+    ) -> Val {
+        let c = self.expr(cond);
+        let p = match c {
+            Val::Imm(ConstVal::Bool(b), _) => {
+                // Constant after unrolling or propagation: only the taken branch is emitted.
+                return if b {
+                    self.block(then)
+                } else {
+                    els.map(|x| self.expr(x)).unwrap_or(Val::Unit)
+                };
+            }
+            Val::Reg(p, _) => p,
+            _ => return Val::Unit,
+        };
+        let result = self.fresh_of(ty);
+        let (else_l, end_l) = (self.label(), self.label());
+        self.bra(if els.is_some() { else_l } else { end_l }, Some((p, true)));
+        let tv = self.block(then);
+        if let Some(dst) = &result {
+            self.assign_val(dst, &tv, span);
+        }
+        if let Some(x) = els {
+            self.bra(end_l, None);
+            self.body.push(Item::Label(else_l));
+            let ev = self.expr(x);
+            if let Some(dst) = &result {
+                self.assign_val(dst, &ev, span);
+            }
+        }
+        self.body.push(Item::Label(end_l));
+        result.unwrap_or(Val::Unit)
+    }
+
+    fn assign(
+        &mut self,
+        place: &Place,
+        op: Option<crate::parse::BinOp>,
+        value: &TExpr,
+        span: Span,
+    ) {
+        match place {
+            Place::Var(id) => {
+                let Some(dst) = self.place_value(*id) else {
+                    return;
+                };
+                let v = self.expr(value);
+                let v = match op {
+                    Some(o) => self.binary(o, dst.clone(), v, span),
+                    None => v,
+                };
+                self.assign_val(&dst, &v, span);
+            }
+            Place::Index { base, index } => match self.vars.get(base).cloned() {
+                Some(Store::Value(Val::Arr(items))) => {
+                    let i = self.expr(index);
+                    let Some(k) = self.const_index(&i, items.len(), index.span) else {
+                        return;
+                    };
+                    let dst = items[k].clone();
+                    let v = self.expr(value);
+                    let v = match op {
+                        Some(o) => self.binary(o, dst.clone(), v, span),
+                        None => v,
+                    };
+                    self.assign_val(&dst, &v, span);
+                }
+                Some(store @ (Store::Global(..) | Store::Shared(..))) => {
+                    let (space, a, elem) = self.elem_addr(&store, index, span);
+                    let v = self.expr(value);
+                    let v = match op {
+                        Some(o) => {
+                            let old = self.load(space, elem, a.clone(), false, span);
+                            self.binary(o, old, v, span)
+                        }
+                        None => v,
+                    };
+                    self.store(space, elem, a, &v, span);
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// The constant index of a register array, or an error.
+    pub(crate) fn const_index(&mut self, i: &Val, len: usize, span: Span) -> Option<usize> {
+        match i {
+            Val::Imm(ConstVal::Int(k), _) if *k >= 0 && (*k as usize) < len => Some(*k as usize),
+            Val::Imm(ConstVal::Int(k), _) => {
+                self.error(
+                    span,
+                    format!("index {k} is out of bounds for a register array of {len}"),
+                );
+                None
+            }
+            _ => {
+                self.error(
+                    span,
+                    "register arrays are indexed only by values known after unrolling (a constant, or the counter of an `#[unroll]` loop with constant bounds)",
+                );
+                None
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn for_loop(
+        &mut self,
+        var: VarId,
+        start: &TExpr,
+        end: &TExpr,
+        inclusive: bool,
+        body: &TBlock,
+        unroll: bool,
+        span: Span,
+    ) {
+        let s = self.expr(start);
+        let e = self.expr(end);
+        let Ty::Scalar(ty) = self.v.vars[var].ty else {
+            return;
+        };
+        if unroll {
+            if let (Val::Imm(ConstVal::Int(a), _), Val::Imm(ConstVal::Int(b), _)) = (&s, &e) {
+                let last = if inclusive { *b } else { b - 1 };
+                let exit = self.label();
+                for k in *a..=last {
+                    let next = self.label();
+                    self.vars
+                        .insert(var, Store::Value(Val::Imm(ConstVal::Int(k), ty)));
+                    self.loops.push((exit, next));
+                    self.block(body);
+                    self.loops.pop();
+                    self.body.push(Item::Label(next));
+                }
+                self.body.push(Item::Label(exit));
+                return;
+            }
+        }
+        let counter = self.reg(ty.reg_class());
+        self.mov_into(counter, ty, &s, span);
+        let end_v = self.copy(&e, span);
+        let (head, latch, exit) = (self.label(), self.label(), self.label());
+        self.body.push(Item::Label(head));
+        let cmp = if inclusive {
+            ptx::CmpKind::Gt
+        } else {
+            ptx::CmpKind::Ge
+        };
+        let p = self.reg(RegClass::Pred);
+        let end_op = self.operand(&end_v, span);
+        self.emit(
+            Op::Setp(cmp, ty),
+            vec![p.into(), counter.into(), end_op.clone()],
+            span,
+        );
+        self.bra(exit, Some((p, false)));
+        self.vars.insert(var, Store::Value(Val::Reg(counter, ty)));
+        self.loops.push((exit, latch));
+        self.block(body);
+        self.loops.pop();
+        self.body.push(Item::Label(latch));
+        if inclusive {
+            // `a..=MAX` must not wrap around: leave when the counter reaches the end.
+            let q = self.reg(RegClass::Pred);
+            self.emit(
+                Op::Setp(ptx::CmpKind::Eq, ty),
+                vec![q.into(), counter.into(), end_op],
+                span,
+            );
+            self.bra(exit, Some((q, false)));
+        }
+        self.emit(
+            Op::Bin(ptx::BinKind::Add, ty),
+            vec![counter.into(), counter.into(), Operand::Int(1)],
+            span,
+        );
+        self.bra(head, None);
+        self.body.push(Item::Label(exit));
+    }
+}
+
+fn contains_return(b: &TBlock) -> bool {
+    fn e(x: &TExpr) -> bool {
+        match &x.kind {
+            TKind::Return(_) => true,
+            TKind::Inline { binds, .. } => binds.iter().any(|(_, a)| e(a)),
+            TKind::Unary(_, a) | TKind::Cast(a) | TKind::Repeat(a, _) => e(a),
+            TKind::Binary(_, a, c) => e(a) || e(c),
+            TKind::Index { index, .. } => e(index),
+            TKind::Intr { args, .. } | TKind::Mem { args, .. } | TKind::Array(args) => {
+                args.iter().any(e)
+            }
+            TKind::Asm { inputs, .. } => inputs.iter().any(e),
+            TKind::If { cond, then, els } => {
+                e(cond) || contains_return(then) || els.as_deref().is_some_and(e)
+            }
+            TKind::Block(b) => contains_return(b),
+            TKind::Assign { place, value, .. } => {
+                e(value) || matches!(place, Place::Index { index, .. } if e(index))
+            }
+            TKind::For {
+                start, end, body, ..
+            } => e(start) || e(end) || contains_return(body),
+            TKind::While { cond, body } => e(cond) || contains_return(body),
+            TKind::Const(_) | TKind::Var(_) | TKind::Break | TKind::Continue => false,
+        }
+    }
+    b.stmts.iter().any(|s| match s {
+        TStmt::Let { init, .. } => init.as_ref().is_some_and(e),
+        TStmt::Expr(x) => e(x),
+    }) || b.tail.as_deref().is_some_and(e)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,800 @@
+//! The PTX IR (virtual registers, labels, instructions) and its text form.
+//!
+//! Emission is table driven: [`opcode`] maps an operation and its types to the instruction text
+//! (`add.f32`, `ld.global.nc.v4.f32`), [`requirement`] gives the lowest target and PTX ISA
+//! version each form needs, and an operation with no rule is a hard error, never a guess.
+
+use crate::check::{AtomKind, ShflKind, VoteKind};
+use crate::types::{RegClass, Scalar};
+use std::fmt::Write as _;
+
+/// A virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reg {
+    pub class: RegClass,
+    pub n: u32,
+}
+
+/// An instruction operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    Reg(Reg),
+    /// An integer immediate.
+    Int(i128),
+    /// An f32 immediate, by its bits (`0f3F800000`).
+    F32(u32),
+    /// An f64 immediate, by its bits.
+    F64(u64),
+    /// A special register (`%tid.x`) or a symbol (a shared array, a parameter).
+    Name(String),
+    /// `[base+offset]`.
+    Addr(Box<Operand>, i64),
+    /// `{a, b, c, d}`.
+    Vec(Vec<Operand>),
+    /// A branch target.
+    Label(u32),
+}
+
+/// Binary operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Min,
+    Max,
+    MulHi,
+    CopySign,
+}
+
+/// Unary operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnKind {
+    Neg,
+    Not,
+    Abs,
+    Sqrt,
+    SqrtApprox,
+    RsqrtApprox,
+    Rcp,
+    RcpApprox,
+    Ex2Approx,
+    Lg2Approx,
+    TanhApprox,
+    SinApprox,
+    CosApprox,
+    Floor,
+    Ceil,
+    RoundEven,
+    Trunc,
+    Popc,
+    Clz,
+}
+
+/// Comparisons of `setp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpKind {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Unordered not-equal (floats: true when either side is NaN).
+    Neu,
+}
+
+/// State spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Global,
+    Shared,
+    Param,
+}
+
+/// An operation; its types select the instruction form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Mov(Scalar),
+    /// `mov.b{bits}`: moves bits between register classes, packs and unpacks vectors.
+    MovBits(u32),
+    Bin(BinKind, Scalar),
+    Un(UnKind, Scalar),
+    Fma(Scalar),
+    Setp(CmpKind, Scalar),
+    /// `testp.notanumber`.
+    IsNan(Scalar),
+    Selp(Scalar),
+    Cvt {
+        to: Scalar,
+        from: Scalar,
+    },
+    /// `ty` is the memory type (`Scalar::mem`), `vec` 1, 2 or 4.
+    Ld {
+        space: Space,
+        ty: Scalar,
+        vec: u8,
+        nc: bool,
+    },
+    St {
+        space: Space,
+        ty: Scalar,
+        vec: u8,
+    },
+    Atom {
+        space: Space,
+        kind: AtomKind,
+        ty: Scalar,
+    },
+    Shfl(ShflKind),
+    Vote(VoteKind),
+    BarSync,
+    Bra,
+    Ret,
+    CvtaGlobal,
+    MulWide {
+        signed: bool,
+    },
+    Bfe {
+        signed: bool,
+    },
+    Bfi,
+    /// One instruction spliced by `asm!`, operands already substituted.
+    Asm(String),
+}
+
+/// An instruction or a label.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    Inst {
+        pred: Option<(Reg, bool)>,
+        op: Op,
+        args: Vec<Operand>,
+    },
+    Label(u32),
+}
+
+/// A kernel parameter's PTX type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDecl {
+    pub name: String,
+    pub ty: &'static str,
+}
+
+/// One kernel entry, ready to print.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub entry: String,
+    pub target: String,
+    pub ptx_version: (u32, u32),
+    pub block: [u32; 3],
+    pub params: Vec<ParamDecl>,
+    /// Static shared arrays: (symbol, bytes).
+    pub shared: Vec<(String, u32)>,
+    /// The dynamic shared array's symbol.
+    pub dyn_shared: Option<String>,
+    pub body: Vec<Item>,
+    pub reg_counts: Vec<(RegClass, u32)>,
+}
+
+fn mov_ty(s: Scalar) -> &'static str {
+    match s {
+        Scalar::Bool => "pred",
+        Scalar::F16 | Scalar::Bf16 | Scalar::I8 | Scalar::U8 => "b16",
+        Scalar::F16x2 | Scalar::Bf16x2 => "b32",
+        _ => s.ptx(),
+    }
+}
+
+/// The instruction text of an operation (`add.f32`), or why there is none.
+pub fn opcode(op: &Op) -> Result<String, String> {
+    use Scalar::*;
+    let no = || Err(format!("no PTX instruction rule for {op:?}"));
+    let half = |s: Scalar| matches!(s, F16 | Bf16 | F16x2 | Bf16x2);
+    Ok(match op {
+        Op::Mov(s) => format!("mov.{}", mov_ty(*s)),
+        Op::MovBits(b @ (16 | 32 | 64)) => format!("mov.b{b}"),
+        Op::MovBits(_) => return no(),
+        Op::Bin(k, s) => {
+            let s = *s;
+            let int = s.is_int() && !s.is_byte();
+            let float = s.is_float() || s.is_packed();
+            match k {
+                BinKind::Add | BinKind::Sub => {
+                    let n = if *k == BinKind::Add { "add" } else { "sub" };
+                    if int || matches!(s, F32 | F64) {
+                        format!("{n}.{}", s.ptx())
+                    } else if half(s) {
+                        format!("{n}.rn.{}", s.ptx())
+                    } else {
+                        return no();
+                    }
+                }
+                BinKind::Mul if int => format!("mul.lo.{}", s.ptx()),
+                BinKind::Mul if matches!(s, F32 | F64) => format!("mul.{}", s.ptx()),
+                BinKind::Mul if half(s) => format!("mul.rn.{}", s.ptx()),
+                BinKind::Div if int => format!("div.{}", s.ptx()),
+                BinKind::Div if matches!(s, F32 | F64) => format!("div.rn.{}", s.ptx()),
+                BinKind::Rem if int => format!("rem.{}", s.ptx()),
+                BinKind::And | BinKind::Or | BinKind::Xor if int || s == Bool => {
+                    let n = match k {
+                        BinKind::And => "and",
+                        BinKind::Or => "or",
+                        _ => "xor",
+                    };
+                    format!("{n}.{}", s.bits())
+                }
+                BinKind::Shl if int => format!("shl.{}", s.bits()),
+                BinKind::Shr if int => format!("shr.{}", s.ptx()),
+                BinKind::Min | BinKind::Max if (int && s.bytes() >= 4) || float => {
+                    format!(
+                        "{}.{}",
+                        if *k == BinKind::Min { "min" } else { "max" },
+                        s.ptx()
+                    )
+                }
+                BinKind::MulHi if int => format!("mul.hi.{}", s.ptx()),
+                BinKind::CopySign if matches!(s, F32 | F64) => format!("copysign.{}", s.ptx()),
+                _ => return no(),
+            }
+        }
+        Op::Un(k, s) => {
+            let s = *s;
+            let int = s.is_int() && !s.is_byte();
+            let f32_only = s == F32;
+            let rnd = matches!(s, F32 | F64);
+            match k {
+                UnKind::Neg if (int && s.is_signed()) || s.is_float() || s.is_packed() => {
+                    format!("neg.{}", s.ptx())
+                }
+                UnKind::Not if int || s == Bool => format!("not.{}", s.bits()),
+                UnKind::Abs if (int && s.is_signed()) || s.is_float() || s.is_packed() => {
+                    format!("abs.{}", s.ptx())
+                }
+                UnKind::Sqrt if rnd => format!("sqrt.rn.{}", s.ptx()),
+                UnKind::Rcp if rnd => format!("rcp.rn.{}", s.ptx()),
+                UnKind::SqrtApprox if f32_only => "sqrt.approx.f32".into(),
+                UnKind::RsqrtApprox if f32_only => "rsqrt.approx.f32".into(),
+                UnKind::RcpApprox if f32_only => "rcp.approx.f32".into(),
+                UnKind::Ex2Approx if f32_only => "ex2.approx.f32".into(),
+                UnKind::Lg2Approx if f32_only => "lg2.approx.f32".into(),
+                UnKind::TanhApprox if f32_only => "tanh.approx.f32".into(),
+                UnKind::SinApprox if f32_only => "sin.approx.f32".into(),
+                UnKind::CosApprox if f32_only => "cos.approx.f32".into(),
+                UnKind::Floor if rnd => format!("cvt.rmi.{0}.{0}", s.ptx()),
+                UnKind::Ceil if rnd => format!("cvt.rpi.{0}.{0}", s.ptx()),
+                UnKind::RoundEven if rnd => format!("cvt.rni.{0}.{0}", s.ptx()),
+                UnKind::Trunc if rnd => format!("cvt.rzi.{0}.{0}", s.ptx()),
+                UnKind::Popc if int && s.bytes() >= 4 => format!("popc.{}", s.bits()),
+                UnKind::Clz if int && s.bytes() >= 4 => format!("clz.{}", s.bits()),
+                _ => return no(),
+            }
+        }
+        Op::Fma(s) => match *s {
+            F32 | F64 | F16 | Bf16 | F16x2 | Bf16x2 => format!("fma.rn.{}", s.ptx()),
+            s if s.is_int() && !s.is_byte() => format!("mad.lo.{}", s.ptx()),
+            _ => return no(),
+        },
+        Op::Setp(c, s) => {
+            let s = *s;
+            if !(s.is_float() || (s.is_int() && !s.is_byte())) {
+                return no();
+            }
+            let c = match c {
+                CmpKind::Eq => "eq",
+                CmpKind::Ne if s.is_float() => return no(),
+                CmpKind::Ne => "ne",
+                CmpKind::Lt => "lt",
+                CmpKind::Le => "le",
+                CmpKind::Gt => "gt",
+                CmpKind::Ge => "ge",
+                CmpKind::Neu if s.is_float() => "neu",
+                CmpKind::Neu => return no(),
+            };
+            format!("setp.{c}.{}", s.ptx())
+        }
+        Op::IsNan(s) if matches!(s, F32 | F64) => format!("testp.notanumber.{}", s.ptx()),
+        Op::IsNan(_) => return no(),
+        Op::Selp(s) if *s != Bool => format!(
+            "selp.{}",
+            if s.is_float() && !half(*s) {
+                s.ptx()
+            } else {
+                s.bits()
+            }
+        ),
+        Op::Selp(_) => return no(),
+        Op::Cvt { to, from } => return cvt_opcode(*to, *from),
+        Op::Ld { space, ty, vec, nc } => {
+            let sp = space_name(*space);
+            if *nc && *space != Space::Global {
+                return no();
+            }
+            let v = match vec {
+                1 => String::new(),
+                2 | 4 => format!(".v{vec}"),
+                _ => return no(),
+            };
+            format!(
+                "ld.{sp}{}{v}.{}",
+                if *nc { ".nc" } else { "" },
+                mem_name(*ty)?
+            )
+        }
+        Op::St { space, ty, vec } => {
+            if *space == Space::Param {
+                return no();
+            }
+            let v = match vec {
+                1 => String::new(),
+                2 | 4 => format!(".v{vec}"),
+                _ => return no(),
+            };
+            format!("st.{}{v}.{}", space_name(*space), mem_name(*ty)?)
+        }
+        Op::Atom { space, kind, ty } => {
+            if *space == Space::Param || !kind.supports(*ty) {
+                return no();
+            }
+            let t = match kind {
+                AtomKind::Add | AtomKind::Min | AtomKind::Max => ty.ptx(),
+                _ => ty.bits(),
+            };
+            format!("atom.{}.{}.{t}", space_name(*space), kind.names().1)
+        }
+        Op::Shfl(k) => {
+            let m = match k {
+                ShflKind::Bfly => "bfly",
+                ShflKind::Down => "down",
+                ShflKind::Up => "up",
+                ShflKind::Idx => "idx",
+            };
+            format!("shfl.sync.{m}.b32")
+        }
+        Op::Vote(VoteKind::All) => "vote.sync.all.pred".into(),
+        Op::Vote(VoteKind::Any) => "vote.sync.any.pred".into(),
+        Op::Vote(VoteKind::Ballot) => "vote.sync.ballot.b32".into(),
+        Op::BarSync => "bar.sync".into(),
+        Op::Bra => "bra".into(),
+        Op::Ret => "ret".into(),
+        Op::CvtaGlobal => "cvta.to.global.u64".into(),
+        Op::MulWide { signed } => format!("mul.wide.{}", if *signed { "s32" } else { "u32" }),
+        Op::Bfe { signed } => format!("bfe.{}", if *signed { "s32" } else { "u32" }),
+        Op::Bfi => "bfi.b32".into(),
+        Op::Asm(text) => text.clone(),
+    })
+}
+
+fn space_name(s: Space) -> &'static str {
+    match s {
+        Space::Global => "global",
+        Space::Shared => "shared",
+        Space::Param => "param",
+    }
+}
+
+fn mem_name(ty: Scalar) -> Result<&'static str, String> {
+    match ty {
+        Scalar::Bool | Scalar::F16 | Scalar::Bf16 | Scalar::F16x2 | Scalar::Bf16x2 => {
+            Err(format!("no memory type for {ty} (use its storage type)"))
+        }
+        _ => Ok(ty.ptx()),
+    }
+}
+
+fn cvt_opcode(to: Scalar, from: Scalar) -> Result<String, String> {
+    use Scalar::*;
+    let no = || Err(format!("no PTX conversion rule from {from} to {to}"));
+    if to == from || to.is_packed() || from.is_packed() || to == Bool || from == Bool {
+        return no();
+    }
+    let (t, f) = (to.ptx(), from.ptx());
+    Ok(match (to.is_float(), from.is_float()) {
+        (false, false) => format!("cvt.{t}.{f}"),
+        (true, false) => format!("cvt.rn.{t}.{f}"),
+        (false, true) => format!("cvt.rzi.{t}.{f}"),
+        (true, true) => {
+            let widening = matches!(
+                (to, from),
+                (F32, F16) | (F32, Bf16) | (F64, F32) | (F64, F16) | (F64, Bf16)
+            );
+            if widening {
+                format!("cvt.{t}.{f}")
+            } else {
+                format!("cvt.rn.{t}.{f}")
+            }
+        }
+    })
+}
+
+/// The lowest target (sm × 10) and PTX ISA version an operation needs.
+pub fn requirement(op: &Op) -> (u32, (u32, u32)) {
+    use Scalar::*;
+    let base = (70, (7, 0));
+    match op {
+        Op::Un(UnKind::TanhApprox, _) => (75, (7, 0)),
+        Op::Bin(BinKind::Add | BinKind::Sub | BinKind::Mul, Bf16 | Bf16x2) => (90, (7, 8)),
+        Op::Bin(BinKind::Min | BinKind::Max, F16 | F16x2 | Bf16 | Bf16x2) => (80, (7, 0)),
+        Op::Un(UnKind::Neg | UnKind::Abs, Bf16 | Bf16x2) => (80, (7, 0)),
+        Op::Un(UnKind::Abs, F16 | F16x2) => (70, (6, 5)),
+        Op::Fma(Bf16 | Bf16x2) => (80, (7, 0)),
+        Op::Setp(_, Bf16) => (90, (7, 8)),
+        Op::Cvt {
+            to: Bf16,
+            from: F32,
+        } => (80, (7, 0)),
+        Op::Cvt { to: Bf16, .. } | Op::Cvt { from: Bf16, .. } => (90, (7, 8)),
+        _ => base,
+    }
+}
+
+/// Whether `op` exists on target `sm` (× 10).
+pub fn available(op: &Op, sm: u32) -> bool {
+    opcode(op).is_ok() && requirement(op).0 <= sm
+}
+
+fn operand(o: &Operand, out: &mut String) {
+    match o {
+        Operand::Reg(r) => {
+            let _ = write!(out, "{}{}", r.class.decl().1, r.n);
+        }
+        Operand::Int(v) => {
+            let _ = write!(out, "{v}");
+        }
+        Operand::F32(bits) => {
+            let _ = write!(out, "0f{bits:08X}");
+        }
+        Operand::F64(bits) => {
+            let _ = write!(out, "0d{bits:016X}");
+        }
+        Operand::Name(n) => out.push_str(n),
+        Operand::Addr(base, off) => {
+            out.push('[');
+            operand(base, out);
+            if *off > 0 {
+                let _ = write!(out, "+{off}");
+            } else if *off < 0 {
+                let _ = write!(out, "+{off}");
+            }
+            out.push(']');
+        }
+        Operand::Vec(items) => {
+            out.push('{');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                operand(it, out);
+            }
+            out.push('}');
+        }
+        Operand::Label(l) => {
+            let _ = write!(out, "$L__BB{l}");
+        }
+    }
+}
+
+/// The text of one instruction (without indentation or newline).
+pub fn inst_text(pred: &Option<(Reg, bool)>, op: &Op, args: &[Operand]) -> Result<String, String> {
+    let mut s = String::new();
+    if let Some((p, neg)) = pred {
+        let _ = write!(
+            s,
+            "@{}{}{} ",
+            if *neg { "!" } else { "" },
+            p.class.decl().1,
+            p.n
+        );
+    }
+    if let Op::Asm(text) = op {
+        s.push_str(text.trim().trim_end_matches(';'));
+        s.push(';');
+        return Ok(s);
+    }
+    s.push_str(&opcode(op)?);
+    for (i, a) in args.iter().enumerate() {
+        s.push_str(if i == 0 { " " } else { ", " });
+        operand(a, &mut s);
+    }
+    s.push(';');
+    Ok(s)
+}
+
+/// The complete PTX module text of one function.
+pub fn emit_module(f: &Function) -> Result<String, String> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "//\n// Generated by ptx_kernel! (pagesift-ptx-macros)\n//\n"
+    );
+    let _ = writeln!(s, ".version {}.{}", f.ptx_version.0, f.ptx_version.1);
+    let _ = writeln!(s, ".target {}", f.target);
+    let _ = writeln!(s, ".address_size 64\n");
+    if let Some(d) = &f.dyn_shared {
+        let _ = writeln!(s, ".extern .shared .align 16 .b8 {d}[];\n");
+    }
+    let _ = write!(s, ".visible .entry {}(", f.entry);
+    for (i, p) in f.params.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}\n\t.param .{} {}",
+            if i == 0 { "" } else { "," },
+            p.ty,
+            p.name
+        );
+    }
+    let _ = writeln!(s, "\n)");
+    let [x, y, z] = f.block;
+    let _ = writeln!(s, ".reqntid {x}, {y}, {z}");
+    let _ = writeln!(s, "{{");
+    for (class, n) in &f.reg_counts {
+        if *n > 0 {
+            let (ty, prefix) = class.decl();
+            let _ = writeln!(s, "\t.reg .{ty} {prefix}<{}>;", n + 1);
+        }
+    }
+    for (name, bytes) in &f.shared {
+        let _ = writeln!(s, "\t.shared .align 16 .b8 {name}[{bytes}];");
+    }
+    s.push('\n');
+    for item in &f.body {
+        match item {
+            Item::Label(l) => {
+                let _ = writeln!(s, "$L__BB{l}:");
+            }
+            Item::Inst { pred, op, args } => {
+                let _ = writeln!(s, "\t{}", inst_text(pred, op, args)?);
+            }
+        }
+    }
+    let _ = writeln!(s, "}}");
+    Ok(s)
+}
+
+/// Every instruction form the tables can produce, as it appears in text.
+pub fn instruction_forms() -> Vec<String> {
+    let mut ops: Vec<Op> = Vec::new();
+    let bins = [
+        BinKind::Add,
+        BinKind::Sub,
+        BinKind::Mul,
+        BinKind::Div,
+        BinKind::Rem,
+        BinKind::And,
+        BinKind::Or,
+        BinKind::Xor,
+        BinKind::Shl,
+        BinKind::Shr,
+        BinKind::Min,
+        BinKind::Max,
+        BinKind::MulHi,
+        BinKind::CopySign,
+    ];
+    let uns = [
+        UnKind::Neg,
+        UnKind::Not,
+        UnKind::Abs,
+        UnKind::Sqrt,
+        UnKind::SqrtApprox,
+        UnKind::RsqrtApprox,
+        UnKind::Rcp,
+        UnKind::RcpApprox,
+        UnKind::Ex2Approx,
+        UnKind::Lg2Approx,
+        UnKind::TanhApprox,
+        UnKind::SinApprox,
+        UnKind::CosApprox,
+        UnKind::Floor,
+        UnKind::Ceil,
+        UnKind::RoundEven,
+        UnKind::Trunc,
+        UnKind::Popc,
+        UnKind::Clz,
+    ];
+    let cmps = [
+        CmpKind::Eq,
+        CmpKind::Ne,
+        CmpKind::Lt,
+        CmpKind::Le,
+        CmpKind::Gt,
+        CmpKind::Ge,
+        CmpKind::Neu,
+    ];
+    for s in Scalar::ALL {
+        ops.push(Op::Mov(s));
+        ops.extend(bins.iter().map(|k| Op::Bin(*k, s)));
+        ops.extend(uns.iter().map(|k| Op::Un(*k, s)));
+        ops.extend(cmps.iter().map(|k| Op::Setp(*k, s)));
+        ops.push(Op::Fma(s));
+        ops.push(Op::IsNan(s));
+        ops.push(Op::Selp(s));
+        for t in Scalar::ALL {
+            ops.push(Op::Cvt { to: t, from: s });
+        }
+        for space in [Space::Global, Space::Shared, Space::Param] {
+            for vec in [1u8, 2, 4] {
+                for nc in [false, true] {
+                    ops.push(Op::Ld {
+                        space,
+                        ty: s,
+                        vec,
+                        nc,
+                    });
+                }
+                ops.push(Op::St { space, ty: s, vec });
+            }
+            for kind in AtomKind::ALL {
+                ops.push(Op::Atom { space, kind, ty: s });
+            }
+        }
+    }
+    for k in [ShflKind::Bfly, ShflKind::Down, ShflKind::Up, ShflKind::Idx] {
+        ops.push(Op::Shfl(k));
+    }
+    for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
+        ops.push(Op::Vote(k));
+    }
+    ops.extend([
+        Op::MovBits(16),
+        Op::MovBits(32),
+        Op::MovBits(64),
+        Op::BarSync,
+        Op::Bra,
+        Op::Ret,
+        Op::CvtaGlobal,
+        Op::MulWide { signed: false },
+        Op::MulWide { signed: true },
+        Op::Bfe { signed: false },
+        Op::Bfe { signed: true },
+        Op::Bfi,
+    ]);
+    let mut forms: Vec<String> = ops.iter().filter_map(|o| opcode(o).ok()).collect();
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opcodes_come_from_the_tables() {
+        assert_eq!(
+            opcode(&Op::Bin(BinKind::Add, Scalar::F32)).as_deref(),
+            Ok("add.f32")
+        );
+        assert_eq!(
+            opcode(&Op::Bin(BinKind::Mul, Scalar::U32)).as_deref(),
+            Ok("mul.lo.u32")
+        );
+        assert_eq!(
+            opcode(&Op::Bin(BinKind::Shr, Scalar::I32)).as_deref(),
+            Ok("shr.s32")
+        );
+        assert_eq!(
+            opcode(&Op::Bin(BinKind::Div, Scalar::F32)).as_deref(),
+            Ok("div.rn.f32")
+        );
+        assert_eq!(
+            opcode(&Op::Cvt {
+                to: Scalar::F32,
+                from: Scalar::U32
+            })
+            .as_deref(),
+            Ok("cvt.rn.f32.u32")
+        );
+        assert_eq!(
+            opcode(&Op::Cvt {
+                to: Scalar::I32,
+                from: Scalar::F32
+            })
+            .as_deref(),
+            Ok("cvt.rzi.s32.f32")
+        );
+        assert_eq!(
+            opcode(&Op::Cvt {
+                to: Scalar::F32,
+                from: Scalar::F16
+            })
+            .as_deref(),
+            Ok("cvt.f32.f16")
+        );
+        assert_eq!(
+            opcode(&Op::Ld {
+                space: Space::Global,
+                ty: Scalar::F32,
+                vec: 4,
+                nc: true
+            })
+            .as_deref(),
+            Ok("ld.global.nc.v4.f32")
+        );
+        assert_eq!(
+            opcode(&Op::Shfl(ShflKind::Bfly)).as_deref(),
+            Ok("shfl.sync.bfly.b32")
+        );
+        assert_eq!(
+            opcode(&Op::Atom {
+                space: Space::Shared,
+                kind: AtomKind::Cas,
+                ty: Scalar::U32
+            })
+            .as_deref(),
+            Ok("atom.shared.cas.b32")
+        );
+    }
+
+    #[test]
+    fn an_operation_with_no_rule_is_an_error() {
+        assert!(opcode(&Op::Bin(BinKind::Rem, Scalar::F32)).is_err());
+        assert!(opcode(&Op::Un(UnKind::TanhApprox, Scalar::F64)).is_err());
+        assert!(opcode(&Op::Ld {
+            space: Space::Shared,
+            ty: Scalar::F32,
+            vec: 1,
+            nc: true
+        })
+        .is_err());
+        assert!(opcode(&Op::Atom {
+            space: Space::Global,
+            kind: AtomKind::Max,
+            ty: Scalar::F32
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn immediates_are_bit_exact() {
+        let mut s = String::new();
+        operand(&Operand::F32(1.0f32.to_bits()), &mut s);
+        operand(&Operand::F64(0.5f64.to_bits()), &mut s);
+        assert_eq!(s, "0f3F8000000d3FE0000000000000");
+        let text = inst_text(
+            &None,
+            &Op::Ld {
+                space: Space::Global,
+                ty: Scalar::F32,
+                vec: 1,
+                nc: false,
+            },
+            &[
+                Operand::Reg(Reg {
+                    class: RegClass::F32,
+                    n: 1,
+                }),
+                Operand::Addr(
+                    Box::new(Operand::Reg(Reg {
+                        class: RegClass::B64,
+                        n: 2,
+                    })),
+                    8,
+                ),
+            ],
+        );
+        assert_eq!(text.as_deref(), Ok("ld.global.f32 %f1, [%rd2+8];"));
+    }
+
+    #[test]
+    fn the_form_list_is_sorted_and_complete() {
+        let forms = instruction_forms();
+        for f in [
+            "add.f32",
+            "ld.global.nc.v4.f32",
+            "shfl.sync.bfly.b32",
+            "fma.rn.f32",
+            "setp.lt.u32",
+            "bar.sync",
+        ] {
+            assert!(forms.iter().any(|x| x == f), "{f} missing");
+        }
+        assert!(forms.windows(2).all(|w| w[0] < w[1]));
+    }
+}

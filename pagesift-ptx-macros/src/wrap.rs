@@ -1,0 +1,235 @@
+//! The generated Rust: per kernel a module with `VARIANTS` (one `KernelVariant` per variant,
+//! with its PTX) and a typed `launch`. Generated code names the runtime only by absolute path.
+
+use crate::check::{KernelSig, Variant};
+use crate::parse::ConstTy;
+use crate::ptx::Function;
+use crate::types::{ConstVal, Scalar, Ty};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+
+/// One emitted variant: the checked form, the PTX function and its text.
+pub struct Emitted<'a> {
+    pub variant: &'a Variant,
+    pub func: Function,
+    pub ptx: String,
+}
+
+fn scalar_tokens(s: Scalar) -> TokenStream {
+    match s {
+        Scalar::F16 => quote!(::pagesift_gpu::__private::f16),
+        Scalar::Bf16 => quote!(::pagesift_gpu::__private::bf16),
+        other => {
+            let id = format_ident!("{}", other.name());
+            quote!(#id)
+        }
+    }
+}
+
+fn const_arg_name(name: &syn::Ident) -> syn::Ident {
+    syn::Ident::new(&name.to_string().to_lowercase(), name.span())
+}
+
+/// The module of one kernel. With `variants` empty (the kernel has errors) the module still
+/// declares `VARIANTS` and a `launch` of the right signature, so callers see only the errors.
+pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStream {
+    let f = sig.item;
+    let name = &f.name;
+    let name_str = name.to_string();
+    let docs = &f.docs;
+    let p = quote!(::pagesift_gpu::__private);
+
+    // The launch signature: consts, then parameters.
+    let mut sig_args = Vec::new();
+    let mut kernel_args = Vec::new();
+    let mut param_meta = Vec::new();
+    for c in &f.consts {
+        let arg = const_arg_name(&c.name);
+        let ty = match &c.ty {
+            ConstTy::Int(s) => scalar_tokens(*s),
+            ConstTy::Bool => quote!(bool),
+            ConstTy::Enum(path) => quote!(#path),
+        };
+        sig_args.push(quote!(#arg: #ty));
+    }
+    for (param, ty) in f.params.iter().zip(&sig.params) {
+        let arg = &param.name;
+        let (arg_ty, value, text) = match ty {
+            Some(Ty::Slice {
+                elem,
+                mutable: false,
+            }) => {
+                let e = scalar_tokens(*elem);
+                (
+                    quote!(&impl #p::DeviceRead<#e>),
+                    quote!(#p::arg_read(stream, #arg)?),
+                    format!("&[{elem}]"),
+                )
+            }
+            Some(Ty::Slice {
+                elem,
+                mutable: true,
+            }) => {
+                let e = scalar_tokens(*elem);
+                (
+                    quote!(&mut impl #p::DeviceWrite<#e>),
+                    quote!(#p::arg_write(stream, #arg)?),
+                    format!("&mut [{elem}]"),
+                )
+            }
+            Some(Ty::Scalar(s)) => (
+                scalar_tokens(*s),
+                quote!(#p::KernelArg::from(#arg)),
+                s.name().to_string(),
+            ),
+            _ => (
+                quote!(::core::convert::Infallible),
+                quote!(match #arg {}),
+                "?".to_string(),
+            ),
+        };
+        sig_args.push(quote!(#arg: #arg_ty));
+        kernel_args.push(value);
+        let pname = arg.to_string();
+        param_meta.push(quote!((#pname, #text)));
+    }
+
+    let entries: Vec<TokenStream> = variants
+        .iter()
+        .map(|e| {
+            let v = e.variant;
+            let consts = v.consts.iter().map(|(n, val)| {
+                let val = val.to_string();
+                quote!((#n, #val))
+            });
+            let entry = &v.entry;
+            let target = &v.target.name;
+            let (maj, min) = e.func.ptx_version;
+            let [bx, by, bz] = v.block;
+            let shared = v.static_shared_bytes();
+            let dynamic = v.dyn_shared.is_some();
+            let ptx = &e.ptx;
+            let params = &param_meta;
+            quote! {
+                #p::KernelVariant {
+                    kernel: #name_str,
+                    entry: #entry,
+                    consts: &[#(#consts),*],
+                    target: #target,
+                    ptx_version: (#maj, #min),
+                    block: [#bx, #by, #bz],
+                    static_shared_bytes: #shared,
+                    dynamic_shared: #dynamic,
+                    params: &[#(#params),*],
+                    ptx: #ptx,
+                }
+            }
+        })
+        .collect();
+
+    // Variant selection from the const arguments.
+    let conds: Vec<TokenStream> = variants
+        .iter()
+        .map(|e| {
+            let parts: Vec<TokenStream> = f
+                .consts
+                .iter()
+                .map(|c| {
+                    let arg = const_arg_name(&c.name);
+                    let val = e
+                        .variant
+                        .consts
+                        .iter()
+                        .find(|(n, _)| c.name == n.as_str())
+                        .map(|(_, v)| v);
+                    match (&c.ty, val) {
+                        (ConstTy::Enum(path), Some(ConstVal::Enum(variant))) => {
+                            let vid = syn::Ident::new(variant, Span::call_site());
+                            quote!(::core::matches!(#arg, #path::#vid))
+                        }
+                        (ConstTy::Int(s), Some(ConstVal::Int(i))) => {
+                            let lit =
+                                syn::LitInt::new(&format!("{i}{}", s.name()), Span::call_site());
+                            quote!(#arg == #lit)
+                        }
+                        (ConstTy::Bool, Some(ConstVal::Bool(b))) => quote!(#arg == #b),
+                        _ => quote!(false),
+                    }
+                })
+                .collect();
+            if parts.is_empty() {
+                quote!(true)
+            } else {
+                quote!(#(#parts)&&*)
+            }
+        })
+        .collect();
+    let describe: Vec<TokenStream> = f
+        .consts
+        .iter()
+        .map(|c| {
+            let arg = const_arg_name(&c.name);
+            let cname = c.name.to_string();
+            match &c.ty {
+                ConstTy::Enum(path) => {
+                    let mut names: Vec<String> = variants
+                        .iter()
+                        .filter_map(|e| e.variant.consts.iter().find(|(n, _)| c.name == n.as_str()).map(|(_, v)| v.to_string()))
+                        .collect();
+                    names.sort();
+                    names.dedup();
+                    let arms = names.iter().map(|n| {
+                        let vid = syn::Ident::new(n, Span::call_site());
+                        quote!(if ::core::matches!(#arg, #path::#vid) { #n } else)
+                    });
+                    quote!(::std::format!("{}={}", #cname, #(#arms)* { "(a value with no compiled variant)" }))
+                }
+                _ => quote!(::std::format!("{}={}", #cname, #arg)),
+            }
+        })
+        .collect();
+    let indices = 0..variants.len();
+    let n_args = kernel_args.len();
+    let select = quote! {
+        let __variant: &'static #p::KernelVariant =
+            #( if #conds { &VARIANTS[#indices] } else )* {
+                let __consts: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#describe),*];
+                return ::core::result::Result::Err(#p::variant_not_compiled(#name_str, __consts.join(", ")));
+            };
+    };
+    let doc_launch = format!(
+        "Launches `{name_str}` on `stream` with grid and dynamic shared memory from `cfg`; the block shape is the variant's (`VARIANTS[i].block`). Fails with the runtime's error when the const arguments select no compiled variant, a buffer belongs to another device, or the launch fails."
+    );
+    let doc_variants = format!("Every compiled variant of `{name_str}`, with its PTX.");
+    quote! {
+        #(#docs)*
+        #[allow(non_snake_case, unused_imports, clippy::too_many_arguments)]
+        pub mod #name {
+            use super::*;
+
+            #[doc = #doc_variants]
+            pub const VARIANTS: &[#p::KernelVariant] = &[#(#entries),*];
+
+            #[doc = #doc_launch]
+            #[allow(unused_variables, unreachable_code, clippy::needless_return)]
+            pub fn launch(
+                stream: &#p::Stream,
+                cfg: #p::LaunchConfig,
+                #(#sig_args),*
+            ) -> #p::Result<()> {
+                #select
+                let __args: [#p::KernelArg; #n_args] = [#(#kernel_args),*];
+                #p::launch(stream, __variant, &cfg, &__args)
+            }
+        }
+    }
+}
+
+/// The instruction forms as an array expression.
+pub fn instruction_forms() -> TokenStream {
+    let forms = crate::ptx::instruction_forms();
+    quote!({
+        const FORMS: &[&str] = &[#(#forms),*];
+        FORMS
+    })
+}
