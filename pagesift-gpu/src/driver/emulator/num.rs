@@ -230,6 +230,10 @@ pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
     if hi.is_nan() {
         return fmt.nan();
     }
+    let nearest = matches!(rnd, Rnd::Default | Rnd::Rn);
+    if nearest && lo == 0.0 {
+        return fmt.from_f64_rn(hi);
+    }
     let r = fmt.from_f64_rn(hi);
     let back = fmt.to_f64(r);
     let resid = (hi - back) + lo;
@@ -263,6 +267,17 @@ pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
         Rnd::Rp if resid > 0.0 => fmt.step(r, true),
         Rnd::Rm | Rnd::Rp => r,
     }
+}
+
+/// Whether `x` lies exactly halfway between two neighbours in `fmt` (normal range).
+fn on_midpoint(x: f64, fmt: Fmt) -> bool {
+    let drop = 52 - fmt.exp_mant().1;
+    let low = x.to_bits() & mask(drop);
+    let min_normal = match fmt {
+        Fmt::F16 => 6.103515625e-5,
+        _ => f32::MIN_POSITIVE as f64,
+    };
+    low == 1 << (drop - 1) || !x.is_normal() || x.abs() < min_normal
 }
 
 fn two_sum(a: f64, b: f64) -> (f64, f64) {
@@ -336,7 +351,14 @@ fn input(fmt: Fmt, fm: FMode, bits: u64) -> f64 {
 /// A scalar two-operand float operation on raw bits.
 pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
     let (x, y) = (input(fmt, fm, a), input(fmt, fm, b));
+    let nearest = matches!(fm.rnd, Rnd::Default | Rnd::Rn);
     let r = match op {
+        // Every format up to f32 is exact or innocuously double-rounded through f64 for
+        // + - * / when rounding to nearest (53 >= 2 * 24 + 2).
+        FOp2::Add if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x + y),
+        FOp2::Sub if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x - y),
+        FOp2::Mul if fmt != Fmt::F64 => round_to(x * y, 0.0, fmt, fm.rnd),
+        FOp2::Div if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x / y),
         FOp2::Add | FOp2::Sub => {
             let y = if op == FOp2::Sub { -y } else { y };
             let (s, e) = two_sum(x, y);
@@ -393,7 +415,18 @@ pub(super) fn ffma(fmt: Fmt, fm: FMode, a: u64, b: u64, c: u64) -> u64 {
     let (x, y, z) = (input(fmt, fm, a), input(fmt, fm, b), input(fmt, fm, c));
     let r = match fmt {
         Fmt::F64 => x.mul_add(y, z).to_bits(),
-        Fmt::F32 if matches!(fm.rnd, Rnd::Rn | Rnd::Default) => (x as f32).mul_add(y as f32, z as f32).to_bits() as u64,
+        _ if matches!(fm.rnd, Rnd::Rn | Rnd::Default) => {
+            // x*y is exact in f64; the sum rounds once to f64. Rounding that to the format is
+            // the correctly rounded result unless it sits exactly on a midpoint of the format.
+            let p = x * y;
+            let (s, e) = two_sum(p, z);
+            let r = fmt.from_f64_rn(s);
+            if e == 0.0 || !on_midpoint(s, fmt) {
+                r
+            } else {
+                round_to(s, e, fmt, fm.rnd)
+            }
+        }
         _ => {
             // x*y is exact in f64 for every format up to f32.
             let p = x * y;

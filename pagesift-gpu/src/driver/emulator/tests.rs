@@ -143,6 +143,13 @@ fn float_arithmetic_rounding_modes() {
     let e = f32::EPSILON;
     let r = num::ffma(Fmt::F32, RN, f32_bits(1.0 + e), f32_bits(1.0 - e), f32_bits(-1.0));
     assert_eq!(f32::from_bits(r as u32), -(e * e));
+    // The f64 sum lands exactly on an f32 midpoint; the tiny addend must break the tie.
+    let (x, z) = (1.0 + 2f32.powi(-12), 2f32.powi(-70));
+    let r = num::ffma(Fmt::F32, RN, f32_bits(x), f32_bits(x), f32_bits(z));
+    assert_eq!(f32::from_bits(r as u32), x.mul_add(x, z));
+    assert_eq!(f32::from_bits(r as u32), 1.0 + 2f32.powi(-11) + 2f32.powi(-23));
+    let r = num::ffma(Fmt::F32, RN, f32_bits(x), f32_bits(x), f32_bits(-z));
+    assert_eq!(f32::from_bits(r as u32), x.mul_add(x, -z));
     let s = num::fun(FOp1::Sqrt, Fmt::F32, fm(Rnd::Rp), f32_bits(2.0));
     let sn = num::fun(FOp1::Sqrt, Fmt::F32, RN, f32_bits(2.0));
     assert_eq!(f32::from_bits(sn as u32), 2f32.sqrt());
