@@ -211,3 +211,263 @@ fn the_cli_without_a_driver_prints_one_line_and_exits_2() {
         "{stderr}"
     );
 }
+
+/// Compiles `tests/fake-driver/fake_libcuda.c`, a host-side stand-in for `libcuda.so.1`, with
+/// the system C compiler; `None` (the test then skips visibly) where there is none.
+fn fake_driver() -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fake-driver/fake_libcuda.c");
+    let dir = std::env::temp_dir().join(format!("pagesift-fake-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let lib = dir.join("libcuda.so.1");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let status = Command::new(cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .arg("-lm")
+        .status()
+        .ok()?;
+    status.success().then_some(lib)
+}
+
+const AXPB_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry axpb(\n\t.param .u64 x,\n\t.param .u64 y,\n\t.param .f32 a,\n\t.param .f32 b,\n\t.param .u32 n\n)\n{\n\tret;\n}\n";
+
+static AXPB: pagesift_gpu::KernelVariant = pagesift_gpu::KernelVariant {
+    kernel: "axpb",
+    entry: "axpb",
+    consts: &[],
+    target: "sm_70",
+    ptx_version: (7, 0),
+    block: [128, 1, 1],
+    static_shared_bytes: 0,
+    dynamic_shared: true,
+    params: &[
+        ("x", "&[f32]"),
+        ("y", "&mut [f32]"),
+        ("a", "f32"),
+        ("b", "f32"),
+        ("n", "u32"),
+    ],
+    ptx: AXPB_PTX,
+};
+
+/// The whole libcuda layer (symbol table, signatures, parameter passing, error names, JIT log
+/// capture, out-of-memory mapping, optional symbols) against the host-side driver stand-in.
+#[test]
+fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
+    use pagesift_gpu::__private;
+    use pagesift_gpu::{BackendKind, KernelArg, LaunchConfig, PinnedBuffer};
+
+    const NAME: &str = "the_cuda_backend_drives_a_host_side_driver_stand_in";
+    let lib = if std::env::var_os(CHILD).is_some() {
+        std::env::var("PAGESIFT_GPU_LIB").unwrap_or_default()
+    } else {
+        match fake_driver() {
+            Some(lib) => lib.to_string_lossy().into_owned(),
+            None => {
+                eprintln!("SKIPPED {NAME}: no C compiler to build the driver stand-in");
+                return;
+            }
+        }
+    };
+    in_child(NAME, &lib, || {
+        assert!(available());
+        assert_eq!(Gpu::device_count().unwrap(), 1);
+        assert!(matches!(
+            Gpu::new(1),
+            Err(Error::NoSuchDevice {
+                ordinal: 1,
+                count: 1
+            })
+        ));
+        let gpu = Gpu::new(0).unwrap();
+        assert_eq!(gpu.backend_kind(), BackendKind::Cuda);
+        assert_eq!(gpu.name(), "Fake CUDA Device");
+        assert_eq!(gpu.driver_version(), 12080);
+        let p = gpu.props();
+        assert_eq!(p.compute_capability, (9, 0));
+        assert_eq!(
+            (p.sm_count, p.l2_cache_bytes, p.warp_size),
+            (132, 50_331_648, 32)
+        );
+        assert_eq!(
+            (p.max_shared_per_block, p.max_shared_per_block_optin),
+            (49_152, 232_448)
+        );
+        assert_eq!(p.max_threads_per_block, 1024);
+        assert_eq!(p.max_block_dim, [1024, 1024, 64]);
+        assert_eq!(p.max_grid_dim, [2_147_483_647, 65_535, 65_535]);
+        assert_eq!(p.total_memory, 2 << 30);
+        let cuda = driver::cuda::CudaBackend::global().unwrap();
+        assert!(
+            matches!(cuda.device_uuid(0), Err(Error::Unsupported { .. })),
+            "optional symbol absent"
+        );
+
+        let (free_before, total) = gpu.mem_info().unwrap();
+        assert_eq!(total, 2 << 30);
+        {
+            let n = 4097;
+            let host: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 50.0).collect();
+            let x = DeviceBuffer::from_host(&gpu, &host).unwrap();
+            assert_eq!(x.to_host().unwrap(), host);
+            let mut y = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
+            y.fill_u32(0x7FC0_DEAD).unwrap();
+            let (free_during, _) = gpu.mem_info().unwrap();
+            assert_eq!(
+                free_before - free_during,
+                2 * 4 * n,
+                "the allocations are visible"
+            );
+
+            // Raw PTX: the parameters reach the driver as one pointer per value.
+            let module = gpu.load_ptx("axpb", AXPB_PTX).unwrap();
+            let f = module.function("axpb").unwrap();
+            let stream = gpu.new_stream().unwrap();
+            let args = [
+                KernelArg::ptr(x.device_ptr()),
+                KernelArg::ptr(y.device_ptr()),
+                2.5f32.into(),
+                (-1.0f32).into(),
+                (n as u32).into(),
+            ];
+            // SAFETY: the arguments match `axpb`; x and y hold n elements.
+            unsafe { stream.launch(&f, [(n as u32).div_ceil(128), 1, 1], [128, 1, 1], 0, &args) }
+                .unwrap();
+            stream.synchronize().unwrap();
+            let want: Vec<u32> = host
+                .iter()
+                .map(|v| v.mul_add(2.5, -1.0).to_bits())
+                .collect();
+            assert_eq!(
+                y.to_host()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                want
+            );
+
+            // A variant with 64 KiB of dynamic shared memory: the stand-in refuses the launch
+            // unless the function was opted in first.
+            y.fill_u32(0x7FC0_DEAD).unwrap();
+            let cfg = LaunchConfig::grid_1d((n as u32).div_ceil(128)).with_shared_mem(64 * 1024);
+            let args = [
+                __private::arg_read(&stream, &x).unwrap(),
+                __private::arg_write(&stream, &mut y).unwrap(),
+                2.5f32.into(),
+                (-1.0f32).into(),
+                (n as u32).into(),
+            ];
+            __private::launch(&stream, &AXPB, &cfg, &args).unwrap();
+            stream.synchronize().unwrap();
+            assert_eq!(
+                y.to_host()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                want
+            );
+
+            // Pinned asynchronous copies.
+            let mut pinned = PinnedBuffer::<f32>::new(&gpu, n).unwrap();
+            stream.copy_dtoh_async(&mut pinned, &y).unwrap();
+            assert_eq!(
+                pinned
+                    .as_slice()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect::<Vec<_>>(),
+                want
+            );
+
+            // Driver errors carry the call, the code's name and the driver's message.
+            match module.function("missing") {
+                Err(Error::Driver(d)) => {
+                    assert_eq!(
+                        (d.call, d.code, d.name.as_str()),
+                        ("cuModuleGetFunction", 500, "CUDA_ERROR_NOT_FOUND")
+                    );
+                    assert_eq!(d.message, "named symbol not found");
+                }
+                other => panic!("expected a driver error, got {other:?}"),
+            }
+            // JIT failures carry the log from the option buffers.
+            let bad = AXPB_PTX.replace("ret;", "frobnicate.u32 %r1, 7;");
+            match gpu.load_ptx("broken", &bad) {
+                Err(Error::ModuleLoad {
+                    kernel,
+                    source,
+                    jit_log,
+                    ptx_path,
+                }) => {
+                    assert_eq!(kernel, "broken");
+                    assert_eq!(source.name, "CUDA_ERROR_INVALID_PTX");
+                    assert!(
+                        jit_log.contains("line 8") && jit_log.contains("frobnicate"),
+                        "{jit_log}"
+                    );
+                    let path = ptx_path.expect("PTX written");
+                    assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
+                    let _ = std::fs::remove_file(path);
+                }
+                other => panic!("expected ModuleLoad, got {other:?}"),
+            }
+            // Out of memory is typed; the device stays usable.
+            assert!(
+                matches!(DeviceBuffer::<u8>::alloc(&gpu, 3 << 30), Err(Error::OutOfMemory { bytes }) if bytes == 3 << 30)
+            );
+            assert_eq!(
+                DeviceBuffer::from_host(&gpu, &[1u8, 2])
+                    .unwrap()
+                    .to_host()
+                    .unwrap(),
+                vec![1, 2]
+            );
+            // Events fall back to cuEventElapsedTime where the `_v2` form is missing.
+            let (a, b) = (
+                pagesift_gpu::Event::new(&gpu).unwrap(),
+                pagesift_gpu::Event::new(&gpu).unwrap(),
+            );
+            a.record(&stream).unwrap();
+            b.record(&stream).unwrap();
+            b.synchronize().unwrap();
+            assert!(b.elapsed_ms(&a).unwrap() >= 0.0);
+        }
+        let (free_after, _) = gpu.mem_info().unwrap();
+        assert_eq!(free_after, free_before, "every allocation was freed");
+    });
+    if std::env::var_os(CHILD).is_none() {
+        // The CLI's `info` through the same stand-in.
+        if let Some(cli) = cli_binary() {
+            let out = Command::new(cli)
+                .arg("info")
+                .env("PAGESIFT_GPU_LIB", &lib)
+                .env_remove("PAGESIFT_GPU_DEVICE")
+                .output()
+                .expect("run the CLI");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for want in [
+                "device 0: Fake CUDA Device",
+                "compute capability   9.0",
+                "multiprocessors      132",
+                "2048 MiB total",
+                "48 KiB default, 227 KiB opt-in",
+                "warp size            32",
+                "CUDA 12.8",
+            ] {
+                assert!(stdout.contains(want), "`info` shows {want:?}:\n{stdout}");
+            }
+        }
+        if let Some(dir) = Path::new(&lib).parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}

@@ -541,20 +541,25 @@ impl Driver {
         })
     }
 
-    /// `cuEventElapsedTime`, in milliseconds.
+    /// `cuEventElapsedTime_v2` (or `cuEventElapsedTime` on drivers before CUDA 12.8), in
+    /// milliseconds.
     ///
     /// # Safety
     /// Both events are live.
-    pub unsafe fn event_elapsed(
-        &self,
-        start: CUevent,
-        end: CUevent,
-    ) -> std::result::Result<f32, DriverError> {
+    pub unsafe fn event_elapsed(&self, start: CUevent, end: CUevent) -> Result<f32> {
+        let (call, f) = match (self.fns.cuEventElapsedTime_v2, self.fns.cuEventElapsedTime) {
+            (Some(f), _) => ("cuEventElapsedTime_v2", f),
+            (None, Some(f)) => ("cuEventElapsedTime", f),
+            (None, None) => {
+                return Err(Error::Unsupported {
+                    kernel: "event timing".into(),
+                    reason: format!("{} exports neither cuEventElapsedTime_v2 nor cuEventElapsedTime", self.library),
+                })
+            }
+        };
         let mut ms = 0f32;
         // SAFETY: writes one float.
-        self.check("cuEventElapsedTime", unsafe {
-            (self.fns.cuEventElapsedTime)(&mut ms, start, end)
-        })?;
+        self.check(call, unsafe { f(&mut ms, start, end) })?;
         Ok(ms)
     }
 

@@ -199,7 +199,6 @@ function_table! {
         cuEventDestroy_v2: fn(CUevent) -> CUresult;
         cuEventRecord: fn(CUevent, CUstream) -> CUresult;
         cuEventSynchronize: fn(CUevent) -> CUresult;
-        cuEventElapsedTime: fn(*mut f32, CUevent, CUevent) -> CUresult;
         cuModuleLoadDataEx: fn(*mut CUmodule, *const c_void, c_uint, *mut CUjit_option, *mut *mut c_void) -> CUresult;
         cuModuleUnload: fn(CUmodule) -> CUresult;
         cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
@@ -209,6 +208,10 @@ function_table! {
     }
     optional {
         cuDeviceGetUuid_v2: fn(*mut CUuuid, CUdevice) -> CUresult;
+        // CUDA 12.8 added the `_v2` form; CUDA 13 headers map the plain name to it, and a
+        // future driver may drop the plain symbol.
+        cuEventElapsedTime_v2: fn(*mut f32, CUevent, CUevent) -> CUresult;
+        cuEventElapsedTime: fn(*mut f32, CUevent, CUevent) -> CUresult;
     }
 }
 
