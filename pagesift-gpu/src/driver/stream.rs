@@ -6,6 +6,7 @@
 //! safe code can neither free nor touch host memory while a copy is in flight.
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use super::backend::{KernelArg, LaunchRequest, RawHandle};
@@ -319,6 +320,8 @@ pub struct PinnedBuffer<T: DeviceRepr> {
     ptr: *mut u8,
     len: usize,
     pending: Mutex<Vec<Event>>,
+    /// Set when a copy's end could not be tracked: the memory is never used or freed again.
+    abandoned: AtomicBool,
     _t: PhantomData<T>,
 }
 
@@ -355,6 +358,7 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
             ptr,
             len,
             pending: Mutex::new(Vec::new()),
+            abandoned: AtomicBool::new(false),
             _t: PhantomData,
         })
     }
@@ -399,6 +403,12 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
 
     /// Waits for every asynchronous copy that uses the buffer.
     pub fn wait(&self) -> Result<()> {
+        if self.abandoned.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument {
+                op: "PinnedBuffer",
+                message: "an asynchronous copy using this buffer could not be tracked; its memory is no longer accessible".into(),
+            });
+        }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(ev) = pending.last() {
             // No deferred-error check here: an unrelated earlier failure must not keep the
@@ -409,18 +419,30 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
         Ok(())
     }
 
+    /// Records that a copy just queued on `stream` uses the buffer. Where no event can mark
+    /// its end, waits for the whole stream instead; where even that fails, the buffer is
+    /// abandoned: never handed out or freed again (the copy might still be running).
     fn mark_pending(&self, stream: &Stream) -> Result<()> {
-        let ev = Event::create(&self.gpu, false)?;
-        let recorded = ev.record(stream);
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = recorded {
-            // Without an event the only safe wait is for the whole stream.
-            drop(pending);
-            stream.synchronize()?;
-            return Err(e);
+        let marked = Event::create(&self.gpu, false).and_then(|ev| ev.record(stream).map(|()| ev));
+        match marked {
+            Ok(ev) => {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(ev);
+                Ok(())
+            }
+            Err(e) => {
+                let waited = self
+                    .gpu
+                    .current_backend()
+                    .and_then(|b| b.stream_synchronize(stream.raw()));
+                if waited.is_err() {
+                    self.abandoned.store(true, Ordering::Release);
+                }
+                Err(e)
+            }
         }
-        pending.push(ev);
-        Ok(())
     }
 }
 

@@ -39,14 +39,20 @@ fn main() -> ExitCode {
         "kernels" => report(kernels()),
         "ptx" => match rest.first() {
             Some(name) => ptx(name),
-            None => fail(EXIT_USAGE, "usage: pagesift-gpu ptx NAME (see `pagesift-gpu kernels` for names)"),
+            None => fail(
+                EXIT_USAGE,
+                "usage: pagesift-gpu ptx NAME (see `pagesift-gpu kernels` for names)",
+            ),
         },
         "selftest" => ExitCode::from(u8::try_from(selftest::run(rest).clamp(0, 255)).unwrap_or(1)),
         "help" | "-h" | "--help" => {
             println!("{USAGE}");
             ExitCode::SUCCESS
         }
-        other => fail(EXIT_USAGE, &format!("unknown command `{other}`; run `pagesift-gpu help`")),
+        other => fail(
+            EXIT_USAGE,
+            &format!("unknown command `{other}`; run `pagesift-gpu help`"),
+        ),
     }
 }
 
@@ -60,7 +66,9 @@ fn fail(code: u8, message: &str) -> ExitCode {
 fn report(r: Result<(), Error>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ (Error::DriverNotFound { .. } | Error::MissingSymbol { .. })) => fail(EXIT_NO_DRIVER, &e.to_string()),
+        Err(e @ (Error::DriverNotFound { .. } | Error::MissingSymbol { .. })) => {
+            fail(EXIT_NO_DRIVER, &e.to_string())
+        }
         Err(e) => fail(1, &e.to_string()),
     }
 }
@@ -76,15 +84,23 @@ fn kib(bytes: u32) -> String {
 fn info() -> Result<(), Error> {
     let count = Gpu::device_count()?;
     let mut out = std::io::stdout().lock();
-    let mut first_gpu = None;
     for ordinal in 0..count {
         let gpu = Gpu::new(ordinal)?;
         let p = gpu.props();
         let (free, total) = gpu.mem_info()?;
         let _ = writeln!(out, "device {ordinal}: {}", p.name);
-        let _ = writeln!(out, "  compute capability   {}.{}", p.compute_capability.0, p.compute_capability.1);
+        let _ = writeln!(
+            out,
+            "  compute capability   {}.{}",
+            p.compute_capability.0, p.compute_capability.1
+        );
         let _ = writeln!(out, "  multiprocessors      {}", p.sm_count);
-        let _ = writeln!(out, "  memory               {} total, {} free", mib(total), mib(free));
+        let _ = writeln!(
+            out,
+            "  memory               {} total, {} free",
+            mib(total),
+            mib(free)
+        );
         let _ = writeln!(out, "  L2 cache             {}", kib(p.l2_cache_bytes));
         let _ = writeln!(
             out,
@@ -94,7 +110,6 @@ fn info() -> Result<(), Error> {
         );
         let _ = writeln!(out, "  warp size            {}", p.warp_size);
         let _ = writeln!(out, "  max threads / block  {}", p.max_threads_per_block);
-        first_gpu.get_or_insert(gpu);
     }
     let backend = pagesift_gpu::driver::default_backend()?;
     let version = backend.driver_version()?;
@@ -103,7 +118,10 @@ fn info() -> Result<(), Error> {
         "driver: CUDA {}.{} ({}){}",
         version / 1000,
         (version % 1000) / 10,
-        backend.driver_version_string().map(|s| format!("driver {s}")).unwrap_or_else(|| "NVML not available".into()),
+        backend
+            .driver_version_string()
+            .map(|s| format!("driver {s}"))
+            .unwrap_or_else(|| "NVML not available".into()),
         if count == 0 { ", no devices" } else { "" }
     );
     let _ = writeln!(out, "library: {}", backend.library());
@@ -113,13 +131,22 @@ fn info() -> Result<(), Error> {
 fn kernels() -> Result<(), Error> {
     let registry = pagesift_gpu::kernels::registry();
     let mut out = std::io::stdout().lock();
-    let width = registry.iter().map(|v| v.display_name().len()).max().unwrap_or(4).max(4);
-    let _ = writeln!(out, "{:<width$}  {:<7}  {:<13}  {:>10}  {:>9}", "name", "target", "block", "static smem", "PTX bytes");
+    let width = registry
+        .iter()
+        .map(|v| v.display_name().len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<7}  {:<13}  {:>11}  {:>9}",
+        "name", "target", "block", "static smem", "PTX bytes"
+    );
     for v in &registry {
         let block = format!("{}x{}x{}", v.block[0], v.block[1], v.block[2]);
         let _ = writeln!(
             out,
-            "{:<width$}  {:<7}  {:<13}  {:>10}  {:>9}",
+            "{:<width$}  {:<7}  {:<13}  {:>11}  {:>9}",
             v.display_name(),
             v.target,
             block,
@@ -133,7 +160,11 @@ fn kernels() -> Result<(), Error> {
 
 fn find_variant(name: &str) -> Option<&'static KernelVariant> {
     let registry = pagesift_gpu::kernels::registry();
-    registry.iter().copied().find(|v| v.display_name() == name).or_else(|| registry.into_iter().find(|v| v.entry == name))
+    registry
+        .iter()
+        .copied()
+        .find(|v| v.display_name() == name)
+        .or_else(|| registry.into_iter().find(|v| v.entry == name))
 }
 
 fn ptx(name: &str) -> ExitCode {
@@ -142,6 +173,9 @@ fn ptx(name: &str) -> ExitCode {
             print!("{}", v.ptx);
             ExitCode::SUCCESS
         }
-        None => fail(EXIT_USAGE, &format!("no kernel variant named `{name}`; run `pagesift-gpu kernels` for the list")),
+        None => fail(
+            EXIT_USAGE,
+            &format!("no kernel variant named `{name}`; run `pagesift-gpu kernels` for the list"),
+        ),
     }
 }

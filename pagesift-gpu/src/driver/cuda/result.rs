@@ -553,7 +553,10 @@ impl Driver {
             (None, None) => {
                 return Err(Error::Unsupported {
                     kernel: "event timing".into(),
-                    reason: format!("{} exports neither cuEventElapsedTime_v2 nor cuEventElapsedTime", self.library),
+                    reason: format!(
+                        "{} exports neither cuEventElapsedTime_v2 nor cuEventElapsedTime",
+                        self.library
+                    ),
                 })
             }
         };
