@@ -14,6 +14,9 @@
 //! # }
 //! ```
 
+// Generated kernel wrappers name the runtime `::pagesift_gpu`, also inside this crate.
+extern crate self as pagesift_gpu;
+
 pub mod cpu;
 pub mod driver;
 mod error;

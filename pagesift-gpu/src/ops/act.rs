@@ -145,8 +145,8 @@ fn find_variant(
     let act_name = format!("{act:?}");
     let want = [
         ("ACT", act_name.as_str()),
-        ("BIAS", if bias { "true" } else { "false" }),
-        ("RES", if residual { "true" } else { "false" }),
+        ("HAS_BIAS", if bias { "true" } else { "false" }),
+        ("HAS_RES", if residual { "true" } else { "false" }),
     ];
     variants
         .iter()
@@ -158,7 +158,7 @@ fn find_variant(
             let kernel = variants.first().map_or("act", |v| v.kernel);
             crate::__private::variant_not_compiled(
                 kernel,
-                format!("ACT={act:?}, BIAS={bias}, RES={residual}"),
+                format!("ACT={act:?}, HAS_BIAS={bias}, HAS_RES={residual}"),
             )
         })
 }
@@ -332,13 +332,15 @@ pub fn activation<T: ActElement>(
     if n == 0 {
         return stream.gpu().take_deferred();
     }
+    let variant = find_variant(
+        T::variants(),
+        args.act,
+        args.bias.is_some(),
+        args.residual.is_some(),
+    )?;
     let residual_ptr = args.residual.map_or(input.device_ptr(), |r| r.device_ptr());
-    let geo = Geometry::new(
-        stream,
-        &[input.device_ptr(), output.device_ptr(), residual_ptr],
-        n,
-        size_of::<T>(),
-    );
+    let ptrs = [input.device_ptr(), output.device_ptr(), residual_ptr];
+    let geo = Geometry::new(stream, variant, &ptrs, n, size_of::<T>())?;
     <T as private::Sealed>::launch_kernel(stream, args, &geo, input, output)
 }
 
@@ -372,17 +374,17 @@ pub fn activation_inplace<T: ActElement>(
     let y = data.device_ptr_mut();
     let r = args.residual.map_or(y, |r| r.device_ptr());
     let b = args.bias.map_or(y, |b| b.device_ptr());
-    let geo = Geometry::new(stream, &[y, r], n, size_of::<T>());
-    // The kernel reads each element once, in the thread that then writes it, so the same
-    // address as input and output is sound; the typed wrapper (which borrows the output
-    // mutably) cannot express that aliasing, so the arguments are assembled here, in the
-    // kernel's parameter order, for the variant the wrapper would pick.
     let variant = find_variant(
         T::variants(),
         args.act,
         args.bias.is_some(),
         args.residual.is_some(),
     )?;
+    let geo = Geometry::new(stream, variant, &[y, r], n, size_of::<T>())?;
+    // The kernel reads each element once, in the thread that then writes it, so the same
+    // address as input and output is sound; the typed wrapper (which borrows the output
+    // mutably) cannot express that aliasing, so the arguments are assembled here, in the
+    // kernel's parameter order, for the variant the wrapper would pick.
     let kargs = [
         KernelArg::ptr(y),
         KernelArg::ptr(b),
@@ -440,9 +442,63 @@ fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
 pub(crate) const UNROLL: u64 = 4;
 /// Threads per block of the activation kernels.
 pub(crate) const BLOCK: u64 = 256;
-/// Resident blocks per SM the grid is sized for (1024 threads, each with `UNROLL` vectors in
-/// flight: far more bytes in flight than the memory system needs to stay busy).
+/// Resident blocks per SM the grid is sized for at most (1024 threads, each with `UNROLL`
+/// vectors in flight: far more bytes in flight than the memory system needs to stay busy);
+/// fewer where the variant's registers do not allow 4 (a grid of exactly one wave, so no SM
+/// gets a second round of blocks).
 const BLOCKS_PER_SM: u64 = 4;
+
+/// Blocks of `variant` one SM of `gpu` holds at once (by registers and threads), between 1 and
+/// [`BLOCKS_PER_SM`]. Loads the variant's module on first use; remembered per device and
+/// variant.
+fn resident_blocks(gpu: &crate::Gpu, variant: &'static KernelVariant) -> Result<u64> {
+    type Key = (crate::BackendKind, usize, usize);
+    static CACHE: std::sync::Mutex<Vec<(Key, u64)>> = std::sync::Mutex::new(Vec::new());
+    let key = (
+        gpu.backend_kind(),
+        gpu.ordinal(),
+        variant as *const KernelVariant as usize,
+    );
+    if let Some(&(_, b)) = CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return Ok(b);
+    }
+    gpu.enter()?;
+    let slot = gpu.variant_function(variant)?;
+    let Some(loaded) = slot.loaded() else {
+        return Ok(1);
+    };
+    let regs = u64::from(
+        gpu.backend()
+            .function_attributes(loaded.function)?
+            .num_regs
+            .max(1),
+    );
+    let threads: u64 = variant
+        .block
+        .iter()
+        .map(|&b| u64::from(b))
+        .product::<u64>()
+        .max(1);
+    // 64K registers per SM on sm_70..sm_90, allocated per warp in units of 256.
+    let warp_regs = (regs * 32).div_ceil(256) * 256;
+    let by_regs = 65536 / (warp_regs * threads.div_ceil(32));
+    let sm_threads: u64 = match gpu.compute_capability() {
+        (7, 5) => 1024,
+        (8, 6) | (8, 7) | (8, 9) => 1536,
+        _ => 2048,
+    };
+    let blocks = by_regs.min(sm_threads / threads).clamp(1, BLOCKS_PER_SM);
+    CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((key, blocks));
+    Ok(blocks)
+}
 
 /// How one launch splits its elements: a scalar head up to the first 16-byte boundary, `nvec`
 /// vectors of 16 bytes, and a scalar tail; and the grid.
@@ -460,12 +516,27 @@ pub struct Geometry {
 impl Geometry {
     /// The split for `len` elements of `elem` bytes whose pointers are `ptrs` (every stream the
     /// kernel reads or writes per element; vectors need them all at the same offset modulo 16).
-    pub fn new(stream: &Stream, ptrs: &[DevicePtr], len: usize, elem: usize) -> Geometry {
-        Geometry::for_sms(stream.gpu().props().sm_count, ptrs, len as u64, elem as u64)
+    /// The grid is one wave of `variant`'s blocks over the device's SMs, or fewer blocks where
+    /// there is less work.
+    pub fn new(
+        stream: &Stream,
+        variant: &'static KernelVariant,
+        ptrs: &[DevicePtr],
+        len: usize,
+        elem: usize,
+    ) -> Result<Geometry> {
+        let gpu = stream.gpu();
+        let max_blocks = u64::from(gpu.props().sm_count.max(1)) * resident_blocks(gpu, variant)?;
+        Ok(Geometry::with_max_blocks(
+            max_blocks,
+            ptrs,
+            len as u64,
+            elem as u64,
+        ))
     }
 
-    /// As [`Geometry::new`] for a device of `sm_count` SMs.
-    pub fn for_sms(sm_count: u32, ptrs: &[DevicePtr], len: u64, elem: u64) -> Geometry {
+    /// As [`Geometry::new`] with a grid of at most `max_blocks` blocks.
+    pub fn with_max_blocks(max_blocks: u64, ptrs: &[DevicePtr], len: u64, elem: u64) -> Geometry {
         let lanes = 16 / elem;
         let misalign = ptrs.first().map_or(0, |p| p % 16);
         let (head, nvec) = if ptrs.iter().all(|p| p % 16 == misalign) && misalign % elem == 0 {
@@ -478,7 +549,7 @@ impl Geometry {
         let work = nvec.div_ceil(UNROLL).max(scalar);
         let blocks = work
             .div_ceil(BLOCK)
-            .clamp(1, u64::from(sm_count.max(1)) * BLOCKS_PER_SM);
+            .clamp(1, max_blocks.clamp(1, u64::from(u32::MAX)));
         Geometry {
             head: head as u32,
             nvec,
@@ -495,7 +566,7 @@ mod tests {
 
     #[test]
     fn aligned_pointers_use_vectors_and_a_tail() {
-        let g = Geometry::for_sms(132, &[BASE, BASE + 4096, BASE + 8192], 1003, 4);
+        let g = Geometry::with_max_blocks(528, &[BASE, BASE + 4096, BASE + 8192], 1003, 4);
         assert_eq!((g.head, g.nvec), (0, 250));
         // 250 vectors / 4 per iteration, 3 tail elements: one block.
         assert_eq!(g.cfg.grid, [1, 1, 1]);
@@ -504,28 +575,28 @@ mod tests {
     #[test]
     fn a_common_offset_gives_a_scalar_head() {
         // Views at element 3 of f32 buffers: 1 element up to the 16-byte boundary.
-        let g = Geometry::for_sms(4, &[BASE + 12, BASE + 4096 + 12], 10, 4);
+        let g = Geometry::with_max_blocks(16, &[BASE + 12, BASE + 4096 + 12], 10, 4);
         assert_eq!((g.head, g.nvec), (1, 2));
         // f16 at element 5: 3 elements to the boundary, then vectors of 8.
-        let g = Geometry::for_sms(4, &[BASE + 10, BASE + 256 + 10], 30, 2);
+        let g = Geometry::with_max_blocks(16, &[BASE + 10, BASE + 256 + 10], 30, 2);
         assert_eq!((g.head, g.nvec), (3, 3));
         // Shorter than the head.
-        let g = Geometry::for_sms(4, &[BASE + 4, BASE + 4], 2, 4);
+        let g = Geometry::with_max_blocks(16, &[BASE + 4, BASE + 4], 2, 4);
         assert_eq!((g.head, g.nvec), (2, 0));
     }
 
     #[test]
     fn disagreeing_offsets_fall_back_to_scalar() {
-        let g = Geometry::for_sms(4, &[BASE + 4, BASE + 8], 100, 4);
+        let g = Geometry::with_max_blocks(16, &[BASE + 4, BASE + 8], 100, 4);
         assert_eq!((g.head, g.nvec), (100, 0));
     }
 
     #[test]
     fn the_grid_fills_the_device_and_no_more() {
-        let g = Geometry::for_sms(132, &[BASE, BASE], 1 << 28, 4);
+        let g = Geometry::with_max_blocks(528, &[BASE, BASE], 1 << 28, 4);
         assert_eq!(g.nvec, 1 << 26);
-        assert_eq!(g.cfg.grid, [132 * BLOCKS_PER_SM as u32, 1, 1]);
-        let g = Geometry::for_sms(132, &[BASE, BASE], 5000, 4);
+        assert_eq!(g.cfg.grid, [528, 1, 1]);
+        let g = Geometry::with_max_blocks(528, &[BASE, BASE], 5000, 4);
         assert_eq!(g.cfg.grid, [2, 1, 1]);
     }
 }
