@@ -9,16 +9,37 @@ use pagesift_gpu::{Error, Result};
 use rand::{Rng, SeedableRng};
 
 fn emu() -> Emulator {
-    Emulator::new(EmulatorConfig { memory_capacity: 64 << 20, ..EmulatorConfig::default() })
+    Emulator::new(EmulatorConfig {
+        memory_capacity: 64 << 20,
+        ..EmulatorConfig::default()
+    })
 }
 
 const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n";
 
 /// Launches `entry` of `ptx` with a 1-D grid and block.
-fn launch(e: &Emulator, ptx: &str, entry: &str, grid: [u32; 3], block: [u32; 3], shared: u32, args: &[KernelArg]) -> Result<()> {
-    let m = e.module_load(ptx).unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
+fn launch(
+    e: &Emulator,
+    ptx: &str,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: &[KernelArg],
+) -> Result<()> {
+    let m = e
+        .module_load(ptx)
+        .unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
     let f = e.module_function(m, entry)?;
-    let r = e.launch(&LaunchRequest { function: f, name: entry, grid, block, shared_mem_bytes: shared, stream: RawHandle::NULL, args });
+    let r = e.launch(&LaunchRequest {
+        function: f,
+        name: entry,
+        grid,
+        block,
+        shared_mem_bytes: shared,
+        stream: RawHandle::NULL,
+        args,
+    });
     e.module_unload(m)?;
     r
 }
@@ -41,31 +62,53 @@ fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {
 fn download_u32(e: &Emulator, p: u64, n: usize) -> Vec<u32> {
     let mut b = vec![0u8; n * 4];
     e.memcpy_dtoh(&mut b, p).expect("dtoh");
-    b.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn download_f32(e: &Emulator, p: u64, n: usize) -> Vec<f32> {
-    download_u32(e, p, n).into_iter().map(f32::from_bits).collect()
+    download_u32(e, p, n)
+        .into_iter()
+        .map(f32::from_bits)
+        .collect()
 }
 
 /// The 1-based line of the first line of `ptx` containing `needle`.
 fn line_of(ptx: &str, needle: &str) -> usize {
-    ptx.lines().position(|l| l.contains(needle)).map(|i| i + 1).unwrap_or_else(|| panic!("`{needle}` not in the PTX"))
+    ptx.lines()
+        .position(|l| l.contains(needle))
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("`{needle}` not in the PTX"))
 }
 
 /// Asserts that `r` is an emulator error naming the check, the kernel, a block, a thread and
 /// the PTX line of `needle`.
 fn assert_check(r: Result<()>, check: &str, kernel: &str, ptx: &str, needle: &str) -> String {
     let err = r.expect_err("the broken kernel must fail");
-    let Error::Emulator { kernel: k, message } = &err else { panic!("not an emulator error: {err}") };
+    let Error::Emulator { kernel: k, message } = &err else {
+        panic!("not an emulator error: {err}")
+    };
     assert_eq!(k, kernel);
-    assert!(message.contains(check), "check `{check}` not named: {message}");
-    assert!(message.contains(&format!("kernel `{kernel}`")), "kernel not named: {message}");
+    assert!(
+        message.contains(check),
+        "check `{check}` not named: {message}"
+    );
+    assert!(
+        message.contains(&format!("kernel `{kernel}`")),
+        "kernel not named: {message}"
+    );
     assert!(message.contains("block ("), "block not named: {message}");
     assert!(message.contains("thread ("), "thread not named: {message}");
     let line = line_of(ptx, needle);
-    assert!(message.contains(&format!("PTX line {line}:")), "line {line} not named: {message}");
-    assert!(message.contains(needle), "instruction text not quoted: {message}");
+    assert!(
+        message.contains(&format!("PTX line {line}:")),
+        "line {line} not named: {message}"
+    );
+    assert!(
+        message.contains(needle),
+        "instruction text not quoted: {message}"
+    );
     message.clone()
 }
 
@@ -114,8 +157,21 @@ fn elementwise_gives_right_answers() {
     let px = upload_f32(&e, &x);
     let py = upload_f32(&e, &vec![f32::NAN; n]);
     let ptx = scale_ptx(0);
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
-    launch(&e, &ptx, "scale", [n.div_ceil(128) as u32, 1, 1], [128, 1, 1], 0, &args).expect("scale");
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(n as u32),
+    ];
+    launch(
+        &e,
+        &ptx,
+        "scale",
+        [n.div_ceil(128) as u32, 1, 1],
+        [128, 1, 1],
+        0,
+        &args,
+    )
+    .expect("scale");
     let y = download_f32(&e, py, n);
     for i in 0..n {
         assert_eq!(y[i], x[i].mul_add(2.0, 1.0), "element {i}");
@@ -130,9 +186,22 @@ fn out_of_bounds_global_access_is_reported() {
     let py = upload_f32(&e, &vec![0.0; n]);
     let ptx = scale_ptx(0);
     // One element too many: thread 100 reads past the end of x.
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32 + 1)];
-    let msg = assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [128, 1, 1], 0, &args), "out-of-bounds global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
-    assert!(msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"), "{msg}");
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(n as u32 + 1),
+    ];
+    let msg = assert_check(
+        launch(&e, &ptx, "scale", [1, 1, 1], [128, 1, 1], 0, &args),
+        "out-of-bounds global access",
+        "scale",
+        &ptx,
+        "ld.global.f32 %f1, [%rd4];",
+    );
+    assert!(
+        msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -142,8 +211,18 @@ fn misaligned_global_access_is_reported() {
     let px = upload_f32(&e, &random_f32(n + 1, 3));
     let py = upload_f32(&e, &vec![0.0; n]);
     let ptx = scale_ptx(2);
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
-    assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [64, 1, 1], 0, &args), "misaligned global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(n as u32),
+    ];
+    assert_check(
+        launch(&e, &ptx, "scale", [1, 1, 1], [64, 1, 1], 0, &args),
+        "misaligned global access",
+        "scale",
+        &ptx,
+        "ld.global.f32 %f1, [%rd4];",
+    );
 }
 
 #[test]
@@ -154,15 +233,33 @@ fn use_after_free_is_out_of_bounds() {
     let py = upload_f32(&e, &vec![0.0; n]);
     e.mem_free(px).expect("free");
     let ptx = scale_ptx(0);
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(n as u32)];
-    assert_check(launch(&e, &ptx, "scale", [1, 1, 1], [32, 1, 1], 0, &args), "out-of-bounds global access", "scale", &ptx, "ld.global.f32 %f1, [%rd4];");
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(n as u32),
+    ];
+    assert_check(
+        launch(&e, &ptx, "scale", [1, 1, 1], [32, 1, 1], 0, &args),
+        "out-of-bounds global access",
+        "scale",
+        &ptx,
+        "ld.global.f32 %f1, [%rd4];",
+    );
 }
 
 /// Block sum of `x` through shared memory: every thread stores one value, then a tree of
 /// barrier-separated halvings. `BROKEN` variants drop a barrier or overrun the array.
 fn block_sum_ptx(loop_barrier: bool, words: u32, init: bool) -> String {
-    let bar = if loop_barrier { "bar.sync 0;" } else { "// no barrier" };
-    let store = if init { "st.shared.f32 [%r6], %f1;" } else { "// no store" };
+    let bar = if loop_barrier {
+        "bar.sync 0;"
+    } else {
+        "// no barrier"
+    };
+    let store = if init {
+        "st.shared.f32 [%r6], %f1;"
+    } else {
+        "// no store"
+    };
     format!(
         r#"{HEADER}.visible .entry block_sum(.param .u64 x, .param .u64 out, .param .u32 n)
 .reqntid 128, 1, 1
@@ -224,7 +321,16 @@ fn block_sum_inputs(e: &Emulator, n: usize) -> (Vec<f32>, [KernelArg; 3], u64, u
     let blocks = n.div_ceil(128) as u32;
     let px = upload_f32(e, &x);
     let pout = upload_f32(e, &vec![f32::NAN; blocks as usize]);
-    (x, [KernelArg::ptr(px), KernelArg::ptr(pout), KernelArg::from(n as u32)], pout, blocks)
+    (
+        x,
+        [
+            KernelArg::ptr(px),
+            KernelArg::ptr(pout),
+            KernelArg::from(n as u32),
+        ],
+        pout,
+        blocks,
+    )
 }
 
 #[test]
@@ -237,7 +343,11 @@ fn block_reduction_with_shared_memory_and_barriers() {
     let out = download_f32(&e, pout, blocks as usize);
     for b in 0..blocks as usize {
         let want: f32 = x[b * 128..((b + 1) * 128).min(n)].iter().sum();
-        assert!((out[b] - want).abs() <= 1e-4 * (1.0 + want.abs()), "block {b}: {} vs {want}", out[b]);
+        assert!(
+            (out[b] - want).abs() <= 1e-4 * (1.0 + want.abs()),
+            "block {b}: {} vs {want}",
+            out[b]
+        );
     }
 }
 
@@ -255,7 +365,10 @@ fn shared_memory_data_race_is_reported() {
         &ptx,
         "st.shared.f32 [%r6], %f3;",
     );
-    assert!(msg.contains("block (0,0,0)") && msg.contains("thread (1,0,0)"), "{msg}");
+    assert!(
+        msg.contains("block (0,0,0)") && msg.contains("thread (1,0,0)"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -306,8 +419,17 @@ fn dynamic_shared_memory_is_bounded_by_the_launch_size() {
 "#
     );
     launch(&e, &ptx, "dyn_fill", [2, 1, 1], [64, 1, 1], 256, &[]).expect("256 bytes hold 64 words");
-    let msg = assert_check(launch(&e, &ptx, "dyn_fill", [2, 1, 1], [64, 1, 1], 200, &[]), "out-of-bounds shared access", "dyn_fill", &ptx, "st.shared.u32 [%r3], %r1;");
-    assert!(msg.contains("thread (50,0,0)") && msg.contains("dynamic 200"), "{msg}");
+    let msg = assert_check(
+        launch(&e, &ptx, "dyn_fill", [2, 1, 1], [64, 1, 1], 200, &[]),
+        "out-of-bounds shared access",
+        "dyn_fill",
+        &ptx,
+        "st.shared.u32 [%r3], %r1;",
+    );
+    assert!(
+        msg.contains("thread (50,0,0)") && msg.contains("dynamic 200"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -333,7 +455,21 @@ $L__end:
 "#
     );
     let out = upload_u32(&e, &[0; 96]);
-    let msg = assert_check(launch(&e, &ptx, "early_exit", [3, 1, 1], [96, 1, 1], 0, &[KernelArg::ptr(out)]), "barrier divergence", "early_exit", &ptx, "bar.sync 0;");
+    let msg = assert_check(
+        launch(
+            &e,
+            &ptx,
+            "early_exit",
+            [3, 1, 1],
+            [96, 1, 1],
+            0,
+            &[KernelArg::ptr(out)],
+        ),
+        "barrier divergence",
+        "early_exit",
+        &ptx,
+        "bar.sync 0;",
+    );
     assert!(msg.contains("56 of 96") && msg.contains("exited"), "{msg}");
 }
 
@@ -409,17 +545,37 @@ $L__end:
     let x = random_f32(n, 6);
     let px = upload_f32(&e, &x);
     let pout = upload_u32(&e, &[0xDEAD_BEEF; 12]);
-    launch(&e, &ptx, "warp_ops", [1, 1, 1], [80, 1, 1], 0, &[KernelArg::ptr(px), KernelArg::ptr(pout)]).expect("warp_ops");
+    launch(
+        &e,
+        &ptx,
+        "warp_ops",
+        [1, 1, 1],
+        [80, 1, 1],
+        0,
+        &[KernelArg::ptr(px), KernelArg::ptr(pout)],
+    )
+    .expect("warp_ops");
     let out = download_u32(&e, pout, 12);
     for w in 0..3 {
         let lanes = &x[w * 32..(w * 32 + 32).min(n)];
         let sum: f32 = lanes.iter().sum();
         let got = f32::from_bits(out[w * 4]);
-        assert!((got - sum).abs() <= 1e-4 * (1.0 + sum.abs()), "warp {w} sum {got} vs {sum}");
-        let ballot = lanes.iter().enumerate().filter(|(_, v)| **v > 0.0).fold(0u32, |b, (i, _)| b | 1 << i);
+        assert!(
+            (got - sum).abs() <= 1e-4 * (1.0 + sum.abs()),
+            "warp {w} sum {got} vs {sum}"
+        );
+        let ballot = lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v > 0.0)
+            .fold(0u32, |b, (i, _)| b | 1 << i);
         assert_eq!(out[w * 4 + 1], ballot, "warp {w} ballot");
         assert_eq!(out[w * 4 + 2], 1, "warp {w} all");
-        assert_eq!(out[w * 4 + 3], lanes.iter().any(|v| *v > 3.5) as u32, "warp {w} any");
+        assert_eq!(
+            out[w * 4 + 3],
+            lanes.iter().any(|v| *v > 3.5) as u32,
+            "warp {w} any"
+        );
     }
 }
 
@@ -440,7 +596,13 @@ $L__end:
 }}
 "#
     );
-    let msg = assert_check(launch(&e, &ptx, "shfl_exit", [1, 1, 1], [32, 1, 1], 0, &[]), "warp divergence", "shfl_exit", &ptx, "shfl.sync.down.b32");
+    let msg = assert_check(
+        launch(&e, &ptx, "shfl_exit", [1, 1, 1], [32, 1, 1], 0, &[]),
+        "warp divergence",
+        "shfl_exit",
+        &ptx,
+        "shfl.sync.down.b32",
+    );
     assert!(msg.contains("lane 7") && msg.contains("exited"), "{msg}");
 }
 
@@ -501,11 +663,30 @@ $L__end:
     let pv = upload_f32(&e, &vals);
     let pb = upload_u32(&e, &[0; 7]);
     let pa = upload_u32(&e, &[0, 0, 0]);
-    let args = [KernelArg::ptr(pk), KernelArg::ptr(pv), KernelArg::ptr(pb), KernelArg::ptr(pa), KernelArg::from(n as u32)];
-    launch(&e, &ptx, "atomics", [n.div_ceil(256) as u32, 1, 1], [256, 1, 1], 0, &args).expect("atomics");
+    let args = [
+        KernelArg::ptr(pk),
+        KernelArg::ptr(pv),
+        KernelArg::ptr(pb),
+        KernelArg::ptr(pa),
+        KernelArg::from(n as u32),
+    ];
+    launch(
+        &e,
+        &ptx,
+        "atomics",
+        [n.div_ceil(256) as u32, 1, 1],
+        [256, 1, 1],
+        0,
+        &args,
+    )
+    .expect("atomics");
     let bins = download_u32(&e, pb, 7);
     for (b, &got) in bins.iter().enumerate() {
-        assert_eq!(got as usize, keys.iter().filter(|k| **k % 7 == b as u32).count(), "bin {b}");
+        assert_eq!(
+            got as usize,
+            keys.iter().filter(|k| **k % 7 == b as u32).count(),
+            "bin {b}"
+        );
     }
     let acc = download_u32(&e, pa, 3);
     // Quarter-integers sum exactly in f32 at this size, whatever the order.
@@ -520,5 +701,9 @@ fn an_unimplemented_instruction_is_a_load_error_naming_it() {
     let ptx = format!("{HEADER}.visible .entry k()\n{{\n    .reg .b32 %r<4>;\n    mul24.lo.u32 %r1, %r2, %r3;\n    ret;\n}}\n");
     let err = e.module_load(&ptx).expect_err("mul24 is not implemented");
     let line = line_of(&ptx, "mul24");
-    assert!(err.log.contains(&format!("line {line}")) && err.log.contains("mul24"), "{}", err.log);
+    assert!(
+        err.log.contains(&format!("line {line}")) && err.log.contains("mul24"),
+        "{}",
+        err.log
+    );
 }

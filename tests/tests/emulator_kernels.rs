@@ -7,7 +7,11 @@ use pagesift_gpu::driver::Backend;
 #[test]
 fn every_registry_variant_loads_on_the_emulator() {
     // A device new enough for every target the variants declare.
-    let emu = Emulator::new(EmulatorConfig { compute_capability: (9, 0), memory_capacity: 16 << 20, ..EmulatorConfig::default() });
+    let emu = Emulator::new(EmulatorConfig {
+        compute_capability: (9, 0),
+        memory_capacity: 16 << 20,
+        ..EmulatorConfig::default()
+    });
     let variants = pagesift_gpu::kernels::registry();
     let mut failures = Vec::new();
     for v in &variants {
@@ -24,6 +28,14 @@ fn every_registry_variant_loads_on_the_emulator() {
             Err(e) => failures.push(format!("{}: {}", v.display_name(), e.log)),
         }
     }
-    println!("{} variants loaded on the emulator, {} failed", variants.len() - failures.len(), failures.len());
-    assert!(failures.is_empty(), "variants the emulator cannot load:\n{}", failures.join("\n"));
+    println!(
+        "{} variants loaded on the emulator, {} failed",
+        variants.len() - failures.len(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "variants the emulator cannot load:\n{}",
+        failures.join("\n")
+    );
 }

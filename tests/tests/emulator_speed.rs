@@ -41,15 +41,34 @@ $L__loop:
 #[test]
 fn emulator_speed() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let emu = Emulator::new(EmulatorConfig { threads, memory_capacity: 16 << 20, ..EmulatorConfig::default() });
-    let (blocks, block, iters) = (64u32, 256u32, if cfg!(debug_assertions) { 100u32 } else { 1000 });
+    let emu = Emulator::new(EmulatorConfig {
+        threads,
+        memory_capacity: 16 << 20,
+        ..EmulatorConfig::default()
+    });
+    let (blocks, block, iters) = (
+        64u32,
+        256u32,
+        if cfg!(debug_assertions) { 100u32 } else { 1000 },
+    );
     let n = (blocks * block) as usize;
     let out = emu.mem_alloc(n * 4).expect("alloc");
-    emu.memset_d32(out, f32::NAN.to_bits(), n, RawHandle::NULL).expect("poison");
-    let m = emu.module_load(LOOP).unwrap_or_else(|e| panic!("{}", e.log));
+    emu.memset_d32(out, f32::NAN.to_bits(), n, RawHandle::NULL)
+        .expect("poison");
+    let m = emu
+        .module_load(LOOP)
+        .unwrap_or_else(|e| panic!("{}", e.log));
     let f = emu.module_function(m, "spin").expect("function");
     let args = [KernelArg::ptr(out), KernelArg::from(iters)];
-    let req = LaunchRequest { function: f, name: "spin", grid: [blocks, 1, 1], block: [block, 1, 1], shared_mem_bytes: 0, stream: RawHandle::NULL, args: &args };
+    let req = LaunchRequest {
+        function: f,
+        name: "spin",
+        grid: [blocks, 1, 1],
+        block: [block, 1, 1],
+        shared_mem_bytes: 0,
+        stream: RawHandle::NULL,
+        args: &args,
+    };
     let before = emu.executed_instructions();
     let start = Instant::now();
     emu.launch(&req).expect("launch");
@@ -72,6 +91,10 @@ fn emulator_speed() {
         for _ in 0..iters {
             x = x.mul_add(f32::from_bits(0x3F7F_F000), 1.0);
         }
-        assert_eq!(f32::from_le_bytes([c[0], c[1], c[2], c[3]]), x, "thread {i}");
+        assert_eq!(
+            f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+            x,
+            "thread {i}"
+        );
     }
 }

@@ -128,48 +128,235 @@ pub(super) enum BoolOp {
 /// One pre-decoded operation. Slots index the thread's register file.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Op {
-    Mov { d: Slot, a: Slot, mask: u64 },
-    Pack { d: Slot, parts: [Slot; 4], n: u8, bits: u8 },
-    Unpack { d: [Slot; 4], n: u8, bits: u8, a: Slot },
-    Int2 { op: IOp2, ty: Ty, d: Slot, a: Slot, b: Slot },
-    Int1 { op: IOp1, ty: Ty, d: Slot, a: Slot },
+    Mov {
+        d: Slot,
+        a: Slot,
+        mask: u64,
+    },
+    Pack {
+        d: Slot,
+        parts: [Slot; 4],
+        n: u8,
+        bits: u8,
+    },
+    Unpack {
+        d: [Slot; 4],
+        n: u8,
+        bits: u8,
+        a: Slot,
+    },
+    Int2 {
+        op: IOp2,
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Int1 {
+        op: IOp1,
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+    },
     /// `mad.lo/.hi/.wide`: `d = op(a, b) + c`.
-    IMad { op: IOp2, ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot },
-    Flt2 { op: FOp2, ty: Ty, fm: FMode, d: Slot, a: Slot, b: Slot },
-    Flt1 { op: FOp1, ty: Ty, fm: FMode, d: Slot, a: Slot },
-    Fma { ty: Ty, fm: FMode, d: Slot, a: Slot, b: Slot, c: Slot },
-    Cvt { dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: bool, d: Slot, a: Slot },
+    IMad {
+        op: IOp2,
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    Flt2 {
+        op: FOp2,
+        ty: Ty,
+        fm: FMode,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Flt1 {
+        op: FOp1,
+        ty: Ty,
+        fm: FMode,
+        d: Slot,
+        a: Slot,
+    },
+    Fma {
+        ty: Ty,
+        fm: FMode,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    Cvt {
+        dty: Ty,
+        sty: Ty,
+        rnd: Rnd,
+        int_rnd: bool,
+        sat: bool,
+        ftz: bool,
+        d: Slot,
+        a: Slot,
+    },
     /// `cvt.rn.f16x2.f32 d, a, b`: `a` goes to the upper half.
-    CvtPack { dty: Ty, rnd: Rnd, d: Slot, a: Slot, b: Slot },
-    Setp { cmp: Cmp, ty: Ty, ftz: bool, p: Slot, q: Slot, a: Slot, b: Slot, bop: BoolOp, c: Slot, cneg: bool },
-    Selp { mask: u64, d: Slot, a: Slot, b: Slot, p: Slot },
-    Bfe { ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot },
-    Bfi { ty: Ty, d: Slot, a: Slot, b: Slot, c: Slot, e: Slot },
-    Prmt { d: Slot, a: Slot, b: Slot, c: Slot },
-    Lop3 { d: Slot, a: Slot, b: Slot, c: Slot, lut: u8 },
-    Ld { space: MemSpace, ty: Ty, n: u8, d: [Slot; 4], base: Slot, off: i64 },
-    St { space: MemSpace, ty: Ty, n: u8, s: [Slot; 4], base: Slot, off: i64 },
-    Atom { space: MemSpace, op: AtomOp, ty: Ty, d: Slot, base: Slot, off: i64, b: Slot, c: Slot },
+    CvtPack {
+        dty: Ty,
+        rnd: Rnd,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    Setp {
+        cmp: Cmp,
+        ty: Ty,
+        ftz: bool,
+        p: Slot,
+        q: Slot,
+        a: Slot,
+        b: Slot,
+        bop: BoolOp,
+        c: Slot,
+        cneg: bool,
+    },
+    Selp {
+        mask: u64,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        p: Slot,
+    },
+    Bfe {
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    Bfi {
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+        e: Slot,
+    },
+    Prmt {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    Lop3 {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+        lut: u8,
+    },
+    Ld {
+        space: MemSpace,
+        ty: Ty,
+        n: u8,
+        d: [Slot; 4],
+        base: Slot,
+        off: i64,
+    },
+    St {
+        space: MemSpace,
+        ty: Ty,
+        n: u8,
+        s: [Slot; 4],
+        base: Slot,
+        off: i64,
+    },
+    Atom {
+        space: MemSpace,
+        op: AtomOp,
+        ty: Ty,
+        d: Slot,
+        base: Slot,
+        off: i64,
+        b: Slot,
+        c: Slot,
+    },
     /// Generic <-> state-space address conversion.
-    Cvta { to: bool, space: MemSpace, d: Slot, a: Slot, mask: u64 },
-    Bra { target: u32 },
+    Cvta {
+        to: bool,
+        space: MemSpace,
+        d: Slot,
+        a: Slot,
+        mask: u64,
+    },
+    Bra {
+        target: u32,
+    },
     Exit,
     Trap,
     Nop,
     /// `bar.sync id{, count}`: `count` is `S_SINK` when absent.
-    Bar { id: Slot, count: Slot },
-    Shfl { mode: ShflMode, d: Slot, p: Slot, a: Slot, b: Slot, c: Slot, mask: Slot },
-    Vote { mode: VoteMode, d: Slot, a: Slot, neg: bool, mask: Slot },
-    BarWarp { mask: Slot },
-    Redux { op: AtomOp, ty: Ty, d: Slot, a: Slot, mask: Slot },
-    Activemask { d: Slot },
+    Bar {
+        id: Slot,
+        count: Slot,
+    },
+    Shfl {
+        mode: ShflMode,
+        d: Slot,
+        p: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+        mask: Slot,
+    },
+    Vote {
+        mode: VoteMode,
+        d: Slot,
+        a: Slot,
+        neg: bool,
+        mask: Slot,
+    },
+    BarWarp {
+        mask: Slot,
+    },
+    Redux {
+        op: AtomOp,
+        ty: Ty,
+        d: Slot,
+        a: Slot,
+        mask: Slot,
+    },
+    Activemask {
+        d: Slot,
+    },
+    /// `testp.<kind>.<ty> p, a`.
+    Testp {
+        kind: TestKind,
+        ty: Ty,
+        p: Slot,
+        a: Slot,
+    },
+}
+
+/// `testp` classes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TestKind {
+    Finite,
+    Infinite,
+    Number,
+    NotANumber,
+    Normal,
+    Subnormal,
 }
 
 impl Op {
     /// The membermask operand of a warp collective.
     pub fn member_mask(&self) -> Slot {
         match *self {
-            Op::Shfl { mask, .. } | Op::Vote { mask, .. } | Op::BarWarp { mask } | Op::Redux { mask, .. } => mask,
+            Op::Shfl { mask, .. }
+            | Op::Vote { mask, .. }
+            | Op::BarWarp { mask }
+            | Op::Redux { mask, .. } => mask,
             _ => S_ZERO,
         }
     }
@@ -275,9 +462,15 @@ pub(super) fn imm_bits(lit: &str, ty: Ty) -> Option<u64> {
     }
     if let Some(h) = lower.strip_prefix("0d") {
         let bits = u64::from_str_radix(h, 16).ok()?;
-        return Some(if ty == Ty::F64 || fmt.is_none() { bits ^ if neg { 1 << 63 } else { 0 } } else { as_float(f64::from_bits(bits)) });
+        return Some(if ty == Ty::F64 || fmt.is_none() {
+            bits ^ if neg { 1 << 63 } else { 0 }
+        } else {
+            as_float(f64::from_bits(bits))
+        });
     }
-    if !lower.starts_with("0x") && (lower.contains('.') || lower.contains('e') || lower == "inf" || lower == "nan") {
+    if !lower.starts_with("0x")
+        && (lower.contains('.') || lower.contains('e') || lower == "inf" || lower == "nan")
+    {
         return Some(as_float(lower.parse::<f64>().ok()?));
     }
     let v = parse_int(lit)?;
@@ -339,8 +532,26 @@ impl<'a> Mods<'a> {
             if p.contains("::")
                 || matches!(
                     *p,
-                    "ca" | "cg" | "cs" | "lu" | "cv" | "wb" | "wt" | "nc" | "volatile" | "relaxed" | "acquire" | "release"
-                        | "acq_rel" | "weak" | "sc" | "cta" | "gpu" | "sys" | "cluster" | "aligned" | "uni"
+                    "ca" | "cg"
+                        | "cs"
+                        | "lu"
+                        | "cv"
+                        | "wb"
+                        | "wt"
+                        | "nc"
+                        | "volatile"
+                        | "relaxed"
+                        | "acquire"
+                        | "release"
+                        | "acq_rel"
+                        | "weak"
+                        | "sc"
+                        | "cta"
+                        | "gpu"
+                        | "sys"
+                        | "cluster"
+                        | "aligned"
+                        | "uni"
                 )
             {
                 *u = true;
@@ -357,7 +568,13 @@ impl<'a> Mods<'a> {
         }
     }
     fn finish(&self) -> Result<(), String> {
-        let left: Vec<&str> = self.parts.iter().zip(&self.used).filter(|(_, u)| !**u).map(|(p, _)| *p).collect();
+        let left: Vec<&str> = self
+            .parts
+            .iter()
+            .zip(&self.used)
+            .filter(|(_, u)| !**u)
+            .map(|(p, _)| *p)
+            .collect();
         if left.is_empty() {
             Ok(())
         } else {
@@ -377,7 +594,10 @@ struct Ctx<'m> {
 
 impl Ctx<'_> {
     fn sym(&self, name: &str) -> Option<Sym> {
-        self.local_syms.get(name).or_else(|| self.syms.get(name)).copied()
+        self.local_syms
+            .get(name)
+            .or_else(|| self.syms.get(name))
+            .copied()
     }
     fn konst(&mut self, v: u64) -> Slot {
         if let Some(&s) = self.consts.get(&v) {
@@ -407,27 +627,39 @@ impl Ctx<'_> {
                     Err(format!("unknown register or symbol `{n}`"))
                 }
             }
-            Operand::Imm(lit) => imm_bits(lit, ty).map(|v| self.konst(v)).ok_or(format!("bad literal `{lit}`")),
+            Operand::Imm(lit) => imm_bits(lit, ty)
+                .map(|v| self.konst(v))
+                .ok_or(format!("bad literal `{lit}`")),
             other => Err(format!("unsupported operand {other:?}")),
         }
     }
     fn dst(&mut self, op: &Operand) -> Result<Slot, String> {
         match op {
-            Operand::Name(n) => self.regs.get(n).copied().ok_or(format!("unknown destination register `{n}`")),
+            Operand::Name(n) => self
+                .regs
+                .get(n)
+                .copied()
+                .ok_or(format!("unknown destination register `{n}`")),
             Operand::Sink => Ok(S_SINK),
             other => Err(format!("unsupported destination {other:?}")),
         }
     }
     /// `[base+off]`: the base slot (or `S_ZERO`) and the offset, with symbols resolved.
     fn addr(&mut self, op: &Operand) -> Result<(Slot, i64, Option<Space>), String> {
-        let Operand::Addr { base, offset } = op else { return Err(format!("expected an address, found {op:?}")) };
+        let Operand::Addr { base, offset } = op else {
+            return Err(format!("expected an address, found {op:?}"));
+        };
         match base {
             None => Ok((S_ZERO, *offset, None)),
             Some(n) => {
                 if let Some(&s) = self.regs.get(n) {
                     Ok((s, *offset, None))
                 } else if let Some(sym) = self.sym(n) {
-                    Ok((S_ZERO, (sym.addr as i64).wrapping_add(*offset), Some(sym.space)))
+                    Ok((
+                        S_ZERO,
+                        (sym.addr as i64).wrapping_add(*offset),
+                        Some(sym.space),
+                    ))
                 } else {
                     Err(format!("unknown address base `{n}`"))
                 }
@@ -508,11 +740,20 @@ pub(super) fn decode_entry(
     let mut params = Vec::new();
     let mut off = 0u32;
     for p in &e.params {
-        let ty = Ty::parse(&p.ty).ok_or(DecodeError { line: 0, message: format!("unsupported parameter type .{}", p.ty) })?;
+        let ty = Ty::parse(&p.ty).ok_or(DecodeError {
+            line: 0,
+            message: format!("unsupported parameter type .{}", p.ty),
+        })?;
         let size = ty.bytes() * p.count.unwrap_or(1) as u32;
         let align = if p.align > 0 { p.align } else { ty.bytes() };
         off = off.div_ceil(align) * align;
-        ctx.local_syms.insert(p.name.clone(), Sym { space: Space::Param, addr: off as u64 });
+        ctx.local_syms.insert(
+            p.name.clone(),
+            Sym {
+                space: Space::Param,
+                addr: off as u64,
+            },
+        );
         params.push(ParamSlot { offset: off, size });
         off += size;
     }
@@ -543,18 +784,37 @@ pub(super) fn decode_entry(
             Stmt::Var(v) => {
                 let align = v.align.max(1) as u64;
                 match v.space {
-                    Space::Shared if v.count == Some(0) => dynamic.push((v.name.clone(), v.align.max(1))),
+                    Space::Shared if v.count == Some(0) => {
+                        dynamic.push((v.name.clone(), v.align.max(1)))
+                    }
                     Space::Shared => {
                         shared = shared.div_ceil(align) * align;
-                        ctx.local_syms.insert(v.name.clone(), Sym { space: Space::Shared, addr: shared });
+                        ctx.local_syms.insert(
+                            v.name.clone(),
+                            Sym {
+                                space: Space::Shared,
+                                addr: shared,
+                            },
+                        );
                         shared += var_bytes(v);
                     }
                     Space::Local => {
                         local = local.div_ceil(align) * align;
-                        ctx.local_syms.insert(v.name.clone(), Sym { space: Space::Local, addr: local });
+                        ctx.local_syms.insert(
+                            v.name.clone(),
+                            Sym {
+                                space: Space::Local,
+                                addr: local,
+                            },
+                        );
                         local += var_bytes(v);
                     }
-                    _ => return Err(DecodeError { line: v.line, message: "global variables inside a kernel are not supported".into() }),
+                    _ => {
+                        return Err(DecodeError {
+                            line: v.line,
+                            message: "global variables inside a kernel are not supported".into(),
+                        })
+                    }
                 }
             }
             Stmt::Label(l) => {
@@ -567,7 +827,13 @@ pub(super) fn decode_entry(
     let dyn_align = dynamic.iter().map(|d| d.1).max().unwrap_or(16).max(16) as u64;
     let dyn_base = shared.div_ceil(dyn_align) * dyn_align;
     for (name, _) in dynamic {
-        ctx.local_syms.insert(name, Sym { space: Space::Shared, addr: dyn_base });
+        ctx.local_syms.insert(
+            name,
+            Sym {
+                space: Space::Shared,
+                addr: dyn_base,
+            },
+        );
     }
     let mut code = Vec::with_capacity(n_inst as usize);
     let mut lines = Vec::with_capacity(n_inst as usize);
@@ -578,16 +844,26 @@ pub(super) fn decode_entry(
                 line: raw.line,
                 message: format!(
                     "`{}`: {m}",
-                    source.get(raw.line as usize - 1).map_or(raw.opcode.as_str(), |l| l.trim())
+                    source
+                        .get(raw.line as usize - 1)
+                        .map_or(raw.opcode.as_str(), |l| l.trim())
                 ),
             })?;
             code.push(inst);
             lines.push(raw.line);
-            texts.push(source.get(raw.line as usize - 1).map_or(String::new(), |l| l.trim().to_string()));
+            texts.push(
+                source
+                    .get(raw.line as usize - 1)
+                    .map_or(String::new(), |l| l.trim().to_string()),
+            );
         }
     }
     // Falling off the end exits.
-    code.push(Inst { op: Op::Exit, guard: S_SINK, guard_neg: false });
+    code.push(Inst {
+        op: Op::Exit,
+        guard: S_SINK,
+        guard_neg: false,
+    });
     lines.push(lines.last().copied().unwrap_or(0));
     texts.push("(end of kernel)".to_string());
     Ok(Kernel {
@@ -606,27 +882,45 @@ pub(super) fn decode_entry(
     })
 }
 
+/// Allocates a module-level `.global` / `.const` variable and writes its initial bytes.
+pub(super) type VarAlloc<'a> = dyn FnMut(&VarDecl, Vec<u8>) -> Result<u64, String> + 'a;
+
 /// Places module-level variables: `.shared` at offsets from 0, `.global`/`.const` at addresses
 /// given by `alloc` (which also receives their initial bytes).
 pub(super) fn place_module_vars(
     vars: &[VarDecl],
-    alloc: &mut dyn FnMut(&VarDecl, Vec<u8>) -> Result<u64, String>,
+    alloc: &mut VarAlloc<'_>,
 ) -> DResult<(HashMap<String, Sym>, u32)> {
     let mut syms = HashMap::new();
     let mut shared = 0u64;
     for v in vars {
-        let e = |message: String| DecodeError { line: v.line, message };
+        let e = |message: String| DecodeError {
+            line: v.line,
+            message,
+        };
         match v.space {
             Space::Shared => {
                 let align = v.align.max(1) as u64;
                 shared = shared.div_ceil(align) * align;
-                syms.insert(v.name.clone(), Sym { space: Space::Shared, addr: shared });
+                syms.insert(
+                    v.name.clone(),
+                    Sym {
+                        space: Space::Shared,
+                        addr: shared,
+                    },
+                );
                 shared += var_bytes(v);
             }
             Space::Global | Space::Const => {
                 let bytes = var_init(v).map_err(e)?;
                 let addr = alloc(v, bytes).map_err(e)?;
-                syms.insert(v.name.clone(), Sym { space: v.space, addr });
+                syms.insert(
+                    v.name.clone(),
+                    Sym {
+                        space: v.space,
+                        addr,
+                    },
+                );
             }
             _ => return Err(e(format!("unsupported module-level variable `{}`", v.name))),
         }
@@ -664,20 +958,40 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             match (&ops[0], &ops[1]) {
                 (Operand::Vector(v), a) => {
                     let (d, n) = ctx.vec_dst(&Operand::Vector(v.clone()))?;
-                    Op::Unpack { d, n, bits: (ty.bits() / n as u32) as u8, a: ctx.src(a, ty)? }
+                    Op::Unpack {
+                        d,
+                        n,
+                        bits: (ty.bits() / n as u32) as u8,
+                        a: ctx.src(a, ty)?,
+                    }
                 }
                 (d, Operand::Vector(v)) => {
                     let n = v.len() as u32;
                     let (parts, _) = ctx.vec_src(&Operand::Vector(v.clone()), Ty::B64)?;
-                    Op::Pack { d: ctx.dst(d)?, parts, n: n as u8, bits: (ty.bits() / n) as u8 }
+                    Op::Pack {
+                        d: ctx.dst(d)?,
+                        parts,
+                        n: n as u8,
+                        bits: (ty.bits() / n) as u8,
+                    }
                 }
-                (d, a) => Op::Mov { d: ctx.dst(d)?, a: ctx.src(a, ty)?, mask: if ty == Ty::Pred { 1 } else { ty.mask() } },
+                (d, a) => Op::Mov {
+                    d: ctx.dst(d)?,
+                    a: ctx.src(a, ty)?,
+                    mask: if ty == Ty::Pred { 1 } else { ty.mask() },
+                },
             }
         }
         "ld" | "ldu" => {
             let space = space_of(&mut m);
             m.ignore_hints();
-            let n = if m.take("v2") { 2 } else if m.take("v4") { 4 } else { 1 };
+            let n = if m.take("v2") {
+                2
+            } else if m.take("v4") {
+                4
+            } else {
+                1
+            };
             let ty = m.ty()?;
             want(2)?;
             let (d, count) = ctx.vec_dst(&ops[0])?;
@@ -685,12 +999,25 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 return Err("vector width does not match the destination".into());
             }
             let (b, off, _) = ctx.addr(&ops[1])?;
-            Op::Ld { space, ty, n, d, base: b, off }
+            Op::Ld {
+                space,
+                ty,
+                n,
+                d,
+                base: b,
+                off,
+            }
         }
         "st" => {
             let space = space_of(&mut m);
             m.ignore_hints();
-            let n = if m.take("v2") { 2 } else if m.take("v4") { 4 } else { 1 };
+            let n = if m.take("v2") {
+                2
+            } else if m.take("v4") {
+                4
+            } else {
+                1
+            };
             let ty = m.ty()?;
             want(2)?;
             let (b, off, _) = ctx.addr(&ops[0])?;
@@ -698,14 +1025,27 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             if count != n {
                 return Err("vector width does not match the source".into());
             }
-            Op::St { space, ty, n, s, base: b, off }
+            Op::St {
+                space,
+                ty,
+                n,
+                s,
+                base: b,
+                off,
+            }
         }
         "cvta" => {
             let to = m.take("to");
             let space = space_of(&mut m);
             let ty = m.ty()?;
             want(2)?;
-            Op::Cvta { to, space, d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1], ty)?, mask: ty.mask() }
+            Op::Cvta {
+                to,
+                space,
+                d: ctx.dst(&ops[0])?,
+                a: ctx.src(&ops[1], ty)?,
+                mask: ty.mask(),
+            }
         }
         "cvt" => {
             let irnd = m.take_one(&["rni", "rzi", "rmi", "rpi"]);
@@ -721,26 +1061,52 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             let ftz = m.take("ftz");
             let sat = m.take("sat");
             let tys = m.types();
-            let [dty, sty] = tys[..] else { return Err("expected two types".into()) };
+            let [dty, sty] = tys[..] else {
+                return Err("expected two types".into());
+            };
             if dty.packed().is_some() && sty == Ty::F32 {
                 want(3)?;
                 let d = ctx.dst(&ops[0])?;
-                Op::CvtPack { dty, rnd, d, a: ctx.src(&ops[1], sty)?, b: ctx.src(&ops[2], sty)? }
+                Op::CvtPack {
+                    dty,
+                    rnd,
+                    d,
+                    a: ctx.src(&ops[1], sty)?,
+                    b: ctx.src(&ops[2], sty)?,
+                }
             } else {
-                if dty.packed().is_some() || sty.packed().is_some() || dty == Ty::Pred || sty == Ty::Pred {
+                if dty.packed().is_some()
+                    || sty.packed().is_some()
+                    || dty == Ty::Pred
+                    || sty == Ty::Pred
+                {
                     return Err("unsupported conversion".into());
                 }
                 want(2)?;
-                Op::Cvt { dty, sty, rnd, int_rnd: irnd.is_some(), sat, ftz, d: ctx.dst(&ops[0])?, a: ctx.src(&ops[1], sty)? }
+                Op::Cvt {
+                    dty,
+                    sty,
+                    rnd,
+                    int_rnd: irnd.is_some(),
+                    sat,
+                    ftz,
+                    d: ctx.dst(&ops[0])?,
+                    a: ctx.src(&ops[1], sty)?,
+                }
             }
         }
-        "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl" | "shr" | "copysign" => {
+        "add" | "sub" | "mul" | "div" | "rem" | "min" | "max" | "and" | "or" | "xor" | "shl"
+        | "shr" | "copysign" => {
             let int_mode = m.take_one(&["lo", "hi", "wide"]);
             let fm = fmode(&mut m);
             let ty = m.ty()?;
             want(3)?;
             let d = ctx.dst(&ops[0])?;
-            let bty = if matches!(base, "shl" | "shr") { Ty::U32 } else { ty };
+            let bty = if matches!(base, "shl" | "shr") {
+                Ty::U32
+            } else {
+                ty
+            };
             let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], bty)?);
             if ty.is_float() {
                 let op = match base {
@@ -753,7 +1119,14 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                     "copysign" => FOp2::Copysign,
                     _ => return Err("not a float operation".into()),
                 };
-                Op::Flt2 { op, ty, fm, d, a, b }
+                Op::Flt2 {
+                    op,
+                    ty,
+                    fm,
+                    d,
+                    a,
+                    b,
+                }
             } else {
                 let op = match (base, int_mode, fm.sat) {
                     ("add", None, false) => IOp2::Add,
@@ -801,13 +1174,21 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 if fm.sat || fm.rnd != Rnd::Default {
                     return Err("unsupported integer mad form".into());
                 }
-                let cty = if op == IOp2::MulWide { if ty.is_signed() { Ty::S64 } else { Ty::U64 } } else { ty };
+                let cty = if op == IOp2::MulWide {
+                    if ty.is_signed() {
+                        Ty::S64
+                    } else {
+                        Ty::U64
+                    }
+                } else {
+                    ty
+                };
                 let c = ctx.src(&ops[3], cty)?;
                 Op::IMad { op, ty, d, a, b, c }
             }
         }
-        "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rsqrt" | "rcp" | "ex2" | "lg2"
-        | "sin" | "cos" | "tanh" => {
+        "abs" | "neg" | "not" | "cnot" | "popc" | "clz" | "brev" | "bfind" | "sqrt" | "rsqrt"
+        | "rcp" | "ex2" | "lg2" | "sin" | "cos" | "tanh" => {
             let fm = fmode(&mut m);
             let ty = m.ty()?;
             want(2)?;
@@ -840,15 +1221,30 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                     "bfind" => IOp1::Bfind,
                     _ => return Err("not an integer operation".into()),
                 };
-                if fm != (FMode { rnd: Rnd::Default, ftz: false, sat: false }) {
+                if fm
+                    != (FMode {
+                        rnd: Rnd::Default,
+                        ftz: false,
+                        sat: false,
+                    })
+                {
                     return Err("float modifiers on an integer operation".into());
                 }
                 Op::Int1 { op, ty, d, a }
             }
         }
         "setp" => {
-            let cmp = m.parts.iter().find_map(|p| Cmp::parse(p)).ok_or("missing comparison")?;
-            let cname = m.parts.iter().find(|p| Cmp::parse(p).is_some()).copied().unwrap_or("");
+            let cmp = m
+                .parts
+                .iter()
+                .find_map(|p| Cmp::parse(p))
+                .ok_or("missing comparison")?;
+            let cname = m
+                .parts
+                .iter()
+                .find(|p| Cmp::parse(p).is_some())
+                .copied()
+                .unwrap_or("");
             m.take(cname);
             let bop = match m.take_one(&["and", "or", "xor"]) {
                 Some("and") => BoolOp::And,
@@ -861,8 +1257,14 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             if ty.packed().is_some() {
                 return Err("packed comparisons are not supported".into());
             }
+            if ops.len() < 3 {
+                return Err(format!("expected 3 or 4 operands, found {}", ops.len()));
+            }
             let (p, q) = match &ops[0] {
-                Operand::Pair(p, q) => (ctx.dst(&Operand::Name(p.clone()))?, ctx.dst(&Operand::Name(q.clone()))?),
+                Operand::Pair(p, q) => (
+                    ctx.dst(&Operand::Name(p.clone()))?,
+                    ctx.dst(&Operand::Name(q.clone()))?,
+                ),
                 other => (ctx.dst(other)?, S_SINK),
             };
             let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
@@ -873,46 +1275,97 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 want(3)?;
                 (S_ZERO, false)
             };
-            Op::Setp { cmp, ty, ftz, p, q, a, b, bop, c, cneg }
+            Op::Setp {
+                cmp,
+                ty,
+                ftz,
+                p,
+                q,
+                a,
+                b,
+                bop,
+                c,
+                cneg,
+            }
         }
         "selp" => {
             let ty = m.ty()?;
             want(4)?;
             let d = ctx.dst(&ops[0])?;
-            Op::Selp { mask: ty.mask(), d, a: ctx.src(&ops[1], ty)?, b: ctx.src(&ops[2], ty)?, p: ctx.src(&ops[3], Ty::Pred)? }
+            Op::Selp {
+                mask: ty.mask(),
+                d,
+                a: ctx.src(&ops[1], ty)?,
+                b: ctx.src(&ops[2], ty)?,
+                p: ctx.src(&ops[3], Ty::Pred)?,
+            }
         }
         "bfe" => {
             let ty = m.ty()?;
             want(4)?;
             let d = ctx.dst(&ops[0])?;
-            Op::Bfe { ty, d, a: ctx.src(&ops[1], ty)?, b: ctx.src(&ops[2], Ty::U32)?, c: ctx.src(&ops[3], Ty::U32)? }
+            Op::Bfe {
+                ty,
+                d,
+                a: ctx.src(&ops[1], ty)?,
+                b: ctx.src(&ops[2], Ty::U32)?,
+                c: ctx.src(&ops[3], Ty::U32)?,
+            }
         }
         "bfi" => {
             let ty = m.ty()?;
             want(5)?;
             let d = ctx.dst(&ops[0])?;
             let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
-            Op::Bfi { ty, d, a, b, c: ctx.src(&ops[3], Ty::U32)?, e: ctx.src(&ops[4], Ty::U32)? }
+            Op::Bfi {
+                ty,
+                d,
+                a,
+                b,
+                c: ctx.src(&ops[3], Ty::U32)?,
+                e: ctx.src(&ops[4], Ty::U32)?,
+            }
         }
         "prmt" => {
             m.ty()?;
             want(4)?;
             let d = ctx.dst(&ops[0])?;
-            Op::Prmt { d, a: ctx.src(&ops[1], Ty::B32)?, b: ctx.src(&ops[2], Ty::B32)?, c: ctx.src(&ops[3], Ty::B32)? }
+            Op::Prmt {
+                d,
+                a: ctx.src(&ops[1], Ty::B32)?,
+                b: ctx.src(&ops[2], Ty::B32)?,
+                c: ctx.src(&ops[3], Ty::B32)?,
+            }
         }
         "lop3" => {
             m.ty()?;
             want(5)?;
             let d = ctx.dst(&ops[0])?;
-            let (a, b, c) = (ctx.src(&ops[1], Ty::B32)?, ctx.src(&ops[2], Ty::B32)?, ctx.src(&ops[3], Ty::B32)?);
-            let Operand::Imm(l) = &ops[4] else { return Err("lop3 needs an immediate table".into()) };
-            Op::Lop3 { d, a, b, c, lut: parse_int(l).ok_or("bad lop3 table")? as u8 }
+            let (a, b, c) = (
+                ctx.src(&ops[1], Ty::B32)?,
+                ctx.src(&ops[2], Ty::B32)?,
+                ctx.src(&ops[3], Ty::B32)?,
+            );
+            let Operand::Imm(l) = &ops[4] else {
+                return Err("lop3 needs an immediate table".into());
+            };
+            Op::Lop3 {
+                d,
+                a,
+                b,
+                c,
+                lut: parse_int(l).ok_or("bad lop3 table")? as u8,
+            }
         }
         "bra" => {
             m.take("uni");
             want(1)?;
-            let Operand::Name(l) = &ops[0] else { return Err("branch target must be a label".into()) };
-            Op::Bra { target: *ctx.labels.get(l).ok_or(format!("unknown label `{l}`"))? }
+            let Operand::Name(l) = &ops[0] else {
+                return Err("branch target must be a label".into());
+            };
+            Op::Bra {
+                target: *ctx.labels.get(l).ok_or(format!("unknown label `{l}`"))?,
+            }
         }
         "ret" | "exit" => {
             m.take("uni");
@@ -929,7 +1382,9 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             if m.take("warp") {
                 m.take("sync");
                 want(1)?;
-                Op::BarWarp { mask: ctx.src(&ops[0], Ty::B32)? }
+                Op::BarWarp {
+                    mask: ctx.src(&ops[0], Ty::B32)?,
+                }
             } else {
                 if !m.take("sync") {
                     return Err("only bar.sync / barrier.sync are supported".into());
@@ -939,7 +1394,11 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                     return Err("expected a barrier id and an optional thread count".into());
                 }
                 let id = ctx.src(&ops[0], Ty::U32)?;
-                let count = if ops.len() == 2 { ctx.src(&ops[1], Ty::U32)? } else { S_SINK };
+                let count = if ops.len() == 2 {
+                    ctx.src(&ops[1], Ty::U32)?
+                } else {
+                    S_SINK
+                };
                 Op::Bar { id, count }
             }
         }
@@ -957,7 +1416,10 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             m.ty()?;
             want(5)?;
             let (d, p) = match &ops[0] {
-                Operand::Pair(d, p) => (ctx.dst(&Operand::Name(d.clone()))?, ctx.dst(&Operand::Name(p.clone()))?),
+                Operand::Pair(d, p) => (
+                    ctx.dst(&Operand::Name(d.clone()))?,
+                    ctx.dst(&Operand::Name(p.clone()))?,
+                ),
                 other => (ctx.dst(other)?, S_SINK),
             };
             Op::Shfl {
@@ -985,7 +1447,13 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             want(3)?;
             let d = ctx.dst(&ops[0])?;
             let (a, neg) = ctx.pred(&ops[1])?;
-            Op::Vote { mode, d, a, neg, mask: ctx.src(&ops[2], Ty::B32)? }
+            Op::Vote {
+                mode,
+                d,
+                a,
+                neg,
+                mask: ctx.src(&ops[2], Ty::B32)?,
+            }
         }
         "redux" => {
             if !m.take("sync") {
@@ -995,12 +1463,49 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             let ty = m.ty()?;
             want(3)?;
             let d = ctx.dst(&ops[0])?;
-            Op::Redux { op, ty, d, a: ctx.src(&ops[1], ty)?, mask: ctx.src(&ops[2], Ty::B32)? }
+            Op::Redux {
+                op,
+                ty,
+                d,
+                a: ctx.src(&ops[1], ty)?,
+                mask: ctx.src(&ops[2], Ty::B32)?,
+            }
+        }
+        "testp" => {
+            let kind = match m.take_one(&[
+                "finite",
+                "infinite",
+                "number",
+                "notanumber",
+                "normal",
+                "subnormal",
+            ]) {
+                Some("finite") => TestKind::Finite,
+                Some("infinite") => TestKind::Infinite,
+                Some("number") => TestKind::Number,
+                Some("notanumber") => TestKind::NotANumber,
+                Some("normal") => TestKind::Normal,
+                Some(_) => TestKind::Subnormal,
+                None => return Err("missing testp class".into()),
+            };
+            let ty = m.ty()?;
+            if !matches!(ty, Ty::F32 | Ty::F64) {
+                return Err("testp takes .f32 or .f64".into());
+            }
+            want(2)?;
+            Op::Testp {
+                kind,
+                ty,
+                p: ctx.dst(&ops[0])?,
+                a: ctx.src(&ops[1], ty)?,
+            }
         }
         "activemask" => {
             m.ty()?;
             want(1)?;
-            Op::Activemask { d: ctx.dst(&ops[0])? }
+            Op::Activemask {
+                d: ctx.dst(&ops[0])?,
+            }
         }
         "atom" | "red" => {
             let space = space_of(&mut m);
@@ -1010,34 +1515,151 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             if ty.is_float() && !(op == AtomOp::Add && matches!(ty, Ty::F32 | Ty::F64)) {
                 return Err("only f32/f64 atomic add is supported among float atomics".into());
             }
-            let (d, rest) = if base == "atom" { (ctx.dst(&ops[0])?, &ops[1..]) } else { (S_SINK, &ops[..]) };
+            if ops.is_empty() {
+                return Err("expected operands, found 0".into());
+            }
+            let (d, rest) = if base == "atom" {
+                (ctx.dst(&ops[0])?, &ops[1..])
+            } else {
+                (S_SINK, &ops[..])
+            };
             let need = if op == AtomOp::Cas { 3 } else { 2 };
             if rest.len() != need {
-                return Err(format!("expected {} operands", need + (base == "atom") as usize));
+                return Err(format!(
+                    "expected {} operands",
+                    need + (base == "atom") as usize
+                ));
             }
             let (b0, off, _) = ctx.addr(&rest[0])?;
             let b = ctx.src(&rest[1], ty)?;
-            let c = if op == AtomOp::Cas { ctx.src(&rest[2], ty)? } else { S_ZERO };
-            Op::Atom { space, op, ty, d, base: b0, off, b, c }
+            let c = if op == AtomOp::Cas {
+                ctx.src(&rest[2], ty)?
+            } else {
+                S_ZERO
+            };
+            Op::Atom {
+                space,
+                op,
+                ty,
+                d,
+                base: b0,
+                off,
+                b,
+                c,
+            }
         }
-        other => return Err(format!("instruction `{other}` is not supported by the emulator")),
+        other => {
+            return Err(format!(
+                "instruction `{other}` is not supported by the emulator"
+            ))
+        }
     };
     m.finish()?;
-    Ok(Inst { op, guard, guard_neg })
+    Ok(Inst {
+        op,
+        guard,
+        guard_neg,
+    })
 }
 
 fn atom_op(m: &mut Mods<'_>) -> Result<AtomOp, String> {
-    Ok(match m.take_one(&["add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor"]) {
-        Some("add") => AtomOp::Add,
-        Some("min") => AtomOp::Min,
-        Some("max") => AtomOp::Max,
-        Some("inc") => AtomOp::Inc,
-        Some("dec") => AtomOp::Dec,
-        Some("cas") => AtomOp::Cas,
-        Some("exch") => AtomOp::Exch,
-        Some("and") => AtomOp::And,
-        Some("or") => AtomOp::Or,
-        Some(_) => AtomOp::Xor,
-        None => return Err("missing atomic operation".into()),
-    })
+    Ok(
+        match m.take_one(&[
+            "add", "min", "max", "inc", "dec", "cas", "exch", "and", "or", "xor",
+        ]) {
+            Some("add") => AtomOp::Add,
+            Some("min") => AtomOp::Min,
+            Some("max") => AtomOp::Max,
+            Some("inc") => AtomOp::Inc,
+            Some("dec") => AtomOp::Dec,
+            Some("cas") => AtomOp::Cas,
+            Some("exch") => AtomOp::Exch,
+            Some("and") => AtomOp::And,
+            Some("or") => AtomOp::Or,
+            Some(_) => AtomOp::Xor,
+            None => return Err("missing atomic operation".into()),
+        },
+    )
+}
+
+/// Whether the decoder has a rule for an instruction form as the emitter writes it (opcode with
+/// modifiers, e.g. `ld.global.nc.v4.f32`): decodes it with synthesized register operands, trying
+/// each operand count an instruction can have.
+pub(super) fn check_form(form: &str) -> Result<(), String> {
+    let syms = HashMap::new();
+    let mut ctx = Ctx {
+        regs: HashMap::new(),
+        syms: &syms,
+        local_syms: HashMap::new(),
+        labels: HashMap::from([("$L".to_string(), 0)]),
+        consts: HashMap::new(),
+        template: vec![0; FIRST_FREE as usize],
+    };
+    for i in 0..8 {
+        let s = ctx.new_slot();
+        ctx.regs.insert(format!("%x{i}"), s);
+    }
+    let reg = |i: usize| Operand::Name(format!("%x{i}"));
+    let (base, mods) = Mods::new(form);
+    let width = if mods.parts.contains(&"v4") {
+        4
+    } else if mods.parts.contains(&"v2") {
+        2
+    } else {
+        1
+    };
+    let value = |first: usize| {
+        if width == 1 {
+            reg(first)
+        } else {
+            Operand::Vector((first..first + width).map(reg).collect())
+        }
+    };
+    let addr = Operand::Addr {
+        base: Some("%x7".into()),
+        offset: 0,
+    };
+    let candidates: Vec<Vec<Operand>> = match base {
+        "ld" | "ldu" => vec![vec![value(0), addr]],
+        "st" => vec![vec![addr, value(0)]],
+        "atom" => vec![
+            vec![reg(0), addr.clone(), reg(1)],
+            vec![reg(0), addr, reg(1), reg(2)],
+        ],
+        "red" => vec![vec![addr, reg(1)]],
+        "bra" => vec![vec![Operand::Name("$L".into())]],
+        "bar" | "barrier" => vec![vec![Operand::Imm("0".into())], vec![reg(0)]],
+        "lop3" => vec![vec![
+            reg(0),
+            reg(1),
+            reg(2),
+            reg(3),
+            Operand::Imm("0x96".into()),
+        ]],
+        "shfl" => vec![vec![
+            Operand::Pair("%x0".into(), "%x1".into()),
+            reg(2),
+            reg(3),
+            reg(4),
+            reg(5),
+        ]],
+        _ => (0..=5).map(|n| (0..n).map(reg).collect()).collect(),
+    };
+    let mut first_err = None;
+    for ops in candidates {
+        let raw = RawInst {
+            line: 1,
+            guard: None,
+            opcode: form.to_string(),
+            operands: ops,
+        };
+        match decode_inst(&mut ctx, &raw) {
+            Ok(_) => return Ok(()),
+            Err(e) if e.starts_with("expected") && e.contains("operand") => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| "no operand count fits".to_string()))
 }

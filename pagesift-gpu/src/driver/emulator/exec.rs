@@ -99,7 +99,13 @@ enum Where {
 }
 
 impl Mem<'_, '_> {
-    fn resolve(&mut self, space: MemSpace, addr: u64, len: u32, what: &str) -> Result<Where, String> {
+    fn resolve(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        len: u32,
+        what: &str,
+    ) -> Result<Where, String> {
         let space = match space {
             MemSpace::Generic if (SHARED_WINDOW..SHARED_WINDOW + WINDOW_SIZE).contains(&addr) => {
                 return self.resolve(MemSpace::Shared, addr - SHARED_WINDOW, len, what)
@@ -152,7 +158,9 @@ impl Mem<'_, '_> {
             }
             MemSpace::Param | MemSpace::Generic => {
                 if addr.saturating_add(len as u64) > self.l.params.len() as u64 {
-                    return Err(format!("out-of-bounds parameter access at offset {addr:#x}"));
+                    return Err(format!(
+                        "out-of-bounds parameter access at offset {addr:#x}"
+                    ));
                 }
                 Ok(Where::Param(addr as usize))
             }
@@ -193,7 +201,14 @@ impl Mem<'_, '_> {
                 ));
             }
             if s.r_epoch == self.epoch && s.reader != self.me {
-                let who = if s.reader == MANY_READERS { "other threads".to_string() } else { format!("thread {}", fmt3(coords(s.reader as usize - 1, self.l.block))) };
+                let who = if s.reader == MANY_READERS {
+                    "other threads".to_string()
+                } else {
+                    format!(
+                        "thread {}",
+                        fmt3(coords(s.reader as usize - 1, self.l.block))
+                    )
+                };
                 return Err(format!("shared memory data race: write of shared offset {i:#x}, which {who} read with no barrier in between"));
             }
             s.writer = self.me;
@@ -219,15 +234,24 @@ impl Mem<'_, '_> {
             Where::Global(i, off) => self.l.global.get(i).store(off, len, v),
             Where::Shared(at) => {
                 self.shared_write(at, len as usize)?;
-                self.shared[at..at + len as usize].copy_from_slice(&v.to_le_bytes()[..len as usize]);
+                self.shared[at..at + len as usize]
+                    .copy_from_slice(&v.to_le_bytes()[..len as usize]);
             }
-            Where::Local(at) => self.local[at..at + len as usize].copy_from_slice(&v.to_le_bytes()[..len as usize]),
+            Where::Local(at) => {
+                self.local[at..at + len as usize].copy_from_slice(&v.to_le_bytes()[..len as usize])
+            }
             Where::Param(_) => return Err("store to the parameter space".into()),
         }
         Ok(())
     }
 
-    fn atomic(&mut self, space: MemSpace, addr: u64, len: u32, f: impl Fn(u64) -> u64) -> Result<u64, String> {
+    fn atomic(
+        &mut self,
+        space: MemSpace,
+        addr: u64,
+        len: u32,
+        f: impl Fn(u64) -> u64,
+    ) -> Result<u64, String> {
         match self.resolve(space, addr, len, "atomic")? {
             Where::Global(i, off) => Ok(self.l.global.get(i).update(off, len, f)),
             Where::Shared(at) => {
@@ -255,7 +279,17 @@ fn atom_apply(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
     match op {
         AtomOp::Add if ty.is_float() => {
             let fmt = ty.fmt().unwrap_or(num::Fmt::F32);
-            num::fbin(FOp2::Add, fmt, FMode { rnd: Rnd::Rn, ftz: ty == Ty::F32, sat: false }, old, b)
+            num::fbin(
+                FOp2::Add,
+                fmt,
+                FMode {
+                    rnd: Rnd::Rn,
+                    ftz: ty == Ty::F32,
+                    sat: false,
+                },
+                old,
+                b,
+            )
         }
         AtomOp::Add => old.wrapping_add(b),
         AtomOp::Min => (int_val(old, ty).min(int_val(b, ty))) as u64,
@@ -370,12 +404,15 @@ impl Runner {
         loop {
             for t in 0..nt {
                 if self.state[t] == TState::Run {
-                    self.run_thread(l, t).map_err(|f| self.describe(l, block, f))?;
+                    self.run_thread(l, t)
+                        .map_err(|f| self.describe(l, block, f))?;
                 }
             }
             let mut progressed = false;
             for w in 0..nt.div_ceil(32) {
-                progressed |= self.try_warp(l, w, nt).map_err(|f| self.describe(l, block, f))?;
+                progressed |= self
+                    .try_warp(l, w, nt)
+                    .map_err(|f| self.describe(l, block, f))?;
             }
             if progressed {
                 continue;
@@ -405,9 +442,15 @@ impl Runner {
             if self.state[t] != TState::Bar {
                 continue;
             }
-            let Op::Bar { id, count } = code[self.pc[t] as usize].op else { continue };
+            let Op::Bar { id, count } = code[self.pc[t] as usize].op else {
+                continue;
+            };
             let idv = self.reg(l, t, id);
-            let expected = if count == S_SINK { nt as u64 } else { self.reg(l, t, count) };
+            let expected = if count == S_SINK {
+                nt as u64
+            } else {
+                self.reg(l, t, count)
+            };
             match groups.iter_mut().find(|g| g.0 == idv) {
                 Some(g) => g.2 += 1,
                 None => groups.push((idv, expected, 1)),
@@ -450,8 +493,12 @@ impl Runner {
         let code = &l.kernel.code;
         if let Some(t) = (0..nt).find(|&t| self.state[t] == TState::Bar) {
             let pc = self.pc[t] as usize;
-            let arrived = (0..nt).filter(|&u| self.state[u] == TState::Bar && self.pc[u] == self.pc[t]).count();
-            let other = (0..nt).find(|&u| self.state[u] != TState::Bar || self.pc[u] != self.pc[t]).unwrap_or(t);
+            let arrived = (0..nt)
+                .filter(|&u| self.state[u] == TState::Bar && self.pc[u] == self.pc[t])
+                .count();
+            let other = (0..nt)
+                .find(|&u| self.state[u] != TState::Bar || self.pc[u] != self.pc[t])
+                .unwrap_or(t);
             return Fail {
                 msg: format!(
                     "barrier divergence: barrier reached by {arrived} of {nt} threads of the block; thread {} {} instead",
@@ -462,7 +509,9 @@ impl Runner {
                 pc,
             };
         }
-        let t = (0..nt).find(|&t| self.state[t] == TState::Warp).unwrap_or(0);
+        let t = (0..nt)
+            .find(|&t| self.state[t] == TState::Warp)
+            .unwrap_or(0);
         let pc = self.pc[t] as usize;
         let mask = self.reg(l, t, code[pc].op.member_mask()) as u32;
         let w = t / 32;
@@ -488,7 +537,11 @@ impl Runner {
         let code = &l.kernel.code;
         let lo = w * 32;
         let hi = (lo + 32).min(nt);
-        let exist: u32 = if hi - lo == 32 { u32::MAX } else { (1u32 << (hi - lo)) - 1 };
+        let exist: u32 = if hi - lo == 32 {
+            u32::MAX
+        } else {
+            (1u32 << (hi - lo)) - 1
+        };
         let mut progressed = false;
         for t in lo..hi {
             if self.state[t] != TState::Warp {
@@ -531,7 +584,15 @@ impl Runner {
         let n = l.kernel.nslots;
         let lanes = || (0..32usize).filter(move |i| group >> i & 1 != 0);
         match l.kernel.code[pc].op {
-            Op::Shfl { mode, d, p, a, b, c, .. } => {
+            Op::Shfl {
+                mode,
+                d,
+                p,
+                a,
+                b,
+                c,
+                ..
+            } => {
                 let mut vals = [0u64; 32];
                 for i in lanes() {
                     vals[i] = self.regs[(lo + i) * n + a as usize];
@@ -555,14 +616,20 @@ impl Runner {
                     };
                     let j = if ok { j as usize } else { i };
                     // A source lane outside the group has undefined contents: keep our own value.
-                    let v = if j < 32 && group >> j & 1 != 0 { vals[j] } else { vals[i] };
+                    let v = if j < 32 && group >> j & 1 != 0 {
+                        vals[j]
+                    } else {
+                        vals[i]
+                    };
                     r[d as usize] = v & 0xffff_ffff;
                     if p != S_SINK {
                         r[p as usize] = ok as u64;
                     }
                 }
             }
-            Op::Vote { mode, d, a, neg, .. } => {
+            Op::Vote {
+                mode, d, a, neg, ..
+            } => {
                 let mut ballot = 0u32;
                 for i in lanes() {
                     if (self.regs[(lo + i) * n + a as usize] != 0) != neg {
@@ -602,7 +669,18 @@ impl Runner {
         let n = k.nslots;
         let code = &k.code[..];
         let lb = k.local_bytes as usize;
-        let Runner { regs, pc: pcs, state, shared, shadow, local, epoch, block_epoch, hint, steps } = self;
+        let Runner {
+            regs,
+            pc: pcs,
+            state,
+            shared,
+            shadow,
+            local,
+            epoch,
+            block_epoch,
+            hint,
+            steps,
+        } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
             l,
@@ -664,7 +742,14 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
     match op {
         Op::Mov { d, a, mask } => g!(d) = g!(a) & mask,
         Op::Int2 { op, ty, d, a, b } => g!(d) = ibin(op, ty, g!(a), g!(b)),
-        Op::Flt2 { op, ty, fm, d, a, b } => {
+        Op::Flt2 {
+            op,
+            ty,
+            fm,
+            d,
+            a,
+            b,
+        } => {
             g!(d) = match ty.fmt() {
                 Some(f) => fbin(op, f, fm, g!(a), g!(b)),
                 None => {
@@ -691,7 +776,18 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
                 }
             }
         }
-        Op::Setp { cmp, ty, ftz, p, q, a, b, bop, c, cneg } => {
+        Op::Setp {
+            cmp,
+            ty,
+            ftz,
+            p,
+            q,
+            a,
+            b,
+            bop,
+            c,
+            cneg,
+        } => {
             let v = compare(cmp, ty, ftz, g!(a), g!(b));
             let cv = (g!(c) != 0) != cneg;
             let comb = |x: bool| match bop {
@@ -706,7 +802,14 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             }
         }
         Op::Selp { mask, d, a, b, p } => g!(d) = if g!(p) != 0 { g!(a) } else { g!(b) } & mask,
-        Op::Ld { space, ty, n, d, base, off } => {
+        Op::Ld {
+            space,
+            ty,
+            n,
+            d,
+            base,
+            off,
+        } => {
             let addr = addr_of(r, base, off);
             let size = ty.bytes();
             if n > 1 {
@@ -715,38 +818,100 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             }
             for (i, &ds) in d.iter().enumerate().take(n as usize) {
                 let v = mem.load(space, addr + (i as u32 * size) as u64, size)?;
-                let v = if ty.is_signed() { sext(v, ty.bits()) as u64 } else { v };
+                let v = if ty.is_signed() {
+                    sext(v, ty.bits()) as u64
+                } else {
+                    v
+                };
                 g!(ds) = v;
             }
         }
-        Op::St { space, ty, n, s, base, off } => {
+        Op::St {
+            space,
+            ty,
+            n,
+            s,
+            base,
+            off,
+        } => {
             let addr = addr_of(r, base, off);
             let size = ty.bytes();
             if n > 1 {
                 mem.resolve(space, addr, size * n as u32, "vector store")?;
             }
             for (i, &ss) in s.iter().enumerate().take(n as usize) {
-                mem.store(space, addr + (i as u32 * size) as u64, size, g!(ss) & mask(size * 8))?;
+                mem.store(
+                    space,
+                    addr + (i as u32 * size) as u64,
+                    size,
+                    g!(ss) & mask(size * 8),
+                )?;
             }
         }
-        Op::Atom { space, op, ty, d, base, off, b, c } => {
+        Op::Atom {
+            space,
+            op,
+            ty,
+            d,
+            base,
+            off,
+            b,
+            c,
+        } => {
             let addr = addr_of(r, base, off);
             let (bv, cv) = (g!(b), g!(c));
-            let old = mem.atomic(space, addr, ty.bytes(), |old| atom_apply(op, ty, old, bv, cv))?;
-            g!(d) = if ty.is_signed() { sext(old, ty.bits()) as u64 } else { old };
+            let old = mem.atomic(space, addr, ty.bytes(), |old| {
+                atom_apply(op, ty, old, bv, cv)
+            })?;
+            g!(d) = if ty.is_signed() {
+                sext(old, ty.bits()) as u64
+            } else {
+                old
+            };
         }
         Op::Bra { target } => return Ok(Flow::Jump(target)),
         Op::Exit => return Ok(Flow::Stop(TState::Done)),
         Op::Bar { .. } => return Ok(Flow::Stop(TState::Bar)),
-        Op::Shfl { .. } | Op::Vote { .. } | Op::BarWarp { .. } | Op::Redux { .. } => return Ok(Flow::Stop(TState::Warp)),
-        Op::Cvt { dty, sty, rnd, int_rnd, sat, ftz, d, a } => {
+        Op::Shfl { .. } | Op::Vote { .. } | Op::BarWarp { .. } | Op::Redux { .. } => {
+            return Ok(Flow::Stop(TState::Warp))
+        }
+        Op::Cvt {
+            dty,
+            sty,
+            rnd,
+            int_rnd,
+            sat,
+            ftz,
+            d,
+            a,
+        } => {
             let v = cvt(dty, sty, rnd, int_rnd, sat, ftz, g!(a));
-            g!(d) = if dty.is_signed() { sext(v, dty.bits()) as u64 } else { v };
+            g!(d) = if dty.is_signed() {
+                sext(v, dty.bits()) as u64
+            } else {
+                v
+            };
         }
         Op::CvtPack { dty, rnd, d, a, b } => {
             let f = dty.packed().unwrap_or(Fmt::F16);
-            let hi = cvt(if f == Fmt::F16 { Ty::F16 } else { Ty::BF16 }, Ty::F32, rnd, false, false, false, g!(a));
-            let lo = cvt(if f == Fmt::F16 { Ty::F16 } else { Ty::BF16 }, Ty::F32, rnd, false, false, false, g!(b));
+            let hi = cvt(
+                if f == Fmt::F16 { Ty::F16 } else { Ty::BF16 },
+                Ty::F32,
+                rnd,
+                false,
+                false,
+                false,
+                g!(a),
+            );
+            let lo = cvt(
+                if f == Fmt::F16 { Ty::F16 } else { Ty::BF16 },
+                Ty::F32,
+                rnd,
+                false,
+                false,
+                false,
+                g!(b),
+            );
             g!(d) = (hi << 16) | (lo & 0xffff);
         }
         Op::Int1 { op, ty, d, a } => {
@@ -762,7 +927,11 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
                 IOp1::Clz => (v.leading_zeros() - (64 - bits)) as u64,
                 IOp1::Brev => v.reverse_bits() >> (64 - bits),
                 IOp1::Bfind => {
-                    let x = if ty.is_signed() && sext(v, bits) < 0 { !v & m } else { v };
+                    let x = if ty.is_signed() && sext(v, bits) < 0 {
+                        !v & m
+                    } else {
+                        v
+                    };
                     if x == 0 {
                         0xffff_ffff
                     } else {
@@ -773,7 +942,15 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
         }
         Op::IMad { op, ty, d, a, b, c } => {
             let p = ibin(op, ty, g!(a), g!(b));
-            let wty = if op == IOp2::MulWide { if ty.is_signed() { Ty::S64 } else { Ty::U64 } } else { ty };
+            let wty = if op == IOp2::MulWide {
+                if ty.is_signed() {
+                    Ty::S64
+                } else {
+                    Ty::U64
+                }
+            } else {
+                ty
+            };
             g!(d) = p.wrapping_add(g!(c)) & wty.mask();
         }
         Op::Pack { d, parts, n, bits } => {
@@ -803,16 +980,46 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             }
             g!(d) = v;
         }
-        Op::Cvta { to, space, d, a, mask: m } => {
+        Op::Cvta {
+            to,
+            space,
+            d,
+            a,
+            mask: m,
+        } => {
             let window = match space {
                 MemSpace::Shared => SHARED_WINDOW,
                 MemSpace::Local => LOCAL_WINDOW,
                 _ => 0,
             };
             let v = g!(a);
-            g!(d) = if to { v.wrapping_sub(window) } else { v.wrapping_add(window) } & m;
+            g!(d) = if to {
+                v.wrapping_sub(window)
+            } else {
+                v.wrapping_add(window)
+            } & m;
         }
         Op::Activemask { d } => g!(d) = 0xffff_ffff,
+        Op::Testp { kind, ty, p, a } => {
+            let x = if ty == Ty::F32 {
+                f32::from_bits(g!(a) as u32) as f64
+            } else {
+                f64::from_bits(g!(a))
+            };
+            let normal = if ty == Ty::F32 {
+                (x as f32).is_normal()
+            } else {
+                x.is_normal()
+            };
+            g!(p) = match kind {
+                TestKind::Finite => x.is_finite(),
+                TestKind::Infinite => x.is_infinite(),
+                TestKind::Number => !x.is_nan(),
+                TestKind::NotANumber => x.is_nan(),
+                TestKind::Normal => normal,
+                TestKind::Subnormal => x.is_finite() && x != 0.0 && !normal,
+            } as u64;
+        }
         Op::Nop => {}
         Op::Trap => return Err("trap: the kernel executed trap".into()),
     }

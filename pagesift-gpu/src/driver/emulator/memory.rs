@@ -107,7 +107,12 @@ pub(super) struct Memory {
 
 impl Memory {
     pub fn new(capacity: u64) -> Memory {
-        Memory { allocs: BTreeMap::new(), next: GLOBAL_BASE, used: 0, capacity }
+        Memory {
+            allocs: BTreeMap::new(),
+            next: GLOBAL_BASE,
+            used: 0,
+            capacity,
+        }
     }
 
     /// Allocates `bytes`; `None` past capacity. Addresses are never reused.
@@ -119,7 +124,8 @@ impl Memory {
         let base = self.next;
         self.next = (base + rounded + GUARD).div_ceil(ALIGN) * ALIGN;
         self.used += rounded;
-        self.allocs.insert(base, Arc::new(Allocation::new(base, bytes)));
+        self.allocs
+            .insert(base, Arc::new(Allocation::new(base, bytes)));
         Some(base)
     }
 
@@ -141,7 +147,13 @@ impl Memory {
     /// The allocation holding `[addr, addr+len)` and the offset of `addr` in it.
     pub fn find(&self, addr: u64, len: u64) -> Result<(Arc<Allocation>, u64), Fault> {
         match self.allocs.range(..=addr).next_back() {
-            Some((_, a)) if addr.checked_add(len).is_some_and(|end| end <= a.base + a.size) => Ok((a.clone(), addr - a.base)),
+            Some((_, a))
+                if addr
+                    .checked_add(len)
+                    .is_some_and(|end| end <= a.base + a.size) =>
+            {
+                Ok((a.clone(), addr - a.base))
+            }
             Some((_, a)) => Err(Fault::OutOfBounds(Some((a.base, a.size)))),
             None => Err(Fault::OutOfBounds(None)),
         }
@@ -167,7 +179,9 @@ impl Memory {
 
     /// The live allocations, sorted by address, for a launch.
     pub fn snapshot(&self) -> GlobalView {
-        GlobalView { allocs: self.allocs.values().cloned().collect() }
+        GlobalView {
+            allocs: self.allocs.values().cloned().collect(),
+        }
     }
 }
 
@@ -180,7 +194,11 @@ impl GlobalView {
     /// The index of the allocation holding `[addr, addr+len)` and the offset in it.
     #[inline]
     pub fn find(&self, hint: usize, addr: u64, len: u64) -> Result<(usize, u64), Fault> {
-        let fits = |a: &Allocation| addr >= a.base && addr.wrapping_add(len) <= a.base + a.size && addr.checked_add(len).is_some();
+        let fits = |a: &Allocation| {
+            addr >= a.base
+                && addr.wrapping_add(len) <= a.base + a.size
+                && addr.checked_add(len).is_some()
+        };
         if let Some(a) = self.allocs.get(hint) {
             if fits(a) {
                 return Ok((hint, addr - a.base));

@@ -22,7 +22,8 @@ mod ptx;
 mod tests;
 
 use super::backend::{
-    Backend, BackendKind, DeviceProps, DevicePtr, FunctionAttributes, LaunchRequest, ModuleLoadError, RawHandle,
+    Backend, BackendKind, DeviceProps, DevicePtr, FunctionAttributes, LaunchRequest,
+    ModuleLoadError, RawHandle,
 };
 use crate::error::{DriverError, Error, Result};
 use decode::Kernel;
@@ -39,6 +40,12 @@ static TOTAL_EXECUTED: AtomicU64 = AtomicU64::new(0);
 /// executing one PTX instruction counts once, predicated-off instructions included).
 pub fn total_executed_instructions() -> u64 {
     TOTAL_EXECUTED.load(Ordering::Relaxed)
+}
+
+/// Checks that the emulator has a rule for an instruction form as the PTX emitter writes it
+/// (the opcode with its modifiers, e.g. `ld.global.nc.v4.f32`); the error says why not.
+pub fn check_instruction_form(form: &str) -> std::result::Result<(), String> {
+    decode::check_form(form)
 }
 
 /// What the emulated device looks like and how it runs.
@@ -104,10 +111,15 @@ impl EmulatorConfig {
             })?;
         }
         if let Ok(v) = std::env::var("PAGESIFT_EMU_THREADS") {
-            c.threads = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| Error::InvalidArgument {
-                op: "PAGESIFT_EMU_THREADS",
-                message: format!("`{v}` is not a positive thread count"),
-            })?;
+            c.threads =
+                v.trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| Error::InvalidArgument {
+                        op: "PAGESIFT_EMU_THREADS",
+                        message: format!("`{v}` is not a positive thread count"),
+                    })?;
         }
         Ok(c)
     }
@@ -149,7 +161,12 @@ pub struct Emulator {
 }
 
 fn driver_error(call: &'static str, code: i32, name: &str, message: impl Into<String>) -> Error {
-    Error::Driver(DriverError { call, code, name: name.to_string(), message: message.into() })
+    Error::Driver(DriverError {
+        call,
+        code,
+        name: name.to_string(),
+        message: message.into(),
+    })
 }
 
 fn invalid_value(call: &'static str, message: impl Into<String>) -> Error {
@@ -157,22 +174,42 @@ fn invalid_value(call: &'static str, message: impl Into<String>) -> Error {
 }
 
 fn invalid_handle(call: &'static str, h: RawHandle) -> Error {
-    driver_error(call, 400, "CUDA_ERROR_INVALID_HANDLE", format!("no such handle {:#x} on the emulated device", h.0))
+    driver_error(
+        call,
+        400,
+        "CUDA_ERROR_INVALID_HANDLE",
+        format!("no such handle {:#x} on the emulated device", h.0),
+    )
 }
 
 fn poisoned(call: &'static str) -> Error {
-    driver_error(call, 999, "CUDA_ERROR_UNKNOWN", "emulator state poisoned by an earlier panic")
+    driver_error(
+        call,
+        999,
+        "CUDA_ERROR_UNKNOWN",
+        "emulator state poisoned by an earlier panic",
+    )
 }
 
 fn mem_fault(call: &'static str, addr: DevicePtr, bytes: usize) -> Error {
-    invalid_value(call, format!("{bytes} bytes at {addr:#x} are not inside one live allocation of the emulated device"))
+    invalid_value(
+        call,
+        format!(
+            "{bytes} bytes at {addr:#x} are not inside one live allocation of the emulated device"
+        ),
+    )
 }
 
 impl Emulator {
     /// An emulated device with the given configuration.
     pub fn new(config: EmulatorConfig) -> Emulator {
         let capacity = config.memory_capacity as u64;
-        Emulator { config, memory: RwLock::new(Memory::new(capacity)), handles: Mutex::new(Handles::default()), executed: AtomicU64::new(0) }
+        Emulator {
+            config,
+            memory: RwLock::new(Memory::new(capacity)),
+            handles: Mutex::new(Handles::default()),
+            executed: AtomicU64::new(0),
+        }
     }
 
     /// The emulated device configured from the environment (see [`EmulatorConfig::from_env`]),
@@ -207,28 +244,52 @@ impl Emulator {
         }
     }
 
-    fn load(&self, ptx_text: &str) -> std::result::Result<LoadedModule, (i32, &'static str, String)> {
-        let bad = |line: u32, msg: String| (218, "CUDA_ERROR_INVALID_PTX", format!("ptx line {line}: error: {msg}"));
+    fn load(
+        &self,
+        ptx_text: &str,
+    ) -> std::result::Result<LoadedModule, (i32, &'static str, String)> {
+        let bad = |line: u32, msg: String| {
+            (
+                218,
+                "CUDA_ERROR_INVALID_PTX",
+                format!("ptx line {line}: error: {msg}"),
+            )
+        };
         let module = ptx::parse_module(ptx_text).map_err(|e| bad(e.line, e.message))?;
-        let digits: String = module.target.trim_start_matches("sm_").chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = module
+            .target
+            .trim_start_matches("sm_")
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         let sm: u32 = digits.parse().unwrap_or(0);
         let (maj, min) = self.config.compute_capability;
         if sm > maj * 10 + min || (module.target.ends_with('a') && sm != maj * 10 + min) {
             return Err((
                 209,
                 "CUDA_ERROR_NO_BINARY_FOR_GPU",
-                format!("ptx targets {}, the emulated device has compute capability {maj}.{min}", module.target),
+                format!(
+                    "ptx targets {}, the emulated device has compute capability {maj}.{min}",
+                    module.target
+                ),
             ));
         }
         let mut globals = Vec::new();
         let placed = {
-            let mut alloc = |v: &ptx::VarDecl, bytes: Vec<u8>| -> std::result::Result<DevicePtr, String> {
-                let mut mem = self.memory.write().map_err(|_| "emulator state poisoned".to_string())?;
-                let ptr = mem.alloc(bytes.len().max(1) as u64).ok_or(format!("out of device memory for `{}`", v.name))?;
-                mem.write(ptr, &bytes).map_err(|_| "initializer outside its variable".to_string())?;
-                globals.push(ptr);
-                Ok(ptr)
-            };
+            let mut alloc =
+                |v: &ptx::VarDecl, bytes: Vec<u8>| -> std::result::Result<DevicePtr, String> {
+                    let mut mem = self
+                        .memory
+                        .write()
+                        .map_err(|_| "emulator state poisoned".to_string())?;
+                    let ptr = mem
+                        .alloc(bytes.len().max(1) as u64)
+                        .ok_or(format!("out of device memory for `{}`", v.name))?;
+                    mem.write(ptr, &bytes)
+                        .map_err(|_| "initializer outside its variable".to_string())?;
+                    globals.push(ptr);
+                    Ok(ptr)
+                };
             decode::place_module_vars(&module.vars, &mut alloc)
         };
         let free_all = |globals: &[DevicePtr]| {
@@ -252,7 +313,10 @@ impl Emulator {
                 Ok(k) => kernels.push(Arc::new(k)),
                 Err(err) => {
                     free_all(&globals);
-                    return Err(bad(err.line, format!("in entry `{}`: {}", e.name, err.message)));
+                    return Err(bad(
+                        err.line,
+                        format!("in entry `{}`: {}", e.name, err.message),
+                    ));
                 }
             }
         }
@@ -284,7 +348,11 @@ impl Emulator {
                 if b >= nblocks {
                     break;
                 }
-                let block = [(b % gx as u64) as u32, ((b / gx as u64) % gy as u64) as u32, (b / (gx as u64 * gy as u64)) as u32];
+                let block = [
+                    (b % gx as u64) as u32,
+                    ((b / gx as u64) % gy as u64) as u32,
+                    (b / (gx as u64 * gy as u64)) as u32,
+                ];
                 if let Err(msg) = runner.run_block(&launch, block) {
                     stop.store(true, Ordering::Relaxed);
                     if let Ok(mut slot) = first_error.lock() {
@@ -309,7 +377,10 @@ impl Emulator {
         self.executed.fetch_add(steps, Ordering::Relaxed);
         TOTAL_EXECUTED.fetch_add(steps, Ordering::Relaxed);
         match first_error.into_inner().ok().flatten() {
-            Some((_, message)) => Err(Error::Emulator { kernel: req.name.to_string(), message }),
+            Some((_, message)) => Err(Error::Emulator {
+                kernel: req.name.to_string(),
+                message,
+            }),
             None => Ok(()),
         }
     }
@@ -381,14 +452,19 @@ impl Backend for Emulator {
         if mem.free(ptr) {
             Ok(())
         } else {
-            Err(invalid_value("cuMemFree_v2", format!("{ptr:#x} is not the start of a live allocation")))
+            Err(invalid_value(
+                "cuMemFree_v2",
+                format!("{ptr:#x} is not the start of a live allocation"),
+            ))
         }
     }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
         let buf: Box<[u8]> = vec![0u8; bytes.max(1)].into_boxed_slice();
         let len = buf.len();
         let ptr = Box::into_raw(buf) as *mut u8;
-        self.handles("cuMemHostAlloc")?.host.insert(ptr as usize, len);
+        self.handles("cuMemHostAlloc")?
+            .host
+            .insert(ptr as usize, len);
         Ok(ptr)
     }
     unsafe fn host_free(&self, ptr: *mut u8) -> Result<()> {
@@ -404,20 +480,38 @@ impl Backend for Emulator {
         Ok(())
     }
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
-        self.read_mem("cuMemcpyHtoD_v2")?.write(dst, src).map_err(|_| mem_fault("cuMemcpyHtoD_v2", dst, src.len()))
+        self.read_mem("cuMemcpyHtoD_v2")?
+            .write(dst, src)
+            .map_err(|_| mem_fault("cuMemcpyHtoD_v2", dst, src.len()))
     }
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
         let len = dst.len();
-        self.read_mem("cuMemcpyDtoH_v2")?.read(src, dst).map_err(|_| mem_fault("cuMemcpyDtoH_v2", src, len))
+        self.read_mem("cuMemcpyDtoH_v2")?
+            .read(src, dst)
+            .map_err(|_| mem_fault("cuMemcpyDtoH_v2", src, len))
     }
-    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: RawHandle) -> Result<()> {
+    fn memcpy_dtod(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()> {
         self.check_stream("cuMemcpyDtoDAsync_v2", stream)?;
         let mut tmp = vec![0u8; bytes];
         let mem = self.read_mem("cuMemcpyDtoDAsync_v2")?;
-        mem.read(src, &mut tmp).map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", src, bytes))?;
-        mem.write(dst, &tmp).map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", dst, bytes))
+        mem.read(src, &mut tmp)
+            .map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", src, bytes))?;
+        mem.write(dst, &tmp)
+            .map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", dst, bytes))
     }
-    unsafe fn memcpy_htod_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: RawHandle) -> Result<()> {
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()> {
         self.check_stream("cuMemcpyHtoDAsync_v2", stream)?;
         if bytes == 0 {
             return Ok(());
@@ -427,7 +521,13 @@ impl Backend for Emulator {
         let src = unsafe { std::slice::from_raw_parts(src, bytes) };
         self.memcpy_htod(dst, src)
     }
-    unsafe fn memcpy_dtoh_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: RawHandle) -> Result<()> {
+    unsafe fn memcpy_dtoh_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()> {
         self.check_stream("cuMemcpyDtoHAsync_v2", stream)?;
         if bytes == 0 {
             return Ok(());
@@ -440,15 +540,30 @@ impl Backend for Emulator {
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: RawHandle) -> Result<()> {
         self.check_stream("cuMemsetD8Async", stream)?;
         let buf = vec![value; bytes];
-        self.read_mem("cuMemsetD8Async")?.write(dst, &buf).map_err(|_| mem_fault("cuMemsetD8Async", dst, bytes))
+        self.read_mem("cuMemsetD8Async")?
+            .write(dst, &buf)
+            .map_err(|_| mem_fault("cuMemsetD8Async", dst, bytes))
     }
-    fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize, stream: RawHandle) -> Result<()> {
+    fn memset_d32(
+        &self,
+        dst: DevicePtr,
+        value: u32,
+        count: usize,
+        stream: RawHandle,
+    ) -> Result<()> {
         self.check_stream("cuMemsetD32Async", stream)?;
         if dst % 4 != 0 {
-            return Err(invalid_value("cuMemsetD32Async", format!("{dst:#x} is not 4-byte aligned")));
+            return Err(invalid_value(
+                "cuMemsetD32Async",
+                format!("{dst:#x} is not 4-byte aligned"),
+            ));
         }
-        let buf: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), count).flatten().collect();
-        self.read_mem("cuMemsetD32Async")?.write(dst, &buf).map_err(|_| mem_fault("cuMemsetD32Async", dst, count * 4))
+        let buf: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), count)
+            .flatten()
+            .collect();
+        self.read_mem("cuMemsetD32Async")?
+            .write(dst, &buf)
+            .map_err(|_| mem_fault("cuMemsetD32Async", dst, count * 4))
     }
     fn stream_create(&self) -> Result<RawHandle> {
         let mut h = self.handles("cuStreamCreate")?;
@@ -457,7 +572,11 @@ impl Backend for Emulator {
         Ok(RawHandle(id))
     }
     fn stream_destroy(&self, stream: RawHandle) -> Result<()> {
-        match self.handles("cuStreamDestroy_v2")?.streams.remove(&stream.0) {
+        match self
+            .handles("cuStreamDestroy_v2")?
+            .streams
+            .remove(&stream.0)
+        {
             Some(()) => Ok(()),
             None => Err(invalid_handle("cuStreamDestroy_v2", stream)),
         }
@@ -488,7 +607,11 @@ impl Backend for Emulator {
         }
     }
     fn event_synchronize(&self, event: RawHandle) -> Result<()> {
-        if self.handles("cuEventSynchronize")?.events.contains_key(&event.0) {
+        if self
+            .handles("cuEventSynchronize")?
+            .events
+            .contains_key(&event.0)
+        {
             Ok(())
         } else {
             Err(invalid_handle("cuEventSynchronize", event))
@@ -498,7 +621,12 @@ impl Backend for Emulator {
         let h = self.handles("cuEventElapsedTime")?;
         let get = |e: RawHandle| match h.events.get(&e.0) {
             Some(Some(t)) => Ok(*t),
-            Some(None) => Err(driver_error("cuEventElapsedTime", 600, "CUDA_ERROR_NOT_READY", "event not recorded")),
+            Some(None) => Err(driver_error(
+                "cuEventElapsedTime",
+                600,
+                "CUDA_ERROR_NOT_READY",
+                "event not recorded",
+            )),
             None => Err(invalid_handle("cuEventElapsedTime", e)),
         };
         let (a, b) = (get(start)?, get(end)?);
@@ -509,18 +637,35 @@ impl Backend for Emulator {
     }
     fn module_load(&self, ptx_text: &str) -> std::result::Result<RawHandle, ModuleLoadError> {
         let fail = |code: i32, name: &str, log: String| ModuleLoadError {
-            error: DriverError { call: "cuModuleLoadDataEx", code, name: name.to_string(), message: log.lines().next().unwrap_or("").to_string() },
+            error: DriverError {
+                call: "cuModuleLoadDataEx",
+                code,
+                name: name.to_string(),
+                message: log.lines().next().unwrap_or("").to_string(),
+            },
             log,
         };
-        let m = self.load(ptx_text).map_err(|(code, name, log)| fail(code, name, log))?;
-        let mut h = self.handles.lock().map_err(|_| fail(999, "CUDA_ERROR_UNKNOWN", "emulator state poisoned".into()))?;
+        let m = self
+            .load(ptx_text)
+            .map_err(|(code, name, log)| fail(code, name, log))?;
+        let mut h = self
+            .handles
+            .lock()
+            .map_err(|_| fail(999, "CUDA_ERROR_UNKNOWN", "emulator state poisoned".into()))?;
         let id = h.fresh();
         h.modules.insert(id, m);
         Ok(RawHandle(id))
     }
     fn module_unload(&self, module: RawHandle) -> Result<()> {
-        let m = self.handles("cuModuleUnload")?.modules.remove(&module.0).ok_or_else(|| invalid_handle("cuModuleUnload", module))?;
-        let mut mem = self.memory.write().map_err(|_| poisoned("cuModuleUnload"))?;
+        let m = self
+            .handles("cuModuleUnload")?
+            .modules
+            .remove(&module.0)
+            .ok_or_else(|| invalid_handle("cuModuleUnload", module))?;
+        let mut mem = self
+            .memory
+            .write()
+            .map_err(|_| poisoned("cuModuleUnload"))?;
         for g in m.globals {
             mem.free(g);
         }
@@ -528,21 +673,43 @@ impl Backend for Emulator {
     }
     fn module_function(&self, module: RawHandle, name: &str) -> Result<RawHandle> {
         let mut h = self.handles("cuModuleGetFunction")?;
-        let m = h.modules.get(&module.0).ok_or_else(|| invalid_handle("cuModuleGetFunction", module))?;
+        let m = h
+            .modules
+            .get(&module.0)
+            .ok_or_else(|| invalid_handle("cuModuleGetFunction", module))?;
         let kernel = m
             .kernels
             .iter()
             .find(|k| k.name == name)
             .cloned()
-            .ok_or_else(|| driver_error("cuModuleGetFunction", 500, "CUDA_ERROR_NOT_FOUND", format!("no entry `{name}` in the module")))?;
-        let max_dynamic_shared = self.config.max_shared_per_block.saturating_sub(kernel.static_shared);
+            .ok_or_else(|| {
+                driver_error(
+                    "cuModuleGetFunction",
+                    500,
+                    "CUDA_ERROR_NOT_FOUND",
+                    format!("no entry `{name}` in the module"),
+                )
+            })?;
+        let max_dynamic_shared = self
+            .config
+            .max_shared_per_block
+            .saturating_sub(kernel.static_shared);
         let id = h.fresh();
-        h.functions.insert(id, Function { kernel, max_dynamic_shared });
+        h.functions.insert(
+            id,
+            Function {
+                kernel,
+                max_dynamic_shared,
+            },
+        );
         Ok(RawHandle(id))
     }
     fn function_attributes(&self, function: RawHandle) -> Result<FunctionAttributes> {
         let h = self.handles("cuFuncGetAttribute")?;
-        let f = h.functions.get(&function.0).ok_or_else(|| invalid_handle("cuFuncGetAttribute", function))?;
+        let f = h
+            .functions
+            .get(&function.0)
+            .ok_or_else(|| invalid_handle("cuFuncGetAttribute", function))?;
         let k = &f.kernel;
         let max_threads = match (k.reqntid, k.maxntid) {
             (Some(d), _) | (None, Some(d)) => d[0] * d[1] * d[2],
@@ -558,7 +725,10 @@ impl Backend for Emulator {
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {
         let optin = self.config.max_shared_per_block_optin;
         let mut h = self.handles("cuFuncSetAttribute")?;
-        let f = h.functions.get_mut(&function.0).ok_or_else(|| invalid_handle("cuFuncSetAttribute", function))?;
+        let f = h
+            .functions
+            .get_mut(&function.0)
+            .ok_or_else(|| invalid_handle("cuFuncSetAttribute", function))?;
         if bytes as u64 + f.kernel.static_shared as u64 > optin as u64 {
             return Err(invalid_value("cuFuncSetAttribute", format!("{bytes} bytes of dynamic shared memory exceed the opt-in limit of {optin} bytes")));
         }
@@ -566,29 +736,51 @@ impl Backend for Emulator {
         Ok(())
     }
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<()> {
-        let launch_err = |message: String| Error::Launch { kernel: req.name.to_string(), message };
+        let launch_err = |message: String| Error::Launch {
+            kernel: req.name.to_string(),
+            message,
+        };
         self.check_stream("cuLaunchKernel", req.stream)?;
         let (kernel, max_dynamic) = {
             let h = self.handles("cuLaunchKernel")?;
-            let f = h.functions.get(&req.function.0).ok_or_else(|| invalid_handle("cuLaunchKernel", req.function))?;
+            let f = h
+                .functions
+                .get(&req.function.0)
+                .ok_or_else(|| invalid_handle("cuLaunchKernel", req.function))?;
             (f.kernel.clone(), f.max_dynamic_shared)
         };
         let [bx, by, bz] = req.block;
         let threads = bx as u64 * by as u64 * bz as u64;
         if threads == 0 || threads > 1024 || bz > 64 {
-            return Err(launch_err(format!("block {:?} is outside the device limits (1..=1024 threads, z <= 64)", req.block)));
+            return Err(launch_err(format!(
+                "block {:?} is outside the device limits (1..=1024 threads, z <= 64)",
+                req.block
+            )));
         }
-        if req.grid.contains(&0) || req.grid[1] > 65535 || req.grid[2] > 65535 || req.grid[0] > i32::MAX as u32 {
-            return Err(launch_err(format!("grid {:?} is outside the device limits", req.grid)));
+        if req.grid.contains(&0)
+            || req.grid[1] > 65535
+            || req.grid[2] > 65535
+            || req.grid[0] > i32::MAX as u32
+        {
+            return Err(launch_err(format!(
+                "grid {:?} is outside the device limits",
+                req.grid
+            )));
         }
         if let Some(r) = kernel.reqntid {
             if r != req.block {
-                return Err(launch_err(format!("the kernel requires block {r:?} (.reqntid), launched with {:?}", req.block)));
+                return Err(launch_err(format!(
+                    "the kernel requires block {r:?} (.reqntid), launched with {:?}",
+                    req.block
+                )));
             }
         }
         if let Some(m) = kernel.maxntid {
             if threads > (m[0] * m[1] * m[2]) as u64 {
-                return Err(launch_err(format!("block {:?} exceeds the kernel's .maxntid {m:?}", req.block)));
+                return Err(launch_err(format!(
+                    "block {:?} exceeds the kernel's .maxntid {m:?}",
+                    req.block
+                )));
             }
         }
         if req.shared_mem_bytes > max_dynamic {
@@ -598,13 +790,21 @@ impl Backend for Emulator {
             )));
         }
         if req.args.len() != kernel.params.len() {
-            return Err(launch_err(format!("{} arguments for {} kernel parameters", req.args.len(), kernel.params.len())));
+            return Err(launch_err(format!(
+                "{} arguments for {} kernel parameters",
+                req.args.len(),
+                kernel.params.len()
+            )));
         }
         let mut params = vec![0u8; kernel.param_bytes as usize];
         for (i, (arg, slot)) in req.args.iter().zip(&kernel.params).enumerate() {
             let b = arg.as_bytes();
             if b.len() != slot.size as usize {
-                return Err(launch_err(format!("argument {i} has {} bytes, the parameter has {}", b.len(), slot.size)));
+                return Err(launch_err(format!(
+                    "argument {i} has {} bytes, the parameter has {}",
+                    b.len(),
+                    slot.size
+                )));
             }
             params[slot.offset as usize..slot.offset as usize + b.len()].copy_from_slice(b);
         }

@@ -157,7 +157,7 @@ impl Fmt {
         }
     }
     /// `x` rounded to nearest-even in this format.
-    fn from_f64_rn(self, x: f64) -> u64 {
+    fn round_f64(self, x: f64) -> u64 {
         match self {
             Fmt::F16 => f16::from_f64(x).to_bits() as u64,
             Fmt::BF16 => bf16::from_f64(x).to_bits() as u64,
@@ -232,9 +232,9 @@ pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
     }
     let nearest = matches!(rnd, Rnd::Default | Rnd::Rn);
     if nearest && lo == 0.0 {
-        return fmt.from_f64_rn(hi);
+        return fmt.round_f64(hi);
     }
-    let r = fmt.from_f64_rn(hi);
+    let r = fmt.round_f64(hi);
     let back = fmt.to_f64(r);
     let resid = (hi - back) + lo;
     if resid == 0.0 || resid.is_nan() {
@@ -255,7 +255,14 @@ pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
             }
         }
         Rnd::Rz => {
-            if (back > 0.0 || (back == 0.0 && resid < 0.0)) && resid < 0.0 {
+            if back == 0.0 {
+                // An underflow to zero keeps the sign of the exact value.
+                if resid < 0.0 {
+                    fmt.sign_bit()
+                } else {
+                    0
+                }
+            } else if back > 0.0 && resid < 0.0 {
                 fmt.step(r, false)
             } else if back < 0.0 && resid > 0.0 {
                 fmt.step(r, true)
@@ -334,7 +341,7 @@ fn finish(fmt: Fmt, fm: FMode, bits: u64) -> u64 {
         if v.is_nan() || v <= 0.0 {
             b = 0;
         } else if v > 1.0 {
-            b = fmt.from_f64_rn(1.0);
+            b = fmt.round_f64(1.0);
         }
     }
     b
@@ -355,18 +362,22 @@ pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
     let r = match op {
         // Every format up to f32 is exact or innocuously double-rounded through f64 for
         // + - * / when rounding to nearest (53 >= 2 * 24 + 2).
-        FOp2::Add if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x + y),
-        FOp2::Sub if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x - y),
+        FOp2::Add if nearest && fmt != Fmt::F64 => fmt.round_f64(x + y),
+        FOp2::Sub if nearest && fmt != Fmt::F64 => fmt.round_f64(x - y),
         FOp2::Mul if fmt != Fmt::F64 => round_to(x * y, 0.0, fmt, fm.rnd),
-        FOp2::Div if nearest && fmt != Fmt::F64 => fmt.from_f64_rn(x / y),
+        FOp2::Div if nearest && fmt != Fmt::F64 => fmt.round_f64(x / y),
         FOp2::Add | FOp2::Sub => {
             let y = if op == FOp2::Sub { -y } else { y };
             let (s, e) = two_sum(x, y);
             if s == 0.0 && e == 0.0 && x == -y {
                 // Exact cancellation: +0, except -0 when rounding down.
                 let z = if fm.rnd == Rnd::Rm { -0.0 } else { 0.0 };
-                let z = if x == 0.0 && y == 0.0 && x.is_sign_negative() && y.is_sign_negative() { -0.0 } else { z };
-                fmt.from_f64_rn(z)
+                let z = if x == 0.0 && y == 0.0 && x.is_sign_negative() && y.is_sign_negative() {
+                    -0.0
+                } else {
+                    z
+                };
+                fmt.round_f64(z)
             } else {
                 round_to(s, e, fmt, fm.rnd)
             }
@@ -379,7 +390,11 @@ pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
         FOp2::Div => {
             let q = x / y;
             let r = -q.mul_add(y, -x);
-            let lo = if r.is_finite() && q.is_finite() && y != 0.0 { r / y } else { 0.0 };
+            let lo = if r.is_finite() && q.is_finite() && y != 0.0 {
+                r / y
+            } else {
+                0.0
+            };
             round_to(q, lo, fmt, fm.rnd)
         }
         FOp2::Min | FOp2::Max => {
@@ -396,9 +411,9 @@ pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
             if x.is_nan() && y.is_nan() {
                 fmt.nan()
             } else if pick_x {
-                fmt.from_f64_rn(x)
+                fmt.round_f64(x)
             } else {
-                fmt.from_f64_rn(y)
+                fmt.round_f64(y)
             }
         }
         FOp2::Copysign => {
@@ -420,7 +435,7 @@ pub(super) fn ffma(fmt: Fmt, fm: FMode, a: u64, b: u64, c: u64) -> u64 {
             // the correctly rounded result unless it sits exactly on a midpoint of the format.
             let p = x * y;
             let (s, e) = two_sum(p, z);
-            let r = fmt.from_f64_rn(s);
+            let r = fmt.round_f64(s);
             if e == 0.0 || !on_midpoint(s, fmt) {
                 r
             } else {
@@ -433,7 +448,7 @@ pub(super) fn ffma(fmt: Fmt, fm: FMode, a: u64, b: u64, c: u64) -> u64 {
             let (s, e) = two_sum(p, z);
             if s == 0.0 && e == 0.0 {
                 let r = x.mul_add(y, z);
-                fmt.from_f64_rn(r)
+                fmt.round_f64(r)
             } else {
                 round_to(s, e, fmt, fm.rnd)
             }
@@ -448,30 +463,38 @@ pub(super) fn fun(op: FOp1, fmt: Fmt, fm: FMode, a: u64) -> u64 {
     let x = input(fmt, fm, a);
     let r = match op {
         FOp1::Abs => {
-            let b = if fm.ftz && fmt == Fmt::F32 { fmt.ftz(a) } else { a };
+            let b = if fm.ftz && fmt == Fmt::F32 {
+                fmt.ftz(a)
+            } else {
+                a
+            };
             b & !s
         }
         FOp1::Neg => {
-            let b = if fm.ftz && fmt == Fmt::F32 { fmt.ftz(a) } else { a };
+            let b = if fm.ftz && fmt == Fmt::F32 {
+                fmt.ftz(a)
+            } else {
+                a
+            };
             b ^ s
         }
         FOp1::Sqrt => {
             let r = x.sqrt();
             if fmt == Fmt::F64 || r.is_nan() || r == 0.0 || r.is_infinite() {
-                fmt.from_f64_rn(r)
+                fmt.round_f64(r)
             } else {
                 let res = -r.mul_add(r, -x);
                 round_to(r, res / (2.0 * r), fmt, fm.rnd)
             }
         }
-        FOp1::Rsqrt => fmt.from_f64_rn(1.0 / x.sqrt()),
-        FOp1::Rcp => return fbin(FOp2::Div, fmt, fm, fmt.from_f64_rn(1.0), a),
-        FOp1::Ex2 => fmt.from_f64_rn(x.exp2()),
-        FOp1::Lg2 => fmt.from_f64_rn(x.log2()),
-        FOp1::Sin => fmt.from_f64_rn(x.sin()),
-        FOp1::Cos => fmt.from_f64_rn(x.cos()),
-        FOp1::Tanh => fmt.from_f64_rn(x.tanh()),
-        FOp1::Rint => fmt.from_f64_rn(match fm.rnd {
+        FOp1::Rsqrt => fmt.round_f64(1.0 / x.sqrt()),
+        FOp1::Rcp => return fbin(FOp2::Div, fmt, fm, fmt.round_f64(1.0), a),
+        FOp1::Ex2 => fmt.round_f64(x.exp2()),
+        FOp1::Lg2 => fmt.round_f64(x.log2()),
+        FOp1::Sin => fmt.round_f64(x.sin()),
+        FOp1::Cos => fmt.round_f64(x.cos()),
+        FOp1::Tanh => fmt.round_f64(x.tanh()),
+        FOp1::Rint => fmt.round_f64(match fm.rnd {
             Rnd::Rz => x.trunc(),
             Rnd::Rm => x.floor(),
             Rnd::Rp => x.ceil(),
@@ -540,7 +563,11 @@ impl Cmp {
 /// `setp`'s comparison of two values of type `ty` (scalar types).
 pub(super) fn compare(cmp: Cmp, ty: Ty, ftz: bool, a: u64, b: u64) -> bool {
     if let Some(fmt) = ty.fmt() {
-        let fm = FMode { rnd: Rnd::Default, ftz, sat: false };
+        let fm = FMode {
+            rnd: Rnd::Default,
+            ftz,
+            sat: false,
+        };
         let (x, y) = (input(fmt, fm, a), input(fmt, fm, b));
         let unord = x.is_nan() || y.is_nan();
         return match cmp {
@@ -599,7 +626,11 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
             if r.is_nan() {
                 return 0;
             }
-            let v = if dty.is_signed() { r.clamp(i64::MIN as f64, i64::MAX as f64) as i128 } else { r.clamp(0.0, u64::MAX as f64) as i128 };
+            let v = if dty.is_signed() {
+                r.clamp(i64::MIN as f64, i64::MAX as f64) as i128
+            } else {
+                r.clamp(0.0, u64::MAX as f64) as i128
+            };
             // Float -> integer conversions always saturate.
             (clamp_int(v, dty) as u64) & dty.mask()
         }
@@ -612,7 +643,7 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
         (Some(df), Some(sf)) => {
             let x = input(sf, fm, a);
             if int_rnd {
-                return fun(FOp1::Rint, df, fm, df.from_f64_rn(x));
+                return fun(FOp1::Rint, df, fm, df.round_f64(x));
             }
             finish(df, fm, round_to(x, 0.0, df, rnd))
         }
@@ -621,7 +652,11 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
 
 fn clamp_int(v: i128, ty: Ty) -> i128 {
     let bits = ty.bits();
-    let (lo, hi) = if ty.is_signed() { (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1) } else { (0, (1i128 << bits) - 1) };
+    let (lo, hi) = if ty.is_signed() {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    } else {
+        (0, (1i128 << bits) - 1)
+    };
     v.clamp(lo, hi)
 }
 
@@ -712,10 +747,18 @@ pub(super) fn bfe(ty: Ty, a: u64, pos: u64, len: u64) -> u64 {
     let len = len & 0xff;
     let a = a & ty.mask();
     let msb = bits - 1;
-    let sbit = if !ty.is_signed() || len == 0 { false } else { (a >> (pos + len - 1).min(msb)) & 1 != 0 };
+    let sbit = if !ty.is_signed() || len == 0 {
+        false
+    } else {
+        (a >> (pos + len - 1).min(msb)) & 1 != 0
+    };
     let mut d = 0u64;
     for i in 0..bits {
-        let bit = if i < len && pos + i <= msb { (a >> (pos + i)) & 1 != 0 } else { sbit };
+        let bit = if i < len && pos + i <= msb {
+            (a >> (pos + i)) & 1 != 0
+        } else {
+            sbit
+        };
         if bit {
             d |= 1 << i;
         }
@@ -745,7 +788,15 @@ pub(super) fn prmt(a: u64, b: u64, c: u64) -> u64 {
     for i in 0..4 {
         let sel = (c >> (4 * i)) & 0xf;
         let byte = (src >> ((sel & 7) * 8)) & 0xff;
-        let byte = if sel & 8 != 0 { if byte & 0x80 != 0 { 0xff } else { 0 } } else { byte };
+        let byte = if sel & 8 != 0 {
+            if byte & 0x80 != 0 {
+                0xff
+            } else {
+                0
+            }
+        } else {
+            byte
+        };
         d |= byte << (8 * i);
     }
     d

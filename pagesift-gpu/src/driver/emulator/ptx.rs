@@ -18,7 +18,10 @@ pub(super) struct ParseError {
 type PResult<T> = Result<T, ParseError>;
 
 fn err<T>(line: u32, message: impl Into<String>) -> PResult<T> {
-    Err(ParseError { line, message: message.into() })
+    Err(ParseError {
+        line,
+        message: message.into(),
+    })
 }
 
 fn is_ident_char(c: u8) -> bool {
@@ -57,21 +60,30 @@ fn tokenize(src: &str) -> PResult<Vec<Token<'_>>> {
                 i += 1;
             }
             i += 1;
-            out.push(Token { text: &src[start..i.min(src.len())], line });
+            out.push(Token {
+                text: &src[start..i.min(src.len())],
+                line,
+            });
         } else if c.is_ascii_digit() {
             let start = i;
-            let hex = bytes[i..].len() > 1 && c == b'0' && matches!(bytes[i + 1], b'x' | b'X' | b'f' | b'F' | b'd' | b'D');
+            let hex = bytes[i..].len() > 1
+                && c == b'0'
+                && matches!(bytes[i + 1], b'x' | b'X' | b'f' | b'F' | b'd' | b'D');
             i += 1;
             while i < bytes.len() {
                 let b = bytes[i];
-                let exp_sign = !hex && matches!(b, b'+' | b'-') && matches!(bytes[i - 1], b'e' | b'E');
+                let exp_sign =
+                    !hex && matches!(b, b'+' | b'-') && matches!(bytes[i - 1], b'e' | b'E');
                 if b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || exp_sign {
                     i += 1;
                 } else {
                     break;
                 }
             }
-            out.push(Token { text: &src[start..i], line });
+            out.push(Token {
+                text: &src[start..i],
+                line,
+            });
         } else if is_ident_char(c) {
             let start = i;
             while i < bytes.len() {
@@ -83,9 +95,15 @@ fn tokenize(src: &str) -> PResult<Vec<Token<'_>>> {
                     break;
                 }
             }
-            out.push(Token { text: &src[start..i], line });
+            out.push(Token {
+                text: &src[start..i],
+                line,
+            });
         } else if b",;{}[]()+-!|@<>=:".contains(&c) {
-            out.push(Token { text: &src[i..i + 1], line });
+            out.push(Token {
+                text: &src[i..i + 1],
+                line,
+            });
             i += 1;
         } else {
             return err(line, format!("unexpected character `{}`", c as char));
@@ -197,7 +215,10 @@ impl<'a> Parser<'a> {
         self.toks.get(self.pos).map(|t| t.text)
     }
     fn line(&self) -> u32 {
-        self.toks.get(self.pos).or(self.toks.last()).map_or(0, |t| t.line)
+        self.toks
+            .get(self.pos)
+            .or(self.toks.last())
+            .map_or(0, |t| t.line)
     }
     fn next(&mut self) -> PResult<&'a str> {
         match self.toks.get(self.pos) {
@@ -228,7 +249,10 @@ impl<'a> Parser<'a> {
     fn number(&mut self) -> PResult<u64> {
         let line = self.line();
         let t = self.next()?;
-        parse_int(t).map(|v| v as u64).ok_or(ParseError { line, message: format!("expected a number, found `{t}`") })
+        parse_int(t).map(|v| v as u64).ok_or(ParseError {
+            line,
+            message: format!("expected a number, found `{t}`"),
+        })
     }
     /// Skips to just past the next `;`.
     fn skip_statement(&mut self) -> PResult<()> {
@@ -261,13 +285,16 @@ fn strip_dot(t: &str) -> &str {
 }
 
 const TYPE_NAMES: &[&str] = &[
-    "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16", "f16x2", "bf16",
-    "bf16x2", "f32", "f64", "pred", "tf32", "e4m3", "e5m2",
+    "b8", "b16", "b32", "b64", "b128", "u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64", "f16",
+    "f16x2", "bf16", "bf16x2", "f32", "f64", "pred", "tf32", "e4m3", "e5m2",
 ];
 
 /// Parses a whole module.
 pub(super) fn parse_module(src: &str) -> PResult<Module> {
-    let mut p = Parser { toks: tokenize(src)?, pos: 0 };
+    let mut p = Parser {
+        toks: tokenize(src)?,
+        pos: 0,
+    };
     let mut m = Module::default();
     while let Some(t) = p.peek() {
         let line = p.line();
@@ -289,17 +316,30 @@ pub(super) fn parse_module(src: &str) -> PResult<Module> {
                 p.pos += 1;
                 let n = p.number()?;
                 if n != 64 {
-                    return err(line, format!(".address_size {n} is not supported (only 64)"));
+                    return err(
+                        line,
+                        format!(".address_size {n} is not supported (only 64)"),
+                    );
                 }
             }
-            ".visible" | ".weak" | ".extern" if matches!(p.toks.get(p.pos + 1).map(|t| t.text), Some(".entry" | ".func")) => {
+            ".visible" | ".weak" | ".extern"
+                if matches!(
+                    p.toks.get(p.pos + 1).map(|t| t.text),
+                    Some(".entry" | ".func")
+                ) =>
+            {
                 p.pos += 1;
             }
             ".entry" => {
                 p.pos += 1;
                 m.entries.push(parse_entry(&mut p)?);
             }
-            ".func" => return err(line, "device functions (.func) are not supported by the emulator"),
+            ".func" => {
+                return err(
+                    line,
+                    "device functions (.func) are not supported by the emulator",
+                )
+            }
             ".file" | ".section" | ".pragma" => p.skip_statement()?,
             ".global" | ".shared" | ".const" | ".extern" | ".visible" | ".weak" | ".local" => {
                 let v = parse_var(&mut p)?;
@@ -325,19 +365,34 @@ fn parse_dims(p: &mut Parser<'_>) -> PResult<[u32; 3]> {
 
 fn parse_entry(p: &mut Parser<'_>) -> PResult<Entry> {
     let name = p.next()?.to_string();
-    let mut e = Entry { name, params: Vec::new(), reqntid: None, maxntid: None, body: Vec::new() };
+    let mut e = Entry {
+        name,
+        params: Vec::new(),
+        reqntid: None,
+        maxntid: None,
+        body: Vec::new(),
+    };
     if p.eat("(") {
         while !p.eat(")") {
             p.expect(".param")?;
-            let mut prm = ParamDecl { name: String::new(), ty: String::new(), align: 0, count: None };
+            let mut prm = ParamDecl {
+                name: String::new(),
+                ty: String::new(),
+                align: 0,
+                count: None,
+            };
             loop {
                 let line = p.line();
                 let t = p.next()?;
                 match t {
                     ".align" => prm.align = p.number()? as u32,
                     ".ptr" | ".global" | ".shared" | ".const" | ".local" => {}
-                    _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => prm.ty = strip_dot(t).to_string(),
-                    _ if t.starts_with('.') => return err(line, format!("unsupported parameter attribute `{t}`")),
+                    _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => {
+                        prm.ty = strip_dot(t).to_string()
+                    }
+                    _ if t.starts_with('.') => {
+                        return err(line, format!("unsupported parameter attribute `{t}`"))
+                    }
                     _ => {
                         prm.name = t.to_string();
                         break;
@@ -398,8 +453,12 @@ fn parse_var(p: &mut Parser<'_>) -> PResult<VarDecl> {
             ".align" => v.align = p.number()? as u32,
             ".v2" => v.vec = 2,
             ".v4" => v.vec = 4,
-            _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => v.ty = strip_dot(t).to_string(),
-            _ if t.starts_with('.') => return err(line, format!("unsupported variable attribute `{t}`")),
+            _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => {
+                v.ty = strip_dot(t).to_string()
+            }
+            _ if t.starts_with('.') => {
+                return err(line, format!("unsupported variable attribute `{t}`"))
+            }
             _ => {
                 v.name = t.to_string();
                 break;
@@ -489,9 +548,18 @@ fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>) -> PResult<()> {
                     p.skip_statement()?;
                 }
             }
-            _ if t.starts_with('.') => return err(line, format!("unsupported directive `{t}` in a kernel body")),
+            _ if t.starts_with('.') => {
+                return err(
+                    line,
+                    format!("unsupported directive `{t}` in a kernel body"),
+                )
+            }
             "@" => {
-                let (neg, pred) = if p.eat("!") { (true, p.next()?) } else { (false, p.next()?) };
+                let (neg, pred) = if p.eat("!") {
+                    (true, p.next()?)
+                } else {
+                    (false, p.next()?)
+                };
                 let inst_line = p.line();
                 let opcode = p.next()?;
                 let mut inst = parse_inst(p, opcode, inst_line)?;
@@ -520,7 +588,12 @@ fn parse_inst(p: &mut Parser<'_>, opcode: &str, line: u32) -> PResult<RawInst> {
             p.expect(",")?;
         }
     }
-    Ok(RawInst { line, guard: None, opcode: opcode.to_string(), operands })
+    Ok(RawInst {
+        line,
+        guard: None,
+        opcode: opcode.to_string(),
+        operands,
+    })
 }
 
 fn parse_operand(p: &mut Parser<'_>) -> PResult<Operand> {
@@ -561,7 +634,10 @@ fn parse_operand(p: &mut Parser<'_>) -> PResult<Operand> {
                             neg = !neg;
                             n = p.next()?;
                         }
-                        let v = parse_int(n).ok_or(ParseError { line, message: format!("bad address offset `{n}`") })?;
+                        let v = parse_int(n).ok_or(ParseError {
+                            line,
+                            message: format!("bad address offset `{n}`"),
+                        })?;
                         offset = offset.wrapping_add(if neg { -(v as i64) } else { v as i64 });
                     }
                     other => return err(line, format!("unsupported address syntax at `{other}`")),

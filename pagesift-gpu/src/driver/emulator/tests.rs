@@ -6,11 +6,26 @@ use crate::driver::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
 use crate::error::{Error, Result};
 
 fn emu() -> Emulator {
-    Emulator::new(EmulatorConfig { threads: 2, memory_capacity: 64 << 20, ..EmulatorConfig::default() })
+    Emulator::new(EmulatorConfig {
+        threads: 2,
+        memory_capacity: 64 << 20,
+        ..EmulatorConfig::default()
+    })
 }
 
-fn launch(e: &Emulator, ptx: &str, entry: &str, grid: u32, block: u32, shared: u32, args: &[KernelArg]) -> Result<()> {
-    let m = e.module_load(ptx).map_err(|m| Error::Emulator { kernel: entry.into(), message: m.log })?;
+fn launch(
+    e: &Emulator,
+    ptx: &str,
+    entry: &str,
+    grid: u32,
+    block: u32,
+    shared: u32,
+    args: &[KernelArg],
+) -> Result<()> {
+    let m = e.module_load(ptx).map_err(|m| Error::Emulator {
+        kernel: entry.into(),
+        message: m.log,
+    })?;
     let f = e.module_function(m, entry)?;
     e.launch(&LaunchRequest {
         function: f,
@@ -33,7 +48,9 @@ fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {
 fn download_u32(e: &Emulator, p: u64, n: usize) -> Vec<u32> {
     let mut b = vec![0u8; n * 4];
     e.memcpy_dtoh(&mut b, p).expect("dtoh");
-    b.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n";
@@ -42,15 +59,25 @@ fn f32_bits(x: f32) -> u64 {
     x.to_bits() as u64
 }
 
-const RN: FMode = FMode { rnd: Rnd::Rn, ftz: false, sat: false };
+const RN: FMode = FMode {
+    rnd: Rnd::Rn,
+    ftz: false,
+    sat: false,
+};
 
 fn fm(rnd: Rnd) -> FMode {
-    FMode { rnd, ftz: false, sat: false }
+    FMode {
+        rnd,
+        ftz: false,
+        sat: false,
+    }
 }
 
 #[test]
 fn cvt_float_to_int_rounding_and_saturation() {
-    let c = |rnd, x: f32| num::cvt(Ty::S32, Ty::F32, rnd, true, false, false, f32_bits(x)) as u32 as i32;
+    let c = |rnd, x: f32| {
+        num::cvt(Ty::S32, Ty::F32, rnd, true, false, false, f32_bits(x)) as u32 as i32
+    };
     assert_eq!(c(Rnd::Rn, 2.5), 2);
     assert_eq!(c(Rnd::Rn, 3.5), 4);
     assert_eq!(c(Rnd::Rn, -2.5), -2);
@@ -60,94 +87,250 @@ fn cvt_float_to_int_rounding_and_saturation() {
     assert_eq!(c(Rnd::Rz, 3e10), i32::MAX);
     assert_eq!(c(Rnd::Rz, -3e10), i32::MIN);
     assert_eq!(c(Rnd::Rz, f32::NAN), 0);
-    let u = num::cvt(Ty::U8, Ty::F32, Rnd::Rn, true, false, false, f32_bits(300.0));
+    let u = num::cvt(
+        Ty::U8,
+        Ty::F32,
+        Rnd::Rn,
+        true,
+        false,
+        false,
+        f32_bits(300.0),
+    );
     assert_eq!(u, 255);
-    let u = num::cvt(Ty::U32, Ty::F32, Rnd::Rn, true, false, false, f32_bits(-5.0));
+    let u = num::cvt(
+        Ty::U32,
+        Ty::F32,
+        Rnd::Rn,
+        true,
+        false,
+        false,
+        f32_bits(-5.0),
+    );
     assert_eq!(u, 0);
 }
 
 #[test]
 fn cvt_int_to_int_and_int_to_float() {
-    assert_eq!(num::cvt(Ty::S32, Ty::S8, Rnd::Default, false, false, false, 0xff) as u32, 0xffff_ffff);
-    assert_eq!(num::cvt(Ty::U32, Ty::U8, Rnd::Default, false, false, false, 0xff), 0xff);
-    assert_eq!(num::cvt(Ty::S8, Ty::S32, Rnd::Default, false, true, false, 1000), 127);
-    assert_eq!(num::cvt(Ty::U16, Ty::S32, Rnd::Default, false, true, false, (-5i32) as u32 as u64), 0);
+    assert_eq!(
+        num::cvt(Ty::S32, Ty::S8, Rnd::Default, false, false, false, 0xff) as u32,
+        0xffff_ffff
+    );
+    assert_eq!(
+        num::cvt(Ty::U32, Ty::U8, Rnd::Default, false, false, false, 0xff),
+        0xff
+    );
+    assert_eq!(
+        num::cvt(Ty::S8, Ty::S32, Rnd::Default, false, true, false, 1000),
+        127
+    );
+    assert_eq!(
+        num::cvt(
+            Ty::U16,
+            Ty::S32,
+            Rnd::Default,
+            false,
+            true,
+            false,
+            (-5i32) as u32 as u64
+        ),
+        0
+    );
     // 2^24 + 1 is not representable in f32: nearest-even goes down, .rp goes up.
     let x = (1u64 << 24) + 1;
-    assert_eq!(f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rn, false, false, false, x) as u32), 16777216.0);
-    assert_eq!(f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rp, false, false, false, x) as u32), 16777218.0);
-    assert_eq!(f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rz, false, false, false, x) as u32), 16777216.0);
+    assert_eq!(
+        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rn, false, false, false, x) as u32),
+        16777216.0
+    );
+    assert_eq!(
+        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rp, false, false, false, x) as u32),
+        16777218.0
+    );
+    assert_eq!(
+        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rz, false, false, false, x) as u32),
+        16777216.0
+    );
     let neg = (-((1i64 << 24) + 1)) as u64;
-    assert_eq!(f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rm, false, false, false, neg) as u32), -16777218.0);
-    assert_eq!(f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rz, false, false, false, neg) as u32), -16777216.0);
+    assert_eq!(
+        f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rm, false, false, false, neg) as u32),
+        -16777218.0
+    );
+    assert_eq!(
+        f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rz, false, false, false, neg) as u32),
+        -16777216.0
+    );
 }
 
 #[test]
 fn cvt_float_narrowing_modes() {
     let x = 1.0f64 + f64::EPSILON; // between two f32 values, just above 1
-    let r = |rnd| f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, x.to_bits()) as u32);
+    let r = |rnd| {
+        f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, x.to_bits()) as u32)
+    };
     assert_eq!(r(Rnd::Rn), 1.0);
     assert_eq!(r(Rnd::Rz), 1.0);
     assert_eq!(r(Rnd::Rm), 1.0);
     assert_eq!(r(Rnd::Rp), 1.0 + f32::EPSILON);
     let big = f64::MAX;
-    let r = |rnd| f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, big.to_bits()) as u32);
+    let r = |rnd| {
+        f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, big.to_bits()) as u32)
+    };
     assert_eq!(r(Rnd::Rn), f32::INFINITY);
     assert_eq!(r(Rnd::Rz), f32::MAX);
     // f32 -> f16 / bf16 and back.
-    let h = num::cvt(Ty::F16, Ty::F32, Rnd::Rn, false, false, false, f32_bits(1.0 / 3.0));
+    let h = num::cvt(
+        Ty::F16,
+        Ty::F32,
+        Rnd::Rn,
+        false,
+        false,
+        false,
+        f32_bits(1.0 / 3.0),
+    );
     assert_eq!(h as u16, half::f16::from_f32(1.0 / 3.0).to_bits());
-    let hz = num::cvt(Ty::F16, Ty::F32, Rnd::Rz, false, false, false, f32_bits(65519.0));
+    let hz = num::cvt(
+        Ty::F16,
+        Ty::F32,
+        Rnd::Rz,
+        false,
+        false,
+        false,
+        f32_bits(65519.0),
+    );
     assert_eq!(half::f16::from_bits(hz as u16).to_f32(), 65504.0);
-    let hn = num::cvt(Ty::F16, Ty::F32, Rnd::Rn, false, false, false, f32_bits(65520.0));
+    let hn = num::cvt(
+        Ty::F16,
+        Ty::F32,
+        Rnd::Rn,
+        false,
+        false,
+        false,
+        f32_bits(65520.0),
+    );
     assert!(half::f16::from_bits(hn as u16).to_f32().is_infinite());
-    let b = num::cvt(Ty::BF16, Ty::F32, Rnd::Rn, false, false, false, f32_bits(1.00390625));
-    assert_eq!(half::bf16::from_bits(b as u16).to_f32(), 1.0, "ties to even");
-    let back = num::cvt(Ty::F32, Ty::BF16, Rnd::Default, false, false, false, half::bf16::from_f32(-2.5).to_bits() as u64);
+    let b = num::cvt(
+        Ty::BF16,
+        Ty::F32,
+        Rnd::Rn,
+        false,
+        false,
+        false,
+        f32_bits(1.0 + 2f32.powi(-8)),
+    );
+    assert_eq!(
+        half::bf16::from_bits(b as u16).to_f32(),
+        1.0,
+        "ties to even"
+    );
+    let back = num::cvt(
+        Ty::F32,
+        Ty::BF16,
+        Rnd::Default,
+        false,
+        false,
+        false,
+        half::bf16::from_f32(-2.5).to_bits() as u64,
+    );
     assert_eq!(f32::from_bits(back as u32), -2.5);
     // Round to integral in float.
-    let ri = |rnd, x: f32| f32::from_bits(num::cvt(Ty::F32, Ty::F32, rnd, true, false, false, f32_bits(x)) as u32);
+    let ri = |rnd, x: f32| {
+        f32::from_bits(num::cvt(Ty::F32, Ty::F32, rnd, true, false, false, f32_bits(x)) as u32)
+    };
     assert_eq!(ri(Rnd::Rn, 2.5), 2.0);
     assert_eq!(ri(Rnd::Rm, -0.5), -1.0);
     assert_eq!(ri(Rnd::Rp, 0.1), 1.0);
     // .ftz flushes a subnormal input; .sat clamps.
     let sub = f32::from_bits(1);
-    let f = num::cvt(Ty::F64, Ty::F32, Rnd::Default, false, false, true, f32_bits(sub));
+    let f = num::cvt(
+        Ty::F64,
+        Ty::F32,
+        Rnd::Default,
+        false,
+        false,
+        true,
+        f32_bits(sub),
+    );
     assert_eq!(f64::from_bits(f), 0.0);
-    let s = num::cvt(Ty::F32, Ty::F32, Rnd::Default, false, true, false, f32_bits(1.5));
+    let s = num::cvt(
+        Ty::F32,
+        Ty::F32,
+        Rnd::Default,
+        false,
+        true,
+        false,
+        f32_bits(1.5),
+    );
     assert_eq!(f32::from_bits(s as u32), 1.0);
 }
 
 #[test]
 fn float_arithmetic_rounding_modes() {
     let tiny = 2f32.powi(-30);
-    let add = |rnd| f32::from_bits(num::fbin(FOp2::Add, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(tiny)) as u32);
+    let add = |rnd| {
+        f32::from_bits(
+            num::fbin(FOp2::Add, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(tiny)) as u32,
+        )
+    };
     assert_eq!(add(Rnd::Rn), 1.0);
     assert_eq!(add(Rnd::Rz), 1.0);
     assert_eq!(add(Rnd::Rm), 1.0);
     assert_eq!(add(Rnd::Rp), 1.0 + f32::EPSILON);
-    let sub = |rnd| f32::from_bits(num::fbin(FOp2::Sub, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(tiny)) as u32);
+    let sub = |rnd| {
+        f32::from_bits(
+            num::fbin(FOp2::Sub, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(tiny)) as u32,
+        )
+    };
     assert_eq!(sub(Rnd::Rn), 1.0);
     assert_eq!(sub(Rnd::Rz), 1.0 - f32::EPSILON / 2.0);
-    let div = |rnd| f32::from_bits(num::fbin(FOp2::Div, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(3.0)) as u32);
+    let div = |rnd| {
+        f32::from_bits(num::fbin(FOp2::Div, Fmt::F32, fm(rnd), f32_bits(1.0), f32_bits(3.0)) as u32)
+    };
     assert_eq!(div(Rnd::Rn), 1.0 / 3.0);
     assert!(div(Rnd::Rp) > div(Rnd::Rz));
     assert_eq!(div(Rnd::Rz), div(Rnd::Rm));
-    let mul = |rnd| f32::from_bits(num::fbin(FOp2::Mul, Fmt::F32, fm(rnd), f32_bits(1.0 + f32::EPSILON), f32_bits(1.0 + f32::EPSILON)) as u32);
+    let mul = |rnd| {
+        f32::from_bits(num::fbin(
+            FOp2::Mul,
+            Fmt::F32,
+            fm(rnd),
+            f32_bits(1.0 + f32::EPSILON),
+            f32_bits(1.0 + f32::EPSILON),
+        ) as u32)
+    };
     assert_eq!(mul(Rnd::Rn), 1.0 + 2.0 * f32::EPSILON);
     assert_eq!(mul(Rnd::Rp), 1.0 + 3.0 * f32::EPSILON);
     // 1 - 1 = +0 except -0 when rounding down.
-    assert_eq!(num::fbin(FOp2::Sub, Fmt::F32, RN, f32_bits(1.0), f32_bits(1.0)), 0);
-    assert_eq!(num::fbin(FOp2::Sub, Fmt::F32, fm(Rnd::Rm), f32_bits(1.0), f32_bits(1.0)), 0x8000_0000);
+    assert_eq!(
+        num::fbin(FOp2::Sub, Fmt::F32, RN, f32_bits(1.0), f32_bits(1.0)),
+        0
+    );
+    assert_eq!(
+        num::fbin(
+            FOp2::Sub,
+            Fmt::F32,
+            fm(Rnd::Rm),
+            f32_bits(1.0),
+            f32_bits(1.0)
+        ),
+        0x8000_0000
+    );
     // fma is fused: (1+e)(1-e) - 1 = -e^2 exactly.
     let e = f32::EPSILON;
-    let r = num::ffma(Fmt::F32, RN, f32_bits(1.0 + e), f32_bits(1.0 - e), f32_bits(-1.0));
+    let r = num::ffma(
+        Fmt::F32,
+        RN,
+        f32_bits(1.0 + e),
+        f32_bits(1.0 - e),
+        f32_bits(-1.0),
+    );
     assert_eq!(f32::from_bits(r as u32), -(e * e));
     // The f64 sum lands exactly on an f32 midpoint; the tiny addend must break the tie.
     let (x, z) = (1.0 + 2f32.powi(-12), 2f32.powi(-70));
     let r = num::ffma(Fmt::F32, RN, f32_bits(x), f32_bits(x), f32_bits(z));
     assert_eq!(f32::from_bits(r as u32), x.mul_add(x, z));
-    assert_eq!(f32::from_bits(r as u32), 1.0 + 2f32.powi(-11) + 2f32.powi(-23));
+    assert_eq!(
+        f32::from_bits(r as u32),
+        1.0 + 2f32.powi(-11) + 2f32.powi(-23)
+    );
     let r = num::ffma(Fmt::F32, RN, f32_bits(x), f32_bits(x), f32_bits(-z));
     assert_eq!(f32::from_bits(r as u32), x.mul_add(x, -z));
     let s = num::fun(FOp1::Sqrt, Fmt::F32, fm(Rnd::Rp), f32_bits(2.0));
@@ -155,15 +338,42 @@ fn float_arithmetic_rounding_modes() {
     assert_eq!(f32::from_bits(sn as u32), 2f32.sqrt());
     assert!(f32::from_bits(s as u32) >= f32::from_bits(sn as u32));
     // ftz flushes subnormal inputs and results; sat clamps to [0, 1] with NaN -> 0.
-    let ftz = FMode { rnd: Rnd::Rn, ftz: true, sat: false };
-    assert_eq!(num::fbin(FOp2::Mul, Fmt::F32, ftz, f32_bits(1e-20), f32_bits(1e-20)), 0);
+    let ftz = FMode {
+        rnd: Rnd::Rn,
+        ftz: true,
+        sat: false,
+    };
+    assert_eq!(
+        num::fbin(FOp2::Mul, Fmt::F32, ftz, f32_bits(1e-20), f32_bits(1e-20)),
+        0
+    );
     assert_eq!(num::fbin(FOp2::Add, Fmt::F32, ftz, 1, 0), 0);
-    let sat = FMode { rnd: Rnd::Rn, ftz: false, sat: true };
-    assert_eq!(f32::from_bits(num::fbin(FOp2::Add, Fmt::F32, sat, f32_bits(0.75), f32_bits(0.5)) as u32), 1.0);
-    assert_eq!(num::fbin(FOp2::Add, Fmt::F32, sat, f32_bits(f32::NAN), f32_bits(0.5)), 0);
+    let sat = FMode {
+        rnd: Rnd::Rn,
+        ftz: false,
+        sat: true,
+    };
+    assert_eq!(
+        f32::from_bits(num::fbin(FOp2::Add, Fmt::F32, sat, f32_bits(0.75), f32_bits(0.5)) as u32),
+        1.0
+    );
+    assert_eq!(
+        num::fbin(FOp2::Add, Fmt::F32, sat, f32_bits(f32::NAN), f32_bits(0.5)),
+        0
+    );
     // min/max ignore a single NaN.
-    assert_eq!(f32::from_bits(num::fbin(FOp2::Min, Fmt::F32, RN, f32_bits(f32::NAN), f32_bits(2.0)) as u32), 2.0);
-    assert_eq!(f32::from_bits(num::fbin(FOp2::Max, Fmt::F32, RN, f32_bits(-1.0), f32_bits(f32::NAN)) as u32), -1.0);
+    assert_eq!(
+        f32::from_bits(
+            num::fbin(FOp2::Min, Fmt::F32, RN, f32_bits(f32::NAN), f32_bits(2.0)) as u32
+        ),
+        2.0
+    );
+    assert_eq!(
+        f32::from_bits(
+            num::fbin(FOp2::Max, Fmt::F32, RN, f32_bits(-1.0), f32_bits(f32::NAN)) as u32
+        ),
+        -1.0
+    );
 }
 
 #[test]
@@ -171,7 +381,12 @@ fn half_precision_arithmetic() {
     let h = |x: f32| half::f16::from_f32(x).to_bits() as u64;
     let r = num::fbin(FOp2::Add, Fmt::F16, RN, h(1.0), h(0.0004883));
     assert_eq!(r, half::f16::from_f32(1.0 + 0.0004883).to_bits() as u64);
-    let packed = num::lanes2(h(1.5) | (h(-2.0) << 16), h(2.0) | (h(3.0) << 16), 0, |x, y, _| num::fbin(FOp2::Mul, Fmt::F16, RN, x, y));
+    let packed = num::lanes2(
+        h(1.5) | (h(-2.0) << 16),
+        h(2.0) | (h(3.0) << 16),
+        0,
+        |x, y, _| num::fbin(FOp2::Mul, Fmt::F16, RN, x, y),
+    );
     assert_eq!(packed, h(3.0) | (h(-6.0) << 16));
     let b = |x: f32| half::bf16::from_f32(x).to_bits() as u64;
     let r = num::ffma(Fmt::BF16, RN, b(1.5), b(2.0), b(0.25));
@@ -197,19 +412,37 @@ fn setp_ordered_and_unordered() {
 #[test]
 fn integer_corner_cases() {
     use num::IOp2::*;
-    assert_eq!(num::ibin(MulHi, Ty::U32, 0xffff_ffff, 0xffff_ffff), 0xffff_fffe);
-    assert_eq!(num::ibin(MulHi, Ty::S32, (-2i32) as u32 as u64, 3), 0xffff_ffff);
-    assert_eq!(num::ibin(MulWide, Ty::S32, (-2i32) as u32 as u64, 3), (-6i64) as u64);
+    assert_eq!(
+        num::ibin(MulHi, Ty::U32, 0xffff_ffff, 0xffff_ffff),
+        0xffff_fffe
+    );
+    assert_eq!(
+        num::ibin(MulHi, Ty::S32, (-2i32) as u32 as u64, 3),
+        0xffff_ffff
+    );
+    assert_eq!(
+        num::ibin(MulWide, Ty::S32, (-2i32) as u32 as u64, 3),
+        (-6i64) as u64
+    );
     assert_eq!(num::ibin(Shr, Ty::S32, 0x8000_0000, 40), 0xffff_ffff);
     assert_eq!(num::ibin(Shr, Ty::U32, 0x8000_0000, 40), 0);
     assert_eq!(num::ibin(Shl, Ty::B32, 1, 32), 0);
-    assert_eq!(num::ibin(Div, Ty::S32, (-7i32) as u32 as u64, 2), (-3i32) as u32 as u64);
-    assert_eq!(num::ibin(Rem, Ty::S32, (-7i32) as u32 as u64, 2), (-1i32) as u32 as u64);
+    assert_eq!(
+        num::ibin(Div, Ty::S32, (-7i32) as u32 as u64, 2),
+        (-3i32) as u32 as u64
+    );
+    assert_eq!(
+        num::ibin(Rem, Ty::S32, (-7i32) as u32 as u64, 2),
+        (-1i32) as u32 as u64
+    );
     assert_eq!(num::ibin(AddSat, Ty::S32, 0x7fff_ffff, 1), 0x7fff_ffff);
     assert_eq!(num::bfe(Ty::S32, 0x0000_0f00, 8, 4), 0xffff_ffff);
     assert_eq!(num::bfe(Ty::U32, 0x0000_0f00, 8, 3), 7);
     assert_eq!(num::bfi(Ty::B32, 0b101, 0xffff_0000, 4, 3), 0xffff_0050);
-    assert_eq!(num::prmt(0x4433_2211, 0x8877_6655, 0x0000_7531), 0x8866_4422);
+    assert_eq!(
+        num::prmt(0x4433_2211, 0x8877_6655, 0x0000_7531),
+        0x8866_4422
+    );
 }
 
 #[test]
@@ -221,7 +454,11 @@ fn parser_reports_unsupported_instruction_with_line() {
     assert!(err.log.contains("frobnicate"), "{}", err.log);
     let ptx = format!("{HEADER}.visible .entry k()\n{{\n  .reg .f32 %f<2>;\n  add.rn.xyz.f32 %f0, %f1, %f1;\n}}\n");
     let err = e.module_load(&ptx).expect_err("unknown modifier must fail");
-    assert!(err.log.contains("xyz") && err.log.contains("line 7"), "{}", err.log);
+    assert!(
+        err.log.contains("xyz") && err.log.contains("line 7"),
+        "{}",
+        err.log
+    );
     let ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k() { ret; }\n";
     let err = e.module_load(ptx).expect_err("sm_90a must not load on 8.0");
     assert_eq!(err.error.name, "CUDA_ERROR_NO_BINARY_FOR_GPU");
@@ -277,11 +514,20 @@ fn saxpy_runs() {
     let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32 + 0.25).collect();
     let px = upload_u32(&e, &x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
     let py = upload_u32(&e, &y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(1.5f32), KernelArg::from(n as u32)];
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(1.5f32),
+        KernelArg::from(n as u32),
+    ];
     launch(&e, SAXPY, "saxpy", 8, 128, 0, &args).expect("saxpy");
     let out = download_u32(&e, py, n);
     for i in 0..n {
-        assert_eq!(f32::from_bits(out[i]), 1.5f32.mul_add(x[i], y[i]), "element {i}");
+        assert_eq!(
+            f32::from_bits(out[i]),
+            1.5f32.mul_add(x[i], y[i]),
+            "element {i}"
+        );
     }
     assert!(e.executed_instructions() > 1000 * 10);
 }
@@ -291,12 +537,23 @@ fn saxpy_out_of_bounds_is_reported() {
     let e = emu();
     let px = upload_u32(&e, &[1; 100]);
     let py = upload_u32(&e, &[2; 100]);
-    let args = [KernelArg::ptr(px), KernelArg::ptr(py), KernelArg::from(1.0f32), KernelArg::from(101u32)];
+    let args = [
+        KernelArg::ptr(px),
+        KernelArg::ptr(py),
+        KernelArg::from(1.0f32),
+        KernelArg::from(101u32),
+    ];
     let err = launch(&e, SAXPY, "saxpy", 1, 128, 0, &args).expect_err("n is one too many");
     let msg = err.to_string();
     assert!(msg.contains("out-of-bounds global access"), "{msg}");
-    assert!(msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"), "{msg}");
-    assert!(msg.contains("PTX line 34") && msg.contains("ld.global.nc.f32"), "{msg}");
+    assert!(
+        msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("PTX line 34") && msg.contains("ld.global.nc.f32"),
+        "{msg}"
+    );
 }
 
 fn shfl_kernel(mode: &str, b: u32, c: u32) -> String {
@@ -314,19 +571,36 @@ fn shfl_modes_clamp_and_predicate() {
     let e = emu();
     let run = |mode: &str, b: u32, c: u32| {
         let out = upload_u32(&e, &[7; 32]);
-        launch(&e, &shfl_kernel(mode, b, c), "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect("shfl");
+        launch(
+            &e,
+            &shfl_kernel(mode, b, c),
+            "k",
+            1,
+            32,
+            0,
+            &[KernelArg::ptr(out)],
+        )
+        .expect("shfl");
         download_u32(&e, out, 32)
     };
     // down by 3, clamp 31: lanes 29..31 keep their own value, predicate false.
     let d = run("down", 3, 0x1f);
     for lane in 0..32u32 {
-        let want = if lane + 3 <= 31 { (lane + 3) * 10 + 1000 } else { lane * 10 };
+        let want = if lane + 3 <= 31 {
+            (lane + 3) * 10 + 1000
+        } else {
+            lane * 10
+        };
         assert_eq!(d[lane as usize], want, "down lane {lane}");
     }
     // up by 2 with c = 0.
     let u = run("up", 2, 0);
     for lane in 0..32u32 {
-        let want = if lane >= 2 { (lane - 2) * 10 + 1000 } else { lane * 10 };
+        let want = if lane >= 2 {
+            (lane - 2) * 10 + 1000
+        } else {
+            lane * 10
+        };
         assert_eq!(u[lane as usize], want, "up lane {lane}");
     }
     // butterfly 5 within segments of 8 (c = 0x181f: segmask 0x18, clamp 31).
@@ -337,6 +611,40 @@ fn shfl_modes_clamp_and_predicate() {
     // idx 3 within sub-warps of 8: c = ((32-8) << 8) | 7.
     let i = run("idx", 3, ((32 - 8) << 8) | 7);
     for lane in 0..32u32 {
-        assert_eq!(i[lane as usize], ((lane & !7) + 3) * 10 + 1000, "idx lane {lane}");
+        assert_eq!(
+            i[lane as usize],
+            ((lane & !7) + 3) * 10 + 1000,
+            "idx lane {lane}"
+        );
+    }
+}
+
+#[test]
+fn instruction_form_rules() {
+    for f in [
+        "ld.global.nc.v4.f32",
+        "st.shared.v2.u32",
+        "atom.shared.cas.b32",
+        "setp.neu.f32",
+        "shfl.sync.idx.b32",
+        "bar.sync",
+        "testp.notanumber.f64",
+        "cvt.rzi.u8.bf16",
+        "mul.rn.bf16x2",
+        "vote.sync.ballot.b32",
+    ] {
+        assert_eq!(super::check_instruction_form(f), Ok(()), "{f}");
+    }
+    for f in [
+        "mul24.lo.u32",
+        "atom.global.max.f32",
+        "add.rn.xyz.f32",
+        "shfl.bfly.b32",
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+    ] {
+        assert!(
+            super::check_instruction_form(f).is_err(),
+            "{f} must have no rule"
+        );
     }
 }
