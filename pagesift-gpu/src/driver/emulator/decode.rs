@@ -329,6 +329,8 @@ pub(super) enum Op {
     Activemask {
         d: Slot,
     },
+    /// `shf.{l,r}.{clamp,wrap}.b32`: funnel shift of `{b, a}` by `c`.
+    Shf { left: bool, clamp: bool, d: Slot, a: Slot, b: Slot, c: Slot },
     /// `testp.<kind>.<ty> p, a`.
     Testp {
         kind: TestKind,
@@ -1470,6 +1472,23 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 a: ctx.src(&ops[1], ty)?,
                 mask: ctx.src(&ops[2], Ty::B32)?,
             }
+        }
+        "shf" => {
+            let left = match m.take_one(&["l", "r"]) {
+                Some("l") => true,
+                Some(_) => false,
+                None => return Err("shf needs .l or .r".into()),
+            };
+            let clamp = match m.take_one(&["clamp", "wrap"]) {
+                Some("clamp") => true,
+                Some(_) => false,
+                None => return Err("shf needs .clamp or .wrap".into()),
+            };
+            m.ty()?;
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b, c) = (ctx.src(&ops[1], Ty::B32)?, ctx.src(&ops[2], Ty::B32)?, ctx.src(&ops[3], Ty::U32)?);
+            Op::Shf { left, clamp, d, a, b, c }
         }
         "testp" => {
             let kind = match m.take_one(&[

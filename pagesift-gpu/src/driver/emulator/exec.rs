@@ -1000,6 +1000,12 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             } & m;
         }
         Op::Activemask { d } => g!(d) = 0xffff_ffff,
+        Op::Shf { left, clamp, d, a, b, c } => {
+            let wide = (g!(a) & 0xffff_ffff) | ((g!(b) & 0xffff_ffff) << 32);
+            let n = g!(c) & 0xffff_ffff;
+            let n = if clamp { n.min(32) } else { n & 31 };
+            g!(d) = if left { (wide << n) >> 32 } else { (wide >> n) & 0xffff_ffff };
+        }
         Op::Testp { kind, ty, p, a } => {
             let x = if ty == Ty::F32 {
                 f32::from_bits(g!(a) as u32) as f64

@@ -620,6 +620,21 @@ fn shfl_modes_clamp_and_predicate() {
 }
 
 #[test]
+fn funnel_shift() {
+    let e = emu();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<8>;\n .reg .b64 %rd<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, 0x89abcdef;\n mov.u32 %r2, 0x01234567;\n\
+         shf.r.clamp.b32 %r3, %r1, %r2, 8;\n shf.l.wrap.b32 %r4, %r1, %r2, 36;\n\
+         shf.r.clamp.b32 %r5, %r1, %r2, 40;\n shf.l.clamp.b32 %r6, %r1, %r2, 0;\n\
+         st.global.v4.u32 [%rd1], {{%r3, %r4, %r5, %r6}};\n ret;\n}}\n"
+    );
+    let out = upload_u32(&e, &[0; 4]);
+    launch(&e, &ptx, "k", 1, 1, 0, &[KernelArg::ptr(out)]).expect("shf");
+    assert_eq!(download_u32(&e, out, 4), vec![0x6789abcd, 0x12345678, 0x01234567, 0x01234567]);
+}
+
+#[test]
 fn instruction_form_rules() {
     for f in [
         "ld.global.nc.v4.f32",
