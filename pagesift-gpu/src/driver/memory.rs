@@ -326,6 +326,13 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(b)
     }
 
+    /// A new buffer on the same device with a copy of the contents.
+    pub fn try_clone(&self) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc(&self.gpu, self.len)?;
+        b.copy_from_device(self)?;
+        Ok(b)
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         self.len

@@ -3,6 +3,39 @@
 //! `backend` is the narrow interface a device implementation provides; `cuda` implements it over
 //! `libcuda` (through libloading); the safe types ([`Gpu`], buffers, streams, events, the module
 //! cache and launches) are built on the interface alone.
+//!
+//! - [`Gpu`]: one device and its primary context; cheap to clone, usable from any thread.
+//! - [`DeviceBuffer`] / [`DeviceSlice`] / [`DeviceSliceMut`]: typed device memory and views,
+//!   with synchronous copies (complete when they return).
+//! - [`Stream`], [`Event`], [`PinnedBuffer`]: ordered asynchronous work, timing, and the
+//!   page-locked host memory asynchronous copies use. A pinned buffer cannot be read, written
+//!   or freed while a copy that uses it is in flight: every access waits for it.
+//! - Kernel variants from [`crate::ptx_kernel!`] load on first launch, once per device
+//!   ([`launch`]); raw PTX loads with [`Gpu::load_ptx`] and launches with [`Stream::launch`].
+//!
+//! Errors: no driver is [`Error::DriverNotFound`], a library that is not a driver is
+//! [`Error::MissingSymbol`], a failed call is [`Error::Driver`] naming the call, allocation
+//! failure is [`Error::OutOfMemory`]; a failure inside a `Drop` comes back from the next call on
+//! the same device as [`Error::Deferred`].
+//!
+//! ```no_run
+//! use pagesift_gpu::{DeviceBuffer, Event, Gpu, PinnedBuffer};
+//! # fn main() -> pagesift_gpu::Result<()> {
+//! let gpu = Gpu::new(0)?;
+//! let stream = gpu.new_stream()?;
+//! let host = PinnedBuffer::from_slice(&gpu, &[1.0f32, 2.0, 3.0, 4.0])?;
+//! let mut dev = DeviceBuffer::<f32>::alloc(&gpu, 4)?;
+//! let (start, end) = (Event::new(&gpu)?, Event::new(&gpu)?);
+//! start.record(&stream)?;
+//! stream.copy_htod_async(&mut dev, &host)?;
+//! end.record(&stream)?;
+//! let mut back = PinnedBuffer::<f32>::new(&gpu, 4)?;
+//! stream.copy_dtoh_async(&mut back, &dev.slice(..)?)?;
+//! assert_eq!(back.as_slice()?, &[1.0, 2.0, 3.0, 4.0]); // waits for the copy
+//! println!("upload took {} ms", end.elapsed_ms(&start)?);
+//! # Ok(())
+//! # }
+//! ```
 
 // `Error` carries its context inline (the JIT log, the PTX path); it is returned rarely and
 // boxing it would cost every caller an allocation on failure for no gain.

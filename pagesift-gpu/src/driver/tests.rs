@@ -335,6 +335,9 @@ fn buffers_round_trip_and_views_address_their_range() {
     let host: Vec<f32> = (0..37).map(|i| i as f32 * 0.5 - 3.0).collect();
     let mut buf = DeviceBuffer::from_host(&gpu, &host).unwrap();
     assert_eq!(buf.to_host().unwrap(), host);
+    let copy = buf.try_clone().unwrap();
+    assert_ne!(copy.device_ptr(), buf.device_ptr());
+    assert_eq!(copy.to_host().unwrap(), host);
 
     let view = buf.slice(5..9).unwrap();
     assert_eq!(view.device_ptr(), buf.device_ptr() + 20);

@@ -76,6 +76,19 @@ fn report(r: Result<(), Error>) -> ExitCode {
     }
 }
 
+/// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi prints it.
+fn format_uuid(b: &[u8; 16]) -> String {
+    let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex[0..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..16].concat()
+    )
+}
+
 fn mib(bytes: usize) -> String {
     format!("{:.0} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -92,6 +105,13 @@ fn info() -> Result<(), Error> {
         let p = gpu.props();
         let (free, total) = gpu.mem_info()?;
         let _ = writeln!(out, "device {ordinal}: {}", p.name);
+        if gpu.backend_kind() == pagesift_gpu::BackendKind::Cuda {
+            if let Ok(uuid) = pagesift_gpu::driver::cuda::CudaBackend::global()
+                .and_then(|c| c.device_uuid(ordinal))
+            {
+                let _ = writeln!(out, "  uuid                 {}", format_uuid(&uuid));
+            }
+        }
         let _ = writeln!(
             out,
             "  compute capability   {}.{}",
