@@ -3,7 +3,7 @@
 //! a load error naming it).
 
 use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::Backend;
+use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
 use pagesift_gpu::KernelVariant;
 use pagesift_tests::example_kernels;
 
@@ -64,4 +64,160 @@ fn every_registry_variant_loads_on_the_emulator() {
         "variants the emulator cannot load:\n{}",
         failures.join("\n")
     );
+}
+
+fn emu() -> Emulator {
+    Emulator::new(EmulatorConfig {
+        memory_capacity: 64 << 20,
+        ..EmulatorConfig::default()
+    })
+}
+
+fn upload(e: &Emulator, bytes: &[u8]) -> u64 {
+    let p = e.mem_alloc(bytes.len().max(1)).expect("alloc");
+    e.memcpy_htod(p, bytes).expect("htod");
+    p
+}
+
+fn download(e: &Emulator, p: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    b
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn bytes_of_f32(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn run(e: &Emulator, v: &KernelVariant, grid: [u32; 3], args: &[KernelArg]) {
+    let m = e
+        .module_load(v.ptx)
+        .unwrap_or_else(|err| panic!("{}: {}", v.display_name(), err.log));
+    let f = e.module_function(m, v.entry).expect("function");
+    let req = LaunchRequest {
+        function: f,
+        name: v.entry,
+        grid,
+        block: v.block,
+        shared_mem_bytes: 0,
+        stream: RawHandle::NULL,
+        args,
+    };
+    e.launch(&req)
+        .unwrap_or_else(|err| panic!("{}: {err}", v.display_name()));
+    e.module_unload(m).expect("unload");
+}
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2001) as f32 / 250.0
+                - 4.0
+        })
+        .collect()
+}
+
+#[test]
+fn example_block_sum_runs_under_the_checks() {
+    let e = emu();
+    let n = 5003;
+    let x = data(n, 1);
+    let px = upload(&e, &bytes_of_f32(&x));
+    let pt = upload(&e, &bytes_of_f32(&[0.0]));
+    let v = &example_kernels::block_sum::VARIANTS[0];
+    run(
+        &e,
+        v,
+        [7, 1, 1],
+        &[
+            KernelArg::ptr(px),
+            KernelArg::ptr(pt),
+            KernelArg::from(n as u32),
+        ],
+    );
+    let got = f32s(&download(&e, pt, 4))[0];
+    let want: f64 = x.iter().map(|v| *v as f64).sum();
+    assert!(
+        (got as f64 - want).abs() <= 1e-3 * (1.0 + want.abs()),
+        "{got} vs {want}"
+    );
+}
+
+#[test]
+fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
+    let e = emu();
+    let (rows, cols) = (13usize, 37usize);
+    let x = data(rows * cols, 2);
+    for v in example_kernels::tile_scale::VARIANTS {
+        let px = upload(&e, &bytes_of_f32(&x));
+        let py = upload(&e, &bytes_of_f32(&vec![f32::NAN; rows * cols]));
+        let vec = if v.block[1] == 8 { 1 } else { 2 };
+        let grid = [
+            cols.div_ceil(32 * 4 * vec) as u32,
+            rows.div_ceil(v.block[1] as usize) as u32,
+            1,
+        ];
+        let args = [
+            KernelArg::ptr(px),
+            KernelArg::ptr(py),
+            KernelArg::from(rows as u32),
+            KernelArg::from(cols as u32),
+            KernelArg::from(1.5f32),
+        ];
+        run(&e, v, grid, &args);
+        let y = f32s(&download(&e, py, rows * cols * 4));
+        for i in 0..rows * cols {
+            assert_eq!(y[i], 1.5 * x[i], "{} element {i}", v.display_name());
+        }
+    }
+    let n = 1000;
+    let bias = data(cols, 3);
+    for v in example_kernels::bias_act::VARIANTS {
+        let px = upload(&e, &bytes_of_f32(&x[..n.min(x.len())]));
+        let pb = upload(&e, &bytes_of_f32(&bias));
+        let py = upload(&e, &bytes_of_f32(&vec![f32::NAN; n]));
+        let n = n.min(x.len());
+        let args = [
+            KernelArg::ptr(px),
+            KernelArg::ptr(pb),
+            KernelArg::ptr(py),
+            KernelArg::from(n as u32),
+            KernelArg::from(cols as u32),
+        ];
+        run(&e, v, [n.div_ceil(256) as u32, 1, 1], &args);
+        let y = f32s(&download(&e, py, n * 4));
+        for i in 0..n {
+            let t = x[i] + bias[i % cols];
+            let want = match v.consts[0].1 {
+                "Identity" => t as f64,
+                "Relu" => t.max(0.0) as f64,
+                _ => 0.5 * t as f64 * (1.0 + erf(t as f64 * std::f64::consts::FRAC_1_SQRT_2)),
+            };
+            assert!(
+                (y[i] as f64 - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "{} element {i}: {} vs {want}",
+                v.display_name(),
+                y[i]
+            );
+        }
+    }
+}
+
+/// erf by its series / continued fraction (double precision, for a reference only).
+fn erf(x: f64) -> f64 {
+    // Abramowitz-Stegun 7.1.26 is too coarse; integrate exp(-t^2) with Simpson's rule instead.
+    let n = 2000;
+    let h = x / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(x);
+    for k in 1..n {
+        s += f(k as f64 * h) * if k % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
 }
