@@ -222,6 +222,21 @@ impl Gpu {
         Ok(())
     }
 
+    /// Loads a kernel variant's module now rather than at its first launch (so that a timed
+    /// run does not include the JIT), and returns the function's resource use.
+    ///
+    /// Errors: as the first launch would report them: [`Error::Unsupported`] for a variant this
+    /// device or driver cannot run, [`Error::ModuleLoad`] when the JIT rejects it.
+    pub fn preload(&self, variant: &'static KernelVariant) -> Result<FunctionAttributes> {
+        self.enter()?;
+        let slot = self.variant_function(variant)?;
+        let loaded = slot.loaded().ok_or_else(|| Error::Launch {
+            kernel: variant.display_name(),
+            message: "module not loaded".into(),
+        })?;
+        self.backend().function_attributes(loaded.function)
+    }
+
     /// How many kernel variant modules this device has loaded.
     pub fn loaded_module_count(&self) -> usize {
         self.inner.modules.len()

@@ -513,6 +513,12 @@ fn variants_load_once_and_launch_with_their_block() {
     }
     assert_eq!(f.n.module_load.load(Ordering::SeqCst), 1);
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
+    assert_eq!(
+        gpu.preload(&SCALE).unwrap().num_regs,
+        16,
+        "preloading a loaded variant reuses it"
+    );
+    assert_eq!(f.n.module_load.load(Ordering::SeqCst), 1);
     assert_eq!(gpu.loaded_module_count(), 1);
     let (grid, block, shared, args) = f.last_launch.lock().unwrap().clone().unwrap();
     assert_eq!((grid, block, shared), ([3, 1, 1], [128, 1, 1], 0));

@@ -20,6 +20,7 @@ commands:
   info        every device (name, compute capability, SMs, memory, L2, shared memory limits,
               warp size) and the driver version
   kernels     every compiled kernel variant: name, target, block, static shared memory, PTX bytes
+              (`--device`: also registers and local memory as JIT-compiled for device 0)
   ptx NAME    the PTX text of one variant (NAME as listed by `kernels`, or its entry name)
   selftest    every kernel family against the CPU reference
   help        this text
@@ -39,7 +40,7 @@ fn main() -> ExitCode {
     let rest = args.get(1..).unwrap_or(&[]);
     match command {
         "info" => report(info()),
-        "kernels" => report(kernels()),
+        "kernels" => report(kernels(rest)),
         "ptx" => match rest.first() {
             Some(name) => ptx(name),
             None => fail(
@@ -151,7 +152,11 @@ fn info() -> Result<(), Error> {
     Ok(())
 }
 
-fn kernels() -> Result<(), Error> {
+/// Lists the registry; with `--device`, also loads every variant on device 0 and shows its
+/// registers and local memory (spills) as the driver's JIT compiled it.
+fn kernels(args: &[String]) -> Result<(), Error> {
+    let on_device = args.iter().any(|a| a == "--device");
+    let gpu = if on_device { Some(Gpu::new(0)?) } else { None };
     let registry = pagesift_gpu::kernels::registry();
     let mut out = std::io::stdout().lock();
     let width = registry
@@ -160,15 +165,17 @@ fn kernels() -> Result<(), Error> {
         .max()
         .unwrap_or(4)
         .max(4);
-    let _ = writeln!(
-        out,
+    let mut header = format!(
         "{:<width$}  {:<7}  {:<13}  {:>11}  {:>9}",
         "name", "target", "block", "static smem", "PTX bytes"
     );
+    if on_device {
+        header.push_str("   regs  local bytes");
+    }
+    let _ = writeln!(out, "{header}");
     for v in &registry {
         let block = format!("{}x{}x{}", v.block[0], v.block[1], v.block[2]);
-        let _ = writeln!(
-            out,
+        let mut line = format!(
             "{:<width$}  {:<7}  {:<13}  {:>11}  {:>9}",
             v.display_name(),
             v.target,
@@ -176,6 +183,14 @@ fn kernels() -> Result<(), Error> {
             v.static_shared_bytes,
             v.ptx.len()
         );
+        if let Some(gpu) = &gpu {
+            match gpu.preload(v) {
+                Ok(a) => line.push_str(&format!("  {:>5}  {:>11}", a.num_regs, a.local_bytes)),
+                Err(Error::Unsupported { .. }) => line.push_str("  (not for this device)"),
+                Err(e) => return Err(e),
+            }
+        }
+        let _ = writeln!(out, "{line}");
     }
     let _ = writeln!(out, "{} variants", registry.len());
     Ok(())
