@@ -98,9 +98,13 @@ impl ConstLit {
     }
 }
 
-/// `#[launch(block = N)]` or `block = (X, Y[, Z])`; the values may name const parameters.
+/// `#[launch(block = N)]` or `block = (X, Y[, Z])`, optionally `min_blocks = N` (blocks per SM
+/// the register allocation must allow, `.minnctapersm`) and `max_regs = N` (`.maxnreg`); the
+/// values may name const parameters.
 pub struct LaunchAttr {
     pub block: Vec<Expr>,
+    pub min_blocks: Option<Expr>,
+    pub max_regs: Option<Expr>,
     pub span: Span,
 }
 
@@ -505,29 +509,53 @@ fn parse_variants(input: ParseStream<'_>) -> syn::Result<Vec<VariantGroup>> {
 }
 
 fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
-    let key: Ident = input.parse()?;
-    if key != "block" {
+    let mut attr = LaunchAttr {
+        block: Vec::new(),
+        min_blocks: None,
+        max_regs: None,
+        span: input.span(),
+    };
+    while !input.is_empty() {
+        let key: Ident = input.parse()?;
+        input.parse::<Token![=]>()?;
+        let value: syn::Expr = input.parse()?;
+        let cx = Ctxt::new();
+        match key.to_string().as_str() {
+            "block" => {
+                attr.span = value.span();
+                attr.block = match &value {
+                    syn::Expr::Tuple(t) => t.elems.iter().map(|e| parse_expr(&cx, e)).collect(),
+                    syn::Expr::Paren(p) => vec![parse_expr(&cx, &p.expr)],
+                    other => vec![parse_expr(&cx, other)],
+                };
+                if attr.block.is_empty() || attr.block.len() > 3 {
+                    return Err(syn::Error::new(value.span(), "a block has 1 to 3 dimensions"));
+                }
+            }
+            "min_blocks" => attr.min_blocks = Some(parse_expr(&cx, &value)),
+            "max_regs" => attr.max_regs = Some(parse_expr(&cx, &value)),
+            _ => {
+                return Err(syn::Error::new(
+                    key.span(),
+                    "expected `block = N` or `block = (X, Y[, Z])`, then optionally `min_blocks = N`, `max_regs = N`",
+                ))
+            }
+        }
+        if let Some(e) = cx.finish().into_iter().next() {
+            return Err(e);
+        }
+        if input.is_empty() {
+            break;
+        }
+        input.parse::<Token![,]>()?;
+    }
+    if attr.block.is_empty() {
         return Err(syn::Error::new(
-            key.span(),
-            "expected `block = N` or `block = (X, Y)`",
+            attr.span,
+            "expected `block = N` or `block = (X, Y[, Z])`",
         ));
     }
-    input.parse::<Token![=]>()?;
-    let value: syn::Expr = input.parse()?;
-    let span = value.span();
-    let cx = Ctxt::new();
-    let exprs = match &value {
-        syn::Expr::Tuple(t) => t.elems.iter().map(|e| parse_expr(&cx, e)).collect(),
-        syn::Expr::Paren(p) => vec![parse_expr(&cx, &p.expr)],
-        other => vec![parse_expr(&cx, other)],
-    };
-    if let Some(e) = cx.finish().into_iter().next() {
-        return Err(e);
-    }
-    if exprs.is_empty() || exprs.len() > 3 {
-        return Err(syn::Error::new(span, "a block has 1 to 3 dimensions"));
-    }
-    Ok(LaunchAttr { block: exprs, span })
+    Ok(attr)
 }
 
 /// Parses a written type.

@@ -175,6 +175,8 @@ pub struct Function {
     pub target: String,
     pub ptx_version: (u32, u32),
     pub block: [u32; 3],
+    pub min_blocks: u32,
+    pub max_regs: Option<u32>,
     pub params: Vec<ParamDecl>,
     /// Static shared arrays: (symbol, bytes).
     pub shared: Vec<(String, u32)>,
@@ -533,6 +535,12 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     let _ = writeln!(s, "\n)");
     let [x, y, z] = f.block;
     let _ = writeln!(s, ".reqntid {x}, {y}, {z}");
+    // Without a blocks-per-SM bound ptxas aims at full occupancy for the block size and spills
+    // beyond its register budget; the bound states what the kernel actually needs.
+    let _ = writeln!(s, ".minnctapersm {}", f.min_blocks);
+    if let Some(r) = f.max_regs {
+        let _ = writeln!(s, ".maxnreg {r}");
+    }
     let _ = writeln!(s, "{{");
     for (class, n) in &f.reg_counts {
         if *n > 0 {

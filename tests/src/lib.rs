@@ -6,6 +6,8 @@
 //! `PAGESIFT_TEST_LOG` names a file, every GPU test appends one line to it (`ran <name> <device>`
 //! or `skipped <name> <reason>`), so a script can count what ran where.
 
+pub mod example_kernels;
+
 use pagesift_gpu::Gpu;
 use std::io::Write;
 

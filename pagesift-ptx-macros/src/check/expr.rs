@@ -113,6 +113,8 @@ pub(super) fn check_variant(
         }
     }
     ck.frames.push(Frame::new(scope, Ty::Unit));
+    let mut min_blocks = 1;
+    let mut max_regs = None;
     match &f.launch {
         None => cx.error(
             f.name.span(),
@@ -122,6 +124,15 @@ pub(super) fn check_variant(
             for (i, e) in l.block.iter().enumerate() {
                 if let Some(v) = ck.const_u32(e, "a block dimension") {
                     ck.block[i] = v;
+                }
+            }
+            if let Some(e) = &l.min_blocks {
+                min_blocks = ck.const_u32(e, "`min_blocks`").unwrap_or(1).max(1);
+            }
+            if let Some(e) = &l.max_regs {
+                max_regs = ck.const_u32(e, "`max_regs`");
+                if max_regs.is_some_and(|r| !(24..=255).contains(&r)) {
+                    cx.error(e.span, "`max_regs` is between 24 and 255");
                 }
             }
             let threads: u64 = ck.block.iter().map(|&d| d as u64).product();
@@ -158,6 +169,8 @@ pub(super) fn check_variant(
         entry,
         target: ck.target,
         block: ck.block,
+        min_blocks,
+        max_regs,
         params,
         vars: ck.vars,
         shared: ck.shared,

@@ -183,6 +183,10 @@ pub struct Variant {
     pub entry: String,
     pub target: Target,
     pub block: [u32; 3],
+    /// Blocks per SM the register allocation must allow (`.minnctapersm`).
+    pub min_blocks: u32,
+    /// A register limit per thread (`.maxnreg`).
+    pub max_regs: Option<u32>,
     /// The kernel parameters: their variables, in order.
     pub params: Vec<VarId>,
     pub vars: Vec<VarInfo>,

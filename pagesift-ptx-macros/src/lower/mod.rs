@@ -166,6 +166,8 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         target: v.target.name.clone(),
         ptx_version: lw.version,
         block: v.block,
+        min_blocks: v.min_blocks,
+        max_regs: v.max_regs,
         params,
         shared,
         dyn_shared,

@@ -229,6 +229,18 @@ impl Lower<'_> {
                 let b = self.cast(r, Scalar::F32, span);
                 return self.binary(op, a, b, span);
             }
+            if let (Val::Imm(..), Val::Reg(..)) = (&l, &r) {
+                let flipped = match cmp {
+                    CmpKind::Lt => CmpKind::Gt,
+                    CmpKind::Le => CmpKind::Ge,
+                    CmpKind::Gt => CmpKind::Lt,
+                    CmpKind::Ge => CmpKind::Le,
+                    c => c,
+                };
+                let a = self.operand_reg(&r, span);
+                let b = self.operand(&l, span);
+                return self.op_to(Op::Setp(flipped, s), Scalar::Bool, vec![a, b], span);
+            }
             let a = self.operand_reg(&l, span);
             let b = self.operand(&r, span);
             return self.op_to(setp, Scalar::Bool, vec![a, b], span);
@@ -269,6 +281,21 @@ impl Lower<'_> {
                 lw.bin(kind, Scalar::F32, a[0].clone(), a[1].clone(), span)
             });
         }
+        // Immediates go second, where PTX takes them.
+        let (l, r) = match (&l, &r, kind) {
+            (
+                Val::Imm(..),
+                Val::Reg(..),
+                BinKind::Add
+                | BinKind::Mul
+                | BinKind::And
+                | BinKind::Or
+                | BinKind::Xor
+                | BinKind::Min
+                | BinKind::Max,
+            ) => (r, l),
+            _ => (l, r),
+        };
         let a = self.operand_reg(&l, span);
         let b = self.operand(&r, span);
         self.op_to(op, s, vec![a, b], span)

@@ -1,0 +1,143 @@
+//! Small kernels written with `ptx_kernel!` outside the runtime crate: they show the language,
+//! and the snapshot and `ptxas` tests compile them. Each exercises a different part of the
+//! language: enum const parameters and helpers (`bias_act`), shared memory, shuffles and
+//! atomics (`block_sum`), tuple variants, 2-D blocks, unrolled loops and vector accesses
+//! (`tile_scale`), half precision on sm_80 (`half_axpy`), and the `asm!` escape (`clock_mix`).
+
+use pagesift_gpu::ptx_kernel;
+
+/// The activations of the example kernel [`bias_act`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExampleAct {
+    /// `y = x`.
+    Identity,
+    /// `y = max(x, 0)`.
+    Relu,
+    /// `y = x / 2 · (1 + erf(x / √2))`.
+    Gelu,
+}
+
+ptx_kernel! {
+    /// `y[i] = act(x[i] + bias[i % cols])` for `i < n`; one element per thread.
+    #[variants(ACT in [Identity, Relu, Gelu])]
+    #[launch(block = 256)]
+    pub fn bias_act<const ACT: ExampleAct>(x: &[f32], bias: &[f32], y: &mut [f32], n: u32, cols: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i < n {
+            y[i] = act::<ACT>(x[i] + bias[i % cols]);
+        }
+    }
+
+    fn act<const A: ExampleAct>(v: f32) -> f32 {
+        match A {
+            ExampleAct::Identity => v,
+            ExampleAct::Relu => v.max(0.0),
+            ExampleAct::Gelu => 0.5 * v * (1.0 + (v * 0.70710677).erf()),
+        }
+    }
+
+    /// `total += sum(x[0..n])`: a grid-stride loop per thread, a warp reduction with shuffles,
+    /// the warps' partial sums through shared memory, one atomic add per block.
+    #[launch(block = 256)]
+    pub fn block_sum(x: &[f32], total: &mut [f32], n: u32) {
+        let partial: Shared<[f32; 8]>;
+        let mut acc = 0.0f32;
+        let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
+        while i < n {
+            acc += x.load_nc(i);
+            i += grid_dim_x() * block_dim_x();
+        }
+        acc = warp_sum(acc);
+        if lane_id() == 0 {
+            partial[warp_id()] = acc;
+        }
+        sync_threads();
+        if warp_id() == 0 {
+            let mut v = 0.0f32;
+            if lane_id() < num_warps() {
+                v = partial[lane_id()];
+            }
+            v = warp_sum(v);
+            if lane_id() == 0 {
+                total.atomic_add(0u32, v);
+            }
+        }
+    }
+
+    fn warp_sum(v: f32) -> f32 {
+        let mut s = v;
+        #[unroll]
+        for k in 0..5 {
+            s += shfl_xor(s, 16u32 >> k);
+        }
+        s
+    }
+
+    /// `y[r][c] = alpha * x[r][c]` over a row-major `rows x cols` matrix; each thread handles
+    /// `4 * VEC` consecutive columns, with 16-byte accesses when the row allows.
+    #[variants((ROWS_PER_BLOCK, VEC) in [(8, 1), (4, 2)])]
+    #[launch(block = (32, ROWS_PER_BLOCK))]
+    pub fn tile_scale<const ROWS_PER_BLOCK: u32, const VEC: u32>(
+        x: &[f32],
+        y: &mut [f32],
+        rows: u32,
+        cols: u32,
+        alpha: f32,
+    ) {
+        let r = block_idx_y() * ROWS_PER_BLOCK + thread_idx_y();
+        let c0 = (block_idx_x() * 32 + thread_idx_x()) * 4 * VEC;
+        if r >= rows {
+            return;
+        }
+        let row = r * cols;
+        #[unroll]
+        for v in 0..VEC {
+            let c = c0 + 4 * v;
+            if c + 4 <= cols && (row + c) % 4 == 0 {
+                let mut a = x.load4(row + c);
+                #[unroll]
+                for k in 0..4 {
+                    a[k] *= alpha;
+                }
+                y.store4(row + c, a);
+            } else {
+                for k in c..cols.min(c + 4) {
+                    y[row + k] = alpha * x[row + k];
+                }
+            }
+        }
+    }
+
+    /// `y[i] = a * x[i] + y[i]` in f16 storage with packed `f16x2` math (pairs of elements),
+    /// and `z[i] = x[i]` rounded to bf16.
+    #[target(sm_80)]
+    #[launch(block = 128)]
+    pub fn half_axpy(x: &[f16], y: &mut [f16], z: &mut [bf16], n_pairs: u32, a: f32) {
+        let p = block_idx_x() * block_dim_x() + thread_idx_x();
+        if p < n_pairs {
+            let xs = x.load2(2 * p);
+            let ys = y.load2(2 * p);
+            let av = a as f16;
+            let r = f16x2::new(av, av).mul_add(f16x2::new(xs[0], xs[1]), f16x2::new(ys[0], ys[1]));
+            y.store2(2 * p, [r.lo(), r.hi()]);
+            z[2 * p] = (xs[0] as f32) as bf16;
+            z[2 * p + 1] = (xs[1] as f32) as bf16;
+        }
+    }
+
+    /// `y[i] = x[i] ^ (x[i] >> 7)` computed with an `asm!`-spliced `shf.r.clamp` funnel shift
+    /// and a `bool` parameter selecting whether to also add `i`.
+    #[launch(block = 64)]
+    pub fn clock_mix(x: &[u32], y: &mut [u32], n: u32, add_index: bool) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i < n {
+            let v = x[i];
+            let s: u32 = asm!("shf.r.clamp.b32 {0}, {1}, {2}, {3};", out(u32), v, 0u32, 7u32);
+            let mut r = v ^ s;
+            if add_index {
+                r += i;
+            }
+            y[i] = r;
+        }
+    }
+}
