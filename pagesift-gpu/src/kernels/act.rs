@@ -180,7 +180,7 @@ ptx_kernel! {
             y.store8(e2, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, r2, slope));
             y.store8(e3, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, r3, slope));
             c = wrap_add(c3, step, cols);
-            j += 8 * nt;
+            j += 4 * nt;
         }
         while j < nvec {
             let e0 = h + 8 * j;
@@ -287,7 +287,7 @@ ptx_kernel! {
             y.store8(e2, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, r2, slope));
             y.store8(e3, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, r3, slope));
             c = wrap_add(c3, step, cols);
-            j += 8 * nt;
+            j += 4 * nt;
         }
         while j < nvec {
             let e0 = h + 8 * j;

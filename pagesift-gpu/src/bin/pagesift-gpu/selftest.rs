@@ -244,6 +244,9 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
                     };
                     if ratio > report.worst.0 {
                         report.worst = (ratio, where_.clone());
+                        if std::env::var_os("PAGESIFT_SELFTEST_VERBOSE").is_some() {
+                            println!("{where_}: [{i}] input {v:e} got {got:e} want {want:e} allowed {allowed:e}");
+                        }
                     }
                 }
             }
