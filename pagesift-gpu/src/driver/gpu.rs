@@ -1,7 +1,7 @@
 //! [`Gpu`]: one device, its primary context, its module cache and its deferred errors.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::backend::{Backend, BackendKind, DeviceProps, RawHandle};
@@ -29,6 +29,8 @@ pub(crate) struct GpuInner {
     pub(crate) driver_version: i32,
     pub(crate) modules: ModuleCache,
     has_deferred: AtomicBool,
+    /// Bytes long-lived allocations leave free (see `Gpu::set_memory_reserve`).
+    pub(crate) memory_reserve: AtomicUsize,
     deferred: Mutex<Vec<Error>>,
 }
 
@@ -88,6 +90,7 @@ impl Gpu {
             driver_version,
             modules: ModuleCache::default(),
             has_deferred: AtomicBool::new(false),
+            memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
         });
         map.insert(key, Arc::downgrade(&inner));
@@ -144,6 +147,19 @@ impl Gpu {
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.enter()?;
         self.inner.backend.mem_info()
+    }
+
+    /// Sets how many bytes of device memory long-lived allocations
+    /// ([`super::DeviceBuffer::alloc_long_lived`], e.g. model weights) must leave free, so that
+    /// they never take the memory that short-lived ones (activations, workspaces) need.
+    /// Ordinary allocations ignore the reserve. Shared by every handle of this device.
+    pub fn set_memory_reserve(&self, bytes: usize) {
+        self.inner.memory_reserve.store(bytes, Ordering::Relaxed);
+    }
+
+    /// The memory reserve in bytes (0 unless set).
+    pub fn memory_reserve(&self) -> usize {
+        self.inner.memory_reserve.load(Ordering::Relaxed)
     }
 
     /// Waits until all work on the device (every stream) is done.

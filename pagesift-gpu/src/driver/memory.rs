@@ -312,6 +312,28 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         })
     }
 
+    /// Allocates `len` elements for long-lived data (weights): like [`DeviceBuffer::alloc`],
+    /// but refuses with [`Error::OutOfMemory`] an allocation that would leave less free device
+    /// memory than the device's reserve ([`Gpu::set_memory_reserve`]).
+    pub fn alloc_long_lived(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
+        let bytes = byte_len::<T>("DeviceBuffer::alloc_long_lived", len)?;
+        let reserve = gpu.memory_reserve();
+        if bytes > 0 && reserve > 0 {
+            let (free, _) = gpu.mem_info()?;
+            if free.saturating_sub(bytes) < reserve {
+                return Err(Error::OutOfMemory { bytes });
+            }
+        }
+        DeviceBuffer::alloc(gpu, len)
+    }
+
+    /// Allocates long-lived memory ([`DeviceBuffer::alloc_long_lived`]) holding a copy of `src`.
+    pub fn from_host_long_lived(gpu: &Gpu, src: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc_long_lived(gpu, src.len())?;
+        b.copy_from_host(src)?;
+        Ok(b)
+    }
+
     /// Allocates `len` elements set to zero bytes.
     pub fn zeroed(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
         let mut b = DeviceBuffer::alloc(gpu, len)?;

@@ -760,3 +760,25 @@ fn events_time_through_the_backend() {
     b.synchronize().unwrap();
     assert_eq!(b.elapsed_ms(&a).unwrap(), 0.5);
 }
+
+#[test]
+fn long_lived_allocations_leave_the_reserve_free() {
+    let f = fake();
+    let gpu = gpu_of(&f);
+    gpu.set_memory_reserve(TOTAL / 2);
+    assert_eq!(
+        gpu_of(&f).memory_reserve(),
+        TOTAL / 2,
+        "shared by every handle"
+    );
+    let weights = DeviceBuffer::<u8>::alloc_long_lived(&gpu, TOTAL / 4).unwrap();
+    match DeviceBuffer::<u8>::from_host_long_lived(&gpu, &vec![1u8; TOTAL / 4 + 4096]) {
+        Err(Error::OutOfMemory { bytes }) => assert_eq!(bytes, TOTAL / 4 + 4096),
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    // Short-lived allocations may use the reserve.
+    let activations = DeviceBuffer::<u8>::alloc(&gpu, TOTAL / 2).unwrap();
+    assert_eq!(activations.len() + weights.len(), 3 * TOTAL / 4);
+    gpu.set_memory_reserve(0);
+    assert!(DeviceBuffer::<u8>::alloc_long_lived(&gpu, TOTAL / 8).is_ok());
+}
