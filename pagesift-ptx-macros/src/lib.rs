@@ -1,4 +1,199 @@
-//! The `ptx_kernel!` compiler. (Language reference: see below; filled in with the full text.)
+//! The `ptx_kernel!` compiler: a small Rust-syntax kernel language, compiled at `cargo build`
+//! time to one PTX module per kernel variant plus a typed launch wrapper. Use it through
+//! `pagesift_gpu::ptx_kernel!`; generated code names the runtime as `::pagesift_gpu::...`, so
+//! any crate that depends on `pagesift-gpu` can write kernels.
+//!
+//! # Example
+//!
+//! (Compiled for real in `tests/src/example_kernels.rs`.)
+//!
+//! ```ignore
+//! use pagesift_gpu::ptx_kernel;
+//!
+//! #[derive(Clone, Copy)]
+//! pub enum Act { Identity, Relu, Gelu }
+//!
+//! ptx_kernel! {
+//!     /// y[i] = act(x[i] + bias[i % cols])
+//!     #[variants(ACT in [Identity, Relu, Gelu])]
+//!     #[launch(block = 256)]
+//!     pub fn bias_act<const ACT: Act>(x: &[f32], bias: &[f32], y: &mut [f32], n: u32, cols: u32) {
+//!         let i = block_idx_x() * block_dim_x() + thread_idx_x();
+//!         if i < n {
+//!             y[i] = act::<ACT>(x[i] + bias[i % cols]);
+//!         }
+//!     }
+//!
+//!     fn act<const A: Act>(v: f32) -> f32 {
+//!         match A {
+//!             Act::Identity => v,
+//!             Act::Relu => v.max(0.0),
+//!             Act::Gelu => 0.5 * v * (1.0 + (v * 0.70710677).erf()),
+//!         }
+//!     }
+//! }
+//!
+//! // Generated:
+//! // pub mod bias_act {
+//! //     pub const VARIANTS: &[KernelVariant] = &[/* Identity, Relu, Gelu: entry, PTX, ... */];
+//! //     pub fn launch(stream: &Stream, cfg: LaunchConfig, act: Act,
+//! //                   x: &impl DeviceRead<f32>, bias: &impl DeviceRead<f32>,
+//! //                   y: &mut impl DeviceWrite<f32>, n: u32, cols: u32) -> Result<()>;
+//! // }
+//! bias_act::launch(&stream, LaunchConfig::grid_1d(n.div_ceil(256)), Act::Relu, &x, &b, &mut y, n, cols)?;
+//! ```
+//!
+//! # Items
+//!
+//! An invocation holds `fn` items only. A `pub fn` is a **kernel** (an entry point with a
+//! wrapper); a plain `fn` is a **helper**, inlined at each call (helpers may call helpers, not
+//! recursively). Several kernels and helpers may share one invocation; helpers are visible to
+//! every kernel of the invocation. Doc comments on a kernel go to its generated module.
+//!
+//! Kernel attributes:
+//!
+//! | attribute | meaning |
+//! |---|---|
+//! | `#[launch(block = 256)]`, `block = (16, 16)`, `block = (32, BM / 8, 1)` | the block shape, required; emitted as `.reqntid`, folded into `block_dim_x()` etc., recorded in `KernelVariant::block`. At most 1024 threads. |
+//! | `#[launch(.., min_blocks = 2)]` | blocks per SM the register allocation must allow (`.minnctapersm`, default 1: ptxas may use all the registers it needs instead of spilling for occupancy). |
+//! | `#[launch(.., max_regs = 64)]` | a register cap per thread (`.maxnreg`, 24..=255). |
+//! | `#[target(sm_80)]` | the PTX target: `sm_70` (default), `sm_75`, `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`. |
+//! | `#[variants(ACT in [Identity, Relu], BM in [64, 128])]` | the values of the const parameters; groups multiply (cross product). |
+//! | `#[variants((BM, BN) in [(64, 64), (128, 64)])]` | a group of several parameters with an explicit list of tuples. |
+//!
+//! Every const parameter must appear in exactly one `#[variants]` group. The values of
+//! `#[launch]` may use const parameters.
+//!
+//! # Types
+//!
+//! | type | where | PTX |
+//! |---|---|---|
+//! | `bool` | values, scalar params (`.u8`), consts | `.pred` registers |
+//! | `i16 i32 i64 u16 u32 u64` | everywhere | `.b16/.b32/.b64` registers |
+//! | `i8 u8` | storage: slices, shared arrays, loads, stores and `as` casts only (no arithmetic) | `.b16` registers, `ld.s8/u8` |
+//! | `f32 f64` | everywhere | `.f32/.f64` registers |
+//! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
+//! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
+//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; one `.u64` pointer param, no length) | |
+//! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
+//! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
+//! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
+//!
+//! Half-precision arithmetic that the target lacks (bf16 `+ - *` and comparisons below sm_90,
+//! f16/bf16 `min`/`max` below sm_80) is computed in f32 and rounded once; `/` on halves
+//! always goes through f32. `f32 -> bf16` needs sm_80.
+//!
+//! A register array is indexed only by values known after unrolling: constants, const
+//! parameters, and counters of `#[unroll]` loops with constant bounds. Anything else is a
+//! compile error, never a silent spill to local memory.
+//!
+//! **Literals**: `1.5f32`, `3u64`, `true`. An unsuffixed literal takes its type from context
+//! (the other operand, the declared type, the parameter); with no context an integer is `u32`
+//! (`i32` when negative) and a float `f32`. An unsuffixed integer literal may stand for a float.
+//! Associated constants: `f32::MAX`, `f32::MIN`, `f32::INFINITY`, `f32::NEG_INFINITY`,
+//! `f32::NAN`, `f32::EPSILON`, `f32::MIN_POSITIVE` (also `f64`, `f16`, `bf16`), `u32::MAX`,
+//! `i32::MIN`, `T::BITS`, ...
+//!
+//! # Statements and expressions
+//!
+//! `let x = e;`, `let mut x: T = e;`, `x = e`, `x op= e`, `a[i] = e`, `a[i] op= e`, blocks,
+//! `if`/`else` (also as values), `match` on constants, `for i in a..b` and `a..=b` (bounds
+//! evaluated once; `#[unroll]` before the loop unrolls it when the bounds are constants, at
+//! most 4096 iterations), `while`, `loop`, `break`, `continue`, `return`, `e as T`, calls of
+//! helpers (`f(x)`, `f::<ACT, 4>(x)`), methods, `asm!`.
+//!
+//! - Integer arithmetic wraps (two's complement); division by zero gives an unspecified value;
+//!   shifts by the bit width or more give 0 (or the sign for `>>` on signed types).
+//! - Float `+ - * /` and `sqrt` are correctly rounded (`.rn`); `!=` is true when either side
+//!   is NaN, the other comparisons false.
+//! - `&&` and `||` short-circuit (the right side is skipped when it could read memory).
+//! - `as`: float -> int truncates toward zero and saturates, NaN gives 0 (as Rust);
+//!   int -> float and narrowing float conversions round to nearest even; int -> int wraps or
+//!   extends by the source's signedness; `bool as u32` is 0 or 1.
+//! - `T::from_bits(u)` and `x.to_bits()` reinterpret bits (`f32` <-> `u32`, `f16` <-> `u16`, ...).
+//!
+//! **Const parameters** `<const N: u32, const ACT: Act, const FLAG: bool>` are fixed per
+//! variant. `if` on a constant condition and `match` (which must be on a constant) keep only
+//! the taken branch, so each variant's PTX holds only its own path. Enum consts are symbolic:
+//! the macro never sees the enum; `Act::Relu`, `Relu` and `crate::Act::Relu` all name the
+//! variant `Relu`; `==` and `!=` compare them. The launch wrapper takes the enum type as
+//! written, so write it as a name in scope at the invocation or as a `crate::` path.
+//!
+//! # Intrinsics
+//!
+//! | call | result |
+//! |---|---|
+//! | `thread_idx_x()` `_y` `_z`, `block_idx_x()` .., `grid_dim_x()` .. | `u32` (`%tid`, `%ctaid`, `%nctaid`) |
+//! | `block_dim_x()` .. | `u32` constant: the variant's block shape |
+//! | `lane_id()`, `warp_id()` (linear thread index / 32), `warp_size()`, `num_warps()` | `u32` |
+//! | `sync_threads()` | block barrier (`bar.sync 0`) |
+//! | `shfl_xor(v, mask)`, `shfl_down(v, d)`, `shfl_up(v, d)`, `shfl_idx(v, lane)` | full-warp shuffles of a 32-bit `v` (`f32`, `u32`, `i32`, `f16x2`, `bf16x2`) |
+//! | `vote_all(p)`, `vote_any(p)` / `vote_ballot(p)` | `bool` / `u32`, over the full warp |
+//!
+//! Methods on a slice `x: &[T]` / `y: &mut [T]` or a shared array `t`, at element index `i`
+//! (any integer type but 8-bit):
+//!
+//! | method | meaning |
+//! |---|---|
+//! | `x[i]`, `y[i] = v` | `ld.global` / `st.global` (`ld.shared` / `st.shared`) |
+//! | `x.load_nc(i)` | through the non-coherent cache (`ld.global.nc`): only `&[T]` params, which the kernel must not write through any alias |
+//! | `x.load2(i)`, `load4`, `load8`, `load16` (`_nc` forms too) | `[T; N]` from elements `i..i+N` in one access of 4, 8 or 16 bytes |
+//! | `y.store2(i, v)`, `store4`, `store8`, `store16` | writes `[T; N]` |
+//! | `y.atomic_add(i, v)` | old value; `u32 i32 u64 f32 f64` |
+//! | `y.atomic_min/max(i, v)` | `u32 i32 u64 i64` |
+//! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
+//! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
+//! | `t.len()` | length of a static shared array (a constant) |
+//!
+//! **Alignment**: a vector access of `B` bytes must start at a `B`-byte aligned address:
+//! `i * size_of::<T>()` a multiple of `B` and the buffer's base aligned (device allocations
+//! are 256-byte aligned; shared arrays 16-byte). A misaligned vector access faults.
+//!
+//! Methods on values (`f32` unless noted; accuracy against the correctly rounded result):
+//!
+//! | method | implementation |
+//! |---|---|
+//! | `abs`, `min`, `max`, `mul_add` (`fma`) | one instruction (all float types, ints for `abs`/`min`/`max`); `min`/`max` return the non-NaN operand |
+//! | `sqrt`, `recip` | correctly rounded (`sqrt.rn`, `rcp.rn`; also f64) |
+//! | `floor`, `ceil`, `trunc`, `round_ties_even`, `copysign`, `is_nan` | exact (also f64) |
+//! | `exp`, `exp2` | ≤ 2 ulp (prelude: Cody–Waite reduction, degree-7 polynomial, exact scaling) |
+//! | `ln` | ≤ 1 ulp (prelude: musl's `logf`); `log2` ≤ 2 ulp |
+//! | `tanh` | ≤ 3 ulp (prelude) |
+//! | `erf` | absolute error ≤ 2e-7 (prelude) |
+//! | `rsqrt` | `1 / sqrt(x)`, ≤ 1 ulp |
+//! | `exp2_fast`, `log2_fast`, `sqrt_fast`, `rsqrt_fast`, `recip_fast`, `sin_fast`, `cos_fast` | `ex2.approx` (2 ulp), `lg2.approx` (abs. 2^-22), `sqrt.approx`, `rsqrt.approx`, `rcp.approx` (1 ulp), `sin.approx`/`cos.approx` (abs. 2^-20.9 in [-π, π]) |
+//! | `exp_fast`, `ln_fast` | `ex2.approx` / `lg2.approx` with one multiply |
+//! | `tanh_fast` | `tanh.approx` (sm_75+, abs. 2^-10.99); below sm_75 an `ex2.approx` formula |
+//! | `erf_fast` | absolute error ≤ 5e-7 |
+//! | `mul_hi`, `count_ones`, `leading_zeros` | integer `mul.hi`, `popc`, `clz` |
+//!
+//! The accurate functions are a built-in prelude written in this language (inlined like any
+//! helper); new instruction families (`cp.async`, `ldmatrix`, `mma.sync`, `wgmma`) slot into
+//! the intrinsic table (`check/intrinsics.rs`) and the emitter's tables (`ptx.rs`).
+//!
+//! **`asm!`** splices one PTX instruction with typed register operands:
+//! `let r: u32 = asm!("lop3.b32 {0}, {1}, {2}, {3}, 0x96;", out(u32), a, b, c);` — `{N}` is the
+//! N-th operand; `out(T)` (at most one) is a fresh register of type `T` and the value of the
+//! `asm!`; the other operands are expressions (registers or immediates).
+//!
+//! # Output
+//!
+//! Per kernel a module with `VARIANTS: &[KernelVariant]` (one per variant: entry name
+//! `kernel__ACT_Relu__BM_64`, const values, target, PTX ISA version, block, static shared
+//! bytes, whether dynamic shared memory is used, parameters, the PTX text of a complete module
+//! with one `.visible .entry`) and `launch(stream, cfg, <const args, lower-case>, <params>)`:
+//! `&[T]` params take `&impl DeviceRead<T>`, `&mut [T]` params `&mut impl DeviceWrite<T>`,
+//! scalars by value. Each variant's `.version` is the lowest PTX ISA its target and
+//! instructions need (7.0 for sm_70..sm_80, 7.1 for sm_86, 7.8 for sm_89/sm_90 and bf16
+//! arithmetic, 8.0 for sm_90a).
+//!
+//! # Errors
+//!
+//! Unsupported syntax, unknown names and intrinsics, type mismatches, writes through `&[T]`,
+//! non-constant register-array indices, shared memory over 48 KiB, instructions the target
+//! lacks, missing `#[launch]` or variant values: each is a compile error at the offending
+//! span. All errors of an invocation are reported together, and the wrapper modules are still
+//! declared (with no variants) so that callers see only the real errors.
 
 mod check;
 mod ctxt;
@@ -12,6 +207,7 @@ use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 
 /// Compiles kernels written in the kernel language into PTX text and typed launch wrappers.
+/// The language is described in the crate documentation.
 #[proc_macro]
 pub fn ptx_kernel(input: TokenStream) -> TokenStream {
     expand(input.into()).into()
