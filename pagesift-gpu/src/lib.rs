@@ -25,8 +25,9 @@ pub mod kernels;
 pub mod ops;
 
 pub use driver::{
-    available, BackendKind, DeviceBuffer, DevicePtr, DeviceProps, DeviceRead, DeviceRepr, DeviceSlice,
-    DeviceSliceMut, DeviceWrite, Event, Function, Gpu, KernelArg, Module, PinnedBuffer, Stream,
+    available, BackendKind, DeviceBuffer, DeviceProps, DevicePtr, DeviceRead, DeviceRepr,
+    DeviceSlice, DeviceSliceMut, DeviceWrite, Event, Function, Gpu, KernelArg, Module,
+    PinnedBuffer, Stream,
 };
 pub use error::{DriverError, Error, Result};
 pub use kernel::{KernelVariant, LaunchConfig};

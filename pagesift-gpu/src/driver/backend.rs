@@ -83,7 +83,10 @@ impl KernelArg {
     fn from_le(le: &[u8]) -> KernelArg {
         let mut bytes = [0u8; 8];
         bytes[..le.len()].copy_from_slice(le);
-        KernelArg { bytes, len: le.len() as u8 }
+        KernelArg {
+            bytes,
+            len: le.len() as u8,
+        }
     }
     /// A device pointer parameter (`.u64` in PTX).
     pub fn ptr(p: DevicePtr) -> KernelArg {
@@ -195,22 +198,41 @@ pub trait Backend: Send + Sync + 'static {
     /// Copies device memory to the host, synchronously.
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()>;
     /// Copies device memory to device memory, ordered on `stream`.
-    fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize, stream: RawHandle) -> Result<()>;
+    fn memcpy_dtod(
+        &self,
+        dst: DevicePtr,
+        src: DevicePtr,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()>;
     /// Copies host memory to the device, asynchronously on `stream`.
     ///
     /// # Safety
     /// `src..src+bytes` stays valid and unchanged until the stream has passed this copy.
-    unsafe fn memcpy_htod_async(&self, dst: DevicePtr, src: *const u8, bytes: usize, stream: RawHandle) -> Result<()>;
+    unsafe fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: *const u8,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()>;
     /// Copies device memory to the host, asynchronously on `stream`.
     ///
     /// # Safety
     /// `dst..dst+bytes` stays valid and is not otherwise accessed until the stream has passed
     /// this copy.
-    unsafe fn memcpy_dtoh_async(&self, dst: *mut u8, src: DevicePtr, bytes: usize, stream: RawHandle) -> Result<()>;
+    unsafe fn memcpy_dtoh_async(
+        &self,
+        dst: *mut u8,
+        src: DevicePtr,
+        bytes: usize,
+        stream: RawHandle,
+    ) -> Result<()>;
     /// Sets `bytes` bytes of device memory to `value`, ordered on `stream`.
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: RawHandle) -> Result<()>;
     /// Sets `count` 32-bit words of device memory to `value`, ordered on `stream`.
-    fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize, stream: RawHandle) -> Result<()>;
+    fn memset_d32(&self, dst: DevicePtr, value: u32, count: usize, stream: RawHandle)
+        -> Result<()>;
 
     /// Creates a stream (non-blocking with respect to the default stream).
     fn stream_create(&self) -> Result<RawHandle>;
