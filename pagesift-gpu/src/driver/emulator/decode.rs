@@ -5,6 +5,7 @@
 
 use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
 use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
+use super::tensor::{operand_regs, MmaInst, MmaKind};
 use std::collections::HashMap;
 
 /// A register-file slot.
@@ -329,8 +330,43 @@ pub(super) enum Op {
     Activemask {
         d: Slot,
     },
+    /// `mma.sync`: operands in `Kernel::mmas[idx]`; `mask` holds the full-warp mask.
+    Mma {
+        idx: u32,
+        mask: Slot,
+    },
+    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16`.
+    Ldmatrix {
+        n: u8,
+        trans: bool,
+        d: [Slot; 4],
+        base: Slot,
+        off: i64,
+        mask: Slot,
+    },
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`, performed at once.
+    CpAsync {
+        dst: Slot,
+        dst_off: i64,
+        src: Slot,
+        src_off: i64,
+        size: u8,
+        src_size: Slot,
+    },
+    /// `cvt.rna.tf32.f32`.
+    Tf32 {
+        d: Slot,
+        a: Slot,
+    },
     /// `shf.{l,r}.{clamp,wrap}.b32`: funnel shift of `{b, a}` by `c`.
-    Shf { left: bool, clamp: bool, d: Slot, a: Slot, b: Slot, c: Slot },
+    Shf {
+        left: bool,
+        clamp: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
     /// `testp.<kind>.<ty> p, a`.
     Testp {
         kind: TestKind,
@@ -358,7 +394,9 @@ impl Op {
             Op::Shfl { mask, .. }
             | Op::Vote { mask, .. }
             | Op::BarWarp { mask }
-            | Op::Redux { mask, .. } => mask,
+            | Op::Redux { mask, .. }
+            | Op::Mma { mask, .. }
+            | Op::Ldmatrix { mask, .. } => mask,
             _ => S_ZERO,
         }
     }
@@ -399,6 +437,8 @@ pub(super) struct Kernel {
     pub local_bytes: u32,
     pub reqntid: Option<[u32; 3]>,
     pub maxntid: Option<[u32; 3]>,
+    /// The operands of the kernel's `mma` instructions.
+    pub mmas: Vec<MmaInst>,
 }
 
 /// A decode failure: line and message.
@@ -592,6 +632,7 @@ struct Ctx<'m> {
     labels: HashMap<String, u32>,
     consts: HashMap<u64, Slot>,
     template: Vec<u64>,
+    mmas: Vec<MmaInst>,
 }
 
 impl Ctx<'_> {
@@ -737,6 +778,7 @@ pub(super) fn decode_entry(
         labels: HashMap::new(),
         consts: HashMap::new(),
         template: vec![0; FIRST_FREE as usize],
+        mmas: Vec::new(),
     };
     // Parameters.
     let mut params = Vec::new();
@@ -881,6 +923,7 @@ pub(super) fn decode_entry(
         local_bytes: local as u32,
         reqntid: e.reqntid,
         maxntid: e.maxntid,
+        mmas: ctx.mmas,
     })
 }
 
@@ -1050,6 +1093,21 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             }
         }
         "cvt" => {
+            if m.take("tf32") {
+                if !m.take("rna") || !m.take("f32") {
+                    return Err("only cvt.rna.tf32.f32 is supported among tf32 conversions".into());
+                }
+                want(2)?;
+                m.finish()?;
+                return Ok(Inst {
+                    op: Op::Tf32 {
+                        d: ctx.dst(&ops[0])?,
+                        a: ctx.src(&ops[1], Ty::F32)?,
+                    },
+                    guard,
+                    guard_neg,
+                });
+            }
             let irnd = m.take_one(&["rni", "rzi", "rmi", "rpi"]);
             let mut rnd = m.rnd();
             if let Some(r) = irnd {
@@ -1487,8 +1545,19 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             m.ty()?;
             want(4)?;
             let d = ctx.dst(&ops[0])?;
-            let (a, b, c) = (ctx.src(&ops[1], Ty::B32)?, ctx.src(&ops[2], Ty::B32)?, ctx.src(&ops[3], Ty::U32)?);
-            Op::Shf { left, clamp, d, a, b, c }
+            let (a, b, c) = (
+                ctx.src(&ops[1], Ty::B32)?,
+                ctx.src(&ops[2], Ty::B32)?,
+                ctx.src(&ops[3], Ty::U32)?,
+            );
+            Op::Shf {
+                left,
+                clamp,
+                d,
+                a,
+                b,
+                c,
+            }
         }
         "testp" => {
             let kind = match m.take_one(&[
@@ -1517,6 +1586,141 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 ty,
                 p: ctx.dst(&ops[0])?,
                 a: ctx.src(&ops[1], ty)?,
+            }
+        }
+        "mma" => {
+            if !(m.take("sync") && m.take("aligned") && m.take("row") && m.take("col")) {
+                return Err("only mma.sync.aligned.<shape>.row.col is supported".into());
+            }
+            let k = match m.take_one(&["m16n8k4", "m16n8k8", "m16n8k16", "m16n8k32"]) {
+                Some(s) => s[6..].parse::<usize>().map_err(|_| "bad mma shape")?,
+                None => return Err("unsupported mma shape (m16n8k4/8/16/32 are supported)".into()),
+            };
+            let tys: Vec<&str> = m
+                .parts
+                .iter()
+                .zip(&m.used)
+                .filter(|(_, u)| !**u)
+                .map(|(p, _)| *p)
+                .collect();
+            let [dty, aty, bty, cty] = tys[..] else {
+                return Err("mma needs four types".into());
+            };
+            let kind = match (aty, bty) {
+                ("tf32", "tf32") => MmaKind::Tf32,
+                ("f16", "f16") => MmaKind::F16,
+                ("bf16", "bf16") => MmaKind::BF16,
+                ("s8" | "u8", "s8" | "u8") => MmaKind::Int8,
+                _ => return Err(format!("unsupported mma operand types .{aty}.{bty}")),
+            };
+            let acc_ok = if kind == MmaKind::Int8 {
+                dty == "s32" && cty == "s32"
+            } else {
+                dty == "f32" && cty == "f32"
+            };
+            if !acc_ok {
+                return Err(format!("unsupported mma accumulator types .{dty}/.{cty}"));
+            }
+            m.parts.clear();
+            m.used.clear();
+            let (na, nb) = operand_regs(k, kind).ok_or("unsupported mma shape for these types")?;
+            want(4)?;
+            let (d, nd) = ctx.vec_dst(&ops[0])?;
+            let (a, ca) = ctx.vec_src(&ops[1], Ty::B32)?;
+            let (bv, cb) = ctx.vec_src(&ops[2], Ty::B32)?;
+            let (c, nc) = ctx.vec_src(&ops[3], Ty::B32)?;
+            if nd != 4 || nc != 4 || ca as usize != na || cb as usize != nb {
+                return Err(format!("mma operand counts must be 4, {na}, {nb}, 4"));
+            }
+            ctx.mmas.push(MmaInst {
+                k,
+                kind,
+                a_signed: aty == "s8",
+                b_signed: bty == "s8",
+                d,
+                a,
+                na,
+                b: [bv[0], bv[1]],
+                nb,
+                c,
+            });
+            Op::Mma {
+                idx: ctx.mmas.len() as u32 - 1,
+                mask: ctx.konst(0xffff_ffff),
+            }
+        }
+        "ldmatrix" => {
+            if !(m.take("sync") && m.take("aligned") && m.take("m8n8") && m.take("b16")) {
+                return Err("only ldmatrix.sync.aligned.m8n8.xN.shared.b16 is supported".into());
+            }
+            let n = match m.take_one(&["x1", "x2", "x4"]) {
+                Some("x1") => 1,
+                Some("x2") => 2,
+                Some(_) => 4,
+                None => return Err("ldmatrix needs .x1, .x2 or .x4".into()),
+            };
+            let trans = m.take("trans");
+            if !(m.take("shared") || m.take("shared::cta")) {
+                return Err("ldmatrix reads shared memory only".into());
+            }
+            want(2)?;
+            let (d, nd) = ctx.vec_dst(&ops[0])?;
+            if nd != n {
+                return Err("ldmatrix destination count must match .xN".into());
+            }
+            let (base, off, _) = ctx.addr(&ops[1])?;
+            Op::Ldmatrix {
+                n,
+                trans,
+                d,
+                base,
+                off,
+                mask: ctx.konst(0xffff_ffff),
+            }
+        }
+        "cp" => {
+            if !m.take("async") {
+                return Err("only cp.async is supported".into());
+            }
+            if m.take("commit_group") || m.take("wait_all") {
+                Op::Nop
+            } else if m.take("wait_group") {
+                want(1)?;
+                Op::Nop
+            } else {
+                let cg = m.take("cg");
+                if !cg && !m.take("ca") {
+                    return Err("cp.async needs .ca or .cg".into());
+                }
+                if !(m.take("shared") || m.take("shared::cta")) || !m.take("global") {
+                    return Err("only cp.async.{ca,cg}.shared.global is supported".into());
+                }
+                m.ignore_hints();
+                if ops.len() < 3 || ops.len() > 4 {
+                    return Err(format!("expected 3 or 4 operands, found {}", ops.len()));
+                }
+                let (dst, dst_off, _) = ctx.addr(&ops[0])?;
+                let (src, src_off, _) = ctx.addr(&ops[1])?;
+                let Operand::Imm(sz) = &ops[2] else {
+                    return Err("cp.async size must be an immediate".into());
+                };
+                let size = parse_int(sz).ok_or("bad cp.async size")? as u8;
+                if !matches!(size, 4 | 8 | 16) || (cg && size != 16) {
+                    return Err(format!("cp.async size {size} is not allowed"));
+                }
+                let src_size = if ops.len() == 4 {
+                    ctx.src(&ops[3], Ty::U32)?
+                } else {
+                    ctx.konst(size as u64)
+                };
+                Op::CpAsync {
+                    dst,
+                    dst_off,
+                    src,
+                    src_off,
+                    size,
+                    src_size,
+                }
             }
         }
         "activemask" => {
@@ -1613,6 +1817,7 @@ pub(super) fn check_form(form: &str) -> Result<(), String> {
         labels: HashMap::from([("$L".to_string(), 0)]),
         consts: HashMap::new(),
         template: vec![0; FIRST_FREE as usize],
+        mmas: Vec::new(),
     };
     for i in 0..8 {
         let s = ctx.new_slot();
@@ -1648,6 +1853,25 @@ pub(super) fn check_form(form: &str) -> Result<(), String> {
         "red" => vec![vec![addr, reg(1)]],
         "bra" => vec![vec![Operand::Name("$L".into())]],
         "bar" | "barrier" => vec![vec![Operand::Imm("0".into())], vec![reg(0)]],
+        "mma" => {
+            let v = |from: usize, n: usize| Operand::Vector((from..from + n).map(reg).collect());
+            vec![
+                vec![v(0, 4), v(0, 2), v(2, 1), v(4, 4)],
+                vec![v(0, 4), v(0, 4), v(4, 2), v(4, 4)],
+            ]
+        }
+        "ldmatrix" => {
+            let n = ["x1", "x2", "x4"]
+                .iter()
+                .position(|x| mods.parts.contains(x))
+                .map_or(1, |i| 1 << i);
+            vec![vec![Operand::Vector((0..n).map(reg).collect()), addr]]
+        }
+        "cp" => vec![
+            vec![],
+            vec![Operand::Imm("0".into())],
+            vec![addr.clone(), addr, Operand::Imm("16".into())],
+        ],
         "lop3" => vec![vec![
             reg(0),
             reg(1),

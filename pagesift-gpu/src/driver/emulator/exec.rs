@@ -555,6 +555,16 @@ impl Runner {
                 return Err(Fail { msg: format!("warp divergence: lane {lane} executes a warp collective whose membermask {mval:#010x} excludes it"), t, pc });
             }
             let need = mval & exist;
+            if matches!(code[pc].op, Op::Mma { .. } | Op::Ldmatrix { .. }) && exist != u32::MAX {
+                return Err(Fail {
+                    msg: format!(
+                        "warp divergence: a matrix instruction needs all 32 lanes, the warp has {}",
+                        hi - lo
+                    ),
+                    t,
+                    pc,
+                });
+            }
             let mut group = 0u32;
             for u in lo..hi {
                 if need >> (u - lo) & 1 != 0
@@ -568,7 +578,7 @@ impl Runner {
             if group != need {
                 continue;
             }
-            self.collective(l, lo, group, pc);
+            self.collective(l, lo, group, pc)?;
             for u in lo..hi {
                 if group >> (u - lo) & 1 != 0 {
                     self.state[u] = TState::Run;
@@ -580,7 +590,76 @@ impl Runner {
         Ok(progressed)
     }
 
-    fn collective(&mut self, l: &Launch<'_>, lo: usize, group: u32, pc: usize) {
+    /// A view of memory as thread `t` sees it.
+    fn mem_for<'r, 'a>(&'r mut self, l: &'r Launch<'a>, t: usize) -> Mem<'r, 'a> {
+        let lb = l.kernel.local_bytes as usize;
+        Mem {
+            l,
+            shared: &mut self.shared[..l.shared_bytes as usize],
+            shadow: &mut self.shadow[..l.shared_bytes as usize],
+            local: &mut self.local[t * lb..(t + 1) * lb],
+            hint: &mut self.hint,
+            epoch: self.epoch,
+            block_epoch: self.block_epoch,
+            me: t as u32 + 1,
+            block: l.block,
+        }
+    }
+
+    /// `ldmatrix`: lanes 8i..8i+7 give the row addresses of matrix i; every lane receives two
+    /// 16-bit elements of each matrix.
+    fn ldmatrix(&mut self, l: &Launch<'_>, lo: usize, pc: usize) -> Result<(), Fail> {
+        let Op::Ldmatrix {
+            n,
+            trans,
+            d,
+            base,
+            off,
+            ..
+        } = l.kernel.code[pc].op
+        else {
+            return Ok(());
+        };
+        let ns = l.kernel.nslots;
+        let mut rows = [0u64; 32];
+        for (lane, row) in rows.iter_mut().enumerate().take(8 * n as usize) {
+            *row = self.regs[(lo + lane) * ns + base as usize].wrapping_add(off as u64);
+        }
+        let mut out = [[0u64; 4]; 32];
+        for (lane, o) in out.iter_mut().enumerate() {
+            let (g, t) = (lane >> 2, lane & 3);
+            for (i, slot) in o.iter_mut().enumerate().take(n as usize) {
+                let v = if trans {
+                    let mut v = 0u64;
+                    for j in 0..2 {
+                        let src = lo + i * 8 + t * 2 + j;
+                        let addr = rows[i * 8 + t * 2 + j] + (g * 2) as u64;
+                        let mut mem = self.mem_for(l, src);
+                        v |= mem.load(MemSpace::Shared, addr, 2).map_err(|msg| Fail {
+                            msg,
+                            t: src,
+                            pc,
+                        })? << (16 * j);
+                    }
+                    v
+                } else {
+                    let src = lo + i * 8 + g;
+                    let mut mem = self.mem_for(l, src);
+                    mem.load(MemSpace::Shared, rows[i * 8 + g] + (t * 4) as u64, 4)
+                        .map_err(|msg| Fail { msg, t: src, pc })?
+                };
+                *slot = v;
+            }
+        }
+        for (lane, o) in out.iter().enumerate() {
+            for (i, &ds) in d.iter().enumerate().take(n as usize) {
+                self.regs[(lo + lane) * ns + ds as usize] = o[i];
+            }
+        }
+        Ok(())
+    }
+
+    fn collective(&mut self, l: &Launch<'_>, lo: usize, group: u32, pc: usize) -> Result<(), Fail> {
         let n = l.kernel.nslots;
         let lanes = || (0..32usize).filter(move |i| group >> i & 1 != 0);
         match l.kernel.code[pc].op {
@@ -659,8 +738,15 @@ impl Runner {
                     self.regs[(lo + i) * n + d as usize] = acc.unwrap_or(0);
                 }
             }
+            Op::Mma { idx, .. } => {
+                if let Some(m) = l.kernel.mmas.get(idx as usize) {
+                    super::tensor::mma_warp(m, &mut self.regs, n, lo);
+                }
+            }
+            Op::Ldmatrix { .. } => self.ldmatrix(l, lo, pc)?,
             _ => {}
         }
+        Ok(())
     }
 
     /// Runs thread `t` until it stops at a synchronization point or exits.
@@ -872,9 +958,12 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
         Op::Bra { target } => return Ok(Flow::Jump(target)),
         Op::Exit => return Ok(Flow::Stop(TState::Done)),
         Op::Bar { .. } => return Ok(Flow::Stop(TState::Bar)),
-        Op::Shfl { .. } | Op::Vote { .. } | Op::BarWarp { .. } | Op::Redux { .. } => {
-            return Ok(Flow::Stop(TState::Warp))
-        }
+        Op::Shfl { .. }
+        | Op::Vote { .. }
+        | Op::BarWarp { .. }
+        | Op::Redux { .. }
+        | Op::Mma { .. }
+        | Op::Ldmatrix { .. } => return Ok(Flow::Stop(TState::Warp)),
         Op::Cvt {
             dty,
             sty,
@@ -1000,11 +1089,48 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             } & m;
         }
         Op::Activemask { d } => g!(d) = 0xffff_ffff,
-        Op::Shf { left, clamp, d, a, b, c } => {
+        Op::Shf {
+            left,
+            clamp,
+            d,
+            a,
+            b,
+            c,
+        } => {
             let wide = (g!(a) & 0xffff_ffff) | ((g!(b) & 0xffff_ffff) << 32);
             let n = g!(c) & 0xffff_ffff;
             let n = if clamp { n.min(32) } else { n & 31 };
-            g!(d) = if left { (wide << n) >> 32 } else { (wide >> n) & 0xffff_ffff };
+            g!(d) = if left {
+                (wide << n) >> 32
+            } else {
+                (wide >> n) & 0xffff_ffff
+            };
+        }
+        Op::Tf32 { d, a } => g!(d) = super::tensor::to_tf32(g!(a)),
+        Op::CpAsync {
+            dst,
+            dst_off,
+            src,
+            src_off,
+            size,
+            src_size,
+        } => {
+            let (to, from) = (addr_of(r, dst, dst_off), addr_of(r, src, src_off));
+            let size = size as u32;
+            let keep = (g!(src_size) & 0xffff_ffff).min(size as u64) as u32;
+            mem.resolve(MemSpace::Shared, to, size, "cp.async store")?;
+            if keep == size {
+                mem.resolve(MemSpace::Global, from, size, "cp.async load")?;
+            }
+            for i in (0..size).step_by(4) {
+                let mut v = 0u64;
+                for b in 0..4 {
+                    if i + b < keep {
+                        v |= mem.load(MemSpace::Global, from + (i + b) as u64, 1)? << (8 * b);
+                    }
+                }
+                mem.store(MemSpace::Shared, to + i as u64, 4, v)?;
+            }
         }
         Op::Testp { kind, ty, p, a } => {
             let x = if ty == Ty::F32 {

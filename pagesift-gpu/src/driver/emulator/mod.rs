@@ -18,6 +18,7 @@ mod exec;
 mod memory;
 mod num;
 mod ptx;
+mod tensor;
 #[cfg(test)]
 mod tests;
 

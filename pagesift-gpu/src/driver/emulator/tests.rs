@@ -631,7 +631,10 @@ fn funnel_shift() {
     );
     let out = upload_u32(&e, &[0; 4]);
     launch(&e, &ptx, "k", 1, 1, 0, &[KernelArg::ptr(out)]).expect("shf");
-    assert_eq!(download_u32(&e, out, 4), vec![0x6789abcd, 0x12345678, 0x01234567, 0x01234567]);
+    assert_eq!(
+        download_u32(&e, out, 4),
+        vec![0x6789abcd, 0x12345678, 0x01234567, 0x01234567]
+    );
 }
 
 #[test]
@@ -655,11 +658,216 @@ fn instruction_form_rules() {
         "atom.global.max.f32",
         "add.rn.xyz.f32",
         "shfl.bfly.b32",
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32",
     ] {
         assert!(
             super::check_instruction_form(f).is_err(),
             "{f} must have no rule"
         );
+    }
+}
+
+#[test]
+fn ldmatrix_plain_and_transposed() {
+    let e = emu();
+    let mut words = String::new();
+    for k in 0..4 {
+        words += &format!(
+            " add.u32 %r2, %r1, {};\n add.u32 %r3, %r2, 1;\n shl.b32 %r3, %r3, 16;\n or.b32 %w{k}, %r2, %r3;\n",
+            2 * k
+        );
+    }
+    for trans in [false, true] {
+        let t = if trans { ".trans" } else { "" };
+        let ptx = format!(
+            "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .shared .align 16 .b8 sm[512];\n\
+             .reg .b32 %r<8>;\n .reg .b32 %w<4>;\n .reg .b32 %d<4>;\n .reg .b64 %rd<4>;\n\
+             mov.u32 %r0, %tid.x;\n mul.lo.u32 %r1, %r0, 8;\n{words}\
+             mov.u32 %r4, sm;\n shl.b32 %r5, %r0, 4;\n add.u32 %r4, %r4, %r5;\n\
+             st.shared.v4.u32 [%r4], {{%w0, %w1, %w2, %w3}};\n bar.sync 0;\n\
+             ldmatrix.sync.aligned.m8n8.x4{t}.shared.b16 {{%d0, %d1, %d2, %d3}}, [%r4];\n\
+             ld.param.u64 %rd1, [out];\n mul.wide.u32 %rd2, %r0, 16;\n add.s64 %rd3, %rd1, %rd2;\n\
+             st.global.v4.u32 [%rd3], {{%d0, %d1, %d2, %d3}};\n ret;\n}}\n"
+        );
+        let out = upload_u32(&e, &[0xDEAD_BEEF; 128]);
+        launch(&e, &ptx, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect("ldmatrix");
+        let got = download_u32(&e, out, 128);
+        for lane in 0..32u32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for i in 0..4u32 {
+                let (e0, e1) = if trans {
+                    ((i * 8 + 2 * t) * 8 + g, (i * 8 + 2 * t + 1) * 8 + g)
+                } else {
+                    let e0 = (i * 8 + g) * 8 + 2 * t;
+                    (e0, e0 + 1)
+                };
+                assert_eq!(
+                    got[(lane * 4 + i) as usize],
+                    e0 | (e1 << 16),
+                    "trans={trans} lane {lane} matrix {i}"
+                );
+            }
+        }
+    }
+}
+
+/// D = A * B + C through `mma_warp`, with the fragments placed by the formulas of the PTX ISA
+/// written out independently here.
+#[test]
+fn mma_fragments_match_a_plain_matrix_product() {
+    use super::tensor::{mma_warp, MmaInst, MmaKind};
+    let ns = 16usize;
+    let a_val = |i: usize, k: usize| ((i * 7 + k * 3) % 11) as f32 - 5.0;
+    let b_val = |k: usize, j: usize| ((k * 5 + j * 2) % 9) as f32 - 4.0;
+    let c_val = |i: usize, j: usize| (i * 8 + j) as f32 * 0.5;
+    for (kind, k) in [
+        (MmaKind::F16, 16usize),
+        (MmaKind::BF16, 8),
+        (MmaKind::Tf32, 8),
+        (MmaKind::Tf32, 4),
+        (MmaKind::Int8, 32),
+    ] {
+        let (na, nb) = super::tensor::operand_regs(k, kind).expect("shape");
+        let m = MmaInst {
+            k,
+            kind,
+            a_signed: true,
+            b_signed: true,
+            d: [0, 1, 2, 3],
+            a: [4, 5, 6, 7],
+            na,
+            b: [8, 9],
+            nb,
+            c: [10, 11, 12, 13],
+        };
+        let enc = |x: f32| -> u64 {
+            match kind {
+                MmaKind::F16 => half::f16::from_f32(x).to_bits() as u64,
+                MmaKind::BF16 => half::bf16::from_f32(x).to_bits() as u64,
+                MmaKind::Tf32 => x.to_bits() as u64,
+                MmaKind::Int8 => (x as i8 as u8) as u64,
+            }
+        };
+        let mut regs = vec![0u64; 32 * ns];
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            let r = &mut regs[lane * ns..(lane + 1) * ns];
+            for ri in 0..na {
+                let row = if ri % 2 == 0 { g } else { g + 8 };
+                r[4 + ri] = match kind {
+                    MmaKind::Tf32 => enc(a_val(row, if ri < 2 { t } else { t + 4 })),
+                    MmaKind::F16 | MmaKind::BF16 => {
+                        let c0 = t * 2 + if ri < 2 { 0 } else { 8 };
+                        enc(a_val(row, c0)) | enc(a_val(row, c0 + 1)) << 16
+                    }
+                    MmaKind::Int8 => {
+                        let c0 = t * 4 + if ri < 2 { 0 } else { 16 };
+                        (0..4).fold(0, |w, q| w | enc(a_val(row, c0 + q)) << (8 * q))
+                    }
+                };
+            }
+            for ri in 0..nb {
+                r[8 + ri] = match kind {
+                    MmaKind::Tf32 => enc(b_val(t + 4 * ri, g)),
+                    MmaKind::F16 | MmaKind::BF16 => {
+                        let k0 = t * 2 + 8 * ri;
+                        enc(b_val(k0, g)) | enc(b_val(k0 + 1, g)) << 16
+                    }
+                    MmaKind::Int8 => {
+                        let k0 = t * 4 + 16 * ri;
+                        (0..4).fold(0, |w, q| w | enc(b_val(k0 + q, g)) << (8 * q))
+                    }
+                };
+            }
+            for ri in 0..4 {
+                let (row, col) = (g + if ri < 2 { 0 } else { 8 }, t * 2 + ri % 2);
+                r[10 + ri] = if kind == MmaKind::Int8 {
+                    (c_val(row, col) as i32 * 2) as u32 as u64
+                } else {
+                    c_val(row, col).to_bits() as u64
+                };
+            }
+        }
+        mma_warp(&m, &mut regs, ns, 0);
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for ri in 0..4 {
+                let (row, col) = (g + if ri < 2 { 0 } else { 8 }, t * 2 + ri % 2);
+                let dot: f32 = (0..k).map(|x| a_val(row, x) * b_val(x, col)).sum();
+                let got = regs[lane * ns + ri];
+                if kind == MmaKind::Int8 {
+                    assert_eq!(
+                        got as u32 as i32,
+                        dot as i32 + c_val(row, col) as i32 * 2,
+                        "{kind:?} ({row},{col})"
+                    );
+                } else {
+                    assert_eq!(
+                        f32::from_bits(got as u32),
+                        dot + c_val(row, col),
+                        "{kind:?} k{k} ({row},{col})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matrix_instructions_decode() {
+    for f in [
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+        "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+        "cp.async.cg.shared.global",
+        "cp.async.commit_group",
+        "cvt.rna.tf32.f32",
+    ] {
+        assert_eq!(super::check_instruction_form(f), Ok(()), "{f}");
+    }
+    assert_eq!(
+        super::tensor::to_tf32(0x3f80_1000),
+        0x3f80_2000,
+        "ties away from zero"
+    );
+    assert_eq!(super::tensor::to_tf32(0x3f80_0fff), 0x3f80_0000);
+}
+
+#[test]
+fn cp_async_copies_and_zero_fills() {
+    let e = emu();
+    // Thread t copies words 4t..4t+3 into shared memory (the second half of the block with a
+    // source size of 8 bytes, so words 2 and 3 are zero), then writes them back reversed.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 src, .param .u64 dst)\n{{\n .shared .align 16 .b8 sm[256];\n\
+         .reg .pred %p<2>;\n .reg .b32 %r<12>;\n .reg .b64 %rd<8>;\n\
+         ld.param.u64 %rd1, [src];\n ld.param.u64 %rd2, [dst];\n mov.u32 %r0, %tid.x;\n\
+         mul.wide.u32 %rd3, %r0, 16;\n add.s64 %rd4, %rd1, %rd3;\n\
+         mov.u32 %r1, sm;\n shl.b32 %r2, %r0, 4;\n add.u32 %r1, %r1, %r2;\n\
+         setp.lt.u32 %p1, %r0, 8;\n selp.u32 %r3, 16, 8, %p1;\n\
+         cp.async.cg.shared.global [%r1], [%rd4], 16, %r3;\n cp.async.commit_group;\n cp.async.wait_group 0;\n\
+         bar.sync 0;\n ld.shared.v4.u32 {{%r4, %r5, %r6, %r7}}, [%r1];\n add.s64 %rd5, %rd2, %rd3;\n\
+         st.global.v4.u32 [%rd5], {{%r7, %r6, %r5, %r4}};\n ret;\n}}\n"
+    );
+    let src: Vec<u32> = (0..64).map(|i| i * 3 + 1).collect();
+    let ps = upload_u32(&e, &src);
+    let pd = upload_u32(&e, &[0xDEAD_BEEF; 64]);
+    launch(
+        &e,
+        &ptx,
+        "k",
+        1,
+        16,
+        0,
+        &[KernelArg::ptr(ps), KernelArg::ptr(pd)],
+    )
+    .expect("cp.async");
+    let got = download_u32(&e, pd, 64);
+    for t in 0..16usize {
+        for w in 0..4usize {
+            let want = if t < 8 || w < 2 { src[4 * t + w] } else { 0 };
+            assert_eq!(got[4 * t + 3 - w], want, "thread {t} word {w}");
+        }
     }
 }
