@@ -18,7 +18,11 @@ pub struct DriverError {
 
 impl fmt::Display for DriverError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} failed: {} ({}): {}", self.call, self.name, self.code, self.message)
+        write!(
+            f,
+            "{} failed: {} ({}): {}",
+            self.call, self.name, self.code, self.message
+        )
     }
 }
 

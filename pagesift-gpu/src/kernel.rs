@@ -35,13 +35,22 @@ impl KernelVariant {
         if self.consts.is_empty() {
             return self.kernel.to_string();
         }
-        let consts: Vec<String> = self.consts.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let consts: Vec<String> = self
+            .consts
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         format!("{}[{}]", self.kernel, consts.join(","))
     }
 
     /// The compute capability the target needs, e.g. (9, 0) for `sm_90a`.
     pub fn min_compute_capability(&self) -> (u32, u32) {
-        let digits: String = self.target.trim_start_matches("sm_").chars().take_while(|c| c.is_ascii_digit()).collect();
+        let digits: String = self
+            .target
+            .trim_start_matches("sm_")
+            .chars()
+            .take_while(|c| c.is_ascii_digit())
+            .collect();
         let n: u32 = digits.parse().unwrap_or(0);
         (n / 10, n % 10)
     }
@@ -57,7 +66,7 @@ impl KernelVariant {
 pub fn min_driver_for_ptx((major, minor): (u32, u32)) -> i32 {
     // PTX ISA version -> CUDA release that introduced it (PTX ISA document, release notes).
     let cuda = match (major, minor) {
-        (6, m) if m <= 0 => 9000,
+        (6, 0) => 9000,
         (6, 1) => 9010,
         (6, 2) => 9020,
         (6, 3) => 10000,
@@ -85,16 +94,25 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// A one-dimensional grid of `blocks` blocks.
     pub fn grid_1d(blocks: u32) -> LaunchConfig {
-        LaunchConfig { grid: [blocks, 1, 1], shared_mem_bytes: 0 }
+        LaunchConfig {
+            grid: [blocks, 1, 1],
+            shared_mem_bytes: 0,
+        }
     }
 
     /// A grid of the given dimensions.
     pub fn grid(grid: [u32; 3]) -> LaunchConfig {
-        LaunchConfig { grid, shared_mem_bytes: 0 }
+        LaunchConfig {
+            grid,
+            shared_mem_bytes: 0,
+        }
     }
 
     /// The same configuration with `bytes` of dynamic shared memory.
     pub fn with_shared_mem(self, bytes: u32) -> LaunchConfig {
-        LaunchConfig { shared_mem_bytes: bytes, ..self }
+        LaunchConfig {
+            shared_mem_bytes: bytes,
+            ..self
+        }
     }
 }

@@ -18,7 +18,11 @@ pub fn gpu_required() -> bool {
 
 fn log_line(line: &str) {
     if let Some(path) = std::env::var_os("PAGESIFT_TEST_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{line}");
         }
     }
@@ -37,7 +41,10 @@ pub fn gpu_or_skip(test: &str) -> Option<Gpu> {
                 panic!("{test}: a GPU is required (PAGESIFT_REQUIRE_GPU=1) but none could be opened: {e}");
             }
             eprintln!("SKIPPED {test}: no GPU: {e}");
-            log_line(&format!("skipped {test} {}", e.to_string().replace('\n', " ")));
+            log_line(&format!(
+                "skipped {test} {}",
+                e.to_string().replace('\n', " ")
+            ));
             None
         }
     }
