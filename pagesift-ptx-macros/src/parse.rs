@@ -176,7 +176,7 @@ pub enum UnOp {
 }
 
 /// A `match` arm pattern.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum Pat {
     Wild,
     /// `Act::Relu` or `Relu`: the last segment names the variant.

@@ -570,19 +570,46 @@ impl Checker<'_> {
             }
             ExprKind::Match { scrut, arms } => {
                 let s = self.check_expr(scrut, None);
-                let TKind::Const(v) = &s.kind else {
+                if let TKind::Const(v) = &s.kind {
+                    for (pat, body) in arms {
+                        if pat_matches(pat, v) {
+                            return self.check_expr(body, expect);
+                        }
+                    }
+                    self.cx.error(span, format!("no `match` arm matches `{v}`"));
+                    return err_expr(span);
+                }
+                // Not constant here: it must become one after unrolling (an `#[unroll]`
+                // counter); lowering picks the arm or reports the error.
+                if !matches!(s.ty, Ty::Scalar(t) if t.is_int() || t == Scalar::Bool) {
                     if s.ty != Ty::Never {
-                        self.cx.error(scrut.span, "`match` works on constants only (const parameters); use `if` for runtime values");
+                        self.cx.error(scrut.span, format!("`match` works on constants (integers, bools, enum consts), not `{}`", s.ty));
                     }
                     return err_expr(span);
-                };
-                for (pat, body) in arms {
-                    if pat_matches(pat, v) {
-                        return self.check_expr(body, expect);
-                    }
                 }
-                self.cx.error(span, format!("no `match` arm matches `{v}`"));
-                err_expr(span)
+                let mut tarms = Vec::new();
+                let mut ty: Option<Ty> = None;
+                for (pat, body) in arms {
+                    let t = self.check_expr(body, expect.or(ty.as_ref()));
+                    match &ty {
+                        Some(prev) if !same(prev, &t.ty) => self.cx.error(
+                            body.span,
+                            format!("`match` arms have different types: `{prev}` and `{}`", t.ty),
+                        ),
+                        Some(prev) if *prev == Ty::Never => ty = Some(t.ty.clone()),
+                        None => ty = Some(t.ty.clone()),
+                        _ => {}
+                    }
+                    tarms.push((pat.clone(), t));
+                }
+                let ty = ty.unwrap_or(Ty::Unit);
+                mk(
+                    TKind::Match {
+                        scrut: Box::new(s),
+                        arms: tarms,
+                    },
+                    ty,
+                )
             }
             ExprKind::Block(b) => {
                 let t = self.check_block(b, expect);
@@ -1308,7 +1335,7 @@ impl Checker<'_> {
     }
 }
 
-fn pat_matches(p: &Pat, v: &ConstVal) -> bool {
+pub(crate) fn pat_matches(p: &Pat, v: &ConstVal) -> bool {
     match (p, v) {
         (Pat::Wild, _) => true,
         (Pat::Name(n), ConstVal::Enum(e)) => n == e,

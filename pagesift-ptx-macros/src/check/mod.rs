@@ -9,7 +9,7 @@ mod expr;
 mod intrinsics;
 pub mod prelude;
 
-pub(crate) use expr::fold_binary as fold;
+pub(crate) use expr::{fold_binary as fold, pat_matches};
 pub use intrinsics::{AtomKind, Intr, MemOp, ShflKind, Special, VoteKind};
 
 use crate::ctxt::Ctxt;
@@ -71,6 +71,11 @@ pub enum TKind {
         els: Option<Box<TExpr>>,
     },
     Block(TBlock),
+    /// A `match` whose scrutinee becomes a constant only after unrolling.
+    Match {
+        scrut: Box<TExpr>,
+        arms: Vec<(crate::parse::Pat, TExpr)>,
+    },
     Array(Vec<TExpr>),
     Repeat(Box<TExpr>, u32),
     Assign {

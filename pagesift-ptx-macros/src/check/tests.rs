@@ -1,1 +1,143 @@
+use super::*;
+use crate::parse::parse_items;
+use syn::parse_quote;
 
+fn checked(items: Vec<syn::Item>) -> (Vec<Vec<Variant>>, Vec<String>) {
+    let cx = Ctxt::new();
+    let prog = parse_items(&cx, items);
+    let c = check_program(&cx, &prog);
+    let variants = c.kernels.into_iter().map(|k| k.variants).collect();
+    (
+        variants,
+        cx.finish().iter().map(|e| e.to_string()).collect(),
+    )
+}
+
+#[test]
+fn variants_are_the_cross_product_in_declaration_order() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[variants(BM in [64, 128], ACT in [Identity, Relu, Silu])]
+        #[launch(block = (BM, 2))]
+        pub fn k<const ACT: Act, const BM: u32>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let v = &v[0];
+    assert_eq!(v.len(), 6);
+    assert_eq!(v[0].entry, "k__ACT_Identity__BM_64");
+    assert_eq!(v[5].entry, "k__ACT_Silu__BM_128");
+    assert_eq!(v[5].block, [128, 2, 1]);
+    assert_eq!(
+        v[0].consts[0],
+        ("ACT".to_string(), ConstVal::Enum("Identity".into()))
+    );
+}
+
+#[test]
+fn tuple_variants_and_const_folding() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[variants((BM, BN) in [(64, 32), (16, 16)])]
+        #[launch(block = 32)]
+        pub fn k<const BM: u32, const BN: u32>(y: &mut [f32]) {
+            let tile: Shared<[f32; BM * BN]>;
+            if BM > 32 { y[0] = 1.0; } else { y[0] = 2.0; }
+            tile[0] = 0.0;
+        }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(v[0].len(), 2);
+    assert_eq!(v[0][0].shared[0].2, 64 * 32);
+    assert_eq!(v[0][0].static_shared_bytes(), 64 * 32 * 4);
+    // `if BM > 32` is resolved: the statement is a block with only the taken branch.
+    let TStmt::Expr(TExpr {
+        kind: TKind::Block(b),
+        ..
+    }) = &v[0][0].body.stmts[0]
+    else {
+        panic!("expected the resolved branch")
+    };
+    assert_eq!(b.stmts.len(), 1);
+}
+
+#[test]
+fn helpers_are_inlined_with_their_consts() {
+    let (v, errs) = checked(vec![
+        parse_quote! {
+            #[variants(N in [3])]
+            #[launch(block = 32)]
+            pub fn k<const N: u32>(y: &mut [f32]) { y[0] = scale::<N>(2.0); }
+        },
+        parse_quote! { fn scale<const M: u32>(v: f32) -> f32 { v * (M as f32) } },
+    ]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let TStmt::Expr(TExpr {
+        kind: TKind::Assign { value, .. },
+        ..
+    }) = &v[0][0].body.stmts[0]
+    else {
+        panic!("expected an assignment")
+    };
+    assert!(matches!(value.kind, TKind::Inline { .. }));
+    assert_eq!(value.ty, Ty::Scalar(Scalar::F32));
+}
+
+#[test]
+fn errors_are_collected_not_stopped_at_the_first() {
+    let (_, errs) = checked(vec![parse_quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], n: u32) {
+            x[0] = 1.0;
+            let a = n + 1.5;
+            let b = undefined_name;
+            let c = x[0].frobnicate();
+        }
+    }]);
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(errs[0].contains("cannot assign through `&[f32]`"));
+    assert!(
+        errs[1].contains("mismatched types: `u32` + `f32`"),
+        "{errs:?}"
+    );
+    assert!(errs[2].contains("cannot find `undefined_name`"));
+    assert!(errs[3].contains("no method `frobnicate` on `f32`"));
+}
+
+#[test]
+fn missing_variants_and_launch_are_errors() {
+    let (v, errs) = checked(vec![parse_quote! {
+        pub fn k<const N: u32>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert!(v[0].is_empty());
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("const parameter `N` has no values")),
+        "{errs:?}"
+    );
+    let (_, errs) = checked(vec![
+        parse_quote! { pub fn k(y: &mut [f32]) { y[0] = 1.0; } },
+    ]);
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("needs `#[launch(block = N)]`")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn literals_take_their_type_from_context() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u64) {
+            let a = 2 * n;
+            let b = 1 + 2;
+            y[0] = 3;
+        }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let vars = &v[0][0].vars;
+    assert_eq!(
+        vars.iter().find(|x| x.name == "a").map(|x| x.ty.clone()),
+        Some(Ty::Scalar(Scalar::U64))
+    );
+    // `b` folds to a constant binding, not a variable.
+    assert!(!vars.iter().any(|x| x.name == "b"));
+}

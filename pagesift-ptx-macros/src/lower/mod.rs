@@ -366,6 +366,20 @@ impl Lower<'_> {
             TKind::Mem { op, base, args } => self.mem_op(*op, *base, args, span),
             TKind::If { cond, then, els } => self.if_expr(cond, then, els.as_deref(), &e.ty, span),
             TKind::Block(b) => self.block(b),
+            TKind::Match { scrut, arms } => {
+                let v = self.expr(scrut);
+                let Val::Imm(c, _) = &v else {
+                    self.error(scrut.span, "`match` needs a value known after unrolling (a constant, or the counter of an `#[unroll]` loop)");
+                    return Val::Unit;
+                };
+                match arms.iter().find(|(p, _)| crate::check::pat_matches(p, c)) {
+                    Some((_, body)) => self.expr(body),
+                    None => {
+                        self.error(span, format!("no `match` arm matches `{c}`"));
+                        Val::Unit
+                    }
+                }
+            }
             TKind::Array(items) => Val::Arr(items.iter().map(|x| self.expr(x)).collect()),
             TKind::Repeat(x, n) => {
                 let v = self.expr(x);
@@ -684,6 +698,7 @@ fn contains_return(b: &TBlock) -> bool {
                 e(cond) || contains_return(then) || els.as_deref().is_some_and(e)
             }
             TKind::Block(b) => contains_return(b),
+            TKind::Match { scrut, arms } => e(scrut) || arms.iter().any(|(_, a)| e(a)),
             TKind::Assign { place, value, .. } => {
                 e(value) || matches!(place, Place::Index { index, .. } if e(index))
             }

@@ -49,3 +49,132 @@ fn elementwise_kernel_with_enum_variants() {
     assert!(relu.contains(".reqntid 256, 1, 1"), "{relu}");
     assert!(!ptx[0].1.contains("max.f32"));
 }
+
+/// Assembles the PTX with `ptxas` when it is installed (`target/ptxas/ptxas`).
+fn assemble(name: &str, ptx: &[(String, String)]) {
+    let ptxas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
+    if !ptxas.is_file() {
+        eprintln!(
+            "SKIPPED ptxas check of {name}: no ptxas at {}",
+            ptxas.display()
+        );
+        return;
+    }
+    dump(name, ptx);
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
+    for (entry, text) in ptx {
+        let target = text
+            .lines()
+            .find_map(|l| l.strip_prefix(".target "))
+            .unwrap_or("sm_70");
+        let src = dir.join(format!("{name}-{entry}.ptx"));
+        let out = std::process::Command::new(&ptxas)
+            .args([format!("-arch={target}"), "-v".into()])
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join(format!("{name}-{entry}.cubin")))
+            .output()
+            .expect("running ptxas");
+        let report = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "ptxas rejected {entry}:\n{report}\n{text}"
+        );
+    }
+}
+
+#[test]
+fn language_features_assemble() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = (8, 4, 2))]
+        pub fn ints(a: &[i32], b: &mut [u64], c: &mut [u8], d: &[i8], n: u32, s: i16) {
+            let t = thread_idx_x() + thread_idx_y() * 8 + thread_idx_z() * 32;
+            let w = warp_id();
+            let mut acc: i64 = 0;
+            for k in 0..n {
+                let v = a[k];
+                if v < 0 { continue; }
+                if v > 1000 { break; }
+                acc += (v as i64) * 3 - (v >> 2) as i64;
+            }
+            let mut j = 0u32;
+            while j < 10 { j += 3; if j == 6 { j = j ^ 1; } }
+            b[t] = acc as u64 + (j as u64) << 2u32;
+            let q = d.load4_nc(4 * t);
+            let m = [q[0] as u8, q[1] as u8, q[2] as u8, (q[3] as i32 + s as i32) as u8];
+            c.store4(4 * t, m);
+            c[t + 1000] = (w + t.count_ones() + t.leading_zeros() + t.mul_hi(7u32)) as u8;
+            let r = b.atomic_max(0u32, 5u64);
+            let old = b.atomic_cas(1u32, r, 9u64);
+            if old == 3 && t != 0 || !(t > 4) { b[2] = b[2] + 1; }
+            let neg = -(s as i32);
+            b[3] = (neg.abs().min(4).max(-2) % 3) as u64;
+        }
+
+        #[target(sm_80)]
+        #[launch(block = 64)]
+        pub fn floats(x: &[f32], h: &mut [f16], g: &mut [bf16], y: &mut [f64], flag: bool) {
+            let i = thread_idx_x();
+            let v = x[i];
+            let mut out = [0.0f32; 8];
+            #[unroll]
+            for k in 0..8u32 {
+                out[k] = match k % 4 {
+                    0 => v.exp() + v.exp_fast(),
+                    1 => v.ln() + v.ln_fast() + v.log2() + v.exp2(),
+                    2 => v.tanh() + v.tanh_fast() + v.erf() + v.erf_fast(),
+                    _ => v.sqrt() + v.rsqrt() + v.rsqrt_fast() + v.recip() + v.sin_fast() + v.floor() + v.ceil() + v.trunc() + v.round_ties_even(),
+                };
+            }
+            let mut s = 0.0f32;
+            #[unroll]
+            for k in 0..8 { s = s.mul_add(0.5, out[k]); }
+            if flag && !s.is_nan() { s = s.copysign(-1.0) / 3.0; }
+            let hv = s as f16;
+            let pair = f16x2::new(hv, hv * hv);
+            let p2 = pair * pair + pair;
+            h[i] = p2.lo().max(p2.hi()) - (-hv).abs();
+            let b = s as bf16;
+            g[i] = b.mul_add(b, b);
+            y[i] = (g[i] as f64).sqrt() + f64::from_bits(x[i].to_bits() as u64) + (h[i] as f64);
+            let l = shfl_down(s, 1u32) + shfl_up(s, 1u32) + shfl_idx(s, 0u32) + shfl_xor(s, 2u32);
+            if vote_any(l > 0.0) && vote_all(l < 100.0) || vote_ballot(flag) == 0 {
+                y[i + 64] = l as f64;
+            }
+        }
+
+        #[launch(block = 128)]
+        pub fn shared_mem(x: &[f32], y: &mut [f32], n: u32) {
+            let tile: Shared<[f32; 128]>;
+            let counts: Shared<[u32; 4]>;
+            let dynbuf: Shared<[f32]>;
+            let t = thread_idx_x();
+            tile[t] = x[t];
+            dynbuf[t] = 2.0 * x[t];
+            if t < 4 { counts[t] = 0; }
+            sync_threads();
+            let v = tile.load4(t / 4 * 4);
+            counts.atomic_add(t % 4, 1u32);
+            tile.store4(0u32, v);
+            sync_threads();
+            y[t] = tile[(t + 1) % tile.len()] + dynbuf[t] + counts[0] as f32 + helper_sum(tile, t);
+        }
+
+        fn helper_sum(s: Shared<[f32; 128]>, t: u32) -> f32 {
+            if t == 0 { return 0.0; }
+            s[t - 1] + s[t]
+        }
+    });
+    assert_eq!(ptx.len(), 3);
+    assemble("features", &ptx);
+    let floats = &ptx[1].1;
+    assert!(floats.contains(".target sm_80"));
+    assert!(floats.contains("tanh.approx.f32"));
+    assert!(
+        floats.contains("mul.rn.f16x2") || floats.contains("mul.f16x2"),
+        "{floats}"
+    );
+    let shared = &ptx[2].1;
+    assert!(shared.contains(".extern .shared .align 16 .b8 dyn_smem[];"));
+    assert!(shared.contains("bar.sync 0;"));
+}
