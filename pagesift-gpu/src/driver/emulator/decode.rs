@@ -28,6 +28,10 @@ pub(super) const S_ZERO: Slot = 23;
 /// Written by `_` destinations, never read.
 pub(super) const S_SINK: Slot = 24;
 const FIRST_FREE: Slot = 25;
+/// The most register slots a kernel may use (declared registers and constants).
+const MAX_SLOTS: usize = 1 << 16;
+/// The most local memory per thread, in bytes (the hardware limit).
+const MAX_LOCAL: u64 = 512 * 1024;
 
 fn special(name: &str) -> Option<Slot> {
     let comp = |base: Slot, c: &str| match c {
@@ -813,6 +817,15 @@ pub(super) fn decode_entry(
                 for (name, count) in names {
                     match count {
                         Some(n) => {
+                            if ctx.template.len() + *n as usize > MAX_SLOTS {
+                                return Err(DecodeError {
+                                    line: 0,
+                                    message: format!(
+                                        "more than {MAX_SLOTS} registers in `{}`",
+                                        e.name
+                                    ),
+                                });
+                            }
                             for i in 0..*n {
                                 let slot = ctx.new_slot();
                                 ctx.regs.insert(format!("{name}{i}"), slot);
@@ -866,6 +879,27 @@ pub(super) fn decode_entry(
             }
             Stmt::Inst(_) => n_inst += 1,
         }
+    }
+    if ctx.template.len() > MAX_SLOTS {
+        return Err(DecodeError {
+            line: 0,
+            message: format!("more than {MAX_SLOTS} registers in `{}`", e.name),
+        });
+    }
+    if local > MAX_LOCAL {
+        return Err(DecodeError {
+            line: 0,
+            message: format!(
+                "more than {MAX_LOCAL} bytes of local memory in `{}`",
+                e.name
+            ),
+        });
+    }
+    if shared > u32::MAX as u64 / 2 {
+        return Err(DecodeError {
+            line: 0,
+            message: format!("too much shared memory in `{}`", e.name),
+        });
     }
     // Dynamic shared memory starts after the static part, at the strictest alignment asked.
     let dyn_align = dynamic.iter().map(|d| d.1).max().unwrap_or(16).max(16) as u64;

@@ -26,6 +26,8 @@ pub(super) struct Launch<'a> {
     /// Static plus dynamic shared memory, in bytes.
     pub shared_bytes: u32,
     pub sm_count: u32,
+    /// The most instructions a thread may execute between two synchronization points.
+    pub max_steps: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -633,7 +635,7 @@ impl Runner {
                     let mut v = 0u64;
                     for j in 0..2 {
                         let src = lo + i * 8 + t * 2 + j;
-                        let addr = rows[i * 8 + t * 2 + j] + (g * 2) as u64;
+                        let addr = rows[i * 8 + t * 2 + j].wrapping_add((g * 2) as u64);
                         let mut mem = self.mem_for(l, src);
                         v |= mem.load(MemSpace::Shared, addr, 2).map_err(|msg| Fail {
                             msg,
@@ -645,8 +647,12 @@ impl Runner {
                 } else {
                     let src = lo + i * 8 + g;
                     let mut mem = self.mem_for(l, src);
-                    mem.load(MemSpace::Shared, rows[i * 8 + g] + (t * 4) as u64, 4)
-                        .map_err(|msg| Fail { msg, t: src, pc })?
+                    mem.load(
+                        MemSpace::Shared,
+                        rows[i * 8 + g].wrapping_add((t * 4) as u64),
+                        4,
+                    )
+                    .map_err(|msg| Fail { msg, t: src, pc })?
                 };
                 *slot = v;
             }
@@ -784,6 +790,13 @@ impl Runner {
         let result = loop {
             let inst = &code[pc];
             count += 1;
+            if count > l.max_steps {
+                break Err(Fail {
+                    msg: format!("watchdog: the thread executed {} instructions without reaching a synchronization point or its exit (an endless loop?)", l.max_steps),
+                    t,
+                    pc,
+                });
+            }
             if inst.guard != S_SINK && (r[inst.guard as usize] != 0) == inst.guard_neg {
                 pc += 1;
                 continue;
@@ -903,7 +916,7 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
                 mem.resolve(space, addr, size * n as u32, "vector load")?;
             }
             for (i, &ds) in d.iter().enumerate().take(n as usize) {
-                let v = mem.load(space, addr + (i as u32 * size) as u64, size)?;
+                let v = mem.load(space, addr.wrapping_add((i as u32 * size) as u64), size)?;
                 let v = if ty.is_signed() {
                     sext(v, ty.bits()) as u64
                 } else {
@@ -928,7 +941,7 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
             for (i, &ss) in s.iter().enumerate().take(n as usize) {
                 mem.store(
                     space,
-                    addr + (i as u32 * size) as u64,
+                    addr.wrapping_add((i as u32 * size) as u64),
                     size,
                     g!(ss) & mask(size * 8),
                 )?;
@@ -1126,10 +1139,11 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
                 let mut v = 0u64;
                 for b in 0..4 {
                     if i + b < keep {
-                        v |= mem.load(MemSpace::Global, from + (i + b) as u64, 1)? << (8 * b);
+                        v |= mem.load(MemSpace::Global, from.wrapping_add((i + b) as u64), 1)?
+                            << (8 * b);
                     }
                 }
-                mem.store(MemSpace::Shared, to + i as u64, 4, v)?;
+                mem.store(MemSpace::Shared, to.wrapping_add(i as u64), 4, v)?;
             }
         }
         Op::Testp { kind, ty, p, a } => {

@@ -117,12 +117,16 @@ impl Memory {
 
     /// Allocates `bytes`; `None` past capacity. Addresses are never reused.
     pub fn alloc(&mut self, bytes: u64) -> Option<u64> {
-        let rounded = bytes.div_ceil(ALIGN) * ALIGN;
+        let rounded = bytes.div_ceil(ALIGN).checked_mul(ALIGN)?;
         if self.used.checked_add(rounded)? > self.capacity {
             return None;
         }
         let base = self.next;
-        self.next = (base + rounded + GUARD).div_ceil(ALIGN) * ALIGN;
+        self.next = base
+            .checked_add(rounded)?
+            .checked_add(GUARD)?
+            .div_ceil(ALIGN)
+            * ALIGN;
         self.used += rounded;
         self.allocs
             .insert(base, Arc::new(Allocation::new(base, bytes)));
@@ -157,6 +161,11 @@ impl Memory {
             Some((_, a)) => Err(Fault::OutOfBounds(Some((a.base, a.size)))),
             None => Err(Fault::OutOfBounds(None)),
         }
+    }
+
+    /// Whether `[addr, addr+len)` lies inside one live allocation.
+    pub fn contains(&self, addr: u64, len: u64) -> bool {
+        len == 0 || self.find(addr, len).is_ok()
     }
 
     pub fn read(&self, addr: u64, dst: &mut [u8]) -> Result<(), Fault> {

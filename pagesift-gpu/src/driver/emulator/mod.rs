@@ -68,6 +68,9 @@ pub struct EmulatorConfig {
     pub threads: usize,
     /// The device name it reports.
     pub name: String,
+    /// The most instructions one thread may execute between two synchronization points before
+    /// the launch fails as an endless loop (default 2^32).
+    pub max_thread_instructions: u64,
 }
 
 impl Default for EmulatorConfig {
@@ -80,6 +83,7 @@ impl Default for EmulatorConfig {
             memory_capacity: 1 << 30,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             name: "pagesift emulated device".to_string(),
+            max_thread_instructions: 1 << 32,
         }
     }
 }
@@ -332,8 +336,9 @@ impl Emulator {
             params,
             grid: req.grid,
             block: req.block,
-            shared_bytes: kernel.static_shared + req.shared_mem_bytes,
+            shared_bytes: kernel.static_shared.saturating_add(req.shared_mem_bytes),
             sm_count: self.config.sm_count,
+            max_steps: self.config.max_thread_instructions,
         };
         let [gx, gy, gz] = req.grid;
         let nblocks = gx as u64 * gy as u64 * gz as u64;
@@ -460,6 +465,9 @@ impl Backend for Emulator {
         }
     }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
+        if bytes > self.config.memory_capacity.max(1 << 30) {
+            return Err(Error::OutOfMemory { bytes });
+        }
         let buf: Box<[u8]> = vec![0u8; bytes.max(1)].into_boxed_slice();
         let len = buf.len();
         let ptr = Box::into_raw(buf) as *mut u8;
@@ -499,8 +507,11 @@ impl Backend for Emulator {
         stream: RawHandle,
     ) -> Result<()> {
         self.check_stream("cuMemcpyDtoDAsync_v2", stream)?;
-        let mut tmp = vec![0u8; bytes];
         let mem = self.read_mem("cuMemcpyDtoDAsync_v2")?;
+        if !mem.contains(src, bytes as u64) {
+            return Err(mem_fault("cuMemcpyDtoDAsync_v2", src, bytes));
+        }
+        let mut tmp = vec![0u8; bytes];
         mem.read(src, &mut tmp)
             .map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", src, bytes))?;
         mem.write(dst, &tmp)
@@ -540,6 +551,12 @@ impl Backend for Emulator {
     }
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: RawHandle) -> Result<()> {
         self.check_stream("cuMemsetD8Async", stream)?;
+        if !self
+            .read_mem("cuMemsetD8Async")?
+            .contains(dst, bytes as u64)
+        {
+            return Err(mem_fault("cuMemsetD8Async", dst, bytes));
+        }
         let buf = vec![value; bytes];
         self.read_mem("cuMemsetD8Async")?
             .write(dst, &buf)
@@ -559,12 +576,18 @@ impl Backend for Emulator {
                 format!("{dst:#x} is not 4-byte aligned"),
             ));
         }
+        if !self
+            .read_mem("cuMemsetD32Async")?
+            .contains(dst, (count as u64).saturating_mul(4))
+        {
+            return Err(mem_fault("cuMemsetD32Async", dst, count.saturating_mul(4)));
+        }
         let buf: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), count)
             .flatten()
             .collect();
         self.read_mem("cuMemsetD32Async")?
             .write(dst, &buf)
-            .map_err(|_| mem_fault("cuMemsetD32Async", dst, count * 4))
+            .map_err(|_| mem_fault("cuMemsetD32Async", dst, count.saturating_mul(4)))
     }
     fn stream_create(&self) -> Result<RawHandle> {
         let mut h = self.handles("cuStreamCreate")?;
@@ -788,6 +811,13 @@ impl Backend for Emulator {
             return Err(launch_err(format!(
                 "{} bytes of dynamic shared memory exceed the function's limit of {max_dynamic} bytes (raise it with the max dynamic shared memory attribute)",
                 req.shared_mem_bytes
+            )));
+        }
+        let optin = self.config.max_shared_per_block_optin as u64;
+        if kernel.static_shared as u64 + req.shared_mem_bytes as u64 > optin {
+            return Err(launch_err(format!(
+                "{} bytes of static and {} bytes of dynamic shared memory exceed the device's {optin} bytes per block",
+                kernel.static_shared, req.shared_mem_bytes
             )));
         }
         if req.args.len() != kernel.params.len() {

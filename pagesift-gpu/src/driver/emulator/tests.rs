@@ -871,3 +871,56 @@ fn cp_async_copies_and_zero_fills() {
         }
     }
 }
+
+/// Truncated and mutated PTX never panics the loader: it loads or fails with a log.
+#[test]
+fn malformed_ptx_is_an_error_not_a_panic() {
+    let e = emu();
+    let lines: Vec<&str> = SAXPY.lines().collect();
+    for cut in 0..lines.len() {
+        let text = lines[..cut].join("\n");
+        let _ = e.module_load(&text);
+        // Drop one line at a time.
+        let mut dropped = lines.clone();
+        dropped.remove(cut);
+        let _ = e.module_load(&dropped.join("\n"));
+    }
+    for (from, to) in [
+        ("%rd1", "%rd99"),
+        ("[saxpy_param_0]", "[saxpy_param_0+-]"),
+        (".reg .b32 %r<6>;", ".reg .b32 %r<4000000000>;"),
+        ("bra $L__done", "bra"),
+        ("fma.rn.f32 %f4, %f1, %f2, %f3", "fma.rn.f32 %f4"),
+        ("setp.ge.u32 %p1, %r1, %r2", "setp.ge.u32"),
+        ("st.global.f32 [%rd7], %f4", "st.global.v4.f32 [%rd7], %f4"),
+        (".address_size 64", ".address_size 32"),
+        ("{", "{{"),
+        ("}", ""),
+        ("ret;", "ret"),
+        ("$L__done:", "$L__done"),
+        ("0f", "0x"),
+    ] {
+        let text = SAXPY.replacen(from, to, 1);
+        if let Ok(m) = e.module_load(&text) {
+            let _ = e.module_function(m, "saxpy");
+        }
+    }
+    let _ = e.module_load("\u{feff}\u{1F600} .entry");
+    let _ = e.module_load("");
+}
+
+#[test]
+fn an_endless_loop_trips_the_watchdog() {
+    let e = Emulator::new(EmulatorConfig {
+        max_thread_instructions: 10_000,
+        threads: 1,
+        ..EmulatorConfig::default()
+    });
+    let ptx = format!("{HEADER}.visible .entry spin()\n{{\n$L__top:\n    bra.uni $L__top;\n}}\n");
+    let err = launch(&e, &ptx, "spin", 1, 1, 0, &[]).expect_err("endless");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("watchdog") && msg.contains("PTX line 7"),
+        "{msg}"
+    );
+}
