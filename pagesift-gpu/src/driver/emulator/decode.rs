@@ -334,6 +334,31 @@ pub(super) enum Op {
     Activemask {
         d: Slot,
     },
+    /// `add.f32` / `add.rn.f32` (the common case, without flags).
+    F32Add {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    /// `sub.f32` / `sub.rn.f32`.
+    F32Sub {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    /// `mul.f32` / `mul.rn.f32`.
+    F32Mul {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+    },
+    /// `fma.rn.f32`.
+    F32Fma {
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
     /// `mma.sync`: operands in `Kernel::mmas[idx]`; `mask` holds the full-warp mask.
     Mma {
         idx: u32,
@@ -1213,13 +1238,20 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                     "copysign" => FOp2::Copysign,
                     _ => return Err("not a float operation".into()),
                 };
-                Op::Flt2 {
-                    op,
-                    ty,
-                    fm,
-                    d,
-                    a,
-                    b,
+                let plain =
+                    ty == Ty::F32 && !fm.ftz && !fm.sat && matches!(fm.rnd, Rnd::Default | Rnd::Rn);
+                match op {
+                    FOp2::Add if plain => Op::F32Add { d, a, b },
+                    FOp2::Sub if plain => Op::F32Sub { d, a, b },
+                    FOp2::Mul if plain => Op::F32Mul { d, a, b },
+                    _ => Op::Flt2 {
+                        op,
+                        ty,
+                        fm,
+                        d,
+                        a,
+                        b,
+                    },
                 }
             } else {
                 let op = match (base, int_mode, fm.sat) {
@@ -1257,7 +1289,11 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
             let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
             if ty.is_float() {
                 let c = ctx.src(&ops[3], ty)?;
-                Op::Fma { ty, fm, d, a, b, c }
+                if ty == Ty::F32 && !fm.ftz && !fm.sat && matches!(fm.rnd, Rnd::Default | Rnd::Rn) {
+                    Op::F32Fma { d, a, b, c }
+                } else {
+                    Op::Fma { ty, fm, d, a, b, c }
+                }
             } else {
                 let op = match int_mode {
                     Some("lo") => IOp2::MulLo,

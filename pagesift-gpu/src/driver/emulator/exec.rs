@@ -818,6 +818,39 @@ impl Runner {
     }
 }
 
+#[inline(always)]
+fn f32_in(v: u64) -> f64 {
+    f32::from_bits(v as u32) as f64
+}
+
+#[inline(always)]
+fn f32_out(x: f64) -> u64 {
+    if x.is_nan() {
+        0x7fff_ffff
+    } else {
+        (x as f32).to_bits() as u64
+    }
+}
+
+/// `a * b + c` for f32 operands held as f64: the f64 sum when rounding it to f32 gives the
+/// correctly rounded fused result, `None` when it may not (an f32 midpoint or the subnormal range).
+trait FusedHint {
+    fn mul_add_exact_hint(self, b: f64, c: f64) -> Option<f64>;
+}
+
+impl FusedHint for f64 {
+    #[inline(always)]
+    fn mul_add_exact_hint(self, b: f64, c: f64) -> Option<f64> {
+        let s = self * b + c;
+        let low = s.to_bits() & 0x1fff_ffff;
+        if low == 0x1000_0000 || s.abs() < f32::MIN_POSITIVE as f64 {
+            None
+        } else {
+            Some(s)
+        }
+    }
+}
+
 enum Flow {
     Next,
     Jump(u32),
@@ -841,6 +874,27 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
     match op {
         Op::Mov { d, a, mask } => g!(d) = g!(a) & mask,
         Op::Int2 { op, ty, d, a, b } => g!(d) = ibin(op, ty, g!(a), g!(b)),
+        // Through f64 these are correctly rounded (53 >= 2 * 24 + 2); NaNs become canonical.
+        Op::F32Add { d, a, b } => g!(d) = f32_out(f32_in(g!(a)) + f32_in(g!(b))),
+        Op::F32Sub { d, a, b } => g!(d) = f32_out(f32_in(g!(a)) - f32_in(g!(b))),
+        Op::F32Mul { d, a, b } => g!(d) = f32_out(f32_in(g!(a)) * f32_in(g!(b))),
+        Op::F32Fma { d, a, b, c } => {
+            let s = f32_in(g!(a)).mul_add_exact_hint(f32_in(g!(b)), f32_in(g!(c)));
+            g!(d) = match s {
+                Some(v) => f32_out(v),
+                None => ffma(
+                    Fmt::F32,
+                    FMode {
+                        rnd: Rnd::Rn,
+                        ftz: false,
+                        sat: false,
+                    },
+                    g!(a),
+                    g!(b),
+                    g!(c),
+                ),
+            };
+        }
         Op::Flt2 {
             op,
             ty,

@@ -924,3 +924,77 @@ fn an_endless_loop_trips_the_watchdog() {
         "{msg}"
     );
 }
+
+/// `fma`, `add`, `mul` and `sub` of f32 against Rust's correctly rounded f32 arithmetic on
+/// random bit patterns (subnormals, infinities and NaNs included) and near-midpoint products.
+#[test]
+fn f32_arithmetic_matches_ieee_bit_for_bit() {
+    let e = emu();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 x)\n{{\n .reg .b32 %r<4>;\n .reg .f32 %f<8>;\n .reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [x];\n mov.u32 %r1, %tid.x;\n mov.u32 %r2, %ctaid.x;\n mad.lo.s32 %r3, %r2, 256, %r1;\n\
+         mul.wide.u32 %rd2, %r3, 28;\n add.s64 %rd3, %rd1, %rd2;\n\
+         ld.global.f32 %f1, [%rd3];\n ld.global.f32 %f2, [%rd3+4];\n ld.global.f32 %f3, [%rd3+8];\n\
+         fma.rn.f32 %f4, %f1, %f2, %f3;\n add.f32 %f5, %f1, %f3;\n mul.rn.f32 %f6, %f1, %f2;\n sub.f32 %f7, %f2, %f3;\n\
+         st.global.f32 [%rd3+12], %f4;\n st.global.f32 [%rd3+16], %f5;\n st.global.f32 [%rd3+20], %f6;\n st.global.f32 [%rd3+24], %f7;\n\
+         ret;\n}}\n"
+    );
+    let n = 256 * 16;
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut words = Vec::with_capacity(n * 7);
+    for i in 0..n {
+        let (a, b, c) = match i % 4 {
+            // Arbitrary bit patterns.
+            0 => (next() as u32, next() as u32, next() as u32),
+            // Ordinary magnitudes.
+            1 => {
+                let f = |r: u64| ((r % 2000) as f32 - 1000.0) / 37.0;
+                (
+                    f(next()).to_bits(),
+                    f(next()).to_bits(),
+                    f(next()).to_bits(),
+                )
+            }
+            // Products that need every bit: (1 + u)(1 + v) + tiny.
+            2 => {
+                let u = 1.0 + (next() % (1 << 12)) as f32 * 2f32.powi(-12);
+                let v = 1.0 + (next() % (1 << 12)) as f32 * 2f32.powi(-12);
+                let t = (next() % 64) as i32;
+                (
+                    u.to_bits(),
+                    v.to_bits(),
+                    (2f32.powi(-40 - t) * if next() % 2 == 0 { 1.0 } else { -1.0 }).to_bits(),
+                )
+            }
+            // Tiny values around the subnormal range.
+            _ => (
+                next() as u32 & 0x80ff_ffff,
+                next() as u32 & 0x80ff_ffff | 0x0080_0000,
+                next() as u32 & 0x80ff_ffff,
+            ),
+        };
+        words.extend_from_slice(&[a, b, c, 0, 0, 0, 0]);
+    }
+    let p = upload_u32(&e, &words);
+    launch(&e, &ptx, "k", 16, 256, 0, &[KernelArg::ptr(p)]).expect("f32 ops");
+    let got = download_u32(&e, p, n * 7);
+    let canon = |x: f32| if x.is_nan() { 0x7fff_ffff } else { x.to_bits() };
+    for i in 0..n {
+        let w = &got[i * 7..i * 7 + 7];
+        let (a, b, c) = (
+            f32::from_bits(w[0]),
+            f32::from_bits(w[1]),
+            f32::from_bits(w[2]),
+        );
+        assert_eq!(w[3], canon(a.mul_add(b, c)), "fma {a:e} {b:e} {c:e}");
+        assert_eq!(w[4], canon(a + c), "add {a:e} {c:e}");
+        assert_eq!(w[5], canon(a * b), "mul {a:e} {b:e}");
+        assert_eq!(w[6], canon(b - c), "sub {b:e} {c:e}");
+    }
+}
