@@ -17,8 +17,8 @@
 //! | gelu (erf)                         | 6                                             |
 //!
 //! plus, with a residual, 1 ulp of the sum (the f32 add rounds a slightly different activation
-//! value), and an absolute floor of `f32::MIN_POSITIVE` (results in the subnormal range may be
-//! flushed to zero). f16 / bf16 results are within 1 ulp of the storage type of the f32 reference
+//! value), and an absolute floor of 2^-124 (results within a few multiples of the smallest
+//! normal f32 may lose their accuracy or flush to zero). f16 / bf16 results are within 1 ulp of the storage type of the f32 reference
 //! result (plus the f32 allowance above); the exact functions are bit-exact there too.
 
 use half::{bf16, f16};
@@ -45,6 +45,8 @@ fn tolerance_ulps(act: Act) -> f32 {
     }
 }
 
+/// Absolute errors up to 2^-124 are accepted (see the module docs).
+const ABS_FLOOR: f32 = 4.0 * f32::MIN_POSITIVE;
 /// The leaky relu slope the tests use (not the default, to prove it is passed through).
 const SLOPE: f32 = 0.125;
 /// Elements of poison around every view.
@@ -230,7 +232,7 @@ fn run_case<T: TestElem>(
             got_t.bits() == T::from_f32(want).bits() || (got == 0.0 && want == 0.0)
         } else {
             let f32_allow =
-                tol * ulp_f32(a) + if res_on { ulp_f32(want) } else { 0.0 } + f32::MIN_POSITIVE;
+                tol * ulp_f32(a) + if res_on { ulp_f32(want) } else { 0.0 } + ABS_FLOOR;
             let storage_allow = if std::mem::size_of::<T>() == 4 {
                 0.0
             } else {

@@ -20,10 +20,43 @@ use crate::ops::act::Act;
 use crate::ptx_kernel;
 
 ptx_kernel! {
-    /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of 4 elements.
+    /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of
+    /// 4 elements, loads through the non-coherent cache.
     #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        x: &[f32],
+        bias: &[f32],
+        res: &[f32],
+        y: &mut [f32],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
+    /// loads, since the kernel writes it).
+    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[launch(block = 256)]
+    pub fn act_inplace_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        bias: &[f32],
+        res: &[f32],
+        y: &mut [f32],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// The body of the f32 kernels: `x` may be `y` itself when `NC` is false.
+    fn run_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
         x: &[f32],
         bias: &[f32],
         res: &[f32],
@@ -52,10 +85,10 @@ ptx_kernel! {
             let e1 = e0 + 4 * nt;
             let e2 = e1 + 4 * nt;
             let e3 = e2 + 4 * nt;
-            let a0 = x.load4_nc(e0);
-            let a1 = x.load4_nc(e1);
-            let a2 = x.load4_nc(e2);
-            let a3 = x.load4_nc(e3);
+            let a0 = ld4_f32::<NC>(x, e0);
+            let a1 = ld4_f32::<NC>(x, e1);
+            let a2 = ld4_f32::<NC>(x, e2);
+            let a3 = ld4_f32::<NC>(x, e3);
             let mut r0 = [0.0f32; 4];
             let mut r1 = [0.0f32; 4];
             let mut r2 = [0.0f32; 4];
@@ -78,7 +111,7 @@ ptx_kernel! {
         }
         while j < nvec {
             let e0 = h + 4 * j;
-            let a0 = x.load4_nc(e0);
+            let a0 = ld4_f32::<NC>(x, e0);
             let mut r0 = [0.0f32; 4];
             if HAS_RES {
                 r0 = res.load4_nc(e0);
@@ -104,7 +137,7 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k);
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k), b, r, slope);
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f32::<NC>(x, k), b, r, slope);
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
@@ -121,17 +154,59 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k);
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k), b, r, slope);
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f32::<NC>(x, k), b, r, slope);
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
     }
 
-    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to f16;
-    /// 16-byte vectors of 8 elements.
+    /// `x[e..e + 4]`, through the non-coherent cache when `NC`.
+    fn ld4_f32<const NC: bool>(x: &[f32], e: u64) -> [f32; 4] {
+        if NC { x.load4_nc(e) } else { x.load4(e) }
+    }
+
+    /// `x[e]`, through the non-coherent cache when `NC`.
+    fn ld1_f32<const NC: bool>(x: &[f32], e: u64) -> f32 {
+        if NC { x.load_nc(e) } else { x[e] }
+    }
+
+    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to f16; 16-byte vectors of
+    /// 8 elements, loads through the non-coherent cache.
     #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        x: &[f16],
+        bias: &[f16],
+        res: &[f16],
+        y: &mut [f16],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
+    /// loads, since the kernel writes it).
+    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[launch(block = 256)]
+    pub fn act_inplace_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        bias: &[f16],
+        res: &[f16],
+        y: &mut [f16],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// The body of the f16 kernels: `x` may be `y` itself when `NC` is false.
+    fn run_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
         x: &[f16],
         bias: &[f16],
         res: &[f16],
@@ -158,10 +233,10 @@ ptx_kernel! {
             let e1 = e0 + 8 * nt;
             let e2 = e1 + 8 * nt;
             let e3 = e2 + 8 * nt;
-            let a0 = x.load8_nc(e0);
-            let a1 = x.load8_nc(e1);
-            let a2 = x.load8_nc(e2);
-            let a3 = x.load8_nc(e3);
+            let a0 = ld8_f16::<NC>(x, e0);
+            let a1 = ld8_f16::<NC>(x, e1);
+            let a2 = ld8_f16::<NC>(x, e2);
+            let a3 = ld8_f16::<NC>(x, e3);
             let mut r0 = a0;
             let mut r1 = a1;
             let mut r2 = a2;
@@ -184,7 +259,7 @@ ptx_kernel! {
         }
         while j < nvec {
             let e0 = h + 8 * j;
-            let a0 = x.load8_nc(e0);
+            let a0 = ld8_f16::<NC>(x, e0);
             let mut r0 = a0;
             if HAS_RES {
                 r0 = res.load8_nc(e0);
@@ -210,7 +285,7 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k) as f32, b, r, slope) as f16;
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
@@ -227,18 +302,61 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k) as f32, b, r, slope) as f16;
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
     }
 
-    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to bf16;
-    /// 16-byte vectors of 8 elements.
+    /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
+    fn ld8_f16<const NC: bool>(x: &[f16], e: u64) -> [f16; 8] {
+        if NC { x.load8_nc(e) } else { x.load8(e) }
+    }
+
+    /// `x[e]`, through the non-coherent cache when `NC`.
+    fn ld1_f16<const NC: bool>(x: &[f16], e: u64) -> f16 {
+        if NC { x.load_nc(e) } else { x[e] }
+    }
+
+    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to bf16; 16-byte vectors of
+    /// 8 elements, loads through the non-coherent cache.
     #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     #[target(sm_80)]
     pub fn act_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        x: &[bf16],
+        bias: &[bf16],
+        res: &[bf16],
+        y: &mut [bf16],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
+    /// loads, since the kernel writes it).
+    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[launch(block = 256)]
+    #[target(sm_80)]
+    pub fn act_inplace_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+        bias: &[bf16],
+        res: &[bf16],
+        y: &mut [bf16],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+        slope: f32,
+    ) {
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+    }
+
+    /// The body of the bf16 kernels: `x` may be `y` itself when `NC` is false.
+    fn run_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
         x: &[bf16],
         bias: &[bf16],
         res: &[bf16],
@@ -265,10 +383,10 @@ ptx_kernel! {
             let e1 = e0 + 8 * nt;
             let e2 = e1 + 8 * nt;
             let e3 = e2 + 8 * nt;
-            let a0 = x.load8_nc(e0);
-            let a1 = x.load8_nc(e1);
-            let a2 = x.load8_nc(e2);
-            let a3 = x.load8_nc(e3);
+            let a0 = ld8_bf16::<NC>(x, e0);
+            let a1 = ld8_bf16::<NC>(x, e1);
+            let a2 = ld8_bf16::<NC>(x, e2);
+            let a3 = ld8_bf16::<NC>(x, e3);
             let mut r0 = a0;
             let mut r1 = a1;
             let mut r2 = a2;
@@ -291,7 +409,7 @@ ptx_kernel! {
         }
         while j < nvec {
             let e0 = h + 8 * j;
-            let a0 = x.load8_nc(e0);
+            let a0 = ld8_bf16::<NC>(x, e0);
             let mut r0 = a0;
             if HAS_RES {
                 r0 = res.load8_nc(e0);
@@ -317,7 +435,7 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k) as f32, b, r, slope) as bf16;
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
@@ -334,10 +452,20 @@ ptx_kernel! {
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(x.load_nc(k) as f32, b, r, slope) as bf16;
+            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
             c = wrap_add(c, sstep, cols);
             k += nt;
         }
+    }
+
+    /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
+    fn ld8_bf16<const NC: bool>(x: &[bf16], e: u64) -> [bf16; 8] {
+        if NC { x.load8_nc(e) } else { x.load8(e) }
+    }
+
+    /// `x[e]`, through the non-coherent cache when `NC`.
+    fn ld1_bf16<const NC: bool>(x: &[bf16], e: u64) -> bf16 {
+        if NC { x.load_nc(e) } else { x[e] }
     }
 
     /// `c + d` modulo `cols`, for `c, d < cols < 2^31`.
@@ -430,11 +558,12 @@ ptx_kernel! {
         }
     }
 
-    /// e^x within 1 ulp for x in [-87, 88] (0 below, +inf above): Cody–Waite reduction to
-    /// |r| <= ln2/2, e^r = 1 + r + r^2 q(r) with q a degree-4 minimax polynomial, then an exact
-    /// scaling by 2^k in two steps (so 2^k may be subnormal or near overflow).
+    /// e^x within 1 ulp for x in [-86.6, 88.7] (+inf above; below, a value under 2.5e-38 where
+    /// the true one is smaller still: every caller adds it to 1 or scales it below the f32
+    /// normal range). Cody–Waite reduction to |r| <= ln2/2, e^r = 1 + r + r^2 q(r) with q a
+    /// degree-4 minimax polynomial, then an exact scaling by 2^k = 2^(k-1) * 2.
     fn exp_acc(x: f32) -> f32 {
-        let xc = x.max(-103.0).min(88.8);
+        let xc = x.max(-86.6).min(88.72);
         let k = (xc * 1.442695).round_ties_even();
         let r = k.mul_add(-0.6931471824645996, xc);
         let r = k.mul_add(1.904654299957768e-9, r);
@@ -443,10 +572,12 @@ ptx_kernel! {
         q = q.mul_add(r, 0.16666577756404877);
         q = q.mul_add(r, 0.5);
         let p = (q * r).mul_add(r, r) + 1.0;
-        let ki = k as i32;
-        let k1 = ki / 2;
-        let k2 = ki - k1;
-        p * f32::from_bits(((k1 + 127) << 23) as u32) * f32::from_bits(((k2 + 127) << 23) as u32)
+        let scale = f32::from_bits((((k as i32) + 126) << 23) as u32);
+        let mut y = p * scale * 2.0;
+        if x > 88.72 {
+            y = f32::INFINITY;
+        }
+        y
     }
 
     /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
@@ -457,7 +588,8 @@ ptx_kernel! {
     /// correction of a carried exactly.
     fn erfc_pos(a: f32, lo: f32) -> f32 {
         let p = a + 2.0;
-        let r = p.recip();
+        // Both reciprocals may be approximate: each is followed by a residual correction.
+        let r = p.recip_fast();
         let q = (-4.0f32).mul_add(r, 1.0);
         let t = (q + 1.0).mul_add(-2.0, a);
         let e = (-a).mul_add(q, t);
@@ -474,7 +606,7 @@ ptx_kernel! {
         pp = pp.mul_add(q, -0.09276381880044937);
         pp = pp.mul_add(q, 0.27697837352752686);
         let d = a + 0.5;
-        let r = d.recip() * 0.5;
+        let r = d.recip_fast() * 0.5;
         let q = pp.mul_add(r, r);
         let t = q + q;
         let e = (pp - q) + t.mul_add(-a, 1.0);

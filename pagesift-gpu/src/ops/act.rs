@@ -4,7 +4,6 @@ use std::mem::size_of;
 
 use half::{bf16, f16};
 
-use crate::driver::KernelArg;
 use crate::{
     DevicePtr, DeviceRead, DeviceRepr, DeviceSlice, DeviceWrite, Error, KernelVariant,
     LaunchConfig, Result, Stream,
@@ -124,6 +123,15 @@ mod private {
     pub trait Sealed: crate::DeviceRepr {
         /// The variants of this type's kernel.
         fn kernel_variants() -> &'static [KernelVariant];
+        /// The variants of this type's in-place kernel.
+        fn inplace_variants() -> &'static [KernelVariant];
+        /// Launches this type's in-place kernel through its typed wrapper.
+        fn launch_inplace_kernel(
+            stream: &Stream,
+            args: &ActArgs<'_, Self>,
+            geo: &Geometry,
+            data: &mut impl DeviceWrite<Self>,
+        ) -> Result<()>;
         /// Launches this type's kernel through its typed wrapper (out of place).
         fn launch_kernel(
             stream: &Stream,
@@ -164,7 +172,7 @@ fn find_variant(
 }
 
 macro_rules! act_element {
-    ($t:ty, $name:literal, $kernel:ident, |$v:ident| $to:expr, |$f:ident| $from:expr) => {
+    ($t:ty, $name:literal, $kernel:ident, $inplace:ident, |$v:ident| $to:expr, |$f:ident| $from:expr) => {
         impl ActElement for $t {
             const NAME: &'static str = $name;
             fn to_f32(self) -> f32 {
@@ -179,6 +187,40 @@ macro_rules! act_element {
         impl private::Sealed for $t {
             fn kernel_variants() -> &'static [KernelVariant] {
                 crate::kernels::act::$kernel::VARIANTS
+            }
+
+            fn inplace_variants() -> &'static [KernelVariant] {
+                crate::kernels::act::$inplace::VARIANTS
+            }
+
+            fn launch_inplace_kernel(
+                stream: &Stream,
+                args: &ActArgs<'_, $t>,
+                geo: &Geometry,
+                data: &mut impl DeviceWrite<$t>,
+            ) -> Result<()> {
+                use crate::kernels::act::$inplace::launch;
+                let n = data.len() as u64;
+                let cols = cols_u32(args);
+                let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
+                // An absent operand is an empty buffer (no allocation): the variant without it
+                // never reads it.
+                let none = crate::DeviceBuffer::<$t>::alloc(stream.gpu(), 0)?;
+                let (h, v) = (geo.head, geo.nvec);
+                match (&args.bias, &args.residual) {
+                    (Some(b), Some(r)) => launch(
+                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, slope,
+                    ),
+                    (Some(b), None) => launch(
+                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, slope,
+                    ),
+                    (None, Some(r)) => launch(
+                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, slope,
+                    ),
+                    (None, None) => launch(
+                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, slope,
+                    ),
+                }
             }
 
             fn launch_kernel(
@@ -216,18 +258,30 @@ macro_rules! act_element {
     };
 }
 
-act_element!(f32, "f32", act_f32, |v| v, |v| v);
-act_element!(f16, "f16", act_f16, |v| f16::to_f32(v), |v| f16::from_f32(
-    v
-));
-act_element!(bf16, "bf16", act_bf16, |v| bf16::to_f32(v), |v| {
-    bf16::from_f32(v)
-});
+act_element!(f32, "f32", act_f32, act_inplace_f32, |v| v, |v| v);
+act_element!(
+    f16,
+    "f16",
+    act_f16,
+    act_inplace_f16,
+    |v| f16::to_f32(v),
+    |v| f16::from_f32(v)
+);
+act_element!(
+    bf16,
+    "bf16",
+    act_bf16,
+    act_inplace_bf16,
+    |v| bf16::to_f32(v),
+    |v| bf16::from_f32(v)
+);
 
 /// The accuracy of the activation kernels in f32: the largest difference from the reference
 /// ([`crate::cpu::act::act_f32`], the f64 definition rounded once), in units in the last place
 /// of the reference activation value. 0 means bit-exact. With a residual the f32 sum adds up to
 /// 1 ulp of the result; f16 / bf16 outputs add the rounding to the storage type (1 ulp of it).
+/// Results below 2^-124 in magnitude (a few times the smallest normal f32) are only accurate to
+/// an absolute 2^-124.
 pub fn max_error_ulps(act: Act) -> f32 {
     match act {
         Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu => 0.0,
@@ -396,32 +450,16 @@ pub fn activation_inplace_with_grid_limit<T: ActElement>(
             what: format!("{OP}: a buffer belongs to another device than the stream"),
         });
     }
-    let y = data.device_ptr_mut();
+    let y = data.device_ptr();
     let r = args.residual.map_or(y, |r| r.device_ptr());
-    let b = args.bias.map_or(y, |b| b.device_ptr());
     let variant = find_variant(
-        T::variants(),
+        <T as private::Sealed>::inplace_variants(),
         args.act,
         args.bias.is_some(),
         args.residual.is_some(),
     )?;
     let geo = Geometry::new(stream, variant, &[y, r], n, size_of::<T>(), max_blocks)?;
-    // The kernel reads each element once, in the thread that then writes it, so the same
-    // address as input and output is sound; the typed wrapper (which borrows the output
-    // mutably) cannot express that aliasing, so the arguments are assembled here, in the
-    // kernel's parameter order, for the variant the wrapper would pick.
-    let kargs = [
-        KernelArg::ptr(y),
-        KernelArg::ptr(b),
-        KernelArg::ptr(r),
-        KernelArg::ptr(y),
-        KernelArg::from(n as u64),
-        KernelArg::from(geo.head),
-        KernelArg::from(geo.nvec),
-        KernelArg::from(cols_u32(args)),
-        KernelArg::from(args.slope),
-    ];
-    crate::__private::launch(stream, variant, &geo.cfg, &kargs)
+    <T as private::Sealed>::launch_inplace_kernel(stream, args, &geo, data)
 }
 
 /// Shared argument checks of the two operations.

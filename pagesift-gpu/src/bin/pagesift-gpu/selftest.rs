@@ -233,7 +233,7 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
                                 0.0
                             }
                             + f64::from(storage_ulp::<T>(want))
-                            + f64::from(f32::MIN_POSITIVE)
+                            + f64::from(4.0 * f32::MIN_POSITIVE)
                     };
                     let ratio = if allowed > 0.0 {
                         err / allowed
