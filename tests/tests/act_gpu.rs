@@ -231,8 +231,7 @@ fn run_case<T: TestElem>(
         let ok = if tol == 0.0 {
             got_t.bits() == T::from_f32(want).bits() || (got == 0.0 && want == 0.0)
         } else {
-            let f32_allow =
-                tol * ulp_f32(a) + if res_on { ulp_f32(want) } else { 0.0 } + ABS_FLOOR;
+            let f32_allow = tol * ulp_f32(a) + if res_on { ulp_f32(want) } else { 0.0 } + ABS_FLOOR;
             let storage_allow = if std::mem::size_of::<T>() == 4 {
                 0.0
             } else {
