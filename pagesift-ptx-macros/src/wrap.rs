@@ -53,7 +53,13 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
         sig_args.push(quote!(#arg: #ty));
     }
     for (param, ty) in f.params.iter().zip(&sig.params) {
-        let arg = &param.name;
+        // A parameter named like a wrapper argument is an error already reported; rename it
+        // here so the wrapper adds no follow-up errors.
+        let arg = match param.name.to_string().as_str() {
+            "stream" | "cfg" => format_ident!("{}_", param.name),
+            _ => param.name.clone(),
+        };
+        let arg = &arg;
         let (arg_ty, value, text) = match ty {
             Some(Ty::Slice {
                 elem,
@@ -208,7 +214,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             use super::*;
 
             #[doc = #doc_variants]
-            pub const VARIANTS: &[#p::KernelVariant] = &[#(#entries),*];
+            pub static VARIANTS: &[#p::KernelVariant] = &[#(#entries),*];
 
             #[doc = #doc_launch]
             #[allow(unused_variables, unreachable_code, clippy::needless_return)]

@@ -21,7 +21,9 @@ fn find_ptxas() -> Option<PathBuf> {
         return Some(local);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join("ptxas")).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join("ptxas"))
+        .find(|p| p.is_file())
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
@@ -49,12 +51,22 @@ fn archs(v: &KernelVariant) -> Vec<String> {
 fn spills(report: &str) -> Vec<(u64, u64)> {
     let number_before = |line: &str, what: &str| -> Option<u64> {
         let end = line.find(what)?;
-        line[..end].trim_end().rsplit([' ', ',']).next()?.parse().ok()
+        line[..end]
+            .trim_end()
+            .rsplit([' ', ','])
+            .next()?
+            .parse()
+            .ok()
     };
     report
         .lines()
         .filter(|l| l.contains("spill stores"))
-        .map(|l| (number_before(l, "bytes spill stores").unwrap_or(u64::MAX), number_before(l, "bytes spill loads").unwrap_or(u64::MAX)))
+        .map(|l| {
+            (
+                number_before(l, "bytes spill stores").unwrap_or(u64::MAX),
+                number_before(l, "bytes spill loads").unwrap_or(u64::MAX),
+            )
+        })
         .collect()
 }
 
@@ -65,7 +77,11 @@ struct Job {
 }
 
 fn assemble(ptxas: &Path, dir: &Path, job: &Job) -> Result<(), String> {
-    let stem = format!("{}-{}", job.name.replace(['[', ']', ',', '='], "_"), job.arch);
+    let stem = format!(
+        "{}-{}",
+        job.name.replace(['[', ']', ',', '='], "_"),
+        job.arch
+    );
     let src = dir.join(format!("{stem}.ptx"));
     std::fs::write(&src, job.ptx).map_err(|e| format!("writing {}: {e}", src.display()))?;
     let out = Command::new(ptxas)
@@ -77,16 +93,32 @@ fn assemble(ptxas: &Path, dir: &Path, job: &Job) -> Result<(), String> {
         .arg(dir.join(format!("{stem}.cubin")))
         .output()
         .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
-    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     if !out.status.success() || report.contains("error") {
-        return Err(format!("{} for {}: ptxas failed ({}):\n{report}\nPTX kept at {}", job.name, job.arch, out.status, src.display()));
+        return Err(format!(
+            "{} for {}: ptxas failed ({}):\n{report}\nPTX kept at {}",
+            job.name,
+            job.arch,
+            out.status,
+            src.display()
+        ));
     }
     let s = spills(&report);
     if s.is_empty() {
-        return Err(format!("{} for {}: no register report in ptxas -v output:\n{report}", job.name, job.arch));
+        return Err(format!(
+            "{} for {}: no register report in ptxas -v output:\n{report}",
+            job.name, job.arch
+        ));
     }
     if report.contains("bytes spill") && s.iter().any(|&(st, ld)| st != 0 || ld != 0) {
-        return Err(format!("{} for {}: spills {s:?}:\n{report}", job.name, job.arch));
+        return Err(format!(
+            "{} for {}: spills {s:?}:\n{report}",
+            job.name, job.arch
+        ));
     }
     Ok(())
 }
@@ -111,13 +143,22 @@ fn every_variant_assembles_without_spills() {
 
     let jobs: Vec<Job> = variants
         .iter()
-        .flat_map(|v| archs(v).into_iter().map(move |arch| Job { name: v.display_name(), arch, ptx: v.ptx }))
+        .flat_map(|v| {
+            archs(v).into_iter().map(move |arch| Job {
+                name: v.display_name(),
+                arch,
+                ptx: v.ptx,
+            })
+        })
         .collect();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptxas-test");
     std::fs::create_dir_all(&dir).expect("creating the scratch directory");
     let next = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2).min(8);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .min(8);
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -139,7 +180,13 @@ fn every_variant_assembles_without_spills() {
         jobs.len(),
         failures.len()
     );
-    assert!(failures.is_empty(), "{} of {} ptxas jobs failed:\n{}", failures.len(), jobs.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} ptxas jobs failed:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
@@ -152,14 +199,38 @@ fn spill_report_parsing() {
 
 #[test]
 fn variant_metadata_matches_the_ptx() {
-    for v in pagesift_gpu::kernels::registry().into_iter().chain(example_variants()) {
-        assert!(v.ptx.contains(&format!(".visible .entry {}(", v.entry)), "{}", v.display_name());
-        assert!(v.ptx.contains(&format!(".target {}\n", v.target)), "{}", v.display_name());
+    for v in pagesift_gpu::kernels::registry()
+        .into_iter()
+        .chain(example_variants())
+    {
+        assert!(
+            v.ptx.contains(&format!(".visible .entry {}(", v.entry)),
+            "{}",
+            v.display_name()
+        );
+        assert!(
+            v.ptx.contains(&format!(".target {}\n", v.target)),
+            "{}",
+            v.display_name()
+        );
         let (maj, min) = v.ptx_version;
-        assert!(v.ptx.contains(&format!(".version {maj}.{min}\n")), "{}", v.display_name());
+        assert!(
+            v.ptx.contains(&format!(".version {maj}.{min}\n")),
+            "{}",
+            v.display_name()
+        );
         let [x, y, z] = v.block;
-        assert!(v.ptx.contains(&format!(".reqntid {x}, {y}, {z}")), "{}", v.display_name());
+        assert!(
+            v.ptx.contains(&format!(".reqntid {x}, {y}, {z}")),
+            "{}",
+            v.display_name()
+        );
         assert_eq!(v.ptx.matches(".entry").count(), 1, "{}", v.display_name());
-        assert_eq!(v.ptx.matches("\t.param .").count(), v.params.len(), "{}", v.display_name());
+        assert_eq!(
+            v.ptx.matches("\t.param .").count(),
+            v.params.len(),
+            "{}",
+            v.display_name()
+        );
     }
 }

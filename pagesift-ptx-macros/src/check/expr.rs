@@ -382,7 +382,7 @@ impl Checker<'_> {
             }
             _ => {}
         }
-        if !mutable {
+        if !mutable && ty != Ty::Never {
             if let TKind::Const(v) = &value.kind {
                 // Immutable constants stay constants (register-array indices, unrolled bounds).
                 self.bind(&name_s, Binding::Const(v.clone(), ty));

@@ -156,6 +156,22 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
     if lw.failed {
         return None;
     }
+    // Labels no branch targets (loop exits never taken, unrolled iterations) go.
+    let used: std::collections::HashSet<u32> = lw
+        .body
+        .iter()
+        .filter_map(|i| match i {
+            Item::Inst {
+                op: Op::Bra, args, ..
+            } => match args.first() {
+                Some(Operand::Label(l)) => Some(*l),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    lw.body
+        .retain(|i| !matches!(i, Item::Label(l) if !used.contains(l)));
     let mut reg_counts: Vec<(RegClass, u32)> = RegClass::ALL
         .iter()
         .map(|c| (*c, lw.regs.get(c).copied().unwrap_or(0)))

@@ -1,0 +1,11 @@
+use pagesift_gpu::ptx_kernel;
+
+ptx_kernel! {
+    #[launch(block = 32)]
+    pub fn k(x: &[f32], y: &mut [bf16]) {
+        let i = thread_idx_x();
+        y[i] = x[i] as bf16;
+    }
+}
+
+fn main() {}

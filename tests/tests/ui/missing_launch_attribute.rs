@@ -1,0 +1,9 @@
+use pagesift_gpu::ptx_kernel;
+
+ptx_kernel! {
+    pub fn k(y: &mut [f32]) {
+        y[0] = 1.0;
+    }
+}
+
+fn main() {}

@@ -1,0 +1,10 @@
+use pagesift_gpu::ptx_kernel;
+
+ptx_kernel! {
+    #[launch(block = 32)]
+    pub fn k(y: &mut [f32]) {
+        y[0] = warp_reduce_everything(1.0);
+    }
+}
+
+fn main() {}
