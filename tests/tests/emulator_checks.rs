@@ -707,3 +707,84 @@ fn an_unimplemented_instruction_is_a_load_error_naming_it() {
         err.log
     );
 }
+
+/// Threads 0..32 wait at barrier 1, the rest at barrier 0: neither can complete.
+#[test]
+fn threads_at_different_barriers_are_reported() {
+    let e = emu();
+    let ptx = format!(
+        r#"{HEADER}.visible .entry split_bar()
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    mov.u32 %r1, %tid.x;
+    setp.lt.u32 %p1, %r1, 32;
+    @%p1 bra $L__low;
+    bar.sync 0;
+    bra.uni $L__end;
+$L__low:
+    bar.sync 1;
+$L__end:
+    ret;
+}}
+"#
+    );
+    let msg = assert_check(
+        launch(&e, &ptx, "split_bar", [1, 1, 1], [96, 1, 1], 0, &[]),
+        "barrier divergence",
+        "split_bar",
+        &ptx,
+        "bar.sync 1;",
+    );
+    assert!(msg.contains("waits at a barrier"), "{msg}");
+}
+
+/// Named barriers with a thread count: each half of the block synchronizes on its own
+/// barrier, exchanging values through shared memory within the half.
+#[test]
+fn named_barriers_with_a_thread_count() {
+    let e = emu();
+    let ptx = format!(
+        r#"{HEADER}.visible .entry halves(.param .u64 out)
+{{
+    .shared .align 4 .b8 sm[512];
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, sm;
+    shl.b32 %r3, %r1, 2;
+    add.u32 %r4, %r2, %r3;
+    mul.lo.u32 %r5, %r1, 3;
+    st.shared.u32 [%r4], %r5;
+    setp.lt.u32 %p1, %r1, 64;
+    selp.u32 %r6, 1, 2, %p1;
+    bar.sync %r6, 64;
+    xor.b32 %r7, %r1, 1;
+    shl.b32 %r8, %r7, 2;
+    add.u32 %r9, %r2, %r8;
+    ld.shared.u32 %r10, [%r9];
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r10;
+    ret;
+}}
+"#
+    );
+    let out = upload_u32(&e, &[0xDEAD_BEEF; 128]);
+    launch(
+        &e,
+        &ptx,
+        "halves",
+        [2, 1, 1],
+        [128, 1, 1],
+        0,
+        &[KernelArg::ptr(out)],
+    )
+    .expect("halves");
+    let got = download_u32(&e, out, 128);
+    for t in 0..128u32 {
+        assert_eq!(got[t as usize], (t ^ 1) * 3, "thread {t}");
+    }
+}
