@@ -560,24 +560,36 @@ ptx_kernel! {
 
     /// e^x within 1 ulp for x in [-86.6, 88.7] (+inf above; below, a value under 2.5e-38 where
     /// the true one is smaller still: every caller adds it to 1 or scales it below the f32
-    /// normal range). Cody–Waite reduction to |r| <= ln2/2, e^r = 1 + r + r^2 q(r) with q a
-    /// degree-4 minimax polynomial, then an exact scaling by 2^k = 2^(k-1) * 2.
+    /// normal range).
     fn exp_acc(x: f32) -> f32 {
-        let xc = x.max(-86.6).min(88.72);
-        let k = (xc * 1.442695).round_ties_even();
-        let r = k.mul_add(-0.6931471824645996, xc);
+        let mut y = exp_reduced(x.max(-86.6).min(88.72));
+        if x > 88.72 {
+            y = f32::INFINITY;
+        }
+        y
+    }
+
+    /// e^x for x <= 0, as [`exp_acc`] (no overflow to handle).
+    fn exp_neg(x: f32) -> f32 {
+        exp_reduced(x.max(-86.6))
+    }
+
+    /// e^x for x in [-86.6, 88.72]: Cody–Waite reduction to |r| <= ln2/2 with k = round(x log2 e)
+    /// found by adding 1.5 · 2^23 (no conversion instructions), e^r = 1 + r + r^2 q(r) with q a
+    /// degree-4 minimax polynomial, then an exact scaling by 2^k = 2^(k-1) · 2 built from bits.
+    fn exp_reduced(x: f32) -> f32 {
+        let shifted = x.mul_add(1.442695, 12582912.0);
+        let k = shifted - 12582912.0;
+        let r = k.mul_add(-0.6931471824645996, x);
         let r = k.mul_add(1.904654299957768e-9, r);
         let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
         q = q.mul_add(r, 0.041666556149721146);
         q = q.mul_add(r, 0.16666577756404877);
         q = q.mul_add(r, 0.5);
         let p = (q * r).mul_add(r, r) + 1.0;
-        let scale = f32::from_bits((((k as i32) + 126) << 23) as u32);
-        let mut y = p * scale * 2.0;
-        if x > 88.72 {
-            y = f32::INFINITY;
-        }
-        y
+        // The low bits of `shifted` hold k (two's complement): 2^(k-1) has exponent field k + 126.
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 126) << 23);
+        p * scale * 2.0
     }
 
     /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
@@ -612,7 +624,7 @@ ptx_kernel! {
         let e = (pp - q) + t.mul_add(-a, 1.0);
         let r = e.mul_add(r, q);
         let s = a * a;
-        let ex = exp_acc(-s);
+        let ex = exp_neg(-s);
         let t = (-a).mul_add(a, s) - 2.0 * a * lo;
         let r = r * ex;
         r.mul_add(t, r)
