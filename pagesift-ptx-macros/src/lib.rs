@@ -160,11 +160,11 @@
 //! | `ln` | ≤ 1 ulp (prelude: musl's `logf`); `log2` ≤ 2 ulp |
 //! | `tanh` | ≤ 3 ulp (prelude) |
 //! | `erf` | absolute error ≤ 2e-7 (prelude) |
-//! | `rsqrt` | `1 / sqrt(x)`, ≤ 1 ulp |
+//! | `rsqrt` | `1 / sqrt(x)`, ≤ 1.5 ulp |
 //! | `exp2_fast`, `log2_fast`, `sqrt_fast`, `rsqrt_fast`, `recip_fast`, `sin_fast`, `cos_fast` | `ex2.approx` (2 ulp), `lg2.approx` (abs. 2^-22), `sqrt.approx`, `rsqrt.approx`, `rcp.approx` (1 ulp), `sin.approx`/`cos.approx` (abs. 2^-20.9 in [-π, π]) |
 //! | `exp_fast`, `ln_fast` | `ex2.approx` / `lg2.approx` with one multiply |
 //! | `tanh_fast` | `tanh.approx` (sm_75+, abs. 2^-10.99); below sm_75 an `ex2.approx` formula |
-//! | `erf_fast` | absolute error ≤ 5e-7 |
+//! | `erf_fast` | absolute error ≤ 1e-6 |
 //! | `mul_hi`, `count_ones`, `leading_zeros` | integer `mul.hi`, `popc`, `clz` |
 //!
 //! The accurate functions are a built-in prelude written in this language (inlined like any

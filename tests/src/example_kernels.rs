@@ -141,3 +141,52 @@ ptx_kernel! {
         }
     }
 }
+
+/// The special functions of the kernel language, one per variant of [`special_fn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecialFn {
+    /// `x.exp()`.
+    Exp,
+    /// `x.exp2()`.
+    Exp2,
+    /// `x.ln()`.
+    Ln,
+    /// `x.log2()`.
+    Log2,
+    /// `x.tanh()`.
+    Tanh,
+    /// `x.erf()`.
+    Erf,
+    /// `x.rsqrt()`.
+    Rsqrt,
+    /// `x.exp_fast()`.
+    ExpFast,
+    /// `x.tanh_fast()`.
+    TanhFast,
+    /// `x.erf_fast()`.
+    ErfFast,
+}
+
+ptx_kernel! {
+    /// `y[i] = f(x[i])` for one special function `F` (accuracy tests of the prelude).
+    #[variants(F in [Exp, Exp2, Ln, Log2, Tanh, Erf, Rsqrt, ExpFast, TanhFast, ErfFast])]
+    #[launch(block = 128)]
+    pub fn special_fn<const F: SpecialFn>(x: &[f32], y: &mut [f32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i < n {
+            let v = x[i];
+            y[i] = match F {
+                SpecialFn::Exp => v.exp(),
+                SpecialFn::Exp2 => v.exp2(),
+                SpecialFn::Ln => v.ln(),
+                SpecialFn::Log2 => v.log2(),
+                SpecialFn::Tanh => v.tanh(),
+                SpecialFn::Erf => v.erf(),
+                SpecialFn::Rsqrt => v.rsqrt(),
+                SpecialFn::ExpFast => v.exp_fast(),
+                SpecialFn::TanhFast => v.tanh_fast(),
+                SpecialFn::ErfFast => v.erf_fast(),
+            };
+        }
+    }
+}

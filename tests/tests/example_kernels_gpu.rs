@@ -217,3 +217,171 @@ fn clock_mix_asm_and_bool_parameter() {
         }
     }
 }
+
+/// The distance from `got` to the exact `want` in units of the f32 spacing at `want`.
+fn ulps(got: f32, want: f64) -> f64 {
+    if got.is_nan() && want.is_nan() || (got as f64) == want || got == want as f32 {
+        return 0.0;
+    }
+    if !got.is_finite() || !want.is_finite() {
+        return f64::INFINITY;
+    }
+    let a = (want as f32).abs().max(f32::MIN_POSITIVE);
+    let ulp = 2f64.powi(a.log2().floor() as i32 - 23);
+    (got as f64 - want).abs() / ulp
+}
+
+fn log_uniform(rng: &mut rand::rngs::StdRng, lo: f64, hi: f64) -> f32 {
+    (lo.ln() + rng.gen::<f64>() * (hi.ln() - lo.ln())).exp() as f32
+}
+
+#[test]
+fn special_functions_meet_their_documented_accuracy() {
+    use example_kernels::SpecialFn as F;
+    let Some(gpu) = gpu_or_skip("special_functions_meet_their_documented_accuracy") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let count = 20_000;
+    let edges = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::MIN_POSITIVE,
+        1e-40,
+        f32::MAX,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+    ];
+    // (function, inputs, reference, max ulps, max absolute error)
+    type Reference = fn(f64) -> f64;
+    let cases: Vec<(F, Vec<f32>, Reference, f64, f64)> = vec![
+        (
+            F::Exp,
+            (0..count).map(|_| rng.gen_range(-104.0f32..89.0)).collect(),
+            f64::exp,
+            2.0,
+            0.0,
+        ),
+        (
+            F::Exp2,
+            (0..count)
+                .map(|_| rng.gen_range(-150.0f32..128.5))
+                .collect(),
+            f64::exp2,
+            2.0,
+            0.0,
+        ),
+        (
+            F::Ln,
+            (0..count)
+                .map(|_| log_uniform(&mut rng, 1e-44, 3e38))
+                .collect(),
+            f64::ln,
+            1.0,
+            0.0,
+        ),
+        (
+            F::Log2,
+            (0..count)
+                .map(|_| log_uniform(&mut rng, 1e-44, 3e38))
+                .collect(),
+            f64::log2,
+            2.0,
+            0.0,
+        ),
+        (
+            F::Tanh,
+            (0..count)
+                .map(|_| rng.gen_range(-12.0f32..12.0) * if rng.gen() { 1.0 } else { 0.01 })
+                .collect(),
+            f64::tanh,
+            3.0,
+            0.0,
+        ),
+        (
+            F::Erf,
+            (0..count)
+                .map(|_| rng.gen_range(-6.0f32..6.0) * if rng.gen() { 1.0 } else { 0.001 })
+                .collect(),
+            erf_f64,
+            f64::INFINITY,
+            2e-7,
+        ),
+        (
+            F::Rsqrt,
+            (0..count)
+                .map(|_| log_uniform(&mut rng, 1e-37, 3e38))
+                .collect(),
+            |x: f64| 1.0 / x.sqrt(),
+            1.5,
+            0.0,
+        ),
+        (
+            F::ExpFast,
+            (0..count).map(|_| rng.gen_range(-80.0f32..80.0)).collect(),
+            f64::exp,
+            f64::INFINITY,
+            0.0,
+        ),
+        (
+            F::TanhFast,
+            (0..count).map(|_| rng.gen_range(-12.0f32..12.0)).collect(),
+            f64::tanh,
+            f64::INFINITY,
+            1e-3,
+        ),
+        (
+            F::ErfFast,
+            (0..count).map(|_| rng.gen_range(-6.0f32..6.0)).collect(),
+            erf_f64,
+            f64::INFINITY,
+            1e-6,
+        ),
+    ];
+    for (f, mut xs, reference, max_ulps, max_abs) in cases {
+        xs.extend(edges);
+        let dx = upload(&gpu, &xs);
+        let mut dy = upload(&gpu, &vec![f32::from_bits(0x7fc0_dead); xs.len()]);
+        let n = xs.len() as u32;
+        example_kernels::special_fn::launch(
+            &stream,
+            LaunchConfig::grid_1d(n.div_ceil(128)),
+            f,
+            &dx,
+            &mut dy,
+            n,
+        )
+        .expect("launch");
+        let ys = dy.to_host().expect("download");
+        let (mut worst_ulps, mut worst_abs, mut worst_rel) = (0.0f64, 0.0f64, 0.0f64);
+        for (&x, &y) in xs.iter().zip(&ys) {
+            let want = reference(x as f64);
+            let u = ulps(y, want);
+            let abs = if want.is_finite() && y.is_finite() {
+                (y as f64 - want).abs()
+            } else {
+                u
+            };
+            let rel = if want != 0.0 { abs / want.abs() } else { abs };
+            worst_ulps = worst_ulps.max(u);
+            worst_abs = worst_abs.max(abs);
+            worst_rel = worst_rel.max(rel);
+            let ok = match f {
+                F::ExpFast => {
+                    rel <= 2e-6 * (1.0 + (x as f64).abs()) || (want < 1e-30 && abs < 1e-30)
+                }
+                _ if max_abs > 0.0 => abs <= max_abs,
+                _ => u <= max_ulps,
+            };
+            assert!(
+                ok || (x.is_nan() && y.is_nan()),
+                "{f:?}({x:e}) = {y:e}, want {want:e} ({u} ulp, abs {abs:e})"
+            );
+        }
+        println!("{f:?}: max {worst_ulps:.2} ulp, abs {worst_abs:.2e}, rel {worst_rel:.2e} over {} inputs", xs.len());
+    }
+}

@@ -27,12 +27,13 @@ fn find_ptxas() -> Option<PathBuf> {
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
-    let families: [&'static [KernelVariant]; 5] = [
+    let families: [&'static [KernelVariant]; 6] = [
         example_kernels::bias_act::VARIANTS,
         example_kernels::block_sum::VARIANTS,
         example_kernels::tile_scale::VARIANTS,
         example_kernels::half_axpy::VARIANTS,
         example_kernels::clock_mix::VARIANTS,
+        example_kernels::special_fn::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

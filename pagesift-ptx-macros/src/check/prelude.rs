@@ -7,7 +7,8 @@
 //! - `tanh`: ≤ 3 ulp (odd polynomial below 0.3, `1 - 2 / (e^{2|x|} + 1)` above).
 //! - `erf`: absolute error ≤ 2e-7 (series below 1, Abramowitz–Stegun 7.1.26 above).
 //! - `exp_fast`, `ln_fast`: `ex2.approx` / `lg2.approx` with one multiply (≈ 2 ulp for
-//!   |x| < 80 / relative 2^-21); `tanh_fast` below sm_75 and `erf_fast`: absolute error ≤ 5e-7.
+//!   |x| < 80 / relative 2^-21); `tanh_fast` below sm_75: absolute error ≤ 5e-7; `erf_fast`:
+//!   absolute error ≤ 1e-6.
 
 use crate::ctxt::Ctxt;
 use crate::parse::Program;
