@@ -27,7 +27,9 @@ pub(super) const S_CLOCK: Slot = 22;
 pub(super) const S_ZERO: Slot = 23;
 /// Written by `_` destinations, never read.
 pub(super) const S_SINK: Slot = 24;
-const FIRST_FREE: Slot = 25;
+/// `%dynamic_smem_size` and `%total_smem_size`.
+pub(super) const S_SMEM: Slot = 25;
+const FIRST_FREE: Slot = 27;
 /// The most register slots a kernel may use (declared registers and constants).
 const MAX_SLOTS: usize = 1 << 16;
 /// The most local memory per thread, in bytes (the hardware limit).
@@ -60,6 +62,8 @@ fn special(name: &str) -> Option<Slot> {
         "%lanemask_ge" => S_LANEMASK + 4,
         "%smid" => S_SMID,
         "%nsmid" => S_NSMID,
+        "%dynamic_smem_size" => S_SMEM,
+        "%total_smem_size" => S_SMEM + 1,
         "%clock" | "%clock64" | "%globaltimer" => S_CLOCK,
         _ => return None,
     })
@@ -391,6 +395,26 @@ pub(super) enum Op {
     Shf {
         left: bool,
         clamp: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `dp4a.atype.btype d, a, b, c` (`wide` false) or `dp2a.{lo,hi}` (`wide` true, `hi`).
+    Dot {
+        two: bool,
+        hi: bool,
+        a_signed: bool,
+        b_signed: bool,
+        d: Slot,
+        a: Slot,
+        b: Slot,
+        c: Slot,
+    },
+    /// `slct.dtype.ctype d, a, b, c`: `d = c >= 0 ? a : b`.
+    Slct {
+        float: bool,
+        mask: u64,
         d: Slot,
         a: Slot,
         b: Slot,
@@ -1627,6 +1651,58 @@ fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
                 a,
                 b,
                 c,
+            }
+        }
+        "dp4a" | "dp2a" => {
+            let two = base == "dp2a";
+            let hi = two && m.take("hi");
+            if two && !hi && !m.take("lo") {
+                return Err("dp2a needs .lo or .hi".into());
+            }
+            let tys = m.types();
+            let [at, bt] = tys[..] else {
+                return Err("expected two types".into());
+            };
+            if !matches!(at, Ty::U32 | Ty::S32) || !matches!(bt, Ty::U32 | Ty::S32) {
+                return Err("dp4a/dp2a take .u32/.s32 types".into());
+            }
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b, c) = (
+                ctx.src(&ops[1], Ty::B32)?,
+                ctx.src(&ops[2], Ty::B32)?,
+                ctx.src(&ops[3], Ty::B32)?,
+            );
+            Op::Dot {
+                two,
+                hi,
+                a_signed: at == Ty::S32,
+                b_signed: bt == Ty::S32,
+                d,
+                a,
+                b,
+                c,
+            }
+        }
+        "slct" => {
+            m.take("ftz");
+            let tys = m.types();
+            let [dt, ct] = tys[..] else {
+                return Err("expected two types".into());
+            };
+            if !matches!(ct, Ty::S32 | Ty::F32) {
+                return Err("slct compares an .s32 or .f32 operand".into());
+            }
+            want(4)?;
+            let d = ctx.dst(&ops[0])?;
+            let (a, b) = (ctx.src(&ops[1], dt)?, ctx.src(&ops[2], dt)?);
+            Op::Slct {
+                float: ct == Ty::F32,
+                mask: dt.mask(),
+                d,
+                a,
+                b,
+                c: ctx.src(&ops[3], ct)?,
             }
         }
         "testp" => {

@@ -402,6 +402,8 @@ impl Runner {
             let lin = block[0] as u64 + block[1] as u64 * l.grid[0] as u64;
             r[S_SMID as usize] = lin % l.sm_count.max(1) as u64;
             r[S_NSMID as usize] = l.sm_count as u64;
+            r[S_SMEM as usize] = (l.shared_bytes - k.static_shared.min(l.shared_bytes)) as u64;
+            r[S_SMEM as usize + 1] = l.shared_bytes as u64;
         }
         loop {
             for t in 0..nt {
@@ -1199,6 +1201,61 @@ fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>, clock: u64) -> Result<Flow
                 }
                 mem.store(MemSpace::Shared, to.wrapping_add(i as u64), 4, v)?;
             }
+        }
+        Op::Dot {
+            two,
+            hi,
+            a_signed,
+            b_signed,
+            d,
+            a,
+            b,
+            c,
+        } => {
+            let byte = |v: u64, i: u32, signed: bool| {
+                let x = (v >> (8 * i)) & 0xff;
+                if signed {
+                    x as u8 as i8 as i64
+                } else {
+                    x as i64
+                }
+            };
+            let half = |v: u64, i: u32, signed: bool| {
+                let x = (v >> (16 * i)) & 0xffff;
+                if signed {
+                    x as u16 as i16 as i64
+                } else {
+                    x as i64
+                }
+            };
+            let (x, y) = (g!(a), g!(b));
+            let dot: i64 = if two {
+                // dp2a: the 16-bit halves of a times two bytes of b (the low or high pair).
+                let base = if hi { 2 } else { 0 };
+                (0..2)
+                    .map(|i| half(x, i, a_signed) * byte(y, base + i, b_signed))
+                    .sum()
+            } else {
+                (0..4)
+                    .map(|i| byte(x, i, a_signed) * byte(y, i, b_signed))
+                    .sum()
+            };
+            g!(d) = (g!(c) as u32 as i32 as i64).wrapping_add(dot) as u32 as u64;
+        }
+        Op::Slct {
+            float,
+            mask: m,
+            d,
+            a,
+            b,
+            c,
+        } => {
+            let ge = if float {
+                f32::from_bits(g!(c) as u32) >= 0.0
+            } else {
+                g!(c) as u32 as i32 >= 0
+            };
+            g!(d) = if ge { g!(a) } else { g!(b) } & m;
         }
         Op::Testp { kind, ty, p, a } => {
             let x = if ty == Ty::F32 {

@@ -998,3 +998,47 @@ fn f32_arithmetic_matches_ieee_bit_for_bit() {
         assert_eq!(w[6], canon(b - c), "sub {b:e} {c:e}");
     }
 }
+
+#[test]
+fn dot_products_and_byte_counts() {
+    let e = emu();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .b32 %r<8>;\n .reg .b64 %rd<2>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, 0x80ff0201;\n mov.u32 %r2, 0x03fe7f05;\n\
+         dp4a.s32.s32 %r3, %r1, %r2, 10;\n dp4a.u32.u32 %r4, %r1, %r2, 0;\n dp4a.s32.u32 %r5, %r1, %r2, -1;\n\
+         dp2a.hi.s32.s32 %r6, %r1, %r2, 0;\n\
+         st.global.v4.u32 [%rd1], {{%r3, %r4, %r5, %r6}};\n\
+         mov.u32 %r7, %dynamic_smem_size;\n st.global.u32 [%rd1+16], %r7;\n ret;\n}}\n"
+    );
+    let out = upload_u32(&e, &[0; 5]);
+    launch(&e, &ptx, "k", 1, 1, 96, &[KernelArg::ptr(out)]).expect("dp4a");
+    let got = download_u32(&e, out, 5);
+    let a = [0x01i64, 0x02, 0xff, 0x80];
+    let b = [0x05i64, 0x7f, 0xfe, 0x03];
+    let s = |x: i64| x as u8 as i8 as i64;
+    let ss: i64 = (0..4).map(|i| s(a[i]) * s(b[i])).sum::<i64>() + 10;
+    let uu: i64 = (0..4).map(|i| a[i] * b[i]).sum();
+    let su: i64 = (0..4).map(|i| s(a[i]) * b[i]).sum::<i64>() - 1;
+    // dp2a.hi: halves of a (0x0201, 0x80ff as s16) times bytes 2 and 3 of b (0xfe, 0x03 as s8).
+    let d2 = 0x0201i64 * -2 + (0x80ffu16 as i16 as i64) * 3;
+    assert_eq!(
+        got[..4],
+        [
+            ss as i32 as u32,
+            uu as u32,
+            su as i32 as u32,
+            d2 as i32 as u32
+        ]
+    );
+    assert_eq!(got[4], 96);
+}
+
+#[test]
+fn byte_counts_parse() {
+    assert_eq!(super::parse_bytes("1073741824"), Some(1 << 30));
+    assert_eq!(super::parse_bytes("512M"), Some(512 << 20));
+    assert_eq!(super::parse_bytes("2GiB"), Some(2 << 30));
+    assert_eq!(super::parse_bytes("64k"), Some(64 << 10));
+    assert_eq!(super::parse_bytes("lots"), None);
+    assert_eq!(super::parse_bytes("12X"), None);
+}
