@@ -8,7 +8,7 @@ use pagesift_gpu::{Act, Error};
 use rand::{Rng, SeedableRng};
 
 fn samples(n: usize, lo: f32, hi: f32) -> Vec<f32> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_ac7);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x05ee_dac7);
     (0..n).map(|_| rng.gen_range(lo..hi)).collect()
 }
 
@@ -141,7 +141,7 @@ fn monotone_where_expected() {
 #[test]
 fn erf_reference_values() {
     // Values to 20 digits; the f64 result is within a few ulp.
-    assert!((erf_f64(0.5) - 0.520_499_877_813_046_54).abs() < 4e-16);
+    assert!((erf_f64(0.5) - 0.520_499_877_813_046_5).abs() < 4e-16);
     assert!((erf_f64(-1.5) + 0.966_105_146_475_310_7).abs() < 4e-16);
     assert!((erfc_f64(5.0) / 1.537_459_794_428_034_8e-12 - 1.0).abs() < 1e-13);
     assert_eq!(erfc_f64(0.0), 1.0);
