@@ -460,9 +460,8 @@ fn operand(o: &Operand, out: &mut String) {
         Operand::Addr(base, off) => {
             out.push('[');
             operand(base, out);
-            if *off > 0 {
-                let _ = write!(out, "+{off}");
-            } else if *off < 0 {
+            // nvcc's spelling for negative offsets is `[%rd1+-4]`.
+            if *off != 0 {
                 let _ = write!(out, "+{off}");
             }
             out.push(']');

@@ -6,9 +6,10 @@
 //! - `ln`: ≤ 1 ulp (musl's `logf` reduction and polynomial); `log2` = `ln` · log2(e), ≤ 2 ulp.
 //! - `tanh`: ≤ 3 ulp (odd polynomial below 0.3, `1 - 2 / (e^{2|x|} + 1)` above).
 //! - `erf`: absolute error ≤ 2e-7 (series below 1, Abramowitz–Stegun 7.1.26 above).
-//! - `exp_fast`, `ln_fast`: `ex2.approx` / `lg2.approx` with one multiply (≈ 2 ulp for
-//!   |x| < 80 / relative 2^-21); `tanh_fast` below sm_75: absolute error ≤ 5e-7; `erf_fast`:
-//!   absolute error ≤ 1e-6.
+//! - `exp_fast`: `ex2.approx` of `x · log2(e)`, relative error ≤ 2e-6 · (1 + |x|) (the
+//!   rounding of the product grows with |x|); `ln_fast`: `lg2.approx` times ln 2, absolute
+//!   error ≤ 2^-22 · ln 2 + 1 ulp; `tanh_fast` below sm_75: absolute error ≤ 5e-7;
+//!   `erf_fast`: absolute error ≤ 1e-6.
 
 use crate::ctxt::Ctxt;
 use crate::parse::Program;
@@ -167,9 +168,8 @@ fn __rsqrt_f32(x: f32) -> f32 {
 /// Parses the prelude (its spans are those of the invocation).
 pub fn parse_prelude() -> Program {
     let cx = Ctxt::new();
-    let program = match syn::parse_str::<syn::File>(PRELUDE) {
+    match syn::parse_str::<syn::File>(PRELUDE) {
         Ok(file) => crate::parse::parse_items(&cx, file.items),
         Err(_) => Program { fns: Vec::new() },
-    };
-    program
+    }
 }

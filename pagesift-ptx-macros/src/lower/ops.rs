@@ -33,7 +33,7 @@ impl Lower<'_> {
     }
 
     /// The value as a register (constants are moved into one).
-    pub(super) fn to_reg(&mut self, v: &Val, span: Span) -> Option<crate::ptx::Reg> {
+    pub(super) fn in_reg(&mut self, v: &Val, span: Span) -> Option<crate::ptx::Reg> {
         match v {
             Val::Reg(r, _) => Some(*r),
             Val::Imm(_, s) => {
@@ -55,7 +55,7 @@ impl Lower<'_> {
                 self.imm(c, *s)
             }
             _ => self
-                .to_reg(v, span)
+                .in_reg(v, span)
                 .map(Operand::Reg)
                 .unwrap_or(Operand::Int(0)),
         }
@@ -106,7 +106,7 @@ impl Lower<'_> {
     }
 
     fn operand_reg(&mut self, v: &Val, span: Span) -> Operand {
-        self.to_reg(v, span)
+        self.in_reg(v, span)
             .map(Operand::Reg)
             .unwrap_or(Operand::Int(0))
     }
