@@ -1,596 +1,23 @@
-//! Parsed PTX -> pre-decoded kernels: every instruction becomes an [`Op`] whose operands are
-//! register-file slots (immediates and symbol addresses are constant slots filled once per
-//! thread), with label targets resolved. Anything the emulator does not implement is an error
-//! naming the instruction and line, never a silently different program.
+//! Decoding of one instruction statement: opcode modifiers, operands, and the rule per opcode.
 
-use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
-use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
-use super::tensor::{operand_regs, MmaInst, MmaKind};
-use std::collections::HashMap;
-
-/// A register-file slot.
-pub(super) type Slot = u32;
-
-// Special registers occupy fixed slots, filled per thread before it starts.
-pub(super) const S_TID: Slot = 0;
-pub(super) const S_NTID: Slot = 3;
-pub(super) const S_CTAID: Slot = 6;
-pub(super) const S_NCTAID: Slot = 9;
-pub(super) const S_LANEID: Slot = 12;
-pub(super) const S_WARPID: Slot = 13;
-pub(super) const S_NWARPID: Slot = 14;
-pub(super) const S_LANEMASK: Slot = 15; // eq, lt, le, gt, ge
-pub(super) const S_SMID: Slot = 20;
-pub(super) const S_NSMID: Slot = 21;
-pub(super) const S_CLOCK: Slot = 22;
-/// Always 0: the base of an address without a register.
-pub(super) const S_ZERO: Slot = 23;
-/// Written by `_` destinations, never read.
-pub(super) const S_SINK: Slot = 24;
-/// `%dynamic_smem_size` and `%total_smem_size`.
-pub(super) const S_SMEM: Slot = 25;
-const FIRST_FREE: Slot = 27;
-/// The most register slots a kernel may use (declared registers and constants).
-const MAX_SLOTS: usize = 1 << 16;
-/// The most local memory per thread, in bytes (the hardware limit).
-const MAX_LOCAL: u64 = 512 * 1024;
-
-fn special(name: &str) -> Option<Slot> {
-    let comp = |base: Slot, c: &str| match c {
-        "x" => Some(base),
-        "y" => Some(base + 1),
-        "z" => Some(base + 2),
-        _ => None,
-    };
-    if let Some((head, c)) = name.split_once('.') {
-        return match head {
-            "%tid" => comp(S_TID, c),
-            "%ntid" => comp(S_NTID, c),
-            "%ctaid" => comp(S_CTAID, c),
-            "%nctaid" => comp(S_NCTAID, c),
-            _ => None,
-        };
-    }
-    Some(match name {
-        "%laneid" => S_LANEID,
-        "%warpid" => S_WARPID,
-        "%nwarpid" => S_NWARPID,
-        "%lanemask_eq" => S_LANEMASK,
-        "%lanemask_lt" => S_LANEMASK + 1,
-        "%lanemask_le" => S_LANEMASK + 2,
-        "%lanemask_gt" => S_LANEMASK + 3,
-        "%lanemask_ge" => S_LANEMASK + 4,
-        "%smid" => S_SMID,
-        "%nsmid" => S_NSMID,
-        "%dynamic_smem_size" => S_SMEM,
-        "%total_smem_size" => S_SMEM + 1,
-        "%clock" | "%clock64" | "%globaltimer" => S_CLOCK,
-        _ => return None,
-    })
-}
-
-/// The state space of a memory instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum MemSpace {
-    Global,
-    Shared,
-    Local,
-    Param,
-    Generic,
-}
-
-/// Atomic operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum AtomOp {
-    Add,
-    Min,
-    Max,
-    Inc,
-    Dec,
-    Cas,
-    Exch,
-    And,
-    Or,
-    Xor,
-}
-
-/// Integer one-operand operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum IOp1 {
-    Abs,
-    Neg,
-    Not,
-    Cnot,
-    Popc,
-    Clz,
-    Brev,
-    Bfind,
-}
-
-/// `shfl.sync` modes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum ShflMode {
-    Up,
-    Down,
-    Bfly,
-    Idx,
-}
-
-/// `vote.sync` modes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum VoteMode {
-    All,
-    Any,
-    Uni,
-    Ballot,
-}
-
-/// How `setp` combines its comparison with a third predicate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum BoolOp {
-    None,
-    And,
-    Or,
-    Xor,
-}
-
-/// One pre-decoded operation. Slots index the thread's register file.
-#[derive(Clone, Copy, Debug)]
-pub(super) enum Op {
-    Mov {
-        d: Slot,
-        a: Slot,
-        mask: u64,
-    },
-    Pack {
-        d: Slot,
-        parts: [Slot; 4],
-        n: u8,
-        bits: u8,
-    },
-    Unpack {
-        d: [Slot; 4],
-        n: u8,
-        bits: u8,
-        a: Slot,
-    },
-    Int2 {
-        op: IOp2,
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    Int1 {
-        op: IOp1,
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-    },
-    /// `mad.lo/.hi/.wide`: `d = op(a, b) + c`.
-    IMad {
-        op: IOp2,
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    Flt2 {
-        op: FOp2,
-        ty: Ty,
-        fm: FMode,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    Flt1 {
-        op: FOp1,
-        ty: Ty,
-        fm: FMode,
-        d: Slot,
-        a: Slot,
-    },
-    Fma {
-        ty: Ty,
-        fm: FMode,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    Cvt {
-        dty: Ty,
-        sty: Ty,
-        rnd: Rnd,
-        int_rnd: bool,
-        sat: bool,
-        ftz: bool,
-        d: Slot,
-        a: Slot,
-    },
-    /// `cvt.rn.f16x2.f32 d, a, b`: `a` goes to the upper half.
-    CvtPack {
-        dty: Ty,
-        rnd: Rnd,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    Setp {
-        cmp: Cmp,
-        ty: Ty,
-        ftz: bool,
-        p: Slot,
-        q: Slot,
-        a: Slot,
-        b: Slot,
-        bop: BoolOp,
-        c: Slot,
-        cneg: bool,
-    },
-    Selp {
-        mask: u64,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        p: Slot,
-    },
-    Bfe {
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    Bfi {
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-        e: Slot,
-    },
-    Prmt {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    Lop3 {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-        lut: u8,
-    },
-    Ld {
-        space: MemSpace,
-        ty: Ty,
-        n: u8,
-        d: [Slot; 4],
-        base: Slot,
-        off: i64,
-    },
-    St {
-        space: MemSpace,
-        ty: Ty,
-        n: u8,
-        s: [Slot; 4],
-        base: Slot,
-        off: i64,
-    },
-    Atom {
-        space: MemSpace,
-        op: AtomOp,
-        ty: Ty,
-        d: Slot,
-        base: Slot,
-        off: i64,
-        b: Slot,
-        c: Slot,
-    },
-    /// Generic <-> state-space address conversion.
-    Cvta {
-        to: bool,
-        space: MemSpace,
-        d: Slot,
-        a: Slot,
-        mask: u64,
-    },
-    Bra {
-        target: u32,
-    },
-    Exit,
-    Trap,
-    Nop,
-    /// `bar.sync id{, count}`: `count` is `S_SINK` when absent.
-    Bar {
-        id: Slot,
-        count: Slot,
-    },
-    Shfl {
-        mode: ShflMode,
-        d: Slot,
-        p: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-        mask: Slot,
-    },
-    Vote {
-        mode: VoteMode,
-        d: Slot,
-        a: Slot,
-        neg: bool,
-        mask: Slot,
-    },
-    BarWarp {
-        mask: Slot,
-    },
-    Redux {
-        op: AtomOp,
-        ty: Ty,
-        d: Slot,
-        a: Slot,
-        mask: Slot,
-    },
-    Activemask {
-        d: Slot,
-    },
-    /// `add.f32` / `add.rn.f32` (the common case, without flags).
-    F32Add {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    /// `sub.f32` / `sub.rn.f32`.
-    F32Sub {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    /// `mul.f32` / `mul.rn.f32`.
-    F32Mul {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-    },
-    /// `fma.rn.f32`.
-    F32Fma {
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    /// `mma.sync`: operands in `Kernel::mmas[idx]`; `mask` holds the full-warp mask.
-    Mma {
-        idx: u32,
-        mask: Slot,
-    },
-    /// `ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16`.
-    Ldmatrix {
-        n: u8,
-        trans: bool,
-        d: [Slot; 4],
-        base: Slot,
-        off: i64,
-        mask: Slot,
-    },
-    /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`, performed at once.
-    CpAsync {
-        dst: Slot,
-        dst_off: i64,
-        src: Slot,
-        src_off: i64,
-        size: u8,
-        src_size: Slot,
-    },
-    /// `cvt.rna.tf32.f32`.
-    Tf32 {
-        d: Slot,
-        a: Slot,
-    },
-    /// `shf.{l,r}.{clamp,wrap}.b32`: funnel shift of `{b, a}` by `c`.
-    Shf {
-        left: bool,
-        clamp: bool,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    /// `dp4a.atype.btype d, a, b, c` (`wide` false) or `dp2a.{lo,hi}` (`wide` true, `hi`).
-    Dot {
-        two: bool,
-        hi: bool,
-        a_signed: bool,
-        b_signed: bool,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    /// `slct.dtype.ctype d, a, b, c`: `d = c >= 0 ? a : b`.
-    Slct {
-        float: bool,
-        mask: u64,
-        d: Slot,
-        a: Slot,
-        b: Slot,
-        c: Slot,
-    },
-    /// `testp.<kind>.<ty> p, a`.
-    Testp {
-        kind: TestKind,
-        ty: Ty,
-        p: Slot,
-        a: Slot,
-    },
-}
-
-/// `testp` classes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum TestKind {
-    Finite,
-    Infinite,
-    Number,
-    NotANumber,
-    Normal,
-    Subnormal,
-}
-
-impl Op {
-    /// The membermask operand of a warp collective.
-    pub fn member_mask(&self) -> Slot {
-        match *self {
-            Op::Shfl { mask, .. }
-            | Op::Vote { mask, .. }
-            | Op::BarWarp { mask }
-            | Op::Redux { mask, .. }
-            | Op::Mma { mask, .. }
-            | Op::Ldmatrix { mask, .. } => mask,
-            _ => S_ZERO,
-        }
-    }
-}
-
-/// One instruction: the op, its guard predicate, nothing else (kept small for the hot loop).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Inst {
-    pub op: Op,
-    /// The guard predicate's slot, `S_SINK` when unguarded.
-    pub guard: Slot,
-    /// Execute when the guard is false (`@!%p`).
-    pub guard_neg: bool,
-}
-
-/// A kernel parameter's place in the parameter buffer.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct ParamSlot {
-    pub offset: u32,
-    pub size: u32,
-}
-
-/// A decoded kernel entry.
-#[derive(Debug)]
-pub(super) struct Kernel {
-    pub name: String,
-    pub code: Vec<Inst>,
-    /// PTX line of each instruction.
-    pub lines: Vec<u32>,
-    /// PTX text of each instruction, for error messages.
-    pub texts: Vec<String>,
-    pub nslots: usize,
-    /// The register file every thread starts from (constants filled in).
-    pub template: Vec<u64>,
-    pub params: Vec<ParamSlot>,
-    pub param_bytes: u32,
-    pub static_shared: u32,
-    pub local_bytes: u32,
-    pub reqntid: Option<[u32; 3]>,
-    pub maxntid: Option<[u32; 3]>,
-    /// The operands of the kernel's `mma` instructions.
-    pub mmas: Vec<MmaInst>,
-}
-
-/// A decode failure: line and message.
-#[derive(Debug)]
-pub(super) struct DecodeError {
-    pub line: u32,
-    pub message: String,
-}
-
-type DResult<T> = Result<T, DecodeError>;
-
-/// A placed symbol: its state space and address (or offset in its space).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Sym {
-    space: Space,
-    addr: u64,
-}
-
-/// The byte size of a variable.
-pub(super) fn var_bytes(v: &VarDecl) -> u64 {
-    let elem = Ty::parse(&v.ty).map_or(1, |t| t.bytes() as u64) * v.vec as u64;
-    elem * v.count.unwrap_or(1)
-}
-
-/// The initial bytes of a `.global` / `.const` variable.
-pub(super) fn var_init(v: &VarDecl) -> Result<Vec<u8>, String> {
-    let ty = Ty::parse(&v.ty).ok_or(format!("unsupported variable type .{}", v.ty))?;
-    let mut out = vec![0u8; var_bytes(v) as usize];
-    let esize = ty.bytes() as usize;
-    for (i, lit) in v.init.iter().enumerate() {
-        let bits = imm_bits(lit, ty).ok_or(format!("bad initializer `{lit}`"))?;
-        let at = i * esize;
-        if at + esize > out.len() {
-            return Err(format!("too many initializers for `{}`", v.name));
-        }
-        out[at..at + esize].copy_from_slice(&bits.to_le_bytes()[..esize]);
-    }
-    Ok(out)
-}
-
-/// The bits of a literal as an operand of type `ty`.
-pub(super) fn imm_bits(lit: &str, ty: Ty) -> Option<u64> {
-    let (neg, body) = match lit.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, lit),
-    };
-    let lower = body.to_ascii_lowercase();
-    let fmt = ty.fmt().or(ty.packed());
-    let as_float = |x: f64| -> u64 {
-        let x = if neg { -x } else { x };
-        match fmt {
-            Some(f) => super::num::round_to(x, 0.0, f, Rnd::Rn),
-            None => (x as i64) as u64 & ty.mask(),
-        }
-    };
-    if let Some(h) = lower.strip_prefix("0f") {
-        let bits = u32::from_str_radix(h, 16).ok()?;
-        return Some(if ty == Ty::F32 || fmt.is_none() {
-            (bits ^ if neg { 0x8000_0000 } else { 0 }) as u64
-        } else {
-            as_float(f32::from_bits(bits) as f64)
-        });
-    }
-    if let Some(h) = lower.strip_prefix("0d") {
-        let bits = u64::from_str_radix(h, 16).ok()?;
-        return Some(if ty == Ty::F64 || fmt.is_none() {
-            bits ^ if neg { 1 << 63 } else { 0 }
-        } else {
-            as_float(f64::from_bits(bits))
-        });
-    }
-    if !lower.starts_with("0x")
-        && (lower.contains('.') || lower.contains('e') || lower == "inf" || lower == "nan")
-    {
-        return Some(as_float(lower.parse::<f64>().ok()?));
-    }
-    let v = parse_int(lit)?;
-    Some(match fmt {
-        Some(_) => as_float((if neg { -v } else { v }) as f64),
-        None => (v as u64) & if ty == Ty::Pred { 1 } else { ty.mask() },
-    })
-}
+use super::*;
 
 /// Modifiers of an opcode (`ld.global.nc.v4.f32` -> `global nc v4 f32`), consumed by the decoder;
 /// any left over is an error.
-struct Mods<'a> {
-    parts: Vec<&'a str>,
-    used: Vec<bool>,
+pub(super) struct Mods<'a> {
+    pub(super) parts: Vec<&'a str>,
+    pub(super) used: Vec<bool>,
 }
 
 impl<'a> Mods<'a> {
-    fn new(opcode: &'a str) -> (&'a str, Mods<'a>) {
+    pub(super) fn new(opcode: &'a str) -> (&'a str, Mods<'a>) {
         let mut it = opcode.split('.');
         let base = it.next().unwrap_or("");
         let parts: Vec<&str> = it.collect();
         let used = vec![false; parts.len()];
         (base, Mods { parts, used })
     }
-    fn take(&mut self, m: &str) -> bool {
+    pub(super) fn take(&mut self, m: &str) -> bool {
         for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
             if !*u && *p == m {
                 *u = true;
@@ -599,11 +26,11 @@ impl<'a> Mods<'a> {
         }
         false
     }
-    fn take_one(&mut self, set: &[&'static str]) -> Option<&'static str> {
+    pub(super) fn take_one(&mut self, set: &[&'static str]) -> Option<&'static str> {
         set.iter().copied().find(|s| self.take(s))
     }
     /// All type modifiers, in order.
-    fn types(&mut self) -> Vec<Ty> {
+    pub(super) fn types(&mut self) -> Vec<Ty> {
         let mut out = Vec::new();
         for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
             if !*u {
@@ -615,14 +42,14 @@ impl<'a> Mods<'a> {
         }
         out
     }
-    fn ty(&mut self) -> Result<Ty, String> {
+    pub(super) fn ty(&mut self) -> Result<Ty, String> {
         match self.types().as_slice() {
             [t] => Ok(*t),
             _ => Err("expected exactly one type".into()),
         }
     }
     /// Cache, ordering and scope qualifiers that do not change results in the emulator.
-    fn ignore_hints(&mut self) {
+    pub(super) fn ignore_hints(&mut self) {
         for (p, u) in self.parts.iter().zip(self.used.iter_mut()) {
             if p.contains("::")
                 || matches!(
@@ -653,7 +80,7 @@ impl<'a> Mods<'a> {
             }
         }
     }
-    fn rnd(&mut self) -> Rnd {
+    pub(super) fn rnd(&mut self) -> Rnd {
         match self.take_one(&["rn", "rz", "rm", "rp"]) {
             Some("rz") => Rnd::Rz,
             Some("rm") => Rnd::Rm,
@@ -662,7 +89,7 @@ impl<'a> Mods<'a> {
             None => Rnd::Default,
         }
     }
-    fn finish(&self) -> Result<(), String> {
+    pub(super) fn finish(&self) -> Result<(), String> {
         let left: Vec<&str> = self
             .parts
             .iter()
@@ -678,24 +105,24 @@ impl<'a> Mods<'a> {
     }
 }
 
-struct Ctx<'m> {
-    regs: HashMap<String, Slot>,
-    syms: &'m HashMap<String, Sym>,
-    local_syms: HashMap<String, Sym>,
-    labels: HashMap<String, u32>,
-    consts: HashMap<u64, Slot>,
-    template: Vec<u64>,
-    mmas: Vec<MmaInst>,
+pub(super) struct Ctx<'m> {
+    pub(super) regs: HashMap<String, Slot>,
+    pub(super) syms: &'m HashMap<String, Sym>,
+    pub(super) local_syms: HashMap<String, Sym>,
+    pub(super) labels: HashMap<String, u32>,
+    pub(super) consts: HashMap<u64, Slot>,
+    pub(super) template: Vec<u64>,
+    pub(super) mmas: Vec<MmaInst>,
 }
 
 impl Ctx<'_> {
-    fn sym(&self, name: &str) -> Option<Sym> {
+    pub(super) fn sym(&self, name: &str) -> Option<Sym> {
         self.local_syms
             .get(name)
             .or_else(|| self.syms.get(name))
             .copied()
     }
-    fn konst(&mut self, v: u64) -> Slot {
+    pub(super) fn konst(&mut self, v: u64) -> Slot {
         if let Some(&s) = self.consts.get(&v) {
             return s;
         }
@@ -704,13 +131,13 @@ impl Ctx<'_> {
         self.consts.insert(v, s);
         s
     }
-    fn new_slot(&mut self) -> Slot {
+    pub(super) fn new_slot(&mut self) -> Slot {
         let s = self.template.len() as Slot;
         self.template.push(0);
         s
     }
     /// A source operand of type `ty`.
-    fn src(&mut self, op: &Operand, ty: Ty) -> Result<Slot, String> {
+    pub(super) fn src(&mut self, op: &Operand, ty: Ty) -> Result<Slot, String> {
         match op {
             Operand::Name(n) => {
                 if let Some(&s) = self.regs.get(n) {
@@ -729,7 +156,7 @@ impl Ctx<'_> {
             other => Err(format!("unsupported operand {other:?}")),
         }
     }
-    fn dst(&mut self, op: &Operand) -> Result<Slot, String> {
+    pub(super) fn dst(&mut self, op: &Operand) -> Result<Slot, String> {
         match op {
             Operand::Name(n) => self
                 .regs
@@ -741,7 +168,7 @@ impl Ctx<'_> {
         }
     }
     /// `[base+off]`: the base slot (or `S_ZERO`) and the offset, with symbols resolved.
-    fn addr(&mut self, op: &Operand) -> Result<(Slot, i64, Option<Space>), String> {
+    pub(super) fn addr(&mut self, op: &Operand) -> Result<(Slot, i64, Option<Space>), String> {
         let Operand::Addr { base, offset } = op else {
             return Err(format!("expected an address, found {op:?}"));
         };
@@ -762,7 +189,7 @@ impl Ctx<'_> {
             }
         }
     }
-    fn vec_dst(&mut self, op: &Operand) -> Result<([Slot; 4], u8), String> {
+    pub(super) fn vec_dst(&mut self, op: &Operand) -> Result<([Slot; 4], u8), String> {
         let mut d = [S_SINK; 4];
         match op {
             Operand::Vector(v) if v.len() <= 4 => {
@@ -777,7 +204,7 @@ impl Ctx<'_> {
             }
         }
     }
-    fn vec_src(&mut self, op: &Operand, ty: Ty) -> Result<([Slot; 4], u8), String> {
+    pub(super) fn vec_src(&mut self, op: &Operand, ty: Ty) -> Result<([Slot; 4], u8), String> {
         let mut d = [S_ZERO; 4];
         match op {
             Operand::Vector(v) if v.len() <= 4 => {
@@ -793,7 +220,7 @@ impl Ctx<'_> {
         }
     }
     /// A predicate operand, possibly negated.
-    fn pred(&mut self, op: &Operand) -> Result<(Slot, bool), String> {
+    pub(super) fn pred(&mut self, op: &Operand) -> Result<(Slot, bool), String> {
         match op {
             Operand::Not(n) => Ok((self.src(&Operand::Name(n.clone()), Ty::Pred)?, true)),
             other => Ok((self.src(other, Ty::Pred)?, false)),
@@ -817,245 +244,6 @@ fn space_of(m: &mut Mods<'_>) -> MemSpace {
     }
 }
 
-/// Decodes one entry of a module whose module-level symbols are already placed.
-pub(super) fn decode_entry(
-    e: &Entry,
-    module_syms: &HashMap<String, Sym>,
-    module_shared: u32,
-    source: &[&str],
-) -> DResult<Kernel> {
-    let mut ctx = Ctx {
-        regs: HashMap::new(),
-        syms: module_syms,
-        local_syms: HashMap::new(),
-        labels: HashMap::new(),
-        consts: HashMap::new(),
-        template: vec![0; FIRST_FREE as usize],
-        mmas: Vec::new(),
-    };
-    // Parameters.
-    let mut params = Vec::new();
-    let mut off = 0u32;
-    for p in &e.params {
-        let ty = Ty::parse(&p.ty).ok_or(DecodeError {
-            line: 0,
-            message: format!("unsupported parameter type .{}", p.ty),
-        })?;
-        let size = ty.bytes() * p.count.unwrap_or(1) as u32;
-        let align = if p.align > 0 { p.align } else { ty.bytes() };
-        off = off.div_ceil(align) * align;
-        ctx.local_syms.insert(
-            p.name.clone(),
-            Sym {
-                space: Space::Param,
-                addr: off as u64,
-            },
-        );
-        params.push(ParamSlot { offset: off, size });
-        off += size;
-    }
-    let param_bytes = off;
-    // Declarations and labels.
-    let mut shared = module_shared as u64;
-    let mut local = 0u64;
-    let mut n_inst = 0u32;
-    let mut dynamic: Vec<(String, u32)> = Vec::new();
-    for s in &e.body {
-        match s {
-            Stmt::Reg { names } => {
-                for (name, count) in names {
-                    match count {
-                        Some(n) => {
-                            if ctx.template.len() + *n as usize > MAX_SLOTS {
-                                return Err(DecodeError {
-                                    line: 0,
-                                    message: format!(
-                                        "more than {MAX_SLOTS} registers in `{}`",
-                                        e.name
-                                    ),
-                                });
-                            }
-                            for i in 0..*n {
-                                let slot = ctx.new_slot();
-                                ctx.regs.insert(format!("{name}{i}"), slot);
-                            }
-                        }
-                        None => {
-                            let slot = ctx.new_slot();
-                            ctx.regs.insert(name.clone(), slot);
-                        }
-                    }
-                }
-            }
-            Stmt::Var(v) => {
-                let align = v.align.max(1) as u64;
-                match v.space {
-                    Space::Shared if v.count == Some(0) => {
-                        dynamic.push((v.name.clone(), v.align.max(1)))
-                    }
-                    Space::Shared => {
-                        shared = shared.div_ceil(align) * align;
-                        ctx.local_syms.insert(
-                            v.name.clone(),
-                            Sym {
-                                space: Space::Shared,
-                                addr: shared,
-                            },
-                        );
-                        shared += var_bytes(v);
-                    }
-                    Space::Local => {
-                        local = local.div_ceil(align) * align;
-                        ctx.local_syms.insert(
-                            v.name.clone(),
-                            Sym {
-                                space: Space::Local,
-                                addr: local,
-                            },
-                        );
-                        local += var_bytes(v);
-                    }
-                    _ => {
-                        return Err(DecodeError {
-                            line: v.line,
-                            message: "global variables inside a kernel are not supported".into(),
-                        })
-                    }
-                }
-            }
-            Stmt::Label(l) => {
-                ctx.labels.insert(l.clone(), n_inst);
-            }
-            Stmt::Inst(_) => n_inst += 1,
-        }
-    }
-    if ctx.template.len() > MAX_SLOTS {
-        return Err(DecodeError {
-            line: 0,
-            message: format!("more than {MAX_SLOTS} registers in `{}`", e.name),
-        });
-    }
-    if local > MAX_LOCAL {
-        return Err(DecodeError {
-            line: 0,
-            message: format!(
-                "more than {MAX_LOCAL} bytes of local memory in `{}`",
-                e.name
-            ),
-        });
-    }
-    if shared > u32::MAX as u64 / 2 {
-        return Err(DecodeError {
-            line: 0,
-            message: format!("too much shared memory in `{}`", e.name),
-        });
-    }
-    // Dynamic shared memory starts after the static part, at the strictest alignment asked.
-    let dyn_align = dynamic.iter().map(|d| d.1).max().unwrap_or(16).max(16) as u64;
-    let dyn_base = shared.div_ceil(dyn_align) * dyn_align;
-    for (name, _) in dynamic {
-        ctx.local_syms.insert(
-            name,
-            Sym {
-                space: Space::Shared,
-                addr: dyn_base,
-            },
-        );
-    }
-    let mut code = Vec::with_capacity(n_inst as usize);
-    let mut lines = Vec::with_capacity(n_inst as usize);
-    let mut texts = Vec::with_capacity(n_inst as usize);
-    for s in &e.body {
-        if let Stmt::Inst(raw) = s {
-            let inst = decode_inst(&mut ctx, raw).map_err(|m| DecodeError {
-                line: raw.line,
-                message: format!(
-                    "`{}`: {m}",
-                    source
-                        .get(raw.line as usize - 1)
-                        .map_or(raw.opcode.as_str(), |l| l.trim())
-                ),
-            })?;
-            code.push(inst);
-            lines.push(raw.line);
-            texts.push(
-                source
-                    .get(raw.line as usize - 1)
-                    .map_or(String::new(), |l| l.trim().to_string()),
-            );
-        }
-    }
-    // Falling off the end exits.
-    code.push(Inst {
-        op: Op::Exit,
-        guard: S_SINK,
-        guard_neg: false,
-    });
-    lines.push(lines.last().copied().unwrap_or(0));
-    texts.push("(end of kernel)".to_string());
-    Ok(Kernel {
-        name: e.name.clone(),
-        code,
-        lines,
-        texts,
-        nslots: ctx.template.len(),
-        template: ctx.template,
-        params,
-        param_bytes,
-        static_shared: dyn_base.max(shared) as u32,
-        local_bytes: local as u32,
-        reqntid: e.reqntid,
-        maxntid: e.maxntid,
-        mmas: ctx.mmas,
-    })
-}
-
-/// Allocates a module-level `.global` / `.const` variable and writes its initial bytes.
-pub(super) type VarAlloc<'a> = dyn FnMut(&VarDecl, Vec<u8>) -> Result<u64, String> + 'a;
-
-/// Places module-level variables: `.shared` at offsets from 0, `.global`/`.const` at addresses
-/// given by `alloc` (which also receives their initial bytes).
-pub(super) fn place_module_vars(
-    vars: &[VarDecl],
-    alloc: &mut VarAlloc<'_>,
-) -> DResult<(HashMap<String, Sym>, u32)> {
-    let mut syms = HashMap::new();
-    let mut shared = 0u64;
-    for v in vars {
-        let e = |message: String| DecodeError {
-            line: v.line,
-            message,
-        };
-        match v.space {
-            Space::Shared => {
-                let align = v.align.max(1) as u64;
-                shared = shared.div_ceil(align) * align;
-                syms.insert(
-                    v.name.clone(),
-                    Sym {
-                        space: Space::Shared,
-                        addr: shared,
-                    },
-                );
-                shared += var_bytes(v);
-            }
-            Space::Global | Space::Const => {
-                let bytes = var_init(v).map_err(e)?;
-                let addr = alloc(v, bytes).map_err(e)?;
-                syms.insert(
-                    v.name.clone(),
-                    Sym {
-                        space: v.space,
-                        addr,
-                    },
-                );
-            }
-            _ => return Err(e(format!("unsupported module-level variable `{}`", v.name))),
-        }
-    }
-    Ok((syms, shared as u32))
-}
-
 fn fmode(m: &mut Mods<'_>) -> FMode {
     let rnd = m.rnd();
     let ftz = m.take("ftz");
@@ -1065,7 +253,7 @@ fn fmode(m: &mut Mods<'_>) -> FMode {
     FMode { rnd, ftz, sat }
 }
 
-fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
+pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, String> {
     let (guard, guard_neg) = match &raw.guard {
         Some((neg, p)) => (ctx.src(&Operand::Name(p.clone()), Ty::Pred)?, *neg),
         None => (S_SINK, false),
@@ -1949,106 +1137,4 @@ fn atom_op(m: &mut Mods<'_>) -> Result<AtomOp, String> {
             None => return Err("missing atomic operation".into()),
         },
     )
-}
-
-/// Whether the decoder has a rule for an instruction form as the emitter writes it (opcode with
-/// modifiers, e.g. `ld.global.nc.v4.f32`): decodes it with synthesized register operands, trying
-/// each operand count an instruction can have.
-pub(super) fn check_form(form: &str) -> Result<(), String> {
-    let syms = HashMap::new();
-    let mut ctx = Ctx {
-        regs: HashMap::new(),
-        syms: &syms,
-        local_syms: HashMap::new(),
-        labels: HashMap::from([("$L".to_string(), 0)]),
-        consts: HashMap::new(),
-        template: vec![0; FIRST_FREE as usize],
-        mmas: Vec::new(),
-    };
-    for i in 0..8 {
-        let s = ctx.new_slot();
-        ctx.regs.insert(format!("%x{i}"), s);
-    }
-    let reg = |i: usize| Operand::Name(format!("%x{i}"));
-    let (base, mods) = Mods::new(form);
-    let width = if mods.parts.contains(&"v4") {
-        4
-    } else if mods.parts.contains(&"v2") {
-        2
-    } else {
-        1
-    };
-    let value = |first: usize| {
-        if width == 1 {
-            reg(first)
-        } else {
-            Operand::Vector((first..first + width).map(reg).collect())
-        }
-    };
-    let addr = Operand::Addr {
-        base: Some("%x7".into()),
-        offset: 0,
-    };
-    let candidates: Vec<Vec<Operand>> = match base {
-        "ld" | "ldu" => vec![vec![value(0), addr]],
-        "st" => vec![vec![addr, value(0)]],
-        "atom" => vec![
-            vec![reg(0), addr.clone(), reg(1)],
-            vec![reg(0), addr, reg(1), reg(2)],
-        ],
-        "red" => vec![vec![addr, reg(1)]],
-        "bra" => vec![vec![Operand::Name("$L".into())]],
-        "bar" | "barrier" => vec![vec![Operand::Imm("0".into())], vec![reg(0)]],
-        "mma" => {
-            let v = |from: usize, n: usize| Operand::Vector((from..from + n).map(reg).collect());
-            vec![
-                vec![v(0, 4), v(0, 2), v(2, 1), v(4, 4)],
-                vec![v(0, 4), v(0, 4), v(4, 2), v(4, 4)],
-            ]
-        }
-        "ldmatrix" => {
-            let n = ["x1", "x2", "x4"]
-                .iter()
-                .position(|x| mods.parts.contains(x))
-                .map_or(1, |i| 1 << i);
-            vec![vec![Operand::Vector((0..n).map(reg).collect()), addr]]
-        }
-        "cp" => vec![
-            vec![],
-            vec![Operand::Imm("0".into())],
-            vec![addr.clone(), addr, Operand::Imm("16".into())],
-        ],
-        "lop3" => vec![vec![
-            reg(0),
-            reg(1),
-            reg(2),
-            reg(3),
-            Operand::Imm("0x96".into()),
-        ]],
-        "shfl" => vec![vec![
-            Operand::Pair("%x0".into(), "%x1".into()),
-            reg(2),
-            reg(3),
-            reg(4),
-            reg(5),
-        ]],
-        _ => (0..=5).map(|n| (0..n).map(reg).collect()).collect(),
-    };
-    let mut first_err = None;
-    for ops in candidates {
-        let raw = RawInst {
-            line: 1,
-            guard: None,
-            opcode: form.to_string(),
-            operands: ops,
-        };
-        match decode_inst(&mut ctx, &raw) {
-            Ok(_) => return Ok(()),
-            Err(e) if e.starts_with("expected") && e.contains("operand") => {}
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
-    }
-    Err(first_err.unwrap_or_else(|| "no operand count fits".to_string()))
 }
