@@ -9,6 +9,9 @@
 //! failed check is [`Error::Emulator`], whose message names the check, the kernel, the block, the
 //! thread and the PTX line.
 //!
+//! Environment: `PAGESIFT_EMU_MEMORY` (capacity, e.g. `512M`), `PAGESIFT_EMU_THREADS` (host
+//! threads), `PAGESIFT_EMU_CC` (the compute capability reported, e.g. `9.0`; default 8.0).
+//!
 //! Device memory is host memory behind device-style addresses (from `0x7000_0000_0000`, 256-byte
 //! aligned, a guard gap after every allocation, addresses never reused). Streams and events are
 //! trivial: every operation completes before it returns; events record a host timestamp.
@@ -106,7 +109,8 @@ fn parse_bytes(s: &str) -> Option<usize> {
 
 impl EmulatorConfig {
     /// The default configuration with `PAGESIFT_EMU_MEMORY` (bytes, with an optional `K`/`M`/`G`
-    /// suffix) and `PAGESIFT_EMU_THREADS` applied.
+    /// suffix), `PAGESIFT_EMU_THREADS` and `PAGESIFT_EMU_CC` (a compute capability such as `9.0`)
+    /// applied.
     pub fn from_env() -> Result<EmulatorConfig> {
         let mut c = EmulatorConfig::default();
         if let Ok(v) = std::env::var("PAGESIFT_EMU_MEMORY") {
@@ -126,8 +130,28 @@ impl EmulatorConfig {
                         message: format!("`{v}` is not a positive thread count"),
                     })?;
         }
+        if let Ok(v) = std::env::var("PAGESIFT_EMU_CC") {
+            c.compute_capability = parse_cc(&v).ok_or_else(|| Error::InvalidArgument {
+                op: "PAGESIFT_EMU_CC",
+                message: format!("`{v}` is not a compute capability (e.g. 8.0, 9.0, 86)"),
+            })?;
+        }
         Ok(c)
     }
+}
+
+/// Parses a compute capability written `9.0` or `90`.
+fn parse_cc(s: &str) -> Option<(u32, u32)> {
+    let s = s.trim();
+    let (major, minor) = match s.split_once('.') {
+        Some((a, b)) => (a.parse().ok()?, b.parse().ok()?),
+        None if s.len() >= 2 && s.bytes().all(|b| b.is_ascii_digit()) => (
+            s[..s.len() - 1].parse().ok()?,
+            s[s.len() - 1..].parse().ok()?,
+        ),
+        None => return None,
+    };
+    (major >= 1 && minor < 10).then_some((major, minor))
 }
 
 struct LoadedModule {

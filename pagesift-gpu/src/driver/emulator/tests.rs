@@ -1034,6 +1034,15 @@ fn dot_products_and_byte_counts() {
 }
 
 #[test]
+fn compute_capabilities_parse() {
+    assert_eq!(super::parse_cc("9.0"), Some((9, 0)));
+    assert_eq!(super::parse_cc("86"), Some((8, 6)));
+    assert_eq!(super::parse_cc("x"), None);
+    assert_eq!(super::parse_cc("9\u{e9}"), None);
+    assert_eq!(super::parse_cc("9.10"), None);
+}
+
+#[test]
 fn byte_counts_parse() {
     assert_eq!(super::parse_bytes("1073741824"), Some(1 << 30));
     assert_eq!(super::parse_bytes("512M"), Some(512 << 20));
