@@ -123,6 +123,11 @@ impl Runner {
         let lb = k.local_bytes as usize;
         self.local.clear();
         self.local.resize(nt * lb, 0xCD);
+        if self.epoch > u32::MAX / 2 {
+            // Start the shadow afresh long before the epoch counter could wrap.
+            self.shadow.fill(Shadow::default());
+            self.epoch = 0;
+        }
         self.epoch += 1;
         self.block_epoch = self.epoch;
         let nwarps = nt.div_ceil(32) as u64;
@@ -223,7 +228,7 @@ impl Runner {
             }
         }
         if released {
-            self.epoch += 1;
+            self.epoch = self.epoch.saturating_add(1);
         }
         released
     }
