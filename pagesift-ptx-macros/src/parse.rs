@@ -1,7 +1,7 @@
 //! syn tokens -> the kernel AST. Every node keeps its span; unsupported syntax is reported at
 //! its span and parsing goes on, so one invocation reports all its errors.
 
-use crate::ctxt::Ctxt;
+use crate::ctxt::{Ctxt, Sp};
 use crate::types::Scalar;
 use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
@@ -52,7 +52,7 @@ pub struct Param {
 #[derive(Clone)]
 pub struct TypeAst {
     pub kind: TypeKind,
-    pub span: Span,
+    pub span: Sp,
 }
 
 /// The kinds of written types.
@@ -105,7 +105,7 @@ pub struct LaunchAttr {
     pub block: Vec<Expr>,
     pub min_blocks: Option<Expr>,
     pub max_regs: Option<Expr>,
-    pub span: Span,
+    pub span: Sp,
 }
 
 /// `{ stmts; tail }`.
@@ -123,7 +123,7 @@ pub enum Stmt {
         mutable: bool,
         ty: Option<TypeAst>,
         init: Option<Expr>,
-        span: Span,
+        span: Sp,
     },
     Expr(Expr),
 }
@@ -132,7 +132,7 @@ pub enum Stmt {
 #[derive(Clone)]
 pub struct Expr {
     pub kind: ExprKind,
-    pub span: Span,
+    pub span: Sp,
 }
 
 /// Binary operators.
@@ -306,7 +306,7 @@ pub fn parse_items(cx: &Ctxt, items: Vec<syn::Item>) -> Program {
         match item {
             syn::Item::Fn(f) => fns.push(parse_fn(cx, &f)),
             other => cx.error(
-                other.span(),
+                Sp::of(&other),
                 "only `fn` items are allowed in ptx_kernel! (`pub fn` = kernel, `fn` = helper)",
             ),
         }
@@ -337,7 +337,7 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         let kernel_only = |cx: &Ctxt| {
             if !is_kernel {
                 cx.error(
-                    attr.span(),
+                    Sp::of(&attr),
                     format!("`#[{name}]` applies to kernels (`pub fn`) only"),
                 );
             }
@@ -366,16 +366,16 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
                 }
             }
             _ => cx.error(
-                attr.span(),
+                Sp::of(&attr),
                 format!("unknown attribute `#[{name}]` (expected variants, launch, target or doc)"),
             ),
         }
     }
     if let Some(a) = &f.sig.asyncness {
-        cx.error(a.span(), "kernels and helpers cannot be `async`");
+        cx.error(Sp::of(&a), "kernels and helpers cannot be `async`");
     }
     if let Some(u) = &f.sig.unsafety {
-        cx.error(u.span(), "kernels and helpers are not `unsafe`");
+        cx.error(Sp::of(&u), "kernels and helpers are not `unsafe`");
     }
     for g in &f.sig.generics.params {
         match g {
@@ -389,13 +389,19 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
                     {
                         Some(s) if s.is_int() => ConstTy::Int(s),
                         Some(_) => {
-                            cx.error(c.ty.span(), "const parameters are integers, bool or enums");
+                            cx.error(
+                                Sp::of(&c.ty),
+                                "const parameters are integers, bool or enums",
+                            );
                             ConstTy::Int(Scalar::U32)
                         }
                         None => ConstTy::Enum(p.path.clone()),
                     },
                     other => {
-                        cx.error(other.span(), "const parameters are integers, bool or enums");
+                        cx.error(
+                            Sp::of(&other),
+                            "const parameters are integers, bool or enums",
+                        );
                         ConstTy::Int(Scalar::U32)
                     }
                 };
@@ -405,7 +411,7 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
                 });
             }
             other => cx.error(
-                other.span(),
+                Sp::of(&other),
                 "only const generic parameters are supported (`<const N: u32, const ACT: Act>`)",
             ),
         }
@@ -417,21 +423,21 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
                     syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
                         if let Some(m) = &pi.mutability {
                             cx.error(
-                                m.span(),
+                                Sp::of(&m),
                                 "parameters cannot be `mut`; copy into a `let mut`",
                             );
                         }
                         pi.ident.clone()
                     }
                     other => {
-                        cx.error(other.span(), "parameters must be plain names");
+                        cx.error(Sp::of(&other), "parameters must be plain names");
                         continue;
                     }
                 };
                 let ty = parse_type(cx, &pt.ty);
                 item.params.push(Param { name, ty });
             }
-            syn::FnArg::Receiver(r) => cx.error(r.span(), "`self` parameters are not supported"),
+            syn::FnArg::Receiver(r) => cx.error(Sp::of(&r), "`self` parameters are not supported"),
         }
     }
     if let syn::ReturnType::Type(_, t) = &f.sig.output {
@@ -513,7 +519,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
         block: Vec::new(),
         min_blocks: None,
         max_regs: None,
-        span: input.span(),
+        span: input.span().into(),
     };
     while !input.is_empty() {
         let key: Ident = input.parse()?;
@@ -522,7 +528,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
         let cx = Ctxt::new();
         match key.to_string().as_str() {
             "block" => {
-                attr.span = value.span();
+                attr.span = Sp::of(&value);
                 attr.block = match &value {
                     syn::Expr::Tuple(t) => t.elems.iter().map(|e| parse_expr(&cx, e)).collect(),
                     syn::Expr::Paren(p) => vec![parse_expr(&cx, &p.expr)],
@@ -551,7 +557,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
     }
     if attr.block.is_empty() {
         return Err(syn::Error::new(
-            attr.span,
+            attr.span.start,
             "expected `block = N` or `block = (X, Y[, Z])`",
         ));
     }
@@ -560,7 +566,7 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
 
 /// Parses a written type.
 pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
-    let span = ty.span();
+    let span = Sp::of(ty);
     let scalar_of = |cx: &Ctxt, t: &syn::Type| -> Scalar {
         if let syn::Type::Path(p) = t {
             if let Some(s) = p
@@ -572,7 +578,7 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
             }
         }
         cx.error(
-            t.span(),
+            Sp::of(&t),
             "expected a scalar type (f32, f16, bf16, i8..i64, u8..u64, bool)",
         );
         Scalar::F32
@@ -601,7 +607,7 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                             },
                             other => {
                                 cx.error(
-                                    other.span(),
+                                    Sp::of(&other),
                                     "expected `Shared<[T; N]>` or `Shared<[T]>`",
                                 );
                                 TypeKind::Unit
@@ -665,7 +671,7 @@ pub fn parse_block(cx: &Ctxt, block: &syn::Block) -> Block {
                 }
             }
             syn::Stmt::Item(item) => {
-                cx.error(item.span(), "items inside a function are not supported")
+                cx.error(Sp::of(&item), "items inside a function are not supported")
             }
         }
     }
@@ -673,7 +679,7 @@ pub fn parse_block(cx: &Ctxt, block: &syn::Block) -> Block {
 }
 
 fn parse_local(cx: &Ctxt, local: &syn::Local) -> Stmt {
-    let span = local.span();
+    let span = Sp::of(local);
     let (pat, ty) = match &local.pat {
         syn::Pat::Type(pt) => (&*pt.pat, Some(parse_type(cx, &pt.ty))),
         other => (other, None),
@@ -683,13 +689,13 @@ fn parse_local(cx: &Ctxt, local: &syn::Local) -> Stmt {
             (pi.ident.clone(), pi.mutability.is_some())
         }
         other => {
-            cx.error(other.span(), "`let` binds a single name (no patterns)");
+            cx.error(Sp::of(&other), "`let` binds a single name (no patterns)");
             (Ident::new("__error", other.span()), false)
         }
     };
     let init = local.init.as_ref().map(|init| {
         if let Some((_, d)) = &init.diverge {
-            cx.error(d.span(), "`let ... else` is not supported");
+            cx.error(Sp::of(&d), "`let ... else` is not supported");
         }
         parse_expr(cx, &init.expr)
     });
@@ -703,7 +709,7 @@ fn parse_local(cx: &Ctxt, local: &syn::Local) -> Stmt {
 }
 
 fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
-    let span = mac.span();
+    let span = Sp::of(mac);
     if !mac.path.is_ident("asm") {
         cx.error(span, "the only macro supported in kernels is `asm!`");
         return Expr {
@@ -789,7 +795,7 @@ fn bin_op(op: &syn::BinOp) -> (Option<BinOp>, bool) {
     (Some(o), assign)
 }
 
-fn lit_suffix(cx: &Ctxt, suffix: &str, span: Span) -> Option<Scalar> {
+fn lit_suffix(cx: &Ctxt, suffix: &str, span: Sp) -> Option<Scalar> {
     if suffix.is_empty() {
         return None;
     }
@@ -804,7 +810,7 @@ fn path_idents(cx: &Ctxt, path: &syn::Path) -> Vec<Ident> {
     for seg in &path.segments {
         if !seg.arguments.is_none() {
             cx.error(
-                seg.arguments.span(),
+                Sp::of(&seg.arguments),
                 "generic arguments are only allowed on calls: `f::<A>(x)`",
             );
         }
@@ -826,7 +832,7 @@ fn parse_pat(cx: &Ctxt, pat: &syn::Pat) -> Pat {
             syn::Lit::Bool(b) => Pat::Bool(b.value),
             other => {
                 cx.error(
-                    other.span(),
+                    Sp::of(&other),
                     "match patterns are integers, bools, enum variants or `_`",
                 );
                 Pat::Wild
@@ -834,7 +840,7 @@ fn parse_pat(cx: &Ctxt, pat: &syn::Pat) -> Pat {
         },
         other => {
             cx.error(
-                other.span(),
+                Sp::of(&other),
                 "match patterns are integers, bools, enum variants or `_`",
             );
             Pat::Wild
@@ -844,7 +850,7 @@ fn parse_pat(cx: &Ctxt, pat: &syn::Pat) -> Pat {
 
 /// Parses an expression.
 pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
-    let span = e.span();
+    let span = Sp::of(e);
     let b = |x: &syn::Expr| Box::new(parse_expr(cx, x));
     let kind = match e {
         syn::Expr::Lit(l) => match &l.lit {
@@ -865,7 +871,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
             syn::Lit::Bool(v) => ExprKind::Bool(v.value),
             other => {
                 cx.error(
-                    other.span(),
+                    Sp::of(&other),
                     "only integer, float and bool literals are supported",
                 );
                 ExprKind::Error
@@ -890,7 +896,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                                     if tp.qself.is_none() =>
                                 {
                                     let ids = path_idents(cx, &tp.path);
-                                    let sp = tp.span();
+                                    let sp = Sp::of(tp);
                                     generics.push(Expr {
                                         kind: if ids.len() == 1 {
                                             ExprKind::Var(ids[0].clone())
@@ -904,7 +910,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                                     generics.push(parse_expr(cx, ce))
                                 }
                                 other => {
-                                    cx.error(other.span(), "expected a const generic argument")
+                                    cx.error(Sp::of(&other), "expected a const generic argument")
                                 }
                             }
                         }
@@ -918,13 +924,13 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                 }
             }
             other => {
-                cx.error(other.span(), "only named functions can be called");
+                cx.error(Sp::of(&other), "only named functions can be called");
                 ExprKind::Error
             }
         },
         syn::Expr::MethodCall(m) => {
             if let Some(t) = &m.turbofish {
-                cx.error(t.span(), "methods take no generic arguments");
+                cx.error(Sp::of(&t), "methods take no generic arguments");
             }
             ExprKind::Method {
                 recv: b(&m.receiver),
@@ -944,7 +950,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                 value: b(&bin.right),
             },
             (None, _) => {
-                cx.error(bin.op.span(), "unsupported operator");
+                cx.error(Sp::of(&bin.op), "unsupported operator");
                 ExprKind::Error
             }
         },
@@ -1007,7 +1013,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                 .iter()
                 .map(|arm| {
                     if let Some((_, g)) = &arm.guard {
-                        cx.error(g.span(), "match guards are not supported");
+                        cx.error(Sp::of(&g), "match guards are not supported");
                     }
                     (parse_pat(cx, &arm.pat), parse_expr(cx, &arm.body))
                 })
@@ -1015,7 +1021,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         },
         syn::Expr::Block(bl) => {
             if let Some(l) = &bl.label {
-                cx.error(l.span(), "labels are not supported");
+                cx.error(Sp::of(&l), "labels are not supported");
             }
             ExprKind::Block(parse_block(cx, &bl.block))
         }
@@ -1029,21 +1035,21 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         syn::Expr::Tuple(t) if t.elems.is_empty() => ExprKind::Unit,
         syn::Expr::ForLoop(f) => {
             if let Some(l) = &f.label {
-                cx.error(l.span(), "labels are not supported");
+                cx.error(Sp::of(&l), "labels are not supported");
             }
             let mut unroll = false;
             for attr in &f.attrs {
                 if attr.path().is_ident("unroll") {
                     unroll = true;
                 } else {
-                    cx.error(attr.span(), "the only loop attribute is `#[unroll]`");
+                    cx.error(Sp::of(&attr), "the only loop attribute is `#[unroll]`");
                 }
             }
             let var = match &*f.pat {
                 syn::Pat::Ident(pi) => pi.ident.clone(),
                 syn::Pat::Wild(w) => Ident::new("_", w.span()),
                 other => {
-                    cx.error(other.span(), "a `for` loop binds a single name");
+                    cx.error(Sp::of(&other), "a `for` loop binds a single name");
                     Ident::new("_", other.span())
                 }
             };
@@ -1059,7 +1065,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                     },
                     _ => {
                         cx.error(
-                            r.span(),
+                            Sp::of(&r),
                             "`for` loops run over a bounded range `a..b` or `a..=b`",
                         );
                         ExprKind::Error
@@ -1067,7 +1073,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                 },
                 other => {
                     cx.error(
-                        other.span(),
+                        Sp::of(&other),
                         "`for` loops run over a range `a..b` or `a..=b`",
                     );
                     ExprKind::Error
@@ -1076,7 +1082,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         }
         syn::Expr::While(w) => {
             if let Some(l) = &w.label {
-                cx.error(l.span(), "labels are not supported");
+                cx.error(Sp::of(&l), "labels are not supported");
             }
             ExprKind::While {
                 cond: b(&w.cond),
@@ -1085,7 +1091,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         }
         syn::Expr::Loop(l) => {
             if let Some(lb) = &l.label {
-                cx.error(lb.span(), "labels are not supported");
+                cx.error(Sp::of(&lb), "labels are not supported");
             }
             ExprKind::While {
                 cond: Box::new(Expr {
@@ -1111,17 +1117,20 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         syn::Expr::Macro(m) => return parse_macro(cx, &m.mac),
         syn::Expr::Reference(r) => {
             cx.error(
-                r.span(),
+                Sp::of(&r),
                 "references are not supported: pass slices by name",
             );
             ExprKind::Error
         }
         syn::Expr::Closure(c) => {
-            cx.error(c.span(), "closures are not supported: write a helper `fn`");
+            cx.error(
+                Sp::of(&c),
+                "closures are not supported: write a helper `fn`",
+            );
             ExprKind::Error
         }
         other => {
-            cx.error(other.span(), "unsupported expression in a kernel");
+            cx.error(Sp::of(&other), "unsupported expression in a kernel");
             ExprKind::Error
         }
     };

@@ -4,11 +4,11 @@ use super::{
     Place, TBlock, TExpr, TKind, TStmt, Target, VarId, VarInfo, Variant, STATIC_SHARED_LIMIT,
 };
 use crate::ctxt::Ctxt;
+use crate::ctxt::Sp as Span;
 use crate::parse::{
     BinOp, Block, ConstTy, Expr, ExprKind, FnItem, Pat, Stmt, TypeAst, TypeKind, UnOp,
 };
 use crate::types::{wrap_int, ConstVal, Scalar, Ty};
-use proc_macro2::Span;
 use std::collections::HashMap;
 
 #[derive(Clone)]
@@ -717,7 +717,12 @@ impl Checker<'_> {
                             }
                         }
                         _ if s.ty == Ty::Never || en.ty == Ty::Never => {}
-                        _ => self.cx.error(span, "#[unroll] needs constant range bounds"),
+                        (TKind::Const(_), _) => self
+                            .cx
+                            .error(end.span, "#[unroll] needs constant range bounds"),
+                        _ => self
+                            .cx
+                            .error(start.span, "#[unroll] needs constant range bounds"),
                     }
                 }
                 self.frame().scopes.push(HashMap::new());

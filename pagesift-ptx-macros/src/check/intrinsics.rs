@@ -5,9 +5,9 @@
 
 use super::expr::{err_expr, same, Binding, Checker, Frame};
 use super::{TExpr, TKind};
+use crate::ctxt::Sp as Span;
 use crate::parse::{Expr, ExprKind, FnItem};
 use crate::types::{ConstVal, Scalar, Ty};
-use proc_macro2::Span;
 use std::collections::HashMap;
 
 /// PTX special registers read as `u32`.
@@ -703,7 +703,7 @@ impl Checker<'_> {
                 .tail
                 .as_ref()
                 .map(|t| t.span)
-                .unwrap_or(f.name.span());
+                .unwrap_or(f.name.span().into());
             self.cx.error(
                 at,
                 format!(

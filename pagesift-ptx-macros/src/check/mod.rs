@@ -13,9 +13,9 @@ pub(crate) use expr::{fold_binary as fold, pat_matches};
 pub use intrinsics::{AtomKind, Intr, MemOp, ShflKind, Special, VoteKind};
 
 use crate::ctxt::Ctxt;
+use crate::ctxt::Sp as Span;
 use crate::parse::{BinOp, ConstLit, ConstTy, FnItem, Program, TypeAst, UnOp};
 use crate::types::{ConstVal, Scalar, Ty};
-use proc_macro2::Span;
 use std::collections::HashMap;
 
 /// The static shared memory limit of a block without opt-in, in bytes.
@@ -242,7 +242,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
     let mut seen: HashMap<String, Span> = HashMap::new();
     for f in &prog.fns {
         let name = f.name.to_string();
-        if seen.insert(name.clone(), f.name.span()).is_some() {
+        if seen.insert(name.clone(), f.name.span().into()).is_some() {
             cx.error(f.name.span(), format!("`{name}` is defined more than once"));
         }
         if !f.is_kernel {
@@ -261,7 +261,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
         }
         let mut names: HashMap<String, Span> = HashMap::new();
         for p in &f.params {
-            names.insert(p.name.to_string(), p.name.span());
+            names.insert(p.name.to_string(), p.name.span().into());
         }
         for (name, span) in f
             .params
@@ -332,7 +332,10 @@ pub fn expand_variants(cx: &Ctxt, f: &FnItem) -> Vec<Vec<(String, ConstVal)>> {
     for group in &f.variants {
         let mut group_vals: Vec<Vec<(String, ConstVal)>> = Vec::new();
         for name in &group.names {
-            if covered.insert(name.to_string(), name.span()).is_some() {
+            if covered
+                .insert(name.to_string(), name.span().into())
+                .is_some()
+            {
                 cx.error(
                     name.span(),
                     format!("`{name}` is listed in #[variants] more than once"),

@@ -6,9 +6,9 @@ mod ops;
 
 use crate::check::{Place, TBlock, TExpr, TKind, TStmt, VarId, Variant};
 use crate::ctxt::Ctxt;
+use crate::ctxt::Sp as Span;
 use crate::ptx::{self, Function, Item, Op, Operand, ParamDecl, Reg, Space};
 use crate::types::{ConstVal, RegClass, Scalar, Ty};
-use proc_macro2::Span;
 use std::collections::HashMap;
 
 /// A lowered value.

@@ -3,10 +3,10 @@
 
 use super::{addr, mem_scalar, Lower, Store, Val};
 use crate::check::{Intr, MemOp, ShflKind, Special, TExpr, TKind, VarId};
+use crate::ctxt::Sp as Span;
 use crate::parse::{BinOp, UnOp};
 use crate::ptx::{self, BinKind, CmpKind, Op, Operand, Space, UnKind};
 use crate::types::{bf16_bits, f16_bits, wrap_int, ConstVal, RegClass, Scalar, Ty};
-use proc_macro2::Span;
 
 const FULL_MASK: i128 = 0xffff_ffff;
 
