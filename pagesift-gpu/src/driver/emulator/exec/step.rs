@@ -341,7 +341,13 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
                 v.wrapping_add(window)
             } & m;
         }
-        Op::Activemask { d } => g!(d) = 0xffff_ffff,
+        Op::Activemask { d } => {
+            // The lanes of this warp that exist (threads run independently here, so every
+            // existing lane counts as active).
+            let nt = g!(S_NTID) * g!(S_NTID + 1) * g!(S_NTID + 2);
+            let lanes = nt.saturating_sub(g!(S_WARPID) * 32).min(32);
+            g!(d) = mask(lanes as u32);
+        }
         Op::Shf {
             left,
             clamp,
