@@ -6,7 +6,11 @@ use pagesift_gpu::driver::emulator::check_instruction_form;
 #[test]
 fn every_emitter_form_has_an_emulator_rule() {
     let forms: &[&str] = pagesift_gpu::__private::__instruction_forms!();
-    assert!(forms.len() > 100, "the form list is incomplete: {}", forms.len());
+    assert!(
+        forms.len() > 100,
+        "the form list is incomplete: {}",
+        forms.len()
+    );
     let missing: Vec<String> = forms
         .iter()
         .filter_map(|f| check_instruction_form(f).err().map(|e| format!("{f}: {e}")))
@@ -16,12 +20,21 @@ fn every_emitter_form_has_an_emulator_rule() {
         forms.len() - missing.len(),
         forms.len()
     );
-    assert!(missing.is_empty(), "forms without an emulator rule:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "forms without an emulator rule:\n{}",
+        missing.join("\n")
+    );
 }
 
 #[test]
 fn forms_the_emulator_lacks_are_refused() {
-    for f in ["mul24.lo.u32", "atom.global.max.f32", "ld.global.v8.f32", "add.rn.bogus.f32"] {
+    for f in [
+        "mul24.lo.u32",
+        "atom.global.max.f32",
+        "ld.global.v8.f32",
+        "add.rn.bogus.f32",
+    ] {
         assert!(check_instruction_form(f).is_err(), "{f} must have no rule");
     }
 }
