@@ -158,6 +158,9 @@ impl Fmt {
     }
     /// `x` rounded to nearest-even in this format.
     fn round_f64(self, x: f64) -> u64 {
+        if x.is_nan() {
+            return self.nan();
+        }
         match self {
             Fmt::F16 => f16::from_f64(x).to_bits() as u64,
             Fmt::BF16 => bf16::from_f64(x).to_bits() as u64,

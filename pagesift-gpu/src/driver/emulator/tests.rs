@@ -361,6 +361,20 @@ fn float_arithmetic_rounding_modes() {
         num::fbin(FOp2::Add, Fmt::F32, sat, f32_bits(f32::NAN), f32_bits(0.5)),
         0
     );
+    // NaN results are the canonical NaN.
+    assert_eq!(
+        num::fun(FOp1::Sqrt, Fmt::F32, RN, f32_bits(-1.0)),
+        0x7fff_ffff
+    );
+    assert_eq!(
+        num::fun(
+            FOp1::Lg2,
+            Fmt::F16,
+            RN,
+            half::f16::from_f32(-1.0).to_bits() as u64
+        ),
+        0x7fff
+    );
     // min/max ignore a single NaN.
     assert_eq!(
         f32::from_bits(
