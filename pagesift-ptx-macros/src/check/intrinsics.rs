@@ -3,7 +3,7 @@
 //! `mma.sync`, `wgmma`) slot in as further `Intr` / `MemOp` entries with a typing rule here and
 //! an emission rule in `lower` and `ptx`.
 
-use super::expr::{err_expr, same, Binding, Checker, Frame};
+use super::checker::{err_expr, same, Binding, Checker, Frame};
 use super::{TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::{Expr, ExprKind, FnItem};

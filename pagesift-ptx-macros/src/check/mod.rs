@@ -5,11 +5,14 @@
 //! path. Helper calls are inlined into the tree (checked at each call with the caller's consts
 //! and argument types). Lowering then works only from this checked form.
 
+mod checker;
 mod expr;
+mod fold;
 mod intrinsics;
+mod ops;
 pub mod prelude;
 
-pub(crate) use expr::{fold_binary as fold, pat_matches};
+pub(crate) use fold::{fold_binary as fold, pat_matches};
 pub use intrinsics::{AtomKind, Intr, MemOp, ShflKind, Special, VoteKind};
 
 use crate::ctxt::Ctxt;
@@ -287,7 +290,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
         let expected = combos.len();
         let variants: Vec<Variant> = combos
             .into_iter()
-            .filter_map(|consts| expr::check_variant(cx, f, &helpers, consts))
+            .filter_map(|consts| checker::check_variant(cx, f, &helpers, consts))
             .collect();
         let complete = expected > 0 && variants.len() == expected;
         kernels.push(CheckedKernel {

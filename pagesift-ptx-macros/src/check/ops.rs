@@ -1,0 +1,466 @@
+//! Operators, conversions, assignments and `asm!`.
+
+use super::checker::{err_expr, same, Binding, Checker};
+use super::fold::{fold_binary, op_str};
+use super::{Place, TExpr, TKind};
+use crate::ctxt::Sp as Span;
+use crate::parse::{BinOp, Expr, ExprKind, UnOp};
+use crate::types::{wrap_int, ConstVal, Scalar, Ty};
+
+impl Checker<'_> {
+    pub(super) fn check_binary(
+        &mut self,
+        op: BinOp,
+        lhs: &Expr,
+        rhs: &Expr,
+        expect: Option<&Ty>,
+        span: Span,
+    ) -> TExpr {
+        if matches!(op, BinOp::LogicAnd | BinOp::LogicOr) {
+            let b = Ty::Scalar(Scalar::Bool);
+            let l = self.check_expr(lhs, Some(&b));
+            self.expect_ty(&l, &b, lhs.span);
+            // `false && x`, `true || x`: decided without `x`, so `x` is never evaluated.
+            match (&l.kind, op) {
+                (TKind::Const(ConstVal::Bool(false)), BinOp::LogicAnd) => return l,
+                (TKind::Const(ConstVal::Bool(true)), BinOp::LogicOr) => return l,
+                (TKind::Const(ConstVal::Bool(_)), _) => {
+                    let r = self.check_expr(rhs, Some(&b));
+                    self.expect_ty(&r, &b, rhs.span);
+                    return r;
+                }
+                _ => {}
+            }
+            let r = self.check_expr(rhs, Some(&b));
+            self.expect_ty(&r, &b, rhs.span);
+            return TExpr {
+                kind: TKind::Binary(op, Box::new(l), Box::new(r)),
+                ty: b,
+                span,
+            };
+        }
+        let operand_expect = if op.is_cmp() { None } else { expect };
+        let (l, r) = if matches!(op, BinOp::Shl | BinOp::Shr) {
+            let l = self.check_expr(lhs, operand_expect);
+            let r = self.check_expr(rhs, Some(&Ty::Scalar(Scalar::U32)));
+            (l, r)
+        } else if Self::untyped(lhs) && !Self::untyped(rhs) {
+            let r = self.check_expr(rhs, operand_expect);
+            let t = r.ty.clone();
+            (self.check_expr(lhs, Some(&t)), r)
+        } else {
+            let l = self.check_expr(lhs, operand_expect);
+            let t = l.ty.clone();
+            (l, self.check_expr(rhs, Some(&t)))
+        };
+        self.binary(op, l, r, span)
+    }
+
+    /// Types and folds a binary operation on checked operands.
+    pub(super) fn binary(&mut self, op: BinOp, l: TExpr, r: TExpr, span: Span) -> TExpr {
+        if l.ty == Ty::Never || r.ty == Ty::Never {
+            return err_expr(span);
+        }
+        let shift = matches!(op, BinOp::Shl | BinOp::Shr);
+        if !shift && l.ty != r.ty {
+            self.cx.error(
+                span,
+                format!(
+                    "mismatched types: `{}` {} `{}` (convert one side with `as`)",
+                    l.ty,
+                    op_str(op),
+                    r.ty
+                ),
+            );
+            return err_expr(span);
+        }
+        let ok = match (&l.ty, op) {
+            (Ty::Enum, BinOp::Eq | BinOp::Ne) => true,
+            (Ty::Scalar(s), _) => {
+                let s = *s;
+                match op {
+                    BinOp::Add | BinOp::Sub | BinOp::Mul => s.is_arith(),
+                    BinOp::Div => s.is_arith() && !s.is_packed(),
+                    BinOp::Rem => s.is_int() && !s.is_byte(),
+                    BinOp::And | BinOp::Or | BinOp::Xor => {
+                        (s.is_int() && !s.is_byte()) || s == Scalar::Bool
+                    }
+                    BinOp::Shl | BinOp::Shr => {
+                        s.is_int()
+                            && !s.is_byte()
+                            && matches!(r.ty, Ty::Scalar(t) if t.is_int() && !t.is_byte())
+                    }
+                    BinOp::Eq | BinOp::Ne => !s.is_packed() && !s.is_byte(),
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => s.is_arith() && !s.is_packed(),
+                    BinOp::LogicAnd | BinOp::LogicOr => false,
+                }
+            }
+            _ => false,
+        };
+        if !ok {
+            let hint = match &l.ty {
+                Ty::Scalar(s) if s.is_byte() => {
+                    " (8-bit integers are storage types: cast with `as` first)"
+                }
+                _ => "",
+            };
+            self.cx.error(
+                span,
+                format!(
+                    "operator `{}` is not defined on `{}`{hint}",
+                    op_str(op),
+                    l.ty
+                ),
+            );
+            return err_expr(span);
+        }
+        let ty = if op.is_cmp() {
+            Ty::Scalar(Scalar::Bool)
+        } else {
+            l.ty.clone()
+        };
+        if let (TKind::Const(a), TKind::Const(b)) = (&l.kind, &r.kind) {
+            match fold_binary(op, &l.ty, a, b) {
+                Ok(Some(v)) => {
+                    return TExpr {
+                        kind: TKind::Const(v),
+                        ty,
+                        span,
+                    }
+                }
+                Ok(None) => {}
+                Err(msg) => {
+                    self.cx.error(span, msg);
+                    return err_expr(span);
+                }
+            }
+        }
+        TExpr {
+            kind: TKind::Binary(op, Box::new(l), Box::new(r)),
+            ty,
+            span,
+        }
+    }
+
+    pub(super) fn unary(&mut self, op: UnOp, x: TExpr, span: Span) -> TExpr {
+        let ok = match (&x.ty, op) {
+            (Ty::Never, _) => return err_expr(span),
+            (Ty::Scalar(s), UnOp::Neg) => {
+                s.is_signed() && !s.is_byte() || s.is_float() || s.is_packed()
+            }
+            (Ty::Scalar(s), UnOp::Not) => *s == Scalar::Bool || (s.is_int() && !s.is_byte()),
+            _ => false,
+        };
+        if !ok {
+            let o = if op == UnOp::Neg { "-" } else { "!" };
+            self.cx
+                .error(span, format!("operator `{o}` is not defined on `{}`", x.ty));
+            return err_expr(span);
+        }
+        if let (TKind::Const(v), Ty::Scalar(s)) = (&x.kind, &x.ty) {
+            let folded = match (v, op) {
+                (ConstVal::Int(i), UnOp::Neg) => Some(ConstVal::Int(wrap_int(-i, *s))),
+                (ConstVal::Int(i), UnOp::Not) => Some(ConstVal::Int(wrap_int(!i, *s))),
+                (ConstVal::Float(f), UnOp::Neg) => Some(ConstVal::Float(-f)),
+                (ConstVal::Bool(b), UnOp::Not) => Some(ConstVal::Bool(!b)),
+                _ => None,
+            };
+            if let Some(v) = folded {
+                return TExpr {
+                    kind: TKind::Const(v),
+                    ty: x.ty,
+                    span,
+                };
+            }
+        }
+        let ty = x.ty.clone();
+        TExpr {
+            kind: TKind::Unary(op, Box::new(x)),
+            ty,
+            span,
+        }
+    }
+
+    /// Types and folds `x as to`.
+    pub(super) fn cast(&mut self, x: TExpr, to: &Ty, span: Span) -> TExpr {
+        let (Ty::Scalar(from), Ty::Scalar(to_s)) = (&x.ty, to) else {
+            if x.ty != Ty::Never && *to != Ty::Never {
+                self.cx
+                    .error(span, format!("cannot cast `{}` as `{to}`", x.ty));
+            }
+            return err_expr(span);
+        };
+        let (from, to_s) = (*from, *to_s);
+        if from.is_packed() || to_s.is_packed() || (to_s == Scalar::Bool && from != Scalar::Bool) {
+            self.cx
+                .error(span, format!("cannot cast `{from}` as `{to_s}`"));
+            return err_expr(span);
+        }
+        if let TKind::Const(v) = &x.kind {
+            let folded = match (v, to_s.is_float(), to_s.is_int()) {
+                (ConstVal::Int(i), true, _) => Some(ConstVal::Float(*i as f64)),
+                (ConstVal::Int(i), _, true) => Some(ConstVal::Int(wrap_int(*i, to_s))),
+                (ConstVal::Bool(b), _, true) => Some(ConstVal::Int(*b as i128)),
+                (ConstVal::Float(f), true, _) if to_s == Scalar::F32 || to_s == Scalar::F64 => {
+                    Some(ConstVal::Float(if to_s == Scalar::F32 {
+                        *f as f32 as f64
+                    } else {
+                        *f
+                    }))
+                }
+                (ConstVal::Float(f), _, true) => {
+                    let (lo, hi) = (
+                        wrap_int(
+                            if to_s.is_signed() {
+                                1 << (to_s.bytes() * 8 - 1)
+                            } else {
+                                0
+                            },
+                            to_s,
+                        ),
+                        {
+                            let bits = to_s.bytes() * 8 - to_s.is_signed() as u32;
+                            (1i128 << bits) - 1
+                        },
+                    );
+                    let t = if f.is_nan() {
+                        0
+                    } else {
+                        (f.trunc().clamp(lo as f64, hi as f64)) as i128
+                    };
+                    Some(ConstVal::Int(t))
+                }
+                (ConstVal::Bool(b), _, _) if to_s == Scalar::Bool => Some(ConstVal::Bool(*b)),
+                _ => None,
+            };
+            if let Some(v) = folded {
+                return TExpr {
+                    kind: TKind::Const(v),
+                    ty: to.clone(),
+                    span,
+                };
+            }
+        }
+        if from == to_s {
+            return TExpr {
+                ty: to.clone(),
+                ..x
+            };
+        }
+        TExpr {
+            kind: TKind::Cast(Box::new(x)),
+            ty: to.clone(),
+            span,
+        }
+    }
+
+    pub(super) fn check_assign(
+        &mut self,
+        place: &Expr,
+        op: Option<BinOp>,
+        value: &Expr,
+        span: Span,
+    ) -> TExpr {
+        let unit = |kind| TExpr {
+            kind,
+            ty: Ty::Unit,
+            span,
+        };
+        let (tplace, ty) = match &place.kind {
+            ExprKind::Var(name) => {
+                match self.lookup(&name.to_string()) {
+                    Some(Binding::Var(id)) => {
+                        let info = self.vars[id].clone();
+                        if !info.mutable {
+                            self.cx.error(place.span, format!("cannot assign to immutable variable `{name}` (declare it `let mut`)"));
+                        }
+                        if !matches!(info.ty, Ty::Scalar(_) | Ty::Array(..) | Ty::Never) {
+                            self.cx.error(
+                                place.span,
+                                format!("cannot assign to `{name}` of type `{}`", info.ty),
+                            );
+                        }
+                        (Place::Var(id), info.ty)
+                    }
+                    Some(Binding::Const(..)) => {
+                        self.cx.error(place.span, format!("cannot assign to `{name}`: it is a constant (declare it `let mut`)"));
+                        return err_expr(span);
+                    }
+                    None => {
+                        self.cx
+                            .error(place.span, format!("cannot find `{name}` in this scope"));
+                        return err_expr(span);
+                    }
+                }
+            }
+            ExprKind::Index { base, index } => {
+                let Some((id, bty)) = self.place_base(base) else {
+                    return err_expr(span);
+                };
+                let idx = self.check_index(index);
+                let elem = match &bty {
+                    Ty::Slice { elem, mutable } => {
+                        if !mutable {
+                            self.cx.error(
+                                base.span,
+                                format!("cannot assign through `{bty}`: declare the parameter `&mut [{elem}]`"),
+                            );
+                        }
+                        *elem
+                    }
+                    Ty::Shared { elem, .. } => *elem,
+                    Ty::Array(elem, n) => {
+                        if !self.vars[id].mutable {
+                            let name = self.vars[id].name.clone();
+                            self.cx.error(base.span, format!("cannot assign to an element of immutable `{name}` (declare it `let mut`)"));
+                        }
+                        if let TKind::Const(ConstVal::Int(i)) = idx.kind {
+                            if i < 0 || i >= *n as i128 {
+                                self.cx.error(
+                                    index.span,
+                                    format!("index {i} is out of bounds for `[{elem}; {n}]`"),
+                                );
+                            }
+                        }
+                        *elem
+                    }
+                    Ty::Never => return err_expr(span),
+                    other => {
+                        self.cx
+                            .error(base.span, format!("cannot index a value of type `{other}`"));
+                        return err_expr(span);
+                    }
+                };
+                (
+                    Place::Index {
+                        base: id,
+                        index: Box::new(idx),
+                    },
+                    Ty::Scalar(elem),
+                )
+            }
+            ExprKind::Error => return err_expr(span),
+            _ => {
+                self.cx
+                    .error(place.span, "assign to a variable or an element `x[i]`");
+                return err_expr(span);
+            }
+        };
+        let v = if matches!(op, Some(BinOp::Shl | BinOp::Shr)) {
+            self.check_expr(value, Some(&Ty::Scalar(Scalar::U32)))
+        } else {
+            self.check_expr(value, Some(&ty))
+        };
+        if let Some(o) = op {
+            // Type the compound operation as `place op value`.
+            let placeholder = TExpr {
+                kind: TKind::Const(ConstVal::Int(0)),
+                ty: ty.clone(),
+                span,
+            };
+            let t = self.binary(
+                o,
+                TExpr {
+                    kind: TKind::Var(usize::MAX),
+                    ..placeholder
+                },
+                v.clone(),
+                span,
+            );
+            if t.ty == Ty::Never {
+                return err_expr(span);
+            }
+        } else if !same(&ty, &v.ty) {
+            self.cx.error(
+                value.span,
+                format!("mismatched types: expected `{ty}`, found `{}`", v.ty),
+            );
+        }
+        unit(TKind::Assign {
+            place: tplace,
+            op,
+            value: Box::new(v),
+        })
+    }
+
+    pub(super) fn check_asm(
+        &mut self,
+        template: &syn::LitStr,
+        operands: &[crate::parse::AsmOperand],
+        span: Span,
+    ) -> TExpr {
+        use crate::parse::AsmOperand;
+        let mut inputs = Vec::new();
+        let mut out = None;
+        let mut slots = Vec::new();
+        for op in operands {
+            match op {
+                AsmOperand::In(e) => {
+                    let t = self.check_expr(e, None);
+                    if !matches!(t.ty, Ty::Scalar(_) | Ty::Never) {
+                        self.cx.error(
+                            e.span,
+                            format!("`asm!` operands are scalars, not `{}`", t.ty),
+                        );
+                    }
+                    slots.push(false);
+                    inputs.push(t);
+                }
+                AsmOperand::Out(s, sp) => {
+                    if out.is_some() {
+                        self.cx
+                            .error(*sp, "`asm!` has at most one `out(T)` operand");
+                    }
+                    slots.push(true);
+                    out = Some(*s);
+                }
+            }
+        }
+        let text = template.value();
+        let mut rest = text.as_str();
+        while let Some(open) = rest.find('{') {
+            let Some(close) = rest[open..].find('}') else {
+                break;
+            };
+            let idx = &rest[open + 1..open + close];
+            match idx.parse::<usize>() {
+                Ok(i) if i < slots.len() => {}
+                _ => self.cx.error(
+                    template.span(),
+                    format!("`{{{idx}}}` names no operand (operands are `{{0}}`..)"),
+                ),
+            }
+            rest = &rest[open + close + 1..];
+        }
+        if !text.trim_end().ends_with(';') || text.matches(';').count() != 1 {
+            self.cx.error(
+                template.span(),
+                "`asm!` splices exactly one PTX instruction ending in `;`",
+            );
+        }
+        // Operand order: the template's `{N}` index over all operands, in written order.
+        let ty = out.map(Ty::Scalar).unwrap_or(Ty::Unit);
+        let mut t = text.clone();
+        let mut in_k = 0usize;
+        for (i, is_out) in slots.iter().enumerate() {
+            let name = if *is_out {
+                "{out}".to_string()
+            } else {
+                format!("{{in{in_k}}}")
+            };
+            if !*is_out {
+                in_k += 1;
+            }
+            t = t.replace(&format!("{{{i}}}"), &name);
+        }
+        TExpr {
+            kind: TKind::Asm {
+                template: t,
+                inputs,
+                out,
+            },
+            ty,
+            span,
+        }
+    }
+}

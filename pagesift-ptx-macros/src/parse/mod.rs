@@ -1,0 +1,283 @@
+//! syn tokens -> the kernel AST. Every node keeps its span; unsupported syntax is reported at
+//! its span and parsing goes on, so one invocation reports all its errors.
+
+use crate::ctxt::Sp;
+use crate::types::Scalar;
+use proc_macro2::Span;
+use syn::{Ident, LitStr};
+
+/// Every item of one `ptx_kernel!` invocation.
+pub struct Program {
+    pub fns: Vec<FnItem>,
+}
+
+/// A `fn`: a kernel when `pub`, a helper otherwise.
+pub struct FnItem {
+    pub name: Ident,
+    pub is_kernel: bool,
+    pub docs: Vec<syn::Attribute>,
+    pub consts: Vec<ConstParam>,
+    pub params: Vec<Param>,
+    pub ret: Option<TypeAst>,
+    pub body: Block,
+    pub variants: Vec<VariantGroup>,
+    pub launch: Option<LaunchAttr>,
+    pub target: Option<(String, Span)>,
+}
+
+/// `const NAME: Type` in a fn's generics.
+pub struct ConstParam {
+    pub name: Ident,
+    pub ty: ConstTy,
+}
+
+/// The type of a const parameter.
+#[derive(Clone)]
+pub enum ConstTy {
+    Int(Scalar),
+    Bool,
+    /// An enum as written (`Act`, `crate::Act`); its variants are matched by name.
+    Enum(syn::Path),
+}
+
+/// A fn parameter.
+pub struct Param {
+    pub name: Ident,
+    pub ty: TypeAst,
+}
+
+/// A type as written.
+#[derive(Clone)]
+pub struct TypeAst {
+    pub kind: TypeKind,
+    pub span: Sp,
+}
+
+/// The kinds of written types.
+#[derive(Clone)]
+pub enum TypeKind {
+    Scalar(Scalar),
+    Slice {
+        elem: Scalar,
+        mutable: bool,
+    },
+    Array {
+        elem: Scalar,
+        len: Box<Expr>,
+    },
+    Shared {
+        elem: Scalar,
+        len: Option<Box<Expr>>,
+    },
+    Unit,
+}
+
+/// One group of `#[variants(...)]`: a name with values, or names with tuples of values.
+pub struct VariantGroup {
+    pub names: Vec<Ident>,
+    pub rows: Vec<Vec<ConstLit>>,
+}
+
+/// A value in `#[variants]`.
+#[derive(Clone)]
+pub enum ConstLit {
+    Int(i128, Span),
+    Bool(bool, Span),
+    Name(Ident),
+}
+
+impl ConstLit {
+    /// Where the value is written.
+    pub fn span(&self) -> Span {
+        match self {
+            ConstLit::Int(_, s) | ConstLit::Bool(_, s) => *s,
+            ConstLit::Name(i) => i.span(),
+        }
+    }
+}
+
+/// `#[launch(block = N)]` or `block = (X, Y[, Z])`, optionally `min_blocks = N` (blocks per SM
+/// the register allocation must allow, `.minnctapersm`) and `max_regs = N` (`.maxnreg`); the
+/// values may name const parameters.
+pub struct LaunchAttr {
+    pub block: Vec<Expr>,
+    pub min_blocks: Option<Expr>,
+    pub max_regs: Option<Expr>,
+    pub span: Sp,
+}
+
+/// `{ stmts; tail }`.
+#[derive(Clone)]
+pub struct Block {
+    pub stmts: Vec<Stmt>,
+    pub tail: Option<Box<Expr>>,
+}
+
+/// A statement.
+#[derive(Clone)]
+pub enum Stmt {
+    Let {
+        name: Ident,
+        mutable: bool,
+        ty: Option<TypeAst>,
+        init: Option<Expr>,
+        span: Sp,
+    },
+    Expr(Expr),
+}
+
+/// An expression with its span.
+#[derive(Clone)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Sp,
+}
+
+/// Binary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LogicAnd,
+    LogicOr,
+}
+
+impl BinOp {
+    /// Whether the operator compares (result `bool`).
+    pub fn is_cmp(self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge
+        )
+    }
+}
+
+/// Unary operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Neg,
+    Not,
+}
+
+/// A `match` arm pattern.
+#[derive(Clone, Debug)]
+pub enum Pat {
+    Wild,
+    /// `Act::Relu` or `Relu`: the last segment names the variant.
+    Name(Ident),
+    Int(i128),
+    Bool(bool),
+    Or(Vec<Pat>),
+}
+
+/// An operand of `asm!`.
+#[derive(Clone)]
+pub enum AsmOperand {
+    In(Expr),
+    Out(Scalar, Span),
+}
+
+/// Expression kinds.
+#[derive(Clone)]
+pub enum ExprKind {
+    Int(i128, Option<Scalar>),
+    Float(f64, Option<Scalar>),
+    Bool(bool),
+    /// A single identifier: a variable or a const parameter.
+    Var(Ident),
+    /// A multi-segment path (`Act::Relu`).
+    Path(Vec<Ident>),
+    /// `f(args)` or `f::<A, B>(args)`; `func` is the path (`f`, `f32::from_bits`).
+    Call {
+        func: Vec<Ident>,
+        generics: Vec<Expr>,
+        args: Vec<Expr>,
+    },
+    Method {
+        recv: Box<Expr>,
+        method: Ident,
+        args: Vec<Expr>,
+    },
+    Binary {
+        op: BinOp,
+        lhs: Box<Expr>,
+        rhs: Box<Expr>,
+    },
+    Unary {
+        op: UnOp,
+        expr: Box<Expr>,
+    },
+    Cast {
+        expr: Box<Expr>,
+        ty: TypeAst,
+    },
+    Index {
+        base: Box<Expr>,
+        index: Box<Expr>,
+    },
+    If {
+        cond: Box<Expr>,
+        then: Block,
+        els: Option<Box<Expr>>,
+    },
+    Match {
+        scrut: Box<Expr>,
+        arms: Vec<(Pat, Expr)>,
+    },
+    Block(Block),
+    Array(Vec<Expr>),
+    Repeat {
+        value: Box<Expr>,
+        len: Box<Expr>,
+    },
+    Assign {
+        place: Box<Expr>,
+        op: Option<BinOp>,
+        value: Box<Expr>,
+    },
+    For {
+        var: Ident,
+        start: Box<Expr>,
+        end: Box<Expr>,
+        inclusive: bool,
+        body: Block,
+        unroll: bool,
+    },
+    While {
+        cond: Box<Expr>,
+        body: Block,
+    },
+    Break,
+    Continue,
+    Return(Option<Box<Expr>>),
+    Asm {
+        template: LitStr,
+        operands: Vec<AsmOperand>,
+    },
+    Unit,
+    /// Syntax that was already reported as an error.
+    Error,
+}
+
+mod body;
+mod items;
+
+pub use body::{parse_block, parse_expr, parse_type};
+pub use items::{parse_items, parse_program};
+
+#[cfg(test)]
+mod tests;
