@@ -1,4 +1,5 @@
 use super::*;
+use crate::ctxt::Ctxt;
 use syn::parse_quote;
 
 fn program(items: Vec<syn::Item>) -> (Program, Vec<String>) {
