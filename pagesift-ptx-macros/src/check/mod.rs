@@ -8,6 +8,7 @@
 mod checker;
 mod expr;
 mod fold;
+mod inline;
 mod intrinsics;
 mod ops;
 pub mod prelude;

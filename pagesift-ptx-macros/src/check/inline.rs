@@ -1,0 +1,190 @@
+//! Helper calls: checked at each call with the helper's const parameters bound, and inlined.
+
+use super::checker::{err_expr, same, Binding, Checker, Frame};
+use super::{TExpr, TKind};
+use crate::ctxt::Sp as Span;
+use crate::parse::{Expr, FnItem};
+use crate::types::{ConstVal, Scalar, Ty};
+use std::collections::HashMap;
+
+impl Checker<'_> {
+    /// Checks a helper call and inlines it: its body is checked here, with the helper's const
+    /// parameters bound to the call's generic arguments.
+    pub(super) fn inline_call(
+        &mut self,
+        f: &FnItem,
+        generics: &[Expr],
+        args: Vec<HelperArg<'_>>,
+        span: Span,
+    ) -> TExpr {
+        if self.frames.len() > 48 {
+            self.cx.error(
+                span,
+                format!("helper calls nest too deeply (is `{}` recursive?)", f.name),
+            );
+            return err_expr(span);
+        }
+        if generics.len() != f.consts.len() {
+            self.cx.error(
+                span,
+                format!(
+                    "`{}` takes {} const argument(s) (`{}::<...>(..)`), {} given",
+                    f.name,
+                    f.consts.len(),
+                    f.name,
+                    generics.len()
+                ),
+            );
+            return err_expr(span);
+        }
+        if args.len() != f.params.len() {
+            self.cx.error(
+                span,
+                format!(
+                    "`{}` takes {} argument(s), {} given",
+                    f.name,
+                    f.params.len(),
+                    args.len()
+                ),
+            );
+            return err_expr(span);
+        }
+        let mut scope = HashMap::new();
+        for (c, g) in f.consts.iter().zip(generics) {
+            let v = self.check_expr(g, None);
+            let TKind::Const(val) = v.kind else {
+                if v.ty != Ty::Never {
+                    self.cx.error(g.span, "const arguments must be constants");
+                }
+                return err_expr(span);
+            };
+            let ty = match &c.ty {
+                crate::parse::ConstTy::Int(s) => Ty::Scalar(*s),
+                crate::parse::ConstTy::Bool => Ty::Scalar(Scalar::Bool),
+                crate::parse::ConstTy::Enum(_) => Ty::Enum,
+            };
+            let fits = match (&ty, &val) {
+                (Ty::Enum, ConstVal::Enum(_)) | (Ty::Scalar(Scalar::Bool), ConstVal::Bool(_)) => {
+                    true
+                }
+                (Ty::Scalar(s), ConstVal::Int(i)) => crate::types::wrap_int(*i, *s) == *i,
+                _ => false,
+            };
+            if !fits {
+                self.cx.error(
+                    g.span,
+                    format!(
+                        "const argument `{val}` does not fit `{}`'s parameter `{}`",
+                        f.name, c.name
+                    ),
+                );
+                return err_expr(span);
+            }
+            scope.insert(c.name.to_string(), Binding::Const(val, ty));
+        }
+        // Parameter and return types may use the helper's consts (`[f32; N]`).
+        self.frames.push(Frame::new(scope, Ty::Unit));
+        let ptys: Vec<Ty> = f.params.iter().map(|p| self.resolve_ty(&p.ty)).collect();
+        let ret = f
+            .ret
+            .as_ref()
+            .map(|r| self.resolve_ty(r))
+            .unwrap_or(Ty::Unit);
+        let frame = self.frames.pop();
+        let mut binds = Vec::new();
+        let mut aliases = Vec::new();
+        for ((p, pty), a) in f.params.iter().zip(&ptys).zip(args) {
+            match pty {
+                Ty::Slice { .. } | Ty::Shared { .. } => {
+                    let HelperArg::Expr(e) = a else { continue };
+                    let Some((id, aty)) = self.place_base(e) else {
+                        continue;
+                    };
+                    let ok = match (pty, &aty) {
+                        (
+                            Ty::Slice { elem, mutable },
+                            Ty::Slice {
+                                elem: ae,
+                                mutable: am,
+                            },
+                        ) => elem == ae && (!mutable || *am),
+                        (Ty::Shared { elem, len }, Ty::Shared { elem: ae, len: al }) => {
+                            elem == ae && (len.is_none() || len == al)
+                        }
+                        _ => aty == Ty::Never,
+                    };
+                    if !ok {
+                        self.cx.error(
+                            e.span,
+                            format!("mismatched types: expected `{pty}`, found `{aty}`"),
+                        );
+                    }
+                    aliases.push((p.name.to_string(), id));
+                }
+                _ => {
+                    let t = match a {
+                        HelperArg::Expr(e) => {
+                            let t = self.check_expr(e, Some(pty));
+                            if !same(&t.ty, pty) {
+                                self.cx.error(
+                                    e.span,
+                                    format!("mismatched types: expected `{pty}`, found `{}`", t.ty),
+                                );
+                            }
+                            t
+                        }
+                        HelperArg::Checked(t) => t,
+                    };
+                    binds.push((p.name.to_string(), pty.clone(), t));
+                }
+            }
+        }
+        let Some(mut frame) = frame else {
+            return err_expr(span);
+        };
+        frame.ret = ret.clone();
+        self.frames.push(frame);
+        if let Some(top) = self.frames.last_mut() {
+            for (name, id) in aliases {
+                top.bind(&name, Binding::Var(id));
+            }
+        }
+        let mut tbinds = Vec::new();
+        for (name, ty, t) in binds {
+            let id = self.declare(&name, ty, false);
+            tbinds.push((id, t));
+        }
+        let body = self.check_block(&f.body, Some(&ret));
+        self.frames.pop();
+        if !same(&body.ty, &ret) {
+            let at = f
+                .body
+                .tail
+                .as_ref()
+                .map(|t| t.span)
+                .unwrap_or(f.name.span().into());
+            self.cx.error(
+                at,
+                format!(
+                    "`{}` must return `{ret}`, its body gives `{}`",
+                    f.name, body.ty
+                ),
+            );
+        }
+        TExpr {
+            kind: TKind::Inline {
+                binds: tbinds,
+                body,
+            },
+            ty: ret,
+            span,
+        }
+    }
+}
+
+/// An argument of a helper call: written, or already checked (the receiver of a method that
+/// the prelude implements).
+pub(super) enum HelperArg<'e> {
+    Expr(&'e Expr),
+    Checked(TExpr),
+}

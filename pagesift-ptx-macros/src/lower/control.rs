@@ -1,0 +1,275 @@
+//! Control flow: `if`, loops (unrolled or not), inlined helpers with `return`, assignments.
+
+use super::{InlineCx, Lower, Store, Val};
+use crate::check::{Place, TBlock, TExpr, TKind, TStmt, VarId};
+use crate::ctxt::Sp as Span;
+use crate::ptx::{self, Item, Op, Operand};
+use crate::types::{ConstVal, RegClass, Ty};
+
+impl Lower<'_> {
+    pub(super) fn inline(
+        &mut self,
+        binds: &[(VarId, TExpr)],
+        body: &TBlock,
+        ty: &Ty,
+        span: Span,
+    ) -> Val {
+        for (id, arg) in binds {
+            let v = self.expr(arg);
+            // Parameters are immutable: constants stay constants; registers are shared.
+            self.vars.insert(*id, Store::Value(v));
+        }
+        if !contains_return(body) {
+            return self.block(body);
+        }
+        let result = self.fresh_of(ty);
+        let end = self.label();
+        self.inlines.push(InlineCx {
+            end,
+            result: result.clone(),
+        });
+        let saved_loops = std::mem::take(&mut self.loops);
+        let v = self.block(body);
+        self.loops = saved_loops;
+        self.inlines.pop();
+        if let Some(dst) = &result {
+            if !matches!(v, Val::Unit) {
+                self.assign_val(dst, &v, span);
+            }
+        }
+        self.body.push(Item::Label(end));
+        result.unwrap_or(Val::Unit)
+    }
+
+    /// Fresh registers for a value of type `ty` (`None` for unit).
+    pub(super) fn fresh_of(&mut self, ty: &Ty) -> Option<Val> {
+        match ty {
+            Ty::Scalar(s) => Some(Val::Reg(self.reg(s.reg_class()), *s)),
+            Ty::Array(s, n) => Some(Val::Arr(
+                (0..*n)
+                    .map(|_| Val::Reg(self.reg(s.reg_class()), *s))
+                    .collect(),
+            )),
+            _ => None,
+        }
+    }
+
+    pub(super) fn if_expr(
+        &mut self,
+        cond: &TExpr,
+        then: &TBlock,
+        els: Option<&TExpr>,
+        ty: &Ty,
+        span: Span,
+    ) -> Val {
+        let c = self.expr(cond);
+        let p = match c {
+            Val::Imm(ConstVal::Bool(b), _) => {
+                // Constant after unrolling or propagation: only the taken branch is emitted.
+                return if b {
+                    self.block(then)
+                } else {
+                    els.map(|x| self.expr(x)).unwrap_or(Val::Unit)
+                };
+            }
+            Val::Reg(p, _) => p,
+            _ => return Val::Unit,
+        };
+        let result = self.fresh_of(ty);
+        let (else_l, end_l) = (self.label(), self.label());
+        self.bra(if els.is_some() { else_l } else { end_l }, Some((p, true)));
+        let tv = self.block(then);
+        if let Some(dst) = &result {
+            self.assign_val(dst, &tv, span);
+        }
+        if let Some(x) = els {
+            self.bra(end_l, None);
+            self.body.push(Item::Label(else_l));
+            let ev = self.expr(x);
+            if let Some(dst) = &result {
+                self.assign_val(dst, &ev, span);
+            }
+        }
+        self.body.push(Item::Label(end_l));
+        result.unwrap_or(Val::Unit)
+    }
+
+    pub(super) fn assign(
+        &mut self,
+        place: &Place,
+        op: Option<crate::parse::BinOp>,
+        value: &TExpr,
+        span: Span,
+    ) {
+        match place {
+            Place::Var(id) => {
+                let Some(dst) = self.place_value(*id) else {
+                    return;
+                };
+                let v = self.expr(value);
+                let v = match op {
+                    Some(o) => self.binary(o, dst.clone(), v, span),
+                    None => v,
+                };
+                self.assign_val(&dst, &v, span);
+            }
+            Place::Index { base, index } => match self.vars.get(base).cloned() {
+                Some(Store::Value(Val::Arr(items))) => {
+                    let i = self.expr(index);
+                    let Some(k) = self.const_index(&i, items.len(), index.span) else {
+                        return;
+                    };
+                    let dst = items[k].clone();
+                    let v = self.expr(value);
+                    let v = match op {
+                        Some(o) => self.binary(o, dst.clone(), v, span),
+                        None => v,
+                    };
+                    self.assign_val(&dst, &v, span);
+                }
+                Some(store @ (Store::Global(..) | Store::Shared(..))) => {
+                    let (space, a, elem) = self.elem_addr(&store, index, span);
+                    let v = self.expr(value);
+                    let v = match op {
+                        Some(o) => {
+                            let old = self.load(space, elem, a.clone(), false, span);
+                            self.binary(o, old, v, span)
+                        }
+                        None => v,
+                    };
+                    self.store(space, elem, a, &v, span);
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// The constant index of a register array, or an error.
+    pub(crate) fn const_index(&mut self, i: &Val, len: usize, span: Span) -> Option<usize> {
+        match i {
+            Val::Imm(ConstVal::Int(k), _) if *k >= 0 && (*k as usize) < len => Some(*k as usize),
+            Val::Imm(ConstVal::Int(k), _) => {
+                self.error(
+                    span,
+                    format!("index {k} is out of bounds for a register array of {len}"),
+                );
+                None
+            }
+            _ => {
+                self.error(
+                    span,
+                    "register arrays are indexed only by values known after unrolling (a constant, or the counter of an `#[unroll]` loop with constant bounds)",
+                );
+                None
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn for_loop(
+        &mut self,
+        var: VarId,
+        start: &TExpr,
+        end: &TExpr,
+        inclusive: bool,
+        body: &TBlock,
+        unroll: bool,
+        span: Span,
+    ) {
+        let s = self.expr(start);
+        let e = self.expr(end);
+        let Ty::Scalar(ty) = self.v.vars[var].ty else {
+            return;
+        };
+        if unroll {
+            if let (Val::Imm(ConstVal::Int(a), _), Val::Imm(ConstVal::Int(b), _)) = (&s, &e) {
+                let last = if inclusive { *b } else { b - 1 };
+                let exit = self.label();
+                for k in *a..=last {
+                    let next = self.label();
+                    self.vars
+                        .insert(var, Store::Value(Val::Imm(ConstVal::Int(k), ty)));
+                    self.loops.push((exit, next));
+                    self.block(body);
+                    self.loops.pop();
+                    self.body.push(Item::Label(next));
+                }
+                self.body.push(Item::Label(exit));
+                return;
+            }
+        }
+        let counter = self.reg(ty.reg_class());
+        self.mov_into(counter, ty, &s, span);
+        let end_v = self.copy(&e, span);
+        let (head, latch, exit) = (self.label(), self.label(), self.label());
+        self.body.push(Item::Label(head));
+        let cmp = if inclusive {
+            ptx::CmpKind::Gt
+        } else {
+            ptx::CmpKind::Ge
+        };
+        let p = self.reg(RegClass::Pred);
+        let end_op = self.operand(&end_v, span);
+        self.emit(
+            Op::Setp(cmp, ty),
+            vec![p.into(), counter.into(), end_op.clone()],
+            span,
+        );
+        self.bra(exit, Some((p, false)));
+        self.vars.insert(var, Store::Value(Val::Reg(counter, ty)));
+        self.loops.push((exit, latch));
+        self.block(body);
+        self.loops.pop();
+        self.body.push(Item::Label(latch));
+        if inclusive {
+            // `a..=MAX` must not wrap around: leave when the counter reaches the end.
+            let q = self.reg(RegClass::Pred);
+            self.emit(
+                Op::Setp(ptx::CmpKind::Eq, ty),
+                vec![q.into(), counter.into(), end_op],
+                span,
+            );
+            self.bra(exit, Some((q, false)));
+        }
+        self.emit(
+            Op::Bin(ptx::BinKind::Add, ty),
+            vec![counter.into(), counter.into(), Operand::Int(1)],
+            span,
+        );
+        self.bra(head, None);
+        self.body.push(Item::Label(exit));
+    }
+}
+
+pub(super) fn contains_return(b: &TBlock) -> bool {
+    pub(super) fn e(x: &TExpr) -> bool {
+        match &x.kind {
+            TKind::Return(_) => true,
+            TKind::Inline { binds, .. } => binds.iter().any(|(_, a)| e(a)),
+            TKind::Unary(_, a) | TKind::Cast(a) | TKind::Repeat(a, _) => e(a),
+            TKind::Binary(_, a, c) => e(a) || e(c),
+            TKind::Index { index, .. } => e(index),
+            TKind::Intr { args, .. } | TKind::Mem { args, .. } | TKind::Array(args) => {
+                args.iter().any(e)
+            }
+            TKind::Asm { inputs, .. } => inputs.iter().any(e),
+            TKind::If { cond, then, els } => {
+                e(cond) || contains_return(then) || els.as_deref().is_some_and(e)
+            }
+            TKind::Block(b) => contains_return(b),
+            TKind::Match { scrut, arms } => e(scrut) || arms.iter().any(|(_, a)| e(a)),
+            TKind::Assign { place, value, .. } => {
+                e(value) || matches!(place, Place::Index { index, .. } if e(index))
+            }
+            TKind::For {
+                start, end, body, ..
+            } => e(start) || e(end) || contains_return(body),
+            TKind::While { cond, body } => e(cond) || contains_return(body),
+            TKind::Const(_) | TKind::Var(_) | TKind::Break | TKind::Continue => false,
+        }
+    }
+    b.stmts.iter().any(|s| match s {
+        TStmt::Let { init, .. } => init.as_ref().is_some_and(e),
+        TStmt::Expr(x) => e(x),
+    }) || b.tail.as_deref().is_some_and(e)
+}

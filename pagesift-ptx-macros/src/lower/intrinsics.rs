@@ -1,0 +1,232 @@
+//! Intrinsics: special registers, barriers, shuffles, votes, math, bit casts, `asm!`.
+
+use super::{Lower, Val};
+use crate::check::{Intr, ShflKind, Special, TExpr};
+use crate::ctxt::Sp as Span;
+use crate::ptx::{self, BinKind, Op, Operand, UnKind};
+use crate::types::{ConstVal, Scalar, Ty};
+
+const FULL_MASK: i128 = 0xffff_ffff;
+
+impl Lower<'_> {
+    pub(super) fn intrinsic(&mut self, intr: Intr, args: &[TExpr], ty: &Ty, span: Span) -> Val {
+        let vals: Vec<Val> = args.iter().map(|a| self.expr(a)).collect();
+        let rs = match ty {
+            Ty::Scalar(s) => *s,
+            _ => Scalar::U32,
+        };
+        let s0 = vals.first().and_then(Self::scalar_of).unwrap_or(rs);
+        let special = |name: &str| Operand::Name(name.to_string());
+        let xyz = |d: u8| ["x", "y", "z"][d as usize];
+        match intr {
+            Intr::Special(sp) => {
+                let name = match sp {
+                    Special::Tid(d) => format!("%tid.{}", xyz(d)),
+                    Special::Ctaid(d) => format!("%ctaid.{}", xyz(d)),
+                    Special::Nctaid(d) => format!("%nctaid.{}", xyz(d)),
+                    Special::LaneId => "%laneid".to_string(),
+                };
+                self.op_to(
+                    Op::Mov(Scalar::U32),
+                    Scalar::U32,
+                    vec![special(&name)],
+                    span,
+                )
+            }
+            Intr::WarpId => {
+                let [bx, by, _] = self.v.block;
+                let tx = self.op_to(
+                    Op::Mov(Scalar::U32),
+                    Scalar::U32,
+                    vec![special("%tid.x")],
+                    span,
+                );
+                let mut lin = tx;
+                if self.v.block[1] > 1 || self.v.block[2] > 1 {
+                    let ty_ = self.op_to(
+                        Op::Mov(Scalar::U32),
+                        Scalar::U32,
+                        vec![special("%tid.y")],
+                        span,
+                    );
+                    let tz = self.op_to(
+                        Op::Mov(Scalar::U32),
+                        Scalar::U32,
+                        vec![special("%tid.z")],
+                        span,
+                    );
+                    let yz = {
+                        let (a, b) = (self.operand_reg(&tz, span), self.operand_reg(&ty_, span));
+                        self.op_to(
+                            Op::Fma(Scalar::U32),
+                            Scalar::U32,
+                            vec![a, Operand::Int(by as i128), b],
+                            span,
+                        )
+                    };
+                    let (a, b) = (self.operand_reg(&yz, span), self.operand_reg(&lin, span));
+                    lin = self.op_to(
+                        Op::Fma(Scalar::U32),
+                        Scalar::U32,
+                        vec![a, Operand::Int(bx as i128), b],
+                        span,
+                    );
+                }
+                let l = self.operand_reg(&lin, span);
+                self.op_to(
+                    Op::Bin(BinKind::Shr, Scalar::U32),
+                    Scalar::U32,
+                    vec![l, Operand::Int(5)],
+                    span,
+                )
+            }
+            Intr::SyncThreads => {
+                self.emit(Op::BarSync, vec![Operand::Int(0)], span);
+                Val::Unit
+            }
+            Intr::Shfl(k) => {
+                let v = self.operand_reg(&vals[0], span);
+                let l = self.operand(&vals[1], span);
+                let c = if k == ShflKind::Up { 0 } else { 0x1f };
+                self.op_to(
+                    Op::Shfl(k),
+                    rs,
+                    vec![v, l, Operand::Int(c), Operand::Int(FULL_MASK)],
+                    span,
+                )
+            }
+            Intr::Vote(k) => {
+                let p = self.operand_reg(&vals[0], span);
+                self.op_to(Op::Vote(k), rs, vec![p, Operand::Int(FULL_MASK)], span)
+            }
+            Intr::Abs => self.un(UnKind::Abs, s0, vals[0].clone(), span),
+            Intr::Min => self.bin(BinKind::Min, s0, vals[0].clone(), vals[1].clone(), span),
+            Intr::Max => self.bin(BinKind::Max, s0, vals[0].clone(), vals[1].clone(), span),
+            Intr::MulHi => self.bin(BinKind::MulHi, s0, vals[0].clone(), vals[1].clone(), span),
+            // PTX `copysign d, a, b` gives b's magnitude with a's sign.
+            Intr::CopySign => self.bin(
+                BinKind::CopySign,
+                s0,
+                vals[1].clone(),
+                vals[0].clone(),
+                span,
+            ),
+            Intr::Fma => self.fma(s0, &vals, span),
+            Intr::Sqrt => self.un(UnKind::Sqrt, s0, vals[0].clone(), span),
+            Intr::SqrtFast => self.un(UnKind::SqrtApprox, s0, vals[0].clone(), span),
+            Intr::RsqrtFast => self.un(UnKind::RsqrtApprox, s0, vals[0].clone(), span),
+            Intr::Recip => self.un(UnKind::Rcp, s0, vals[0].clone(), span),
+            Intr::RecipFast => self.un(UnKind::RcpApprox, s0, vals[0].clone(), span),
+            Intr::Exp2Fast => self.un(UnKind::Ex2Approx, s0, vals[0].clone(), span),
+            Intr::Log2Fast => self.un(UnKind::Lg2Approx, s0, vals[0].clone(), span),
+            Intr::TanhFast => self.un(UnKind::TanhApprox, s0, vals[0].clone(), span),
+            Intr::SinFast => self.un(UnKind::SinApprox, s0, vals[0].clone(), span),
+            Intr::CosFast => self.un(UnKind::CosApprox, s0, vals[0].clone(), span),
+            Intr::Floor => self.un(UnKind::Floor, s0, vals[0].clone(), span),
+            Intr::Ceil => self.un(UnKind::Ceil, s0, vals[0].clone(), span),
+            Intr::RoundEven => self.un(UnKind::RoundEven, s0, vals[0].clone(), span),
+            Intr::Trunc => self.un(UnKind::Trunc, s0, vals[0].clone(), span),
+            Intr::IsNan => {
+                let a = self.operand_reg(&vals[0], span);
+                self.op_to(Op::IsNan(s0), Scalar::Bool, vec![a], span)
+            }
+            Intr::Popc | Intr::Clz => {
+                let k = if intr == Intr::Popc {
+                    UnKind::Popc
+                } else {
+                    UnKind::Clz
+                };
+                let a = self.operand_reg(&vals[0], span);
+                self.op_to(Op::Un(k, s0), Scalar::U32, vec![a], span)
+            }
+            Intr::BitCast => {
+                if let Val::Imm(c, _) = &vals[0] {
+                    if let Some(v) = fold_bitcast(c, s0, rs) {
+                        return v;
+                    }
+                }
+                let a = self.operand_reg(&vals[0], span);
+                if s0.reg_class() == rs.reg_class() {
+                    return match a {
+                        Operand::Reg(r) => Val::Reg(r, rs),
+                        _ => Val::Unit,
+                    };
+                }
+                self.op_to(Op::MovBits(rs.bytes() * 8), rs, vec![a], span)
+            }
+            Intr::Pack => self.pack(&vals[0], &vals[1], rs, span),
+            Intr::Lo | Intr::Hi => {
+                let (lo, hi) = self.unpack(&vals[0], rs, span);
+                if intr == Intr::Lo {
+                    lo
+                } else {
+                    hi
+                }
+            }
+        }
+    }
+
+    pub(super) fn fma(&mut self, s: Scalar, vals: &[Val], span: Span) -> Val {
+        let op = Op::Fma(s);
+        if !ptx::available(&op, self.v.target.sm)
+            && (s.is_packed() || matches!(s, Scalar::F16 | Scalar::Bf16))
+        {
+            return self.via_f32(s, vals, span, &|lw, a| lw.fma(Scalar::F32, a, span));
+        }
+        let a = self.operand_reg(&vals[0], span);
+        let b = self.operand(&vals[1], span);
+        let c = self.operand(&vals[2], span);
+        self.op_to(op, s, vec![a, b, c], span)
+    }
+
+    pub(super) fn asm(
+        &mut self,
+        template: &str,
+        inputs: &[TExpr],
+        out: Option<Scalar>,
+        span: Span,
+    ) -> Val {
+        let vals: Vec<Val> = inputs.iter().map(|x| self.expr(x)).collect();
+        let mut text = template.to_string();
+        for (i, v) in vals.iter().enumerate() {
+            let o = self.operand(v, span);
+            text = text.replace(&format!("{{in{i}}}"), &operand_text(&o));
+        }
+        let result = out.map(|s| {
+            let r = self.reg(s.reg_class());
+            text = text.replace("{out}", &operand_text(&Operand::Reg(r)));
+            Val::Reg(r, s)
+        });
+        self.emit(Op::Asm(text), vec![], span);
+        result.unwrap_or(Val::Unit)
+    }
+}
+
+fn operand_text(o: &Operand) -> String {
+    match o {
+        Operand::Reg(r) => format!("{}{}", r.class.decl().1, r.n),
+        Operand::Int(v) => v.to_string(),
+        Operand::F32(b) => format!("0f{b:08X}"),
+        Operand::F64(b) => format!("0d{b:016X}"),
+        _ => String::new(),
+    }
+}
+
+fn fold_bitcast(c: &ConstVal, from: Scalar, to: Scalar) -> Option<Val> {
+    match (c, from, to) {
+        (ConstVal::Int(i), Scalar::U32, Scalar::F32) => Some(Val::Imm(
+            ConstVal::Float(f32::from_bits(*i as u32) as f64),
+            to,
+        )),
+        (ConstVal::Float(f), Scalar::F32, Scalar::U32) => {
+            Some(Val::Imm(ConstVal::Int((*f as f32).to_bits() as i128), to))
+        }
+        (ConstVal::Int(i), Scalar::U64, Scalar::F64) => {
+            Some(Val::Imm(ConstVal::Float(f64::from_bits(*i as u64)), to))
+        }
+        (ConstVal::Float(f), Scalar::F64, Scalar::U64) => {
+            Some(Val::Imm(ConstVal::Int(f.to_bits() as i128), to))
+        }
+        _ => None,
+    }
+}

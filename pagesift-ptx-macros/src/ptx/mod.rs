@@ -1,0 +1,317 @@
+//! The PTX IR (virtual registers, labels, instructions) and its text form.
+//!
+//! Emission is table driven: [`opcode`] maps an operation and its types to the instruction text
+//! (`add.f32`, `ld.global.nc.v4.f32`), [`requirement`] gives the lowest target and PTX ISA
+//! version each form needs, and an operation with no rule is a hard error, never a guess.
+
+use crate::check::{AtomKind, ShflKind, VoteKind};
+use crate::types::{RegClass, Scalar};
+use std::fmt::Write as _;
+
+/// A virtual register.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reg {
+    pub class: RegClass,
+    pub n: u32,
+}
+
+/// An instruction operand.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Operand {
+    Reg(Reg),
+    /// An integer immediate.
+    Int(i128),
+    /// An f32 immediate, by its bits (`0f3F800000`).
+    F32(u32),
+    /// An f64 immediate, by its bits.
+    F64(u64),
+    /// A special register (`%tid.x`) or a symbol (a shared array, a parameter).
+    Name(String),
+    /// `[base+offset]`.
+    Addr(Box<Operand>, i64),
+    /// `{a, b, c, d}`.
+    Vec(Vec<Operand>),
+    /// A branch target.
+    Label(u32),
+}
+
+/// Binary operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    Min,
+    Max,
+    MulHi,
+    CopySign,
+}
+
+/// Unary operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnKind {
+    Neg,
+    Not,
+    Abs,
+    Sqrt,
+    SqrtApprox,
+    RsqrtApprox,
+    Rcp,
+    RcpApprox,
+    Ex2Approx,
+    Lg2Approx,
+    TanhApprox,
+    SinApprox,
+    CosApprox,
+    Floor,
+    Ceil,
+    RoundEven,
+    Trunc,
+    Popc,
+    Clz,
+}
+
+/// Comparisons of `setp`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CmpKind {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    /// Unordered not-equal (floats: true when either side is NaN).
+    Neu,
+}
+
+/// State spaces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    Global,
+    Shared,
+    Param,
+}
+
+/// An operation; its types select the instruction form.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Mov(Scalar),
+    /// `mov.b{bits}`: moves bits between register classes, packs and unpacks vectors.
+    MovBits(u32),
+    Bin(BinKind, Scalar),
+    Un(UnKind, Scalar),
+    Fma(Scalar),
+    Setp(CmpKind, Scalar),
+    /// `testp.notanumber`.
+    IsNan(Scalar),
+    Selp(Scalar),
+    Cvt {
+        to: Scalar,
+        from: Scalar,
+    },
+    /// `ty` is the memory type (`Scalar::mem`), `vec` 1, 2 or 4.
+    Ld {
+        space: Space,
+        ty: Scalar,
+        vec: u8,
+        nc: bool,
+    },
+    St {
+        space: Space,
+        ty: Scalar,
+        vec: u8,
+    },
+    Atom {
+        space: Space,
+        kind: AtomKind,
+        ty: Scalar,
+    },
+    Shfl(ShflKind),
+    Vote(VoteKind),
+    BarSync,
+    Bra,
+    Ret,
+    CvtaGlobal,
+    MulWide {
+        signed: bool,
+    },
+    Bfe {
+        signed: bool,
+    },
+    Bfi,
+    /// One instruction spliced by `asm!`, operands already substituted.
+    Asm(String),
+}
+
+/// An instruction or a label.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    Inst {
+        pred: Option<(Reg, bool)>,
+        op: Op,
+        args: Vec<Operand>,
+    },
+    Label(u32),
+}
+
+/// A kernel parameter's PTX type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParamDecl {
+    pub name: String,
+    pub ty: &'static str,
+}
+
+/// One kernel entry, ready to print.
+#[derive(Clone, Debug)]
+pub struct Function {
+    pub entry: String,
+    pub target: String,
+    pub ptx_version: (u32, u32),
+    pub block: [u32; 3],
+    pub min_blocks: u32,
+    pub max_regs: Option<u32>,
+    pub params: Vec<ParamDecl>,
+    /// Static shared arrays: (symbol, bytes).
+    pub shared: Vec<(String, u32)>,
+    /// The dynamic shared array's symbol.
+    pub dyn_shared: Option<String>,
+    pub body: Vec<Item>,
+    pub reg_counts: Vec<(RegClass, u32)>,
+}
+
+fn operand(o: &Operand, out: &mut String) {
+    match o {
+        Operand::Reg(r) => {
+            let _ = write!(out, "{}{}", r.class.decl().1, r.n);
+        }
+        Operand::Int(v) => {
+            let _ = write!(out, "{v}");
+        }
+        Operand::F32(bits) => {
+            let _ = write!(out, "0f{bits:08X}");
+        }
+        Operand::F64(bits) => {
+            let _ = write!(out, "0d{bits:016X}");
+        }
+        Operand::Name(n) => out.push_str(n),
+        Operand::Addr(base, off) => {
+            out.push('[');
+            operand(base, out);
+            // nvcc's spelling for negative offsets is `[%rd1+-4]`.
+            if *off != 0 {
+                let _ = write!(out, "+{off}");
+            }
+            out.push(']');
+        }
+        Operand::Vec(items) => {
+            out.push('{');
+            for (i, it) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                operand(it, out);
+            }
+            out.push('}');
+        }
+        Operand::Label(l) => {
+            let _ = write!(out, "$L__BB{l}");
+        }
+    }
+}
+
+/// The text of one instruction (without indentation or newline).
+pub fn inst_text(pred: &Option<(Reg, bool)>, op: &Op, args: &[Operand]) -> Result<String, String> {
+    let mut s = String::new();
+    if let Some((p, neg)) = pred {
+        let _ = write!(
+            s,
+            "@{}{}{} ",
+            if *neg { "!" } else { "" },
+            p.class.decl().1,
+            p.n
+        );
+    }
+    if let Op::Asm(text) = op {
+        s.push_str(text.trim().trim_end_matches(';'));
+        s.push(';');
+        return Ok(s);
+    }
+    s.push_str(&opcode(op)?);
+    for (i, a) in args.iter().enumerate() {
+        s.push_str(if i == 0 { " " } else { ", " });
+        operand(a, &mut s);
+    }
+    s.push(';');
+    Ok(s)
+}
+
+/// The complete PTX module text of one function.
+pub fn emit_module(f: &Function) -> Result<String, String> {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "//\n// Generated by ptx_kernel! (pagesift-ptx-macros)\n//\n"
+    );
+    let _ = writeln!(s, ".version {}.{}", f.ptx_version.0, f.ptx_version.1);
+    let _ = writeln!(s, ".target {}", f.target);
+    let _ = writeln!(s, ".address_size 64\n");
+    if let Some(d) = &f.dyn_shared {
+        let _ = writeln!(s, ".extern .shared .align 16 .b8 {d}[];\n");
+    }
+    let _ = write!(s, ".visible .entry {}(", f.entry);
+    for (i, p) in f.params.iter().enumerate() {
+        let _ = write!(
+            s,
+            "{}\n\t.param .{} {}",
+            if i == 0 { "" } else { "," },
+            p.ty,
+            p.name
+        );
+    }
+    let _ = writeln!(s, "\n)");
+    let [x, y, z] = f.block;
+    let _ = writeln!(s, ".reqntid {x}, {y}, {z}");
+    // Without a blocks-per-SM bound ptxas aims at full occupancy for the block size and spills
+    // beyond its register budget; the bound states what the kernel actually needs.
+    let _ = writeln!(s, ".minnctapersm {}", f.min_blocks);
+    if let Some(r) = f.max_regs {
+        let _ = writeln!(s, ".maxnreg {r}");
+    }
+    let _ = writeln!(s, "{{");
+    for (class, n) in &f.reg_counts {
+        if *n > 0 {
+            let (ty, prefix) = class.decl();
+            let _ = writeln!(s, "\t.reg .{ty} {prefix}<{}>;", n + 1);
+        }
+    }
+    for (name, bytes) in &f.shared {
+        let _ = writeln!(s, "\t.shared .align 16 .b8 {name}[{bytes}];");
+    }
+    s.push('\n');
+    for item in &f.body {
+        match item {
+            Item::Label(l) => {
+                let _ = writeln!(s, "$L__BB{l}:");
+            }
+            Item::Inst { pred, op, args } => {
+                let _ = writeln!(s, "\t{}", inst_text(pred, op, args)?);
+            }
+        }
+    }
+    let _ = writeln!(s, "}}");
+    Ok(s)
+}
+
+mod table;
+
+pub use table::{available, instruction_forms, opcode, requirement};
+
+#[cfg(test)]
+mod tests;
