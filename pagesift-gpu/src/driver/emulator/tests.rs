@@ -1065,3 +1065,33 @@ fn byte_counts_parse() {
     assert_eq!(super::parse_bytes("lots"), None);
     assert_eq!(super::parse_bytes("12X"), None);
 }
+
+/// Local memory through its symbol, through a generic address (`cvta.local`), and a shared
+/// variable reached through a generic address (`cvta.shared`).
+#[test]
+fn local_and_generic_addressing() {
+    let e = emu();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .local .align 8 .b8 depot[16];\n .shared .align 4 .b8 sm[128];\n\
+         .reg .b32 %r<8>;\n .reg .b64 %rd<8>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n\
+         mov.u64 %rd2, depot;\n cvta.local.u64 %rd3, %rd2;\n mul.lo.u32 %r2, %r1, 7;\n st.u32 [%rd3+4], %r2;\n\
+         ld.local.u32 %r3, [depot+4];\n\
+         mov.u64 %rd4, sm;\n cvta.shared.u64 %rd5, %rd4;\n mul.wide.u32 %rd6, %r1, 4;\n add.s64 %rd5, %rd5, %rd6;\n\
+         st.u32 [%rd5], %r3;\n bar.sync 0;\n xor.b32 %r4, %r1, 1;\n shl.b32 %r5, %r4, 2;\n mov.u32 %r6, sm;\n add.u32 %r6, %r6, %r5;\n\
+         ld.shared.u32 %r7, [%r6];\n add.s64 %rd7, %rd1, %rd6;\n st.global.u32 [%rd7], %r7;\n ret;\n}}\n"
+    );
+    let out = upload_u32(&e, &[0; 32]);
+    launch(&e, &ptx, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect("addressing");
+    let got = download_u32(&e, out, 32);
+    for t in 0..32u32 {
+        assert_eq!(got[t as usize], (t ^ 1) * 7, "thread {t}");
+    }
+    // Past the end of the 16-byte local depot.
+    let bad = ptx.replace("st.u32 [%rd3+4]", "st.u32 [%rd3+16]");
+    let err = launch(&e, &bad, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect_err("local overrun");
+    assert!(
+        err.to_string().contains("out-of-bounds local access"),
+        "{err}"
+    );
+}
