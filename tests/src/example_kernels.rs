@@ -190,3 +190,25 @@ ptx_kernel! {
         }
     }
 }
+
+ptx_kernel! {
+    /// `y` = `x` with every chunk of 128 elements reversed (the last chunk may be shorter),
+    /// through dynamic shared memory of 512 bytes; the element passes through a register-array
+    /// swap on the way.
+    #[launch(block = 128)]
+    pub fn chunk_reverse(x: &[f32], y: &mut [f32], n: u32) {
+        let buf: Shared<[f32]>;
+        let t = thread_idx_x();
+        let base = block_idx_x() * 128;
+        if base + t < n {
+            buf[t] = x[base + t];
+        }
+        sync_threads();
+        let len = (n - base).min(128);
+        if t < len {
+            let mut pair = [buf[len - 1 - t], t as f32];
+            pair = [pair[1], pair[0]];
+            y[base + t] = pair[1];
+        }
+    }
+}

@@ -385,3 +385,26 @@ fn special_functions_meet_their_documented_accuracy() {
         println!("{f:?}: max {worst_ulps:.2} ulp, abs {worst_abs:.2e}, rel {worst_rel:.2e} over {} inputs", xs.len());
     }
 }
+
+#[test]
+fn chunk_reverse_through_dynamic_shared_memory() {
+    let Some(gpu) = gpu_or_skip("chunk_reverse_through_dynamic_shared_memory") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let v = example_kernels::chunk_reverse::VARIANTS;
+    assert!(v[0].dynamic_shared && v[0].static_shared_bytes == 0);
+    for n in [1u32, 127, 128, 300] {
+        let x = random_f32(n as usize, 8);
+        let dx = upload(&gpu, &x);
+        let mut dy = upload(&gpu, &vec![f32::NAN; n as usize]);
+        let cfg = LaunchConfig::grid_1d(n.div_ceil(128)).with_shared_mem(512);
+        example_kernels::chunk_reverse::launch(&stream, cfg, &dx, &mut dy, n).expect("launch");
+        let y = dy.to_host().expect("download");
+        for (c, chunk) in x.chunks(128).enumerate() {
+            for (t, &got) in y[c * 128..c * 128 + chunk.len()].iter().enumerate() {
+                assert_eq!(got, chunk[chunk.len() - 1 - t], "n={n} chunk={c} t={t}");
+            }
+        }
+    }
+}

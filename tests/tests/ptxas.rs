@@ -27,13 +27,14 @@ fn find_ptxas() -> Option<PathBuf> {
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
-    let families: [&'static [KernelVariant]; 6] = [
+    let families: [&'static [KernelVariant]; 7] = [
         example_kernels::bias_act::VARIANTS,
         example_kernels::block_sum::VARIANTS,
         example_kernels::tile_scale::VARIANTS,
         example_kernels::half_axpy::VARIANTS,
         example_kernels::clock_mix::VARIANTS,
         example_kernels::special_fn::VARIANTS,
+        example_kernels::chunk_reverse::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

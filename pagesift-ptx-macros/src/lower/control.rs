@@ -111,6 +111,11 @@ impl Lower<'_> {
                     Some(o) => self.binary(o, dst.clone(), v, span),
                     None => v,
                 };
+                // `a = [a[1], a[0]]`: element moves must not read what earlier ones wrote.
+                let v = match (&dst, &v) {
+                    (Val::Arr(_), Val::Arr(_)) if overlaps(&dst, &v) => self.copy(&v, span),
+                    _ => v,
+                };
                 self.assign_val(&dst, &v, span);
             }
             Place::Index { base, index } => match self.vars.get(base).cloned() {
@@ -272,4 +277,19 @@ pub(super) fn contains_return(b: &TBlock) -> bool {
         TStmt::Let { init, .. } => init.as_ref().is_some_and(e),
         TStmt::Expr(x) => e(x),
     }) || b.tail.as_deref().is_some_and(e)
+}
+
+/// Whether a register of `a` occurs in `b`.
+fn overlaps(a: &Val, b: &Val) -> bool {
+    fn regs(v: &Val, out: &mut Vec<crate::ptx::Reg>) {
+        match v {
+            Val::Reg(r, _) => out.push(*r),
+            Val::Arr(items) => items.iter().for_each(|x| regs(x, out)),
+            _ => {}
+        }
+    }
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    regs(a, &mut ra);
+    regs(b, &mut rb);
+    ra.iter().any(|r| rb.contains(r))
 }
