@@ -239,3 +239,80 @@ pub fn instruction_forms() -> TokenStream {
         FORMS
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use quote::quote;
+
+    fn expand(tokens: proc_macro2::TokenStream) -> String {
+        crate::expand(tokens).to_string()
+    }
+
+    #[test]
+    fn the_wrapper_selects_variants_and_passes_typed_arguments() {
+        let out = expand(quote! {
+            #[variants(ACT in [Identity, Relu], BM in [64])]
+            #[launch(block = 128)]
+            pub fn k<const ACT: crate::Act, const BM: u32>(x: &[f16], y: &mut [f32], n: u32) {
+                let i = thread_idx_x();
+                if i < n { y[i] = x[i] as f32; }
+            }
+        });
+        assert!(out.contains("pub mod k"), "{out}");
+        assert!(
+            out.contains("VARIANTS : & [:: pagesift_gpu :: __private :: KernelVariant]"),
+            "{out}"
+        );
+        assert!(out.contains("act : crate :: Act , bm : u32"), "{out}");
+        assert!(out.contains("x : & impl :: pagesift_gpu :: __private :: DeviceRead < :: pagesift_gpu :: __private :: f16 >"), "{out}");
+        assert!(
+            out.contains("y : & mut impl :: pagesift_gpu :: __private :: DeviceWrite < f32 >"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: core :: matches ! (act , crate :: Act :: Relu) && bm == 64u32"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: pagesift_gpu :: __private :: arg_write (stream , y) ?"),
+            "{out}"
+        );
+        assert!(
+            out.contains(":: pagesift_gpu :: __private :: KernelArg :: from (n)"),
+            "{out}"
+        );
+        assert!(out.contains("entry : \"k__ACT_Relu__BM_64\""), "{out}");
+        assert!(
+            out.contains(
+                "params : & [(\"x\" , \"&[f16]\") , (\"y\" , \"&mut [f32]\") , (\"n\" , \"u32\")]"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn on_errors_the_wrapper_is_declared_without_variants() {
+        let out = expand(quote! {
+            #[launch(block = 128)]
+            pub fn k(y: &mut [f32]) { y[0] = nope; }
+        });
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("VARIANTS : & [:: pagesift_gpu :: __private :: KernelVariant] = & []"),
+            "{out}"
+        );
+        assert!(
+            out.contains("pub fn launch (stream : & :: pagesift_gpu :: __private :: Stream"),
+            "{out}"
+        );
+        assert!(out.contains("variant_not_compiled"), "{out}");
+    }
+
+    #[test]
+    fn the_instruction_form_list_is_an_array_of_strings() {
+        let out = super::instruction_forms().to_string();
+        assert!(out.contains("\"ld.global.nc.v4.f32\""), "{out}");
+        assert!(out.contains("const FORMS : & [& str]"), "{out}");
+    }
+}
