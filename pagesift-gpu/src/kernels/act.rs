@@ -539,9 +539,21 @@ ptx_kernel! {
         }
         let mut a = act::<A>(v, slope);
         if R {
-            a = a + r;
+            // The activation is rounded to f32 before the residual is added (as the reference
+            // does): no fusing of a final multiply into this add.
+            a = add_rn(a, r);
         }
         a
+    }
+
+    /// `a + b` rounded on its own: plain `add.f32` may be fused with a multiply feeding it.
+    fn add_rn(a: f32, b: f32) -> f32 {
+        asm!("add.rn.f32 {0}, {1}, {2};", out(f32), a, b)
+    }
+
+    /// `a * b` rounded on its own (never fused into a following add).
+    fn mul_rn(a: f32, b: f32) -> f32 {
+        asm!("mul.rn.f32 {0}, {1}, {2};", out(f32), a, b)
     }
 
     /// The activation function (see [`Act`] for the definitions).
@@ -553,35 +565,40 @@ ptx_kernel! {
             Act::LeakyRelu => if x >= 0.0 { x } else { x * slope },
             Act::Gelu => gelu(x),
             Act::GeluTanh => gelu_tanh(x),
-            Act::Silu => x / (1.0 + exp_acc(-x)),
-            Act::Sigmoid => 1.0 / (1.0 + exp_acc(-x)),
+            Act::Silu => x_sigmoid(x, x, 0.0),
+            Act::Sigmoid => x_sigmoid(1.0, x, 0.0),
             Act::Tanh => tanh_acc(x),
             Act::HardSwish => x * (x + 3.0).max(0.0).min(6.0) / 6.0,
             Act::HardSigmoid => (x + 3.0).max(0.0).min(6.0) / 6.0,
         }
     }
 
-    /// e^x within 1 ulp for x in [-86.6, 88.7] (+inf above; below, a value under 2.5e-38 where
-    /// the true one is smaller still: every caller adds it to 1 or scales it below the f32
-    /// normal range).
+    /// e^x within 1 ulp for x in [-86.6, 88.7] (+inf above). Only for x >= 1 here (tanh).
     fn exp_acc(x: f32) -> f32 {
-        let mut y = exp_reduced(x.max(-86.6).min(88.72));
+        let xc = x.min(88.72);
+        let shifted = xc.mul_add(1.442695, 12582912.0);
+        // The low bits of `shifted` hold k (two's complement): 2^(k-1) has exponent field k + 126.
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 126) << 23);
+        let mut y = exp_reduced(xc, shifted) * scale * 2.0;
         if x > 88.72 {
             y = f32::INFINITY;
         }
         y
     }
 
-    /// e^x for x <= 0, as [`exp_acc`] (no overflow to handle).
+    /// e^x for x <= 0 within 1 ulp down to the subnormal range (rounded once there; 0 below
+    /// -104): the scaling is 2^(k+64) · 2^-64.
     fn exp_neg(x: f32) -> f32 {
-        exp_reduced(x.max(-86.6))
+        let xc = x.max(-104.0);
+        let shifted = xc.mul_add(1.442695, 12582912.0);
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
+        exp_reduced(xc, shifted) * scale * 5.421010862427522e-20
     }
 
-    /// e^x for x in [-86.6, 88.72]: Cody–Waite reduction to |r| <= ln2/2 with k = round(x log2 e)
-    /// found by adding 1.5 · 2^23 (no conversion instructions), e^r = 1 + r + r^2 q(r) with q a
-    /// degree-4 minimax polynomial, then an exact scaling by 2^k = 2^(k-1) · 2 built from bits.
-    fn exp_reduced(x: f32) -> f32 {
-        let shifted = x.mul_add(1.442695, 12582912.0);
+    /// e^r for the reduced argument of `x`, given `shifted` = x log2 e + 1.5 · 2^23 (whose
+    /// rounding found k = round(x log2 e) without conversion instructions): Cody–Waite reduction
+    /// to |r| <= ln2/2, e^r = 1 + r + r^2 q(r) with q a degree-4 minimax polynomial.
+    fn exp_reduced(x: f32, shifted: f32) -> f32 {
         let k = shifted - 12582912.0;
         let r = k.mul_add(-0.6931471824645996, x);
         let r = k.mul_add(1.904654299957768e-9, r);
@@ -589,10 +606,24 @@ ptx_kernel! {
         q = q.mul_add(r, 0.041666556149721146);
         q = q.mul_add(r, 0.16666577756404877);
         q = q.mul_add(r, 0.5);
-        let p = (q * r).mul_add(r, r) + 1.0;
-        // The low bits of `shifted` hold k (two's complement): 2^(k-1) has exponent field k + 126.
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 126) << 23);
-        p * scale * 2.0
+        (q * r).mul_add(r, r) + 1.0
+    }
+
+    /// `(x · m) / (1 + e)` with e = e^{-|v|} and m = 1 for v >= 0, e for v < 0: x · sigmoid(v)
+    /// without overflow. `vl` is a small correction of v (e^{-|v + vl|} = e (1 - sign(v) vl)).
+    fn x_sigmoid(x: f32, v: f32, vl: f32) -> f32 {
+        let neg = v < 0.0;
+        let mut svl = vl;
+        if neg {
+            svl = -vl;
+        }
+        let e0 = exp_neg(-v.abs());
+        let e = (-e0).mul_add(svl, e0);
+        let mut m = x;
+        if neg {
+            m = x * e;
+        }
+        m / (1.0 + e)
     }
 
     /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
@@ -602,13 +633,9 @@ ptx_kernel! {
     /// e^{-s} (s = a² rounded) times 1 + (s - a²) - 2a·lo, the rounding error of a² and the
     /// correction of a carried exactly.
     fn erfc_pos(a: f32, lo: f32) -> f32 {
-        let p = a + 2.0;
-        // Both reciprocals may be approximate: each is followed by a residual correction.
-        let r = p.recip_fast();
-        let q = (-4.0f32).mul_add(r, 1.0);
-        let t = (q + 1.0).mul_add(-2.0, a);
-        let e = (-a).mul_add(q, t);
-        let q = r.mul_add(e, q);
+        // q = (a - 2) / (a + 2) with an approximate reciprocal: p(q) varies slowly (|p'| < 0.3),
+        // so an ulp or two in q costs a fraction of an ulp in the result.
+        let q = (a - 2.0) * (a + 2.0).recip_fast();
         let mut pp = q.mul_add(8.284048089990392e-05, 0.0001757702266331762);
         pp = pp.mul_add(q, -0.00040186301339417696);
         pp = pp.mul_add(q, -0.0014280693139880896);
@@ -620,6 +647,8 @@ ptx_kernel! {
         pp = pp.mul_add(q, -0.16603049635887146);
         pp = pp.mul_add(q, -0.09276381880044937);
         pp = pp.mul_add(q, 0.27697837352752686);
+        // The division by 1 + 2a needs full accuracy: an approximate reciprocal and one
+        // residual step.
         let d = a + 0.5;
         let r = d.recip_fast() * 0.5;
         let q = pp.mul_add(r, r);
@@ -654,7 +683,7 @@ ptx_kernel! {
     }
 
     /// gelu with the tanh approximation, as x · sigmoid(2u) (no cancellation for x < 0), with
-    /// 2u = x (c + k x²) in double-f32 (its rounding error would be amplified by e^{-2u}).
+    /// 2u = x (c + k x²) in double-f32 (its rounding error would be amplified by e^{-|2u|}).
     fn gelu_tanh(x: f32) -> f32 {
         let c2 = 1.5957691669464111f32;
         let c2l = -4.534068054340423e-08f32;
@@ -662,16 +691,15 @@ ptx_kernel! {
         let kl = 2.3988324659995897e-09f32;
         let x2 = x * x;
         let x2l = x.mul_add(x, -x2);
-        let p = k * x2;
+        // p rounded on its own, so that s = c2 + p is the rounded sum the two-sum below undoes.
+        let p = mul_rn(k, x2);
         let pl = k.mul_add(x2, -p) + kl.mul_add(x2, k * x2l);
         let s = c2 + p;
         let bb = s - c2;
         let sl = (c2 - (s - bb)) + (p - bb) + pl + c2l;
         let v = x * s;
         let vl = x.mul_add(s, -v) + x * sl;
-        let e = exp_acc(-v);
-        let e = (-e).mul_add(vl, e);
-        x / (1.0 + e)
+        x_sigmoid(x, v, vl)
     }
 
     /// tanh within 1 ulp: x + x³ p(x²) (degree-5 minimax) below |x| = 0.6,
