@@ -837,6 +837,10 @@ fn matrix_instructions_decode() {
         "cp.async.cg.shared.global",
         "cp.async.commit_group",
         "cvt.rna.tf32.f32",
+        "bar.red.popc.u32",
+        "bar.red.or.pred",
+        "bar.arrive",
+        "barrier.sync.aligned",
     ] {
         assert_eq!(super::check_instruction_form(f), Ok(()), "{f}");
     }
@@ -1094,4 +1098,38 @@ fn local_and_generic_addressing() {
         err.to_string().contains("out-of-bounds local access"),
         "{err}"
     );
+}
+
+/// `bar.red.popc` / `.and` / `.or` reduce a predicate over the block; `bar.arrive` lets a
+/// producer half signal a consumer half that waits with `bar.sync` on the same named barrier.
+#[test]
+fn barrier_reductions_and_arrive() {
+    let e = emu();
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .shared .align 4 .b8 sm[256];\n\
+         .reg .pred %p<4>;\n .reg .b32 %r<12>;\n .reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n\
+         rem.u32 %r2, %r1, 3;\n setp.eq.u32 %p1, %r2, 0;\n\
+         bar.red.popc.u32 %r3, 0, %p1;\n\
+         bar.red.and.pred %p2, 0, %p1;\n selp.u32 %r4, 1, 0, %p2;\n\
+         bar.red.or.pred %p3, 0, !%p1;\n selp.u32 %r5, 1, 0, %p3;\n\
+         setp.lt.u32 %p1, %r1, 64;\n mov.u32 %r6, sm;\n\
+         @!%p1 bra $L__consumer;\n\
+         shl.b32 %r7, %r1, 2;\n add.u32 %r8, %r6, %r7;\n mul.lo.u32 %r9, %r1, 5;\n st.shared.u32 [%r8], %r9;\n\
+         bar.arrive 1, 128;\n mov.u32 %r10, 0;\n bra.uni $L__out;\n\
+         $L__consumer:\n bar.sync 1, 128;\n sub.u32 %r7, %r1, 64;\n shl.b32 %r7, %r7, 2;\n add.u32 %r8, %r6, %r7;\n\
+         ld.shared.u32 %r10, [%r8];\n\
+         $L__out:\n mul.wide.u32 %rd2, %r1, 16;\n add.s64 %rd3, %rd1, %rd2;\n\
+         st.global.v4.u32 [%rd3], {{%r3, %r4, %r5, %r10}};\n ret;\n}}\n"
+    );
+    let out = upload_u32(&e, &[0xDEAD_BEEF; 512]);
+    launch(&e, &ptx, "k", 1, 128, 0, &[KernelArg::ptr(out)]).expect("bar.red / bar.arrive");
+    let got = download_u32(&e, out, 512);
+    let multiples_of_3 = (0..128).filter(|t| t % 3 == 0).count() as u32;
+    for t in 0..128u32 {
+        let w = &got[t as usize * 4..t as usize * 4 + 4];
+        assert_eq!(w[..3], [multiples_of_3, 0, 1], "thread {t}");
+        let want = if t < 64 { 0 } else { (t - 64) * 5 };
+        assert_eq!(w[3], want, "thread {t}");
+    }
 }

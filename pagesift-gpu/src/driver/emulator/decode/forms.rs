@@ -50,7 +50,7 @@ pub(crate) fn check_form(form: &str) -> Result<(), String> {
         ],
         "red" => vec![vec![addr, reg(1)]],
         "bra" => vec![vec![Operand::Name("$L".into())]],
-        "bar" | "barrier" => vec![vec![Operand::Imm("0".into())], vec![reg(0)]],
+        "bar" | "barrier" => (1..=4).map(|n| (0..n).map(reg).collect()).collect(),
         "mma" => {
             let v = |from: usize, n: usize| Operand::Vector((from..from + n).map(reg).collect());
             vec![

@@ -727,9 +727,48 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                 Op::BarWarp {
                     mask: ctx.src(&ops[0], Ty::B32)?,
                 }
+            } else if m.take("arrive") {
+                m.take("cta");
+                want(2)?;
+                let id = ctx.src(&ops[0], Ty::U32)?;
+                ctx.src(&ops[1], Ty::U32)?;
+                Op::BarArrive { id }
+            } else if m.take("red") {
+                m.take("cta");
+                let red = match m.take_one(&["popc", "and", "or"]) {
+                    Some("popc") => BarRed::Popc,
+                    Some("and") => BarRed::And,
+                    Some(_) => BarRed::Or,
+                    None => return Err("bar.red needs .popc, .and or .or".into()),
+                };
+                let ty = m.ty()?;
+                if (red == BarRed::Popc) != (ty == Ty::U32)
+                    || (red != BarRed::Popc && ty != Ty::Pred)
+                {
+                    return Err("bar.red.popc takes .u32, bar.red.and/.or take .pred".into());
+                }
+                if ops.len() != 3 && ops.len() != 4 {
+                    return Err(format!("expected 3 or 4 operands, found {}", ops.len()));
+                }
+                let d = ctx.dst(&ops[0])?;
+                let id = ctx.src(&ops[1], Ty::U32)?;
+                let count = if ops.len() == 4 {
+                    ctx.src(&ops[2], Ty::U32)?
+                } else {
+                    S_SINK
+                };
+                let (p, pneg) = ctx.pred(&ops[ops.len() - 1])?;
+                Op::Bar {
+                    id,
+                    count,
+                    red,
+                    d,
+                    p,
+                    pneg,
+                }
             } else {
                 if !m.take("sync") {
-                    return Err("only bar.sync / barrier.sync are supported".into());
+                    return Err("only bar.sync, bar.arrive and bar.red are supported".into());
                 }
                 m.take("cta");
                 if ops.is_empty() || ops.len() > 2 {
@@ -741,7 +780,14 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                 } else {
                     S_SINK
                 };
-                Op::Bar { id, count }
+                Op::Bar {
+                    id,
+                    count,
+                    red: BarRed::None,
+                    d: S_SINK,
+                    p: S_ZERO,
+                    pneg: false,
+                }
             }
         }
         "shfl" => {

@@ -131,6 +131,15 @@ pub(super) enum VoteMode {
     Ballot,
 }
 
+/// The reduction of `bar.red`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BarRed {
+    None,
+    Popc,
+    And,
+    Or,
+}
+
 /// How `setp` combines its comparison with a third predicate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum BoolOp {
@@ -310,10 +319,20 @@ pub(super) enum Op {
     Exit,
     Trap,
     Nop,
-    /// `bar.sync id{, count}`: `count` is `S_SINK` when absent.
+    /// `bar.sync id{, count}` and `bar.red`: `count` is `S_SINK` when absent.
     Bar {
         id: Slot,
         count: Slot,
+        /// `bar.red`: the reduction, its destination and predicate.
+        red: BarRed,
+        d: Slot,
+        p: Slot,
+        pneg: bool,
+    },
+    /// `bar.arrive id, count`: counts toward the barrier without waiting (the count is the
+    /// one the waiting threads give).
+    BarArrive {
+        id: Slot,
     },
     Shfl {
         mode: ShflMode,

@@ -62,6 +62,8 @@ pub(super) struct Runner {
     hint: usize,
     /// Thread-instructions executed so far.
     pub steps: u64,
+    /// `bar.arrive` counts per barrier id, since the barrier last completed.
+    arrivals: Vec<(u64, u64)>,
 }
 
 fn coords(t: usize, dim: [u32; 3]) -> [u32; 3] {
@@ -86,6 +88,7 @@ impl Runner {
             block_epoch: 0,
             hint: 0,
             steps: 0,
+            arrivals: Vec::new(),
         }
     }
 
@@ -130,6 +133,7 @@ impl Runner {
         }
         self.epoch += 1;
         self.block_epoch = self.epoch;
+        self.arrivals.clear();
         let nwarps = nt.div_ceil(32) as u64;
         for t in 0..nt {
             let r = &mut self.regs[t * n..(t + 1) * n];
@@ -198,7 +202,7 @@ impl Runner {
             if self.state[t] != TState::Bar {
                 continue;
             }
-            let Op::Bar { id, count } = code[self.pc[t] as usize].op else {
+            let Op::Bar { id, count, .. } = code[self.pc[t] as usize].op else {
                 continue;
             };
             let idv = self.reg(l, t, id);
@@ -213,17 +217,42 @@ impl Runner {
             }
         }
         for (idv, expected, waiting) in groups {
-            if waiting >= expected {
-                released = true;
-                for t in 0..nt {
-                    if self.state[t] == TState::Bar {
-                        if let Op::Bar { id, .. } = code[self.pc[t] as usize].op {
-                            if self.reg(l, t, id) == idv {
-                                self.state[t] = TState::Run;
-                                self.pc[t] += 1;
-                            }
+            let arrived = self.arrivals.iter().find(|a| a.0 == idv).map_or(0, |a| a.1);
+            if waiting + arrived < expected {
+                continue;
+            }
+            released = true;
+            self.arrivals.retain(|a| a.0 != idv);
+            let at_this = |r: &Runner, t: usize| {
+                r.state[t] == TState::Bar
+                    && matches!(code[r.pc[t] as usize].op, Op::Bar { id, .. } if r.reg(l, t, id) == idv)
+            };
+            // bar.red: reduce the predicates of the waiting threads.
+            let (mut count, mut all) = (0u64, true);
+            for t in 0..nt {
+                if at_this(self, t) {
+                    if let Op::Bar { p, pneg, .. } = code[self.pc[t] as usize].op {
+                        let v = (self.reg(l, t, p) != 0) != pneg;
+                        count += v as u64;
+                        all &= v;
+                    }
+                }
+            }
+            for t in 0..nt {
+                if at_this(self, t) {
+                    if let Op::Bar { red, d, .. } = code[self.pc[t] as usize].op {
+                        let v = match red {
+                            BarRed::None => None,
+                            BarRed::Popc => Some(count),
+                            BarRed::And => Some(all as u64),
+                            BarRed::Or => Some((count > 0) as u64),
+                        };
+                        if let Some(v) = v {
+                            self.regs[t * l.kernel.nslots + d as usize] = v;
                         }
                     }
+                    self.state[t] = TState::Run;
+                    self.pc[t] += 1;
                 }
             }
         }
@@ -525,6 +554,7 @@ impl Runner {
             block_epoch,
             hint,
             steps,
+            arrivals,
         } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
@@ -556,6 +586,13 @@ impl Runner {
             match step(inst.op, r, &mut mem) {
                 Ok(Flow::Next) => pc += 1,
                 Ok(Flow::Jump(target)) => pc = target as usize,
+                Ok(Flow::Arrive(idv)) => {
+                    match arrivals.iter_mut().find(|a| a.0 == idv) {
+                        Some(a) => a.1 += 1,
+                        None => arrivals.push((idv, 1)),
+                    }
+                    pc += 1;
+                }
                 Ok(Flow::Stop(s)) => {
                     state[t] = s;
                     break Ok(());

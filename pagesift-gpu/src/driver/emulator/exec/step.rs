@@ -39,6 +39,8 @@ impl FusedHint for f64 {
 
 pub(super) enum Flow {
     Next,
+    /// `bar.arrive` on the barrier with this id.
+    Arrive(u64),
     Jump(u32),
     Stop(TState),
 }
@@ -211,6 +213,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         Op::Bra { target } => return Ok(Flow::Jump(target)),
         Op::Exit => return Ok(Flow::Stop(TState::Done)),
         Op::Bar { .. } => return Ok(Flow::Stop(TState::Bar)),
+        Op::BarArrive { id } => return Ok(Flow::Arrive(g!(id))),
         Op::Shfl { .. }
         | Op::Vote { .. }
         | Op::BarWarp { .. }
