@@ -8,13 +8,17 @@
 //! Tolerances (the reference is [`pagesift_gpu::cpu::act`]: the activation in f64, rounded once
 //! to f32):
 //!
-//! | activation                         | f32: max error in ulp of the activation value |
-//! |------------------------------------|-----------------------------------------------|
-//! | identity, relu, relu6, leaky relu  | 0 (bit-exact result)                          |
-//! | tanh, hardsigmoid                  | 2                                             |
-//! | hardswish, sigmoid, silu           | 3                                             |
-//! | gelu (tanh)                        | 4                                             |
-//! | gelu (erf)                         | 6                                             |
+//! | activation                         | f32 tolerance (ulp of the activation value) | measured max |
+//! |------------------------------------|---------------------------------------------|--------------|
+//! | identity, relu, relu6, leaky relu  | 0 (bit-exact result)                        | 0            |
+//! | tanh                               | 2                                           | 1            |
+//! | hardsigmoid                        | 2 (two roundings)                           | 0            |
+//! | hardswish                          | 3 (three roundings)                         | 1            |
+//! | sigmoid                            | 3                                           | 2            |
+//! | silu, gelu (tanh)                  | 4                                           | 3            |
+//! | gelu (erf)                         | 6                                           | 4            |
+//!
+//! ("measured": the emulated device, which rounds like the GPU, on 4M points of [-9.5, 9.5].)
 //!
 //! plus, with a residual, 1 ulp of the sum (the f32 add rounds a slightly different activation
 //! value), and an absolute floor of 2^-124 (results within a few multiples of the smallest
@@ -39,8 +43,8 @@ fn tolerance_ulps(act: Act) -> f32 {
         Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu => 0.0,
         Act::Tanh => 2.0,
         Act::HardSigmoid => 2.0,
-        Act::HardSwish | Act::Sigmoid | Act::Silu => 3.0,
-        Act::GeluTanh => 4.0,
+        Act::HardSwish | Act::Sigmoid => 3.0,
+        Act::Silu | Act::GeluTanh => 4.0,
         Act::Gelu => 6.0,
     }
 }

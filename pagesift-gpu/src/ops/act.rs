@@ -287,8 +287,8 @@ pub fn max_error_ulps(act: Act) -> f32 {
         Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu => 0.0,
         Act::Tanh => 2.0,
         Act::HardSigmoid => 2.0,
-        Act::HardSwish | Act::Sigmoid | Act::Silu => 3.0,
-        Act::GeluTanh => 4.0,
+        Act::HardSwish | Act::Sigmoid => 3.0,
+        Act::Silu | Act::GeluTanh => 4.0,
         Act::Gelu => 6.0,
     }
 }
