@@ -369,6 +369,25 @@ impl<T: DeviceRepr> std::fmt::Debug for ActArgs<'_, T> {
 /// allow, with a scalar head and tail); zero length launches nothing. The grid is sized from the
 /// device's SM count and the kernel loops over the data (grid-stride).
 ///
+/// ```no_run
+/// use pagesift_gpu::ops::act::activation;
+/// use pagesift_gpu::{Act, ActArgs, DeviceBuffer, Gpu};
+/// # fn main() -> pagesift_gpu::Result<()> {
+/// let gpu = Gpu::new(0)?;
+/// // Two rows of three columns, one bias per column.
+/// let x = DeviceBuffer::from_host(&gpu, &[1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0])?;
+/// let bias = DeviceBuffer::from_host(&gpu, &[0.5f32, 0.25, -0.5])?;
+/// let mut y = DeviceBuffer::<f32>::alloc(&gpu, 6)?;
+/// let args = ActArgs::new(Act::Gelu).with_bias(bias.slice(..)?, 3);
+/// let stream = gpu.default_stream();
+/// activation(&stream, &args, &x, &mut y)?;
+/// stream.synchronize()?;
+/// let out = y.to_host()?;
+/// # let _ = out;
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// [`Error::LengthMismatch`] naming `output`, `residual` or `bias` when a length is wrong;
 /// [`Error::InvalidArgument`] for a bias with `cols == 0` or `cols >= 2^31`, or a non-finite
