@@ -342,7 +342,8 @@ impl Lower<'_> {
                 to: Scalar::F32,
                 from,
             };
-            let wide = if ptx::available(&cvt, self.v.target.sm) {
+            // The shift is exact and needs no newer PTX ISA; sm_90 has the one instruction.
+            let wide = if self.v.target.sm >= 90 && ptx::available(&cvt, self.v.target.sm) {
                 let a = self.operand_reg(&v, span);
                 self.op_to(cvt, Scalar::F32, vec![a], span)
             } else {

@@ -123,6 +123,8 @@ pub fn opcode(op: &Op) -> Result<String, String> {
         }
         Op::IsNan(s) if matches!(s, F32 | F64) => format!("testp.notanumber.{}", s.ptx()),
         Op::IsNan(_) => return no(),
+        // Bytes live in 16-bit registers.
+        Op::Selp(I8 | U8) => "selp.b16".into(),
         Op::Selp(s) if *s != Bool => format!(
             "selp.{}",
             if s.is_float() && !half(*s) {
@@ -140,7 +142,7 @@ pub fn opcode(op: &Op) -> Result<String, String> {
             }
             let v = match vec {
                 1 => String::new(),
-                2 | 4 => format!(".v{vec}"),
+                2 | 4 if *vec as u32 * ty.bytes() <= 16 => format!(".v{vec}"),
                 _ => return no(),
             };
             format!(
@@ -155,7 +157,7 @@ pub fn opcode(op: &Op) -> Result<String, String> {
             }
             let v = match vec {
                 1 => String::new(),
-                2 | 4 => format!(".v{vec}"),
+                2 | 4 if *vec as u32 * ty.bytes() <= 16 => format!(".v{vec}"),
                 _ => return no(),
             };
             format!("st.{}{v}.{}", space_name(*space), mem_name(*ty)?)
@@ -216,6 +218,10 @@ fn cvt_opcode(to: Scalar, from: Scalar) -> Result<String, String> {
     if to == from || to.is_packed() || from.is_packed() || to == Bool || from == Bool {
         return no();
     }
+    // bf16 converts from and to 16-bit and wider integers only.
+    if (to == Bf16 && from.is_byte()) || (from == Bf16 && to.is_byte()) {
+        return no();
+    }
     let (t, f) = (to.ptx(), from.ptx());
     Ok(match (to.is_float(), from.is_float()) {
         (false, false) => format!("cvt.{t}.{f}"),
@@ -251,6 +257,10 @@ pub fn requirement(op: &Op) -> (u32, (u32, u32)) {
             to: Bf16,
             from: F32,
         } => (80, (7, 0)),
+        Op::Cvt {
+            to: F32,
+            from: Bf16,
+        } => (80, (7, 1)),
         Op::Cvt { to: Bf16, .. } | Op::Cvt { from: Bf16, .. } => (90, (7, 8)),
         _ => base,
     }
@@ -263,6 +273,14 @@ pub fn available(op: &Op, sm: u32) -> bool {
 
 /// Every instruction form the tables can produce, as it appears in text.
 pub fn instruction_forms() -> Vec<String> {
+    let mut forms: Vec<String> = all_ops().iter().filter_map(|o| opcode(o).ok()).collect();
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// Every operation the IR can express (most have no rule for most types).
+pub fn all_ops() -> Vec<Op> {
     let mut ops: Vec<Op> = Vec::new();
     let bins = [
         BinKind::Add,
@@ -358,8 +376,5 @@ pub fn instruction_forms() -> Vec<String> {
         Op::Bfe { signed: true },
         Op::Bfi,
     ]);
-    let mut forms: Vec<String> = ops.iter().filter_map(|o| opcode(o).ok()).collect();
-    forms.sort();
-    forms.dedup();
-    forms
+    ops
 }
