@@ -311,7 +311,9 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
 
 mod table;
 
-pub use table::{all_ops, available, instruction_forms, opcode, requirement};
+#[cfg(test)]
+pub use table::all_ops;
+pub use table::{available, instruction_forms, opcode, requirement};
 
 #[cfg(test)]
 mod tests;

@@ -280,7 +280,7 @@ pub fn instruction_forms() -> Vec<String> {
 }
 
 /// Every operation the IR can express (most have no rule for most types).
-pub fn all_ops() -> Vec<Op> {
+pub(crate) fn all_ops() -> Vec<Op> {
     let mut ops: Vec<Op> = Vec::new();
     let bins = [
         BinKind::Add,
