@@ -312,7 +312,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
 mod table;
 
 #[cfg(test)]
-pub use table::all_ops;
+pub(crate) use table::all_ops;
 pub use table::{available, instruction_forms, opcode, requirement};
 
 #[cfg(test)]
