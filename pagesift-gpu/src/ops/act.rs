@@ -76,6 +76,25 @@ impl Act {
     }
 }
 
+impl Act {
+    /// The enum variant's name as the kernel variants record it, e.g. `GeluTanh`.
+    fn variant_name(self) -> &'static str {
+        match self {
+            Act::Identity => "Identity",
+            Act::Relu => "Relu",
+            Act::Relu6 => "Relu6",
+            Act::LeakyRelu => "LeakyRelu",
+            Act::Gelu => "Gelu",
+            Act::GeluTanh => "GeluTanh",
+            Act::Silu => "Silu",
+            Act::Sigmoid => "Sigmoid",
+            Act::Tanh => "Tanh",
+            Act::HardSwish => "HardSwish",
+            Act::HardSigmoid => "HardSigmoid",
+        }
+    }
+}
+
 impl std::fmt::Display for Act {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -150,9 +169,8 @@ fn find_variant(
     bias: bool,
     residual: bool,
 ) -> Result<&'static KernelVariant> {
-    let act_name = format!("{act:?}");
     let want = [
-        ("ACT", act_name.as_str()),
+        ("ACT", act.variant_name()),
         ("HAS_BIAS", if bias { "true" } else { "false" }),
         ("HAS_RES", if residual { "true" } else { "false" }),
     ];
@@ -166,7 +184,10 @@ fn find_variant(
             let kernel = variants.first().map_or("act", |v| v.kernel);
             crate::__private::variant_not_compiled(
                 kernel,
-                format!("ACT={act:?}, HAS_BIAS={bias}, HAS_RES={residual}"),
+                format!(
+                    "ACT={}, HAS_BIAS={bias}, HAS_RES={residual}",
+                    act.variant_name()
+                ),
             )
         })
 }
@@ -649,6 +670,27 @@ mod tests {
     use super::*;
 
     const BASE: DevicePtr = 0x7000_0000_0000;
+
+    #[test]
+    fn every_combination_has_a_compiled_variant() {
+        fn check<T: ActElement>() {
+            for act in Act::ALL {
+                for (b, r) in [(false, false), (false, true), (true, false), (true, true)] {
+                    for variants in [T::variants(), <T as private::Sealed>::inplace_variants()] {
+                        let v = find_variant(variants, act, b, r).unwrap();
+                        assert!(
+                            v.consts.contains(&("ACT", act.variant_name())),
+                            "{}",
+                            v.display_name()
+                        );
+                    }
+                }
+            }
+        }
+        check::<f32>();
+        check::<f16>();
+        check::<bf16>();
+    }
 
     #[test]
     fn aligned_pointers_use_vectors_and_a_tail() {
