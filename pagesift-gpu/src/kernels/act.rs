@@ -25,7 +25,11 @@ use crate::ptx_kernel;
 ptx_kernel! {
     /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of
     /// 4 elements, loads through the non-coherent cache.
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
         x: &[f32],
@@ -43,7 +47,11 @@ ptx_kernel! {
 
     /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
     /// loads, since the kernel writes it).
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_inplace_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
         bias: &[f32],
@@ -173,9 +181,13 @@ ptx_kernel! {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
-    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to f16; 16-byte vectors of
-    /// 8 elements, loads through the non-coherent cache.
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to
+    /// f16; 16-byte vectors of 8 elements, loads through the non-coherent cache.
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
         x: &[f16],
@@ -193,7 +205,11 @@ ptx_kernel! {
 
     /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
     /// loads, since the kernel writes it).
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     pub fn act_inplace_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
         bias: &[f16],
@@ -321,9 +337,13 @@ ptx_kernel! {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
-    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to bf16; 16-byte vectors of
-    /// 8 elements, loads through the non-coherent cache.
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to
+    /// bf16; 16-byte vectors of 8 elements, loads through the non-coherent cache.
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     #[target(sm_80)]
     pub fn act_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
@@ -342,7 +362,11 @@ ptx_kernel! {
 
     /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
     /// loads, since the kernel writes it).
-    #[variants(ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid], HAS_BIAS in [false, true], HAS_RES in [false, true])]
+    #[variants(ACT in [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ])]
+    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     #[target(sm_80)]
     pub fn act_inplace_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
@@ -484,7 +508,14 @@ ptx_kernel! {
     }
 
     /// Four consecutive f32 elements whose first column is `c`.
-    fn vec4<const A: Act, const B: bool, const R: bool>(v: [f32; 4], bias: &[f32], c: u32, cols: u32, r: [f32; 4], slope: f32) -> [f32; 4] {
+    fn vec4<const A: Act, const B: bool, const R: bool>(
+        v: [f32; 4],
+        bias: &[f32],
+        c: u32,
+        cols: u32,
+        r: [f32; 4],
+        slope: f32,
+    ) -> [f32; 4] {
         let mut o = [0.0f32; 4];
         let mut cc = c;
         #[unroll]
@@ -500,7 +531,14 @@ ptx_kernel! {
     }
 
     /// Eight consecutive f16 elements whose first column is `c`.
-    fn vec8_f16<const A: Act, const B: bool, const R: bool>(v: [f16; 8], bias: &[f16], c: u32, cols: u32, r: [f16; 8], slope: f32) -> [f16; 8] {
+    fn vec8_f16<const A: Act, const B: bool, const R: bool>(
+        v: [f16; 8],
+        bias: &[f16],
+        c: u32,
+        cols: u32,
+        r: [f16; 8],
+        slope: f32,
+    ) -> [f16; 8] {
         let mut o = v;
         let mut cc = c;
         #[unroll]
@@ -516,7 +554,14 @@ ptx_kernel! {
     }
 
     /// Eight consecutive bf16 elements whose first column is `c`.
-    fn vec8_bf16<const A: Act, const B: bool, const R: bool>(v: [bf16; 8], bias: &[bf16], c: u32, cols: u32, r: [bf16; 8], slope: f32) -> [bf16; 8] {
+    fn vec8_bf16<const A: Act, const B: bool, const R: bool>(
+        v: [bf16; 8],
+        bias: &[bf16],
+        c: u32,
+        cols: u32,
+        r: [bf16; 8],
+        slope: f32,
+    ) -> [bf16; 8] {
         let mut o = v;
         let mut cc = c;
         #[unroll]
