@@ -107,6 +107,8 @@
 //! - Float `+ - * /` and `sqrt` are correctly rounded (`.rn`); `!=` is true when either side
 //!   is NaN, the other comparisons false.
 //! - `&&` and `||` short-circuit (the right side is skipped when it could read memory).
+//! - Element addresses are computed in 64 bits (`x[i + 4]` becomes an address offset), so an
+//!   index expression that would wrap around its integer type addresses past the wrap.
 //! - `as`: float -> int truncates toward zero and saturates, NaN gives 0 (as Rust);
 //!   int -> float and narrowing float conversions round to nearest even; int -> int wraps or
 //!   extends by the source's signedness; `bool as u32` is 0 or 1.

@@ -204,6 +204,7 @@ impl Lower<'_> {
             }
         }
         let counter = self.reg(ty.reg_class());
+        self.mutable_regs.insert(counter);
         self.mov_into(counter, ty, &s, span);
         let end_v = self.copy(&e, span);
         let (head, latch, exit) = (self.label(), self.label(), self.label());

@@ -15,16 +15,26 @@ impl Lower<'_> {
         index: &TExpr,
         span: Span,
     ) -> (Space, Operand, Scalar) {
-        // `base[i + k]` with constant `k` uses the address offset.
-        let (index, k) = match &index.kind {
-            TKind::Binary(BinOp::Add, a, b) => match &b.kind {
-                TKind::Const(ConstVal::Int(k)) if k.abs() < (1 << 20) => (&**a, *k),
-                _ => (index, 0),
-            },
-            _ => (index, 0),
-        };
+        // `base[i + k]` with `k` constant (after unrolling) uses the address offset; index
+        // arithmetic is assumed not to wrap around.
+        if let TKind::Binary(BinOp::Add, a, b) = &index.kind {
+            let av = self.expr(a);
+            let bv = self.expr(b);
+            let small = |v: &Val| match v {
+                Val::Imm(ConstVal::Int(k), _) if k.abs() < (1 << 20) => Some(*k),
+                _ => None,
+            };
+            if let (Some(k), false) = (small(&bv), matches!(av, Val::Imm(..))) {
+                return self.elem_addr_val(store, &av, k, span);
+            }
+            if let (Some(k), false) = (small(&av), matches!(bv, Val::Imm(..))) {
+                return self.elem_addr_val(store, &bv, k, span);
+            }
+            let sum = self.binary(BinOp::Add, av, bv, span);
+            return self.elem_addr_val(store, &sum, 0, span);
+        }
         let i = self.expr(index);
-        self.elem_addr_val(store, &i, k, span)
+        self.elem_addr_val(store, &i, 0, span)
     }
 
     pub(super) fn elem_addr_val(

@@ -52,6 +52,8 @@ pub(crate) struct Lower<'a> {
     exit: u32,
     version: (u32, u32),
     failed: bool,
+    /// Registers of mutable variables and loop counters (they change after being read).
+    mutable_regs: std::collections::HashSet<Reg>,
 }
 
 /// Lowers one checked variant to a PTX function; `None` after reporting errors.
@@ -68,6 +70,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         exit: 0,
         version: v.target.min_ptx(),
         failed: false,
+        mutable_regs: Default::default(),
     };
     lw.exit = lw.label();
     let mut params = Vec::new();
@@ -273,19 +276,16 @@ impl Lower<'_> {
                     let Some(init) = init else { continue };
                     let v = self.expr(init);
                     let mutable = self.v.vars[*var].mutable;
-                    let fresh = matches!(
-                        init.kind,
-                        TKind::Binary(..)
-                            | TKind::Unary(..)
-                            | TKind::Cast(_)
-                            | TKind::Intr { .. }
-                            | TKind::Mem { .. }
-                    ) || matches!(&init.kind, TKind::Index { base, .. } if !matches!(self.v.vars[*base].ty, Ty::Array(..)));
-                    let v = if mutable || !fresh {
+                    // A mutable variable owns its registers; an immutable one may share
+                    // registers with the value unless they belong to a mutable variable.
+                    let v = if mutable || self.mentions_mutable(&v) {
                         self.copy(&v, init.span)
                     } else {
                         v
                     };
+                    if mutable {
+                        self.mark_mutable(&v);
+                    }
                     self.vars.insert(*var, Store::Value(v));
                 }
                 TStmt::Expr(e) => {
@@ -296,6 +296,24 @@ impl Lower<'_> {
         match &b.tail {
             Some(t) => self.expr(t),
             None => Val::Unit,
+        }
+    }
+
+    pub(super) fn mark_mutable(&mut self, v: &Val) {
+        match v {
+            Val::Reg(r, _) => {
+                self.mutable_regs.insert(*r);
+            }
+            Val::Arr(items) => items.iter().for_each(|x| self.mark_mutable(x)),
+            _ => {}
+        }
+    }
+
+    fn mentions_mutable(&self, v: &Val) -> bool {
+        match v {
+            Val::Reg(r, _) => self.mutable_regs.contains(r),
+            Val::Arr(items) => items.iter().any(|x| self.mentions_mutable(x)),
+            _ => false,
         }
     }
 

@@ -198,6 +198,21 @@ impl Lower<'_> {
                 return Val::Imm(c, ty);
             }
         }
+        // Integer identities (`i + 0`, `i * 1`, `i << 0`) leave the operand as it is.
+        if s.is_int() {
+            let is = |v: &Val, x: i128| matches!(v, Val::Imm(ConstVal::Int(k), _) if *k == x);
+            match op {
+                BinOp::Add | BinOp::Sub | BinOp::Or | BinOp::Xor | BinOp::Shl | BinOp::Shr
+                    if is(&r, 0) =>
+                {
+                    return l
+                }
+                BinOp::Add | BinOp::Or | BinOp::Xor if is(&l, 0) => return r,
+                BinOp::Mul | BinOp::Div if is(&r, 1) => return l,
+                BinOp::Mul if is(&l, 1) => return r,
+                _ => {}
+            }
+        }
         if s == Scalar::Bool {
             let (a, b) = (self.operand_reg(&l, span), self.operand_reg(&r, span));
             let k = match op {

@@ -178,3 +178,92 @@ fn language_features_assemble() {
     assert!(shared.contains(".extern .shared .align 16 .b8 dyn_smem[];"));
     assert!(shared.contains("bar.sync 0;"));
 }
+
+#[test]
+fn unrolled_loops_use_constant_offsets_and_no_branches() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let base = thread_idx_x() * 4;
+            let mut acc = [0.0f32; 4];
+            #[unroll]
+            for j in 0..4 {
+                acc[j] = x[base + j] * 2.0;
+            }
+            y.store4(base, acc);
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(!text.contains("bra"), "{text}");
+    for off in ["+4]", "+8]", "+12]"] {
+        assert!(text.contains(off), "{off} missing:\n{text}");
+    }
+    assert!(text.contains("st.global.v4.f32"), "{text}");
+}
+
+#[test]
+fn short_circuit_guards_the_load() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], n: u32) {
+            let i = thread_idx_x();
+            if i < n && x[i] > 0.0 {
+                y[i] = 1.0;
+            }
+        }
+    });
+    let text = &ptx[0].1;
+    let setp = text.find("setp.lt.u32").expect("the bound check");
+    let load = text.find("ld.global.f32").expect("the load");
+    let skip = text[setp..load].find("bra").map(|p| p + setp);
+    assert!(
+        skip.is_some_and(|b| b < load),
+        "the load is not guarded:\n{text}"
+    );
+}
+
+#[test]
+fn half_arithmetic_goes_through_f32_where_the_target_lacks_it() {
+    let src = |target: proc_macro2::TokenStream| {
+        quote! {
+            #[target(#target)]
+            #[launch(block = 32)]
+            pub fn k(x: &[bf16], y: &mut [bf16]) {
+                let i = thread_idx_x();
+                y[i] = x[i] + x[i + 1];
+            }
+        }
+    };
+    let sm80 = ptx_of(src(quote!(sm_80)));
+    let t = &sm80[0].1;
+    assert!(
+        t.contains("add.f32") && t.contains("cvt.rn.bf16.f32") && !t.contains("add.rn.bf16"),
+        "{t}"
+    );
+    assert!(t.contains(".version 7.0"), "{t}");
+    let sm90 = ptx_of(src(quote!(sm_90)));
+    let t = &sm90[0].1;
+    assert!(
+        t.contains("add.rn.bf16") && t.contains(".version 7.8"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_register_index_unknown_after_unrolling_is_an_error() {
+    let errs = compile_for_test(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            let mut acc = [0.0f32; 4];
+            acc[n % 4] = 1.0;
+            y[0] = acc[0];
+        }
+    })
+    .err()
+    .unwrap_or_default();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].contains("indexed only by values known after unrolling"),
+        "{errs:?}"
+    );
+}
