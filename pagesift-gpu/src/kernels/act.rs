@@ -673,10 +673,10 @@ ptx_kernel! {
 
     /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
     /// of a few ulp up to a ≈ 10 (beyond, the result underflows). After N. Juffa's erfcf: with
-    /// q = (a - 2) / (a + 2), (1 + 2a) e^{a²} erfc(a) - 1 is a polynomial p(q) (degree 10,
-    /// a Chebyshev fit made for this kernel: 1.3e-8 absolute); the division by 1 + 2a is refined by one residual step, and e^{-a²} is
-    /// e^{-s} (s = a² rounded) times 1 + (s - a²) - 2a·lo, the rounding error of a² and the
-    /// correction of a carried exactly.
+    /// q = (a - 2) / (a + 2), (1 + 2a) e^{a²} erfc(a) - 1 is a polynomial p(q) (degree 10, a
+    /// Chebyshev fit made for this kernel, 1.3e-8 absolute); the division by 1 + 2a is refined
+    /// by one residual step, and e^{-a²} is e^{-s} (s = a² rounded) times 1 + (s - a²) - 2a·lo,
+    /// the rounding error of a² and the correction of a carried exactly.
     fn erfc_pos(a: f32, lo: f32) -> f32 {
         // q = (a - 2) / (a + 2) with an approximate reciprocal: p(q) varies slowly (|p'| < 0.3),
         // so an ulp or two in q costs a fraction of an ulp in the result.
