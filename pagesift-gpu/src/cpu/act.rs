@@ -247,8 +247,10 @@ fn erf_series(x: f64) -> f64 {
 /// `erfc(x)` for `x >= 1.5` by its continued fraction
 /// `exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))`, evaluated backwards.
 fn erfc_continued_fraction(x: f64) -> f64 {
+    // The fraction converges faster for larger x: 100 terms at x = 1.5, about 20 at x = 5.
+    let terms = (225.0 / (x * x)).min(90.0) as u32 + 10;
     let mut f = x;
-    for k in (1..=100).rev() {
+    for k in (1..=terms).rev() {
         f = x + (f64::from(k) * 0.5) / f;
     }
     FRAC_1_SQRT_PI * (-x * x).exp() / f
