@@ -6,6 +6,7 @@
 //! `PAGESIFT_TEST_LOG` names a file, every GPU test appends one line to it (`ran <name> <device>`
 //! or `skipped <name> <reason>`), so a script can count what ran where.
 
+pub mod act_check;
 pub mod example_kernels;
 
 use pagesift_gpu::Gpu;

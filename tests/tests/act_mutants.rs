@@ -1,0 +1,398 @@
+//! Does the activation property test tell right from wrong? A small activation kernel in the
+//! shape of the real one (f32, `y[i] = act(x[i] + bias[i % cols])`, 16-byte vectors with a
+//! scalar head and tail, grid-stride loops, the operation's launch geometry), compiled once
+//! correct and once per deliberate bug, each run through the same checking logic as the real
+//! property test ([`pagesift_tests::act_check`]: random lengths including 0, 1, 3 and primes,
+//! random offsets into larger poisoned buffers, data in [-8, 8], the CPU reference and its
+//! tolerances, driven by a proptest runner).
+//!
+//! The correct kernel must pass; every mutant must be caught, and the test prints the minimal
+//! failing case the runner shrank to:
+//!
+//! | mutant           | bug                                                                  |
+//! |------------------|----------------------------------------------------------------------|
+//! | `OffByOne`       | the scalar tail runs while `k <= n`: writes one element past the end  |
+//! | `BiasShift`      | the bias column is `(i + 1) % cols`                                   |
+//! | `GeluConstant`   | gelu-tanh with 0.79 for `sqrt(2 / pi)` (0.7978845...)                 |
+//! | `SigmoidSign`    | silu as `x * sigmoid(-x)`                                             |
+//! | `SkipTail`       | the scalar tail stops at `n` rounded down to a multiple of 4          |
+//!
+//! Run with `PAGESIFT_GPU_DEVICE=emulated cargo test -p pagesift-tests --test act_mutants --
+//! --nocapture` (a real GPU runs it too).
+
+use pagesift_gpu::ops::act::Geometry;
+use pagesift_gpu::{ptx_kernel, Act, Error, KernelVariant, Stream};
+use pagesift_tests::act_check::{check, launch_op, Lengths, Operands, Setup, TestElem};
+use pagesift_tests::gpu_or_skip;
+
+/// The deliberate bug a variant of [`mutant_act`] carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// No bug: the reference implementation.
+    Original,
+    /// The scalar tail loop runs while `k <= n`.
+    OffByOne,
+    /// The bias column of element `i` is `(i + 1) % cols`.
+    BiasShift,
+    /// Gelu-tanh with the constant 0.79 in place of `sqrt(2 / pi)`.
+    GeluConstant,
+    /// Silu computed as `x * sigmoid(-x)`.
+    SigmoidSign,
+    /// The scalar tail stops at `n` rounded down to a multiple of 4.
+    SkipTail,
+}
+
+ptx_kernel! {
+    /// `y[i] = act(x[i] + bias[i % cols])` for `i < n`, with the bug `BUG`: a scalar head of
+    /// `head` elements, `nvec` 16-byte vectors, a scalar tail; grid-stride loops.
+    #[variants((ACT, BUG) in [
+        (Relu, Original), (GeluTanh, Original), (Silu, Original),
+        (Relu, OffByOne), (Silu, BiasShift), (GeluTanh, GeluConstant), (Silu, SigmoidSign),
+        (Silu, SkipTail)
+    ])]
+    #[launch(block = 256)]
+    pub fn mutant_act<const ACT: Act, const BUG: Bug>(
+        x: &[f32],
+        bias: &[f32],
+        y: &mut [f32],
+        n: u64,
+        head: u32,
+        nvec: u64,
+        cols: u32,
+    ) {
+        let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+        let nt = (grid_dim_x() * block_dim_x()) as u64;
+        let h = head as u64;
+        let cols64 = cols as u64;
+        let mut j = t;
+        while j < nvec {
+            let e = h + 4 * j;
+            let v = x.load4_nc(e);
+            let mut o = [0.0f32; 4];
+            #[unroll]
+            for l in 0..4 {
+                let b = bias.load_nc(column::<BUG>(e + l as u64, cols64));
+                o[l] = act::<ACT, BUG>(v[l] + b);
+            }
+            y.store4(e, o);
+            j += nt;
+        }
+        let mut k = t;
+        while k < h {
+            y[k] = act::<ACT, BUG>(x.load_nc(k) + bias.load_nc(column::<BUG>(k, cols64)));
+            k += nt;
+        }
+        k = h + 4 * nvec + t;
+        let mut end = n;
+        if skips_tail::<BUG>() {
+            end = n / 4 * 4;
+        }
+        while in_bounds::<BUG>(k, end) {
+            y[k] = act::<ACT, BUG>(x.load_nc(k) + bias.load_nc(column::<BUG>(k, cols64)));
+            k += nt;
+        }
+    }
+
+    /// The bias column of element `i`.
+    fn column<const B: Bug>(i: u64, cols: u64) -> u64 {
+        match B {
+            Bug::BiasShift => (i + 1) % cols,
+            _ => i % cols,
+        }
+    }
+
+    /// The loop condition of the scalar tail.
+    fn in_bounds<const B: Bug>(k: u64, n: u64) -> bool {
+        match B {
+            Bug::OffByOne => k <= n,
+            _ => k < n,
+        }
+    }
+
+    /// Whether the tail stops short.
+    fn skips_tail<const B: Bug>() -> bool {
+        match B {
+            Bug::SkipTail => true,
+            _ => false,
+        }
+    }
+
+    /// The activation (relu, gelu-tanh, silu), as the real kernels compute them.
+    fn act<const A: Act, const B: Bug>(x: f32) -> f32 {
+        match A {
+            Act::Relu => x.max(0.0),
+            Act::GeluTanh => gelu_tanh::<B>(x),
+            Act::Silu => silu::<B>(x),
+            _ => x,
+        }
+    }
+
+    /// x · sigmoid(x), or x · sigmoid(-x) with the bug.
+    fn silu<const B: Bug>(x: f32) -> f32 {
+        match B {
+            Bug::SigmoidSign => x_sigmoid(x, -x, 0.0),
+            _ => x_sigmoid(x, x, 0.0),
+        }
+    }
+
+    /// e^x for x <= 0 within 1 ulp down to the subnormal range.
+    fn exp_neg(x: f32) -> f32 {
+        let xc = x.max(-104.0);
+        let shifted = xc.mul_add(1.442695, 12582912.0);
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
+        exp_reduced(xc, shifted) * scale * 5.421010862427522e-20
+    }
+
+    /// e^r for the reduced argument of `x` (Cody–Waite reduction, degree-4 polynomial).
+    fn exp_reduced(x: f32, shifted: f32) -> f32 {
+        let k = shifted - 12582912.0;
+        let r = k.mul_add(-0.6931471824645996, x);
+        let r = k.mul_add(1.904654299957768e-9, r);
+        let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
+        q = q.mul_add(r, 0.041666556149721146);
+        q = q.mul_add(r, 0.16666577756404877);
+        q = q.mul_add(r, 0.5);
+        (q * r).mul_add(r, r) + 1.0
+    }
+
+    /// x · sigmoid(v + vl) without overflow, through e^{-|v|}.
+    fn x_sigmoid(x: f32, v: f32, vl: f32) -> f32 {
+        let neg = v < 0.0;
+        let mut svl = vl;
+        if neg {
+            svl = -vl;
+        }
+        let e0 = exp_neg(-v.abs());
+        let e = (-e0).mul_add(svl, e0);
+        let mut m = x;
+        if neg {
+            m = x * e;
+        }
+        m / (1.0 + e)
+    }
+
+    /// `a * b` rounded on its own (never fused into a following add).
+    fn mul_rn(a: f32, b: f32) -> f32 {
+        asm!("mul.rn.f32 {0}, {1}, {2};", out(f32), a, b)
+    }
+
+    /// gelu-tanh as x · sigmoid(2u), 2u = x (c + k x²) in double-f32; c = 2 sqrt(2 / pi), or
+    /// 2 · 0.79 with the bug.
+    fn gelu_tanh<const B: Bug>(x: f32) -> f32 {
+        let mut c2 = 1.5957691669464111f32;
+        let mut c2l = -4.534068054340423e-08f32;
+        let mut k = 0.07135481387376785f32;
+        let mut kl = 2.3988324659995897e-09f32;
+        if gelu_constant_bug::<B>() {
+            c2 = 1.58f32;
+            c2l = 0.0f32;
+            k = 0.07064969837665558f32;
+            kl = 0.0f32;
+        }
+        let x2 = x * x;
+        let x2l = x.mul_add(x, -x2);
+        let p = mul_rn(k, x2);
+        let pl = k.mul_add(x2, -p) + kl.mul_add(x2, k * x2l);
+        let s = c2 + p;
+        let bb = s - c2;
+        let sl = (c2 - (s - bb)) + (p - bb) + pl + c2l;
+        let v = x * s;
+        let vl = x.mul_add(s, -v) + x * sl;
+        x_sigmoid(x, v, vl)
+    }
+
+    /// Whether gelu-tanh uses the wrong constant.
+    fn gelu_constant_bug<const B: Bug>() -> bool {
+        match B {
+            Bug::GeluConstant => true,
+            _ => false,
+        }
+    }
+}
+
+/// The compiled variant of `mutant_act` for (`act`, `bug`).
+fn variant(act: Act, bug: Bug) -> pagesift_gpu::Result<&'static KernelVariant> {
+    let (a, b) = (format!("{act:?}"), format!("{bug:?}"));
+    mutant_act::VARIANTS
+        .iter()
+        .find(|v| {
+            v.consts.iter().any(|(k, val)| *k == "ACT" && *val == a)
+                && v.consts.iter().any(|(k, val)| *k == "BUG" && *val == b)
+        })
+        .ok_or_else(|| {
+            pagesift_gpu::__private::variant_not_compiled("mutant_act", format!("{a}, {b}"))
+        })
+}
+
+/// Launches `mutant_act` as the real operation launches its kernel: the same split into head,
+/// vectors and tail and the same grid ([`Geometry`]); nothing for zero length.
+fn launch_mutant(
+    stream: &Stream,
+    act: Act,
+    bug: Bug,
+    mut ops: Operands<'_, f32>,
+) -> pagesift_gpu::Result<()> {
+    let (Some(x), Some(bias)) = (ops.input, ops.bias) else {
+        return Err(Error::InvalidArgument {
+            op: "mutant_act",
+            message: "needs an input and a bias".into(),
+        });
+    };
+    let n = x.len();
+    if n == 0 {
+        return Ok(());
+    }
+    let ptrs = [x.device_ptr(), ops.output.device_ptr(), x.device_ptr()];
+    let geo = Geometry::new(stream, variant(act, bug)?, &ptrs, n, 4, ops.max_blocks)?;
+    mutant_act::launch(
+        stream,
+        geo.cfg,
+        act,
+        bug,
+        &x,
+        &bias,
+        &mut ops.output,
+        n as u64,
+        geo.head,
+        geo.nvec,
+        ops.cols as u32,
+    )
+}
+
+/// Random cases per kernel: the real test's budget per activation on the emulated device (two
+/// cases for each of eight operand combinations).
+const CASES: u32 = 16;
+
+/// The correct kernel passes for each of its activations.
+fn original_passes(act: Act) {
+    let name = format!("act_mutants::original_{act:?}");
+    let Some(gpu) = gpu_or_skip(&name) else {
+        return;
+    };
+    let r = check::<f32>(
+        &gpu,
+        Setup::with_bias(act),
+        Lengths::Small,
+        CASES,
+        |s, ops| launch_mutant(s, act, Bug::Original, ops),
+    );
+    if let Err(f) = r {
+        panic!(
+            "{name}: the correct kernel fails, case {:?}:\n{}",
+            f.case, f.reason
+        );
+    }
+    println!("{name}: {CASES} cases passed");
+}
+
+/// The mutant `bug` (compiled with `act`) is caught; prints the minimal failing case.
+fn mutant_is_caught(act: Act, bug: Bug) {
+    let name = format!("act_mutants::{bug:?}");
+    let Some(gpu) = gpu_or_skip(&name) else {
+        return;
+    };
+    let r = check::<f32>(
+        &gpu,
+        Setup::with_bias(act),
+        Lengths::Small,
+        CASES,
+        |s, ops| launch_mutant(s, act, bug, ops),
+    );
+    match r {
+        Ok(()) => panic!("{name} ({act:?}): the mutant passed {CASES} cases undetected"),
+        Err(f) => {
+            let case = f
+                .case
+                .unwrap_or_else(|| panic!("{name}: the runner aborted: {}", f.reason));
+            assert!(
+                !f.reason.contains("device error") || f.reason.contains("out of bounds"),
+                "{name}: a device error other than an out-of-bounds access: {}",
+                f.reason
+            );
+            println!(
+                "{name} ({act:?}) caught at case {} of {CASES} ({} runs with shrinking); \
+                 minimal case {case:?}:\n{}",
+                f.found_at, f.runs, f.reason
+            );
+        }
+    }
+}
+
+mod original {
+    use super::*;
+
+    #[test]
+    fn relu() {
+        original_passes(Act::Relu);
+    }
+
+    #[test]
+    fn gelu_tanh() {
+        original_passes(Act::GeluTanh);
+    }
+
+    #[test]
+    fn silu() {
+        original_passes(Act::Silu);
+    }
+}
+
+mod caught {
+    use super::*;
+
+    #[test]
+    fn off_by_one() {
+        mutant_is_caught(Act::Relu, Bug::OffByOne);
+    }
+
+    #[test]
+    fn bias_shift() {
+        mutant_is_caught(Act::Silu, Bug::BiasShift);
+    }
+
+    #[test]
+    fn gelu_constant() {
+        mutant_is_caught(Act::GeluTanh, Bug::GeluConstant);
+    }
+
+    #[test]
+    fn sigmoid_sign() {
+        mutant_is_caught(Act::Silu, Bug::SigmoidSign);
+    }
+
+    #[test]
+    fn skip_tail() {
+        mutant_is_caught(Act::Silu, Bug::SkipTail);
+    }
+}
+
+/// The shared checking logic also passes the real operations (every activation and operand
+/// combination, f32, f16 and bf16), so it is the real test's logic and not a weaker one.
+#[test]
+fn real_operations_pass_the_shared_checks() {
+    let Some(gpu) = gpu_or_skip("act_mutants::real_operations_pass_the_shared_checks") else {
+        return;
+    };
+    fn all<T: TestElem>(gpu: &pagesift_gpu::Gpu, cases: u32) {
+        for act in Act::ALL {
+            for (bias, residual, inplace) in (0..8).map(|m| (m & 1 != 0, m & 2 != 0, m & 4 != 0)) {
+                let setup = Setup {
+                    act,
+                    bias,
+                    residual,
+                    inplace,
+                };
+                let r = check::<T>(gpu, setup, Lengths::Small, cases, |s, ops| {
+                    launch_op(s, act, ops)
+                });
+                if let Err(f) = r {
+                    panic!("{} {setup:?}: case {:?}:\n{}", T::NAME, f.case, f.reason);
+                }
+            }
+        }
+    }
+    all::<f32>(&gpu, 2);
+    all::<half::f16>(&gpu, 1);
+    all::<half::bf16>(&gpu, 1);
+    println!("act_mutants::real_operations: 11 activations x 8 combinations x 3 types passed");
+}
