@@ -37,10 +37,20 @@ impl From<Span> for Sp {
     }
 }
 
-/// Collects `syn::Error`s; [`Ctxt::finish`] hands them back.
+/// Collects `syn::Error`s; [`Ctxt::finish`] hands them back, and must be called: dropping a
+/// context with unreported errors is a bug of the compiler (as serde's `Ctxt`).
 #[derive(Default)]
 pub struct Ctxt {
     errors: RefCell<Vec<syn::Error>>,
+    finished: std::cell::Cell<bool>,
+}
+
+impl Drop for Ctxt {
+    fn drop(&mut self) {
+        if !self.finished.get() && !self.errors.borrow().is_empty() && !std::thread::panicking() {
+            panic!("ptx_kernel!: errors were recorded but never reported");
+        }
+    }
 }
 
 impl Ctxt {
@@ -77,9 +87,10 @@ impl Ctxt {
     /// The recorded errors, deduplicated by message and position (variants of one kernel
     /// report the same error once).
     pub fn finish(self) -> Vec<syn::Error> {
+        self.finished.set(true);
         let mut out: Vec<syn::Error> = Vec::new();
         let mut seen: Vec<String> = Vec::new();
-        for e in self.errors.into_inner() {
+        for e in self.errors.take() {
             let key = format!("{e} @ {:?}", e.span());
             if !seen.contains(&key) {
                 seen.push(key);

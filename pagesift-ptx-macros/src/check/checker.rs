@@ -142,7 +142,10 @@ pub(super) fn check_variant(
     }
     let mut params = Vec::new();
     for p in &f.params {
-        let ty = super::kernel_param_ty(&Ctxt::new(), &p.ty).unwrap_or(Ty::Never);
+        // Already reported by `check_program`; here only the type matters.
+        let quiet = Ctxt::new();
+        let ty = super::kernel_param_ty(&quiet, &p.ty).unwrap_or(Ty::Never);
+        let _ = quiet.finish();
         let mutable = false;
         let id = ck.declare(&p.name.to_string(), ty, mutable);
         params.push(id);

@@ -168,8 +168,23 @@ fn __rsqrt_f32(x: f32) -> f32 {
 /// Parses the prelude (its spans are those of the invocation).
 pub fn parse_prelude() -> Program {
     let cx = Ctxt::new();
-    match syn::parse_str::<syn::File>(PRELUDE) {
+    let program = match syn::parse_str::<syn::File>(PRELUDE) {
         Ok(file) => crate::parse::parse_items(&cx, file.items),
         Err(_) => Program { fns: Vec::new() },
+    };
+    // The prelude is tested to parse cleanly (`prelude_parses`).
+    let _ = cx.finish();
+    program
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prelude_parses() {
+        let cx = crate::ctxt::Ctxt::new();
+        let file = syn::parse_str::<syn::File>(super::PRELUDE).expect("the prelude is Rust syntax");
+        let program = crate::parse::parse_items(&cx, file.items);
+        assert!(cx.finish().is_empty());
+        assert!(program.fns.len() >= 14);
     }
 }

@@ -266,9 +266,6 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
                     syn::Expr::Paren(p) => vec![parse_expr(&cx, &p.expr)],
                     other => vec![parse_expr(&cx, other)],
                 };
-                if attr.block.is_empty() || attr.block.len() > 3 {
-                    return Err(syn::Error::new(value.span(), "a block has 1 to 3 dimensions"));
-                }
             }
             "min_blocks" => attr.min_blocks = Some(parse_expr(&cx, &value)),
             "max_regs" => attr.max_regs = Some(parse_expr(&cx, &value)),
@@ -281,6 +278,12 @@ fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {
         }
         if let Some(e) = cx.finish().into_iter().next() {
             return Err(e);
+        }
+        if key == "block" && (attr.block.is_empty() || attr.block.len() > 3) {
+            return Err(syn::Error::new(
+                value.span(),
+                "a block has 1 to 3 dimensions",
+            ));
         }
         if input.is_empty() {
             break;
