@@ -175,8 +175,11 @@
 //!
 //! **`asm!`** splices one PTX instruction with typed register operands:
 //! `let r: u32 = asm!("lop3.b32 {0}, {1}, {2}, {3}, 0x96;", out(u32), a, b, c);` — `{N}` is the
-//! N-th operand; `out(T)` (at most one) is a fresh register of type `T` and the value of the
-//! `asm!`; the other operands are expressions (registers or immediates).
+//! N-th operand; an `out(T)` operand is a fresh register of type `T`; the other operands are
+//! expressions (registers or immediates). With one `out` the value of the `asm!` is that
+//! register, with several (of one type) an array `[T; N]` in their order, with none `()`.
+//! `{{` and `}}` are literal braces, for PTX vector operands:
+//! `let h = asm!("mov.b64 {{{0}, {1}}}, {2};", out(u32), out(u32), x);`.
 //!
 //! # Output
 //!

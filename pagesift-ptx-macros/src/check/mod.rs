@@ -108,11 +108,23 @@ pub enum TKind {
         binds: Vec<(VarId, TExpr)>,
         body: TBlock,
     },
+    /// One spliced PTX instruction: text with operand slots; the value is the output (one
+    /// register, or an array of them).
     Asm {
-        template: String,
+        pieces: Vec<AsmPiece>,
         inputs: Vec<TExpr>,
-        out: Option<Scalar>,
+        outs: Vec<Scalar>,
     },
+}
+
+/// A piece of an `asm!` template.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AsmPiece {
+    Text(String),
+    /// The k-th input operand.
+    In(usize),
+    /// The k-th output register.
+    Out(usize),
 }
 
 /// An assignable place.

@@ -2,7 +2,7 @@
 
 use super::checker::{err_expr, same, Binding, Checker};
 use super::fold::{fold_binary, op_str};
-use super::{Place, TExpr, TKind};
+use super::{AsmPiece, Place, TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::{BinOp, Expr, ExprKind, UnOp};
 use crate::types::{wrap_int, ConstVal, Scalar, Ty};
@@ -391,7 +391,8 @@ impl Checker<'_> {
     ) -> TExpr {
         use crate::parse::AsmOperand;
         let mut inputs = Vec::new();
-        let mut out = None;
+        let mut outs = Vec::new();
+        // Each written operand, as the slot it fills: input k or output k.
         let mut slots = Vec::new();
         for op in operands {
             match op {
@@ -403,64 +404,110 @@ impl Checker<'_> {
                             format!("`asm!` operands are scalars, not `{}`", t.ty),
                         );
                     }
-                    slots.push(false);
+                    slots.push(AsmPiece::In(inputs.len()));
                     inputs.push(t);
                 }
                 AsmOperand::Out(s, sp) => {
-                    if out.is_some() {
-                        self.cx
-                            .error(*sp, "`asm!` has at most one `out(T)` operand");
+                    if outs.first().is_some_and(|f| f != s) {
+                        self.cx.error(*sp, "the `out(T)` operands of one `asm!` have one type (their value is `[T; N]`)");
                     }
-                    slots.push(true);
-                    out = Some(*s);
+                    slots.push(AsmPiece::Out(outs.len()));
+                    outs.push(*s);
                 }
             }
         }
         let text = template.value();
-        let mut rest = text.as_str();
-        while let Some(open) = rest.find('{') {
-            let Some(close) = rest[open..].find('}') else {
-                break;
-            };
-            let idx = &rest[open + 1..open + close];
-            match idx.parse::<usize>() {
-                Ok(i) if i < slots.len() => {}
-                _ => self.cx.error(
-                    template.span(),
-                    format!("`{{{idx}}}` names no operand (operands are `{{0}}`..)"),
-                ),
+        let pieces = match parse_asm_template(&text, slots.len()) {
+            Ok(p) => p,
+            Err(msg) => {
+                self.cx.error(template.span(), msg);
+                return err_expr(span);
             }
-            rest = &rest[open + close + 1..];
-        }
+        };
+        let pieces = pieces
+            .into_iter()
+            .map(|p| match p {
+                AsmPiece::In(i) => slots[i].clone(),
+                other => other,
+            })
+            .collect();
         if !text.trim_end().ends_with(';') || text.matches(';').count() != 1 {
             self.cx.error(
                 template.span(),
                 "`asm!` splices exactly one PTX instruction ending in `;`",
             );
         }
-        // Operand order: the template's `{N}` index over all operands, in written order.
-        let ty = out.map(Ty::Scalar).unwrap_or(Ty::Unit);
-        let mut t = text.clone();
-        let mut in_k = 0usize;
-        for (i, is_out) in slots.iter().enumerate() {
-            let name = if *is_out {
-                "{out}".to_string()
-            } else {
-                format!("{{in{in_k}}}")
-            };
-            if !*is_out {
-                in_k += 1;
-            }
-            t = t.replace(&format!("{{{i}}}"), &name);
-        }
+        let ty = match outs.as_slice() {
+            [] => Ty::Unit,
+            [s] => Ty::Scalar(*s),
+            [s, ..] => Ty::Array(*s, outs.len() as u32),
+        };
         TExpr {
             kind: TKind::Asm {
-                template: t,
+                pieces,
                 inputs,
-                out,
+                outs,
             },
             ty,
             span,
         }
     }
+}
+
+/// Splits an `asm!` template into text and operand slots: `{N}` is the N-th operand (as
+/// `AsmPiece::In(N)`, resolved by the caller), `{{` and `}}` are literal braces (PTX vector
+/// operands).
+pub(super) fn parse_asm_template(text: &str, n_operands: usize) -> Result<Vec<AsmPiece>, String> {
+    let mut pieces = Vec::new();
+    let mut lit = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                lit.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                lit.push('}');
+            }
+            '{' => {
+                let mut idx = String::new();
+                loop {
+                    match chars.next() {
+                        Some('}') => break,
+                        Some(d) => idx.push(d),
+                        None => {
+                            return Err(
+                                "unclosed `{` in the `asm!` template (write `{{` for a brace)"
+                                    .into(),
+                            )
+                        }
+                    }
+                }
+                match idx.trim().parse::<usize>() {
+                    Ok(i) if i < n_operands => {
+                        if !lit.is_empty() {
+                            pieces.push(AsmPiece::Text(std::mem::take(&mut lit)));
+                        }
+                        pieces.push(AsmPiece::In(i));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "`{{{idx}}}` names no operand: operands are `{{0}}` to `{{{}}}`, `{{{{` and `}}}}` are literal braces",
+                            n_operands.saturating_sub(1)
+                        ))
+                    }
+                }
+            }
+            '}' => {
+                return Err("unmatched `}` in the `asm!` template (write `}}` for a brace)".into())
+            }
+            c => lit.push(c),
+        }
+    }
+    if !lit.is_empty() {
+        pieces.push(AsmPiece::Text(lit));
+    }
+    Ok(pieces)
 }

@@ -141,3 +141,24 @@ fn literals_take_their_type_from_context() {
     // `b` folds to a constant binding, not a variable.
     assert!(!vars.iter().any(|x| x.name == "b"));
 }
+
+#[test]
+fn asm_templates_split_into_text_and_operands() {
+    use super::ops::parse_asm_template;
+    let p = parse_asm_template("mov.b64 {{{0}, {1}}}, {2};", 3).expect("valid");
+    assert_eq!(
+        p,
+        vec![
+            AsmPiece::Text("mov.b64 {".into()),
+            AsmPiece::In(0),
+            AsmPiece::Text(", ".into()),
+            AsmPiece::In(1),
+            AsmPiece::Text("}, ".into()),
+            AsmPiece::In(2),
+            AsmPiece::Text(";".into()),
+        ]
+    );
+    assert!(parse_asm_template("add.u32 {0}, {3};", 2).is_err());
+    assert!(parse_asm_template("add.u32 {0, x;", 2).is_err());
+    assert!(parse_asm_template("add.u32 }", 2).is_err());
+}

@@ -1,7 +1,7 @@
 //! Intrinsics: special registers, barriers, shuffles, votes, math, bit casts, `asm!`.
 
 use super::{Lower, Val};
-use crate::check::{Intr, ShflKind, Special, TExpr};
+use crate::check::{AsmPiece, Intr, ShflKind, Special, TExpr};
 use crate::ctxt::Sp as Span;
 use crate::ptx::{self, BinKind, Op, Operand, UnKind};
 use crate::types::{ConstVal, Scalar, Ty};
@@ -181,24 +181,32 @@ impl Lower<'_> {
 
     pub(super) fn asm(
         &mut self,
-        template: &str,
+        pieces: &[AsmPiece],
         inputs: &[TExpr],
-        out: Option<Scalar>,
+        outs: &[Scalar],
         span: Span,
     ) -> Val {
         let vals: Vec<Val> = inputs.iter().map(|x| self.expr(x)).collect();
-        let mut text = template.to_string();
-        for (i, v) in vals.iter().enumerate() {
-            let o = self.operand(v, span);
-            text = text.replace(&format!("{{in{i}}}"), &operand_text(&o));
+        let ins: Vec<String> = vals
+            .iter()
+            .map(|v| operand_text(&self.operand(v, span)))
+            .collect();
+        let regs: Vec<(crate::ptx::Reg, Scalar)> =
+            outs.iter().map(|s| (self.reg(s.reg_class()), *s)).collect();
+        let mut text = String::new();
+        for p in pieces {
+            match p {
+                AsmPiece::Text(t) => text.push_str(t),
+                AsmPiece::In(k) => text.push_str(&ins[*k]),
+                AsmPiece::Out(k) => text.push_str(&operand_text(&Operand::Reg(regs[*k].0))),
+            }
         }
-        let result = out.map(|s| {
-            let r = self.reg(s.reg_class());
-            text = text.replace("{out}", &operand_text(&Operand::Reg(r)));
-            Val::Reg(r, s)
-        });
         self.emit(Op::Asm(text), vec![], span);
-        result.unwrap_or(Val::Unit)
+        match regs.as_slice() {
+            [] => Val::Unit,
+            [(r, s)] => Val::Reg(*r, *s),
+            _ => Val::Arr(regs.iter().map(|(r, s)| Val::Reg(*r, *s)).collect()),
+        }
     }
 }
 

@@ -484,10 +484,10 @@ impl Lower<'_> {
             }
             TKind::Inline { binds, body } => self.inline(binds, body, &e.ty, span),
             TKind::Asm {
-                template,
+                pieces,
                 inputs,
-                out,
-            } => self.asm(template, inputs, *out, span),
+                outs,
+            } => self.asm(pieces, inputs, outs, span),
         }
     }
 }

@@ -267,3 +267,19 @@ fn a_register_index_unknown_after_unrolling_is_an_error() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn asm_with_vector_braces_and_several_outputs() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[u64], y: &mut [u32]) {
+            let i = thread_idx_x();
+            let halves = asm!("mov.b64 {{{0}, {1}}}, {2};", out(u32), out(u32), x[i]);
+            y[2 * i] = halves[0];
+            y[2 * i + 1] = halves[1];
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains("mov.b64 {%r"), "{text}");
+    assemble("asm_outputs", &ptx);
+}
