@@ -9,13 +9,13 @@
 //! The correct kernel must pass; every mutant must be caught, and the test prints the minimal
 //! failing case the runner shrank to:
 //!
-//! | mutant           | bug                                                                  |
-//! |------------------|----------------------------------------------------------------------|
-//! | `OffByOne`       | the scalar tail runs while `k <= n`: writes one element past the end  |
-//! | `BiasShift`      | the bias column is `(i + 1) % cols`                                   |
-//! | `GeluConstant`   | gelu-tanh with 0.79 for `sqrt(2 / pi)` (0.7978845...)                 |
-//! | `SigmoidSign`    | silu as `x * sigmoid(-x)`                                             |
-//! | `SkipTail`       | the scalar tail stops at `n` rounded down to a multiple of 4          |
+//! | mutant         | bug                                                                  |
+//! |----------------|----------------------------------------------------------------------|
+//! | `OffByOne`     | the scalar tail runs while `k <= n`: writes one element past the end |
+//! | `BiasShift`    | the bias column is `(i + 1) % cols`                                  |
+//! | `GeluConstant` | gelu-tanh with 0.79 for `sqrt(2 / pi)` (0.7978845...)                |
+//! | `SigmoidSign`  | silu as `x * sigmoid(-x)`                                            |
+//! | `SkipTail`     | the scalar tail stops at `n` rounded down to a multiple of 4         |
 //!
 //! Two more tests keep the experiment honest: the shared checks pass the real operations (every
 //! activation, operand combination and storage type), and every mutant variant assembles with
