@@ -65,7 +65,7 @@ impl KernelVariant {
 /// The lowest CUDA driver version (e.g. 12000 for CUDA 12.0) whose JIT accepts a PTX ISA version.
 pub fn min_driver_for_ptx((major, minor): (u32, u32)) -> i32 {
     // PTX ISA version -> CUDA release that introduced it (PTX ISA document, release notes).
-    let cuda = match (major, minor) {
+    match (major, minor) {
         (6, 0) => 9000,
         (6, 1) => 9010,
         (6, 2) => 9020,
@@ -78,8 +78,7 @@ pub fn min_driver_for_ptx((major, minor): (u32, u32)) -> i32 {
         (8, m) => 12000 + 10 * m as i32,
         (9, m) => 13000 + 10 * m as i32,
         _ => 13000,
-    };
-    cuda
+    }
 }
 
 /// How to launch a kernel: grid, dynamic shared memory. The block shape comes from the variant.
