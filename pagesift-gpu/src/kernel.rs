@@ -75,7 +75,9 @@ pub fn min_driver_for_ptx((major, minor): (u32, u32)) -> i32 {
         (7, 0) => 11000,
         (7, m) => 11000 + 10 * m as i32,
         (8, 0) => 12000,
-        (8, m) => 12000 + 10 * m as i32,
+        (8, m) if m <= 5 => 12000 + 10 * m as i32,
+        // CUDA 12.6 kept PTX ISA 8.5; 8.6 came with 12.7, 8.7 with 12.8, 8.8 with 12.9.
+        (8, m) => 12010 + 10 * m as i32,
         (9, m) => 13000 + 10 * m as i32,
         _ => 13000,
     }
