@@ -117,3 +117,45 @@ impl LaunchConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_versions_map_to_the_cuda_release_that_introduced_them() {
+        assert_eq!(min_driver_for_ptx((6, 0)), 9000);
+        assert_eq!(min_driver_for_ptx((7, 0)), 11000);
+        assert_eq!(min_driver_for_ptx((7, 8)), 11080);
+        assert_eq!(min_driver_for_ptx((8, 0)), 12000);
+        assert_eq!(min_driver_for_ptx((8, 5)), 12050);
+        assert_eq!(min_driver_for_ptx((8, 7)), 12080);
+        assert_eq!(min_driver_for_ptx((9, 0)), 13000);
+    }
+
+    #[test]
+    fn variants_name_themselves_and_their_target() {
+        let v = KernelVariant {
+            kernel: "bias_act",
+            entry: "bias_act__ACT_Relu",
+            consts: &[("ACT", "Relu"), ("BM", "64")],
+            target: "sm_90a",
+            ptx_version: (8, 0),
+            block: [256, 1, 1],
+            static_shared_bytes: 0,
+            dynamic_shared: false,
+            params: &[],
+            ptx: "",
+        };
+        assert_eq!(v.display_name(), "bias_act[ACT=Relu,BM=64]");
+        assert_eq!(v.min_compute_capability(), (9, 0));
+        assert_eq!(v.min_driver_version(), 12000);
+        let plain = KernelVariant {
+            consts: &[],
+            target: "sm_70",
+            ..v
+        };
+        assert_eq!(plain.display_name(), "bias_act");
+        assert_eq!(plain.min_compute_capability(), (7, 0));
+    }
+}
