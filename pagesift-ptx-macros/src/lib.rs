@@ -146,6 +146,19 @@
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
 //! | `t.len()` | length of a static shared array (a constant) |
+//! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
+//! | `t.cp_async16_partial(i, x, j, n)` | the same copying only the first `n` bytes of the source, zero-filling the rest (bounds at tile edges) |
+//! | `t.ldmatrix_x1/x2/x4(i)`, `_trans` | `[u32; N]`: N 8x8 matrices of 16-bit elements from shared memory, each lane giving the address `&t[i]` of one row (`ldmatrix`, sm_75) |
+//!
+//! With `cp_async_commit()`, `cp_async_wait(N)` (N constant: at most N groups stay pending) and
+//! `cp_async_wait_all()`.
+//!
+//! **Tensor cores** (one warp, all lanes; fragment layouts as in the PTX ISA, "Matrix Fragments
+//! for mma.m16n8k*"): `mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4]`,
+//! `mma_m16n8k4_tf32` (a: 2, b: 1), `mma_m16n8k16_f16` / `_bf16` (a: 4, b: 2),
+//! `mma_m16n8k8_f16` / `_bf16` (a: 2, b: 1), `mma_m16n8k32_s8` / `_u8` (a: 4, b: 2, `[i32; 4]`
+//! accumulators), `mma_m16n8k16_s8` / `_u8` (a: 2, b: 1). A is row-major, B column-major;
+//! `x.to_tf32()` rounds an f32 to tf32 bits (`cvt.rna.tf32.f32`). sm_80 (m16n8k8 f16: sm_75).
 //!
 //! **Alignment**: a vector access of `B` bytes must start at a `B`-byte aligned address:
 //! `i * size_of::<T>()` a multiple of `B` and the buffer's base aligned (device allocations

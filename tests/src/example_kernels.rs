@@ -212,3 +212,33 @@ ptx_kernel! {
         }
     }
 }
+
+ptx_kernel! {
+    /// `c = a · bᵀ` for one 16x8 tile with bf16 inputs and f32 results on tensor cores: `a` is
+    /// 16x16 row-major, `bt` is 8x16 row-major (B stored by columns), `c` 16x8 row-major. One
+    /// warp: asynchronous copies into shared memory, `ldmatrix` fragments, one
+    /// `mma.m16n8k16`.
+    #[target(sm_80)]
+    #[launch(block = 32)]
+    pub fn mma_tile_bf16(a: &[bf16], bt: &[bf16], c: &mut [f32]) {
+        let a_s: Shared<[bf16; 256]>;
+        let b_s: Shared<[bf16; 128]>;
+        let lane = lane_id();
+        a_s.cp_async16(lane * 8, a, lane * 8);
+        if lane < 16 {
+            b_s.cp_async16(lane * 8, bt, lane * 8);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+        sync_threads();
+        let af = a_s.ldmatrix_x4((lane % 16) * 16 + (lane / 16) * 8);
+        let bf = b_s.ldmatrix_x2((lane % 8) * 16 + ((lane / 8) % 2) * 8);
+        let d = mma_m16n8k16_bf16(af, bf, [0.0f32; 4]);
+        let row = lane / 4;
+        let col = (lane % 4) * 2;
+        c[row * 8 + col] = d[0];
+        c[row * 8 + col + 1] = d[1];
+        c[(row + 8) * 8 + col] = d[2];
+        c[(row + 8) * 8 + col + 1] = d[3];
+    }
+}

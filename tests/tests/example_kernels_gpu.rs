@@ -408,3 +408,37 @@ fn chunk_reverse_through_dynamic_shared_memory() {
         }
     }
 }
+
+#[test]
+fn mma_tile_bf16_on_tensor_cores() {
+    let Some(gpu) = gpu_or_skip("mma_tile_bf16_on_tensor_cores") else {
+        return;
+    };
+    if gpu.compute_capability() < (8, 0) {
+        eprintln!("SKIPPED mma_tile_bf16_on_tensor_cores: needs sm_80");
+        return;
+    }
+    let a: Vec<bf16> = random_f32(256, 9).into_iter().map(bf16::from_f32).collect();
+    let bt: Vec<bf16> = random_f32(128, 10)
+        .into_iter()
+        .map(bf16::from_f32)
+        .collect();
+    let (da, db) = (upload(&gpu, &a), upload(&gpu, &bt));
+    let mut dc = upload(&gpu, &vec![f32::NAN; 128]);
+    let stream = gpu.default_stream();
+    example_kernels::mma_tile_bf16::launch(&stream, LaunchConfig::grid_1d(1), &da, &db, &mut dc)
+        .expect("launch");
+    let c = dc.to_host().expect("download");
+    for i in 0..16 {
+        for j in 0..8 {
+            let want: f64 = (0..16)
+                .map(|k| a[i * 16 + k].to_f64() * bt[j * 16 + k].to_f64())
+                .sum();
+            let got = c[i * 8 + j] as f64;
+            assert!(
+                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
+                "c[{i}][{j}] = {got}, want {want}"
+            );
+        }
+    }
+}

@@ -105,6 +105,48 @@ pub enum MemOp {
     StoreVec { n: u32 },
     /// `y.atomic_add(i, v)` and friends; the old value is returned.
     Atomic(AtomKind),
+    /// `tile.cp_async16(i, x, j)`: an asynchronous copy of `bytes` from `x[j..]` to
+    /// `tile[i..]` (sm_80); `partial` takes the source byte count (the rest is zero-filled).
+    CpAsync { bytes: u32, partial: bool },
+    /// `tile.ldmatrix_x4(i)`: `n` 8x8 matrices of 16-bit elements for `mma` (sm_75).
+    Ldmatrix { n: u32, trans: bool },
+}
+
+/// The operand types of `mma.sync`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MmaType {
+    Tf32,
+    F16,
+    Bf16,
+    S8,
+    U8,
+}
+
+impl MmaType {
+    /// The PTX type name.
+    pub fn ptx(self) -> &'static str {
+        match self {
+            MmaType::Tf32 => "tf32",
+            MmaType::F16 => "f16",
+            MmaType::Bf16 => "bf16",
+            MmaType::S8 => "s8",
+            MmaType::U8 => "u8",
+        }
+    }
+
+    /// The `mma_m16n8k*_*` intrinsics: (name, type, k, A registers, B registers).
+    pub const SHAPES: [(&'static str, MmaType, u32, u32, u32); 10] = [
+        ("mma_m16n8k4_tf32", MmaType::Tf32, 4, 2, 1),
+        ("mma_m16n8k8_tf32", MmaType::Tf32, 8, 4, 2),
+        ("mma_m16n8k8_f16", MmaType::F16, 8, 2, 1),
+        ("mma_m16n8k16_f16", MmaType::F16, 16, 4, 2),
+        ("mma_m16n8k8_bf16", MmaType::Bf16, 8, 2, 1),
+        ("mma_m16n8k16_bf16", MmaType::Bf16, 16, 4, 2),
+        ("mma_m16n8k16_s8", MmaType::S8, 16, 2, 1),
+        ("mma_m16n8k32_s8", MmaType::S8, 32, 4, 2),
+        ("mma_m16n8k16_u8", MmaType::U8, 16, 2, 1),
+        ("mma_m16n8k32_u8", MmaType::U8, 32, 4, 2),
+    ];
 }
 
 /// Value intrinsics.
@@ -143,6 +185,16 @@ pub enum Intr {
     BitCast,
     /// `f16x2::new(lo, hi)`.
     Pack,
+    /// `x.to_tf32()`: f32 rounded to tf32 (`cvt.rna.tf32.f32`), as its 32 bits.
+    ToTf32,
+    /// `mma_m16n8kK_T(a, b, c)`: one warp-wide `mma.sync` (row-major A, column-major B).
+    Mma {
+        ty: MmaType,
+        k: u32,
+    },
+    CpAsyncCommit,
+    /// `cp_async_wait(N)`: wait until at most N groups are pending.
+    CpAsyncWait(u32),
     Lo,
     Hi,
 }
@@ -222,7 +274,32 @@ impl Checker<'_> {
                 },
             };
         }
+        if let Some(&(_, ty, k, na, nb)) = MmaType::SHAPES.iter().find(|s| s.0 == name) {
+            return self.check_mma(&name, ty, k, na, nb, args, span);
+        }
         match name.as_str() {
+            "cp_async_commit" | "cp_async_wait_all" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_sm(80, &name, span);
+                let intr = if name == "cp_async_commit" {
+                    Intr::CpAsyncCommit
+                } else {
+                    Intr::CpAsyncWait(0)
+                };
+                self.intr(intr, vec![], Ty::Unit, span)
+            }
+            "cp_async_wait" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_sm(80, &name, span);
+                let n = self
+                    .const_u32(&args[0], "the number of pending groups")
+                    .unwrap_or(0);
+                self.intr(Intr::CpAsyncWait(n), vec![], Ty::Unit, span)
+            }
             "lane_id" | "warp_id" | "warp_size" | "num_warps" | "sync_threads" => {
                 if !self.arity(args, 0, &name, span) {
                     return err_expr(span);
@@ -413,6 +490,10 @@ impl Checker<'_> {
             "leading_zeros" if s.is_int() && s.bytes() >= 4 => {
                 (Intr::Clz, 0, Ty::Scalar(Scalar::U32))
             }
+            "to_tf32" if f32_only => {
+                self.needs_sm(80, "to_tf32", span);
+                (Intr::ToTf32, 0, Ty::Scalar(Scalar::U32))
+            }
             "to_bits" if !s.is_int() && s != Scalar::Bool => {
                 (Intr::BitCast, 0, Ty::Scalar(s.bits_uint()))
             }
@@ -480,9 +561,33 @@ impl Checker<'_> {
             }
         } else if let Some(k) = AtomKind::ALL.iter().find(|k| k.names().0 == m) {
             (MemOp::Atomic(*k), if *k == AtomKind::Cas { 3 } else { 2 })
+        } else if let Some(rest) = m.strip_prefix("cp_async") {
+            let (num, partial) = match rest.strip_suffix("_partial") {
+                Some(r) => (r, true),
+                None => (rest, false),
+            };
+            match num.parse::<u32>() {
+                Ok(bytes @ (4 | 8 | 16)) => (
+                    MemOp::CpAsync { bytes, partial },
+                    if partial { 4 } else { 3 },
+                ),
+                _ => return self.unknown_mem(m, span),
+            }
+        } else if let Some(rest) = m.strip_prefix("ldmatrix_x") {
+            let (num, trans) = match rest.strip_suffix("_trans") {
+                Some(r) => (r, true),
+                None => (rest, false),
+            };
+            match num.parse::<u32>() {
+                Ok(n @ (1 | 2 | 4)) => (MemOp::Ldmatrix { n, trans }, 1),
+                _ => return self.unknown_mem(m, span),
+            }
         } else {
             return self.unknown_mem(m, span);
         };
+        if matches!(op, MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. }) {
+            return self.check_shared_only(op, base, elem, mutable, m, args, span);
+        }
         if !self.arity(args, n_args, m, span) {
             return err_expr(span);
         }
@@ -516,6 +621,7 @@ impl Checker<'_> {
                     Ty::Array(elem, n)
                 }
             }
+            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } => return err_expr(span),
             MemOp::Atomic(k) => {
                 if !k.supports(elem) {
                     self.cx
@@ -541,10 +647,158 @@ impl Checker<'_> {
         }
     }
 
+    /// Reports `what` when the kernel's target is below sm_`sm`.
+    fn needs_sm(&self, sm: u32, what: &str, span: Span) {
+        if self.target.sm < sm {
+            self.cx.error(
+                span,
+                format!(
+                    "`{what}` needs sm_{sm} or later: add #[target(sm_{sm})] (this kernel targets {})",
+                    self.target.name
+                ),
+            );
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_mma(
+        &mut self,
+        name: &str,
+        ty: MmaType,
+        k: u32,
+        na: u32,
+        nb: u32,
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
+        if !self.arity(args, 3, name, span) {
+            return err_expr(span);
+        }
+        self.needs_sm(
+            if ty == MmaType::F16 && k == 8 { 75 } else { 80 },
+            name,
+            span,
+        );
+        let acc = if matches!(ty, MmaType::S8 | MmaType::U8) {
+            Scalar::I32
+        } else {
+            Scalar::F32
+        };
+        let want = [
+            Ty::Array(Scalar::U32, na),
+            Ty::Array(Scalar::U32, nb),
+            Ty::Array(acc, 4),
+        ];
+        let mut targs = Vec::new();
+        for (a, w) in args.iter().zip(&want) {
+            let t = self.check_expr(a, Some(w));
+            self.expect_ty(&t, w, a.span);
+            targs.push(t);
+        }
+        self.intr(Intr::Mma { ty, k }, targs, Ty::Array(acc, 4), span)
+    }
+
+    /// `cp_async*` and `ldmatrix*`: methods of shared arrays only.
+    #[allow(clippy::too_many_arguments)]
+    fn check_shared_only(
+        &mut self,
+        op: MemOp,
+        base: usize,
+        elem: Scalar,
+        mutable: Option<bool>,
+        m: &str,
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
+        if mutable.is_some() {
+            self.cx.error(
+                span,
+                format!("`{m}` works on shared arrays (`Shared<[T; N]>`), not on slices"),
+            );
+            return err_expr(span);
+        }
+        let n_args = match op {
+            MemOp::CpAsync { partial: true, .. } => 4,
+            MemOp::CpAsync { .. } => 3,
+            _ => 1,
+        };
+        if !self.arity(args, n_args, m, span) {
+            return err_expr(span);
+        }
+        let idx = self.check_index(&args[0]);
+        match op {
+            MemOp::CpAsync { bytes, .. } => {
+                self.needs_sm(80, m, span);
+                let Some((src, sty)) = self.place_base(&args[1]) else {
+                    return err_expr(span);
+                };
+                match sty {
+                    Ty::Slice { elem: se, .. }
+                        if se.bytes() <= bytes && bytes % se.bytes() == 0 => {}
+                    Ty::Never => return err_expr(span),
+                    ref other => {
+                        self.cx.error(
+                            args[1].span,
+                            format!("`{m}` copies from a slice parameter whose elements divide {bytes} bytes, not `{other}`"),
+                        );
+                        return err_expr(span);
+                    }
+                }
+                if elem.bytes() > bytes || bytes % elem.bytes() != 0 {
+                    self.cx.error(
+                        span,
+                        format!(
+                            "`{m}` copies {bytes} bytes, which `{elem}` elements do not divide"
+                        ),
+                    );
+                }
+                let src_idx = self.check_index(&args[2]);
+                let src_var = TExpr {
+                    kind: TKind::Var(src),
+                    ty: sty,
+                    span: args[1].span,
+                };
+                let mut targs = vec![idx, src_var, src_idx];
+                if n_args == 4 {
+                    let u = Ty::Scalar(Scalar::U32);
+                    let b = self.check_expr(&args[3], Some(&u));
+                    self.expect_ty(&b, &u, args[3].span);
+                    targs.push(b);
+                }
+                TExpr {
+                    kind: TKind::Mem {
+                        op,
+                        base,
+                        args: targs,
+                    },
+                    ty: Ty::Unit,
+                    span,
+                }
+            }
+            MemOp::Ldmatrix { n, .. } => {
+                self.needs_sm(75, m, span);
+                if elem.bytes() != 2 {
+                    self.cx
+                        .error(span, format!("`{m}` loads 16-bit elements, not `{elem}`"));
+                }
+                TExpr {
+                    kind: TKind::Mem {
+                        op,
+                        base,
+                        args: vec![idx],
+                    },
+                    ty: Ty::Array(Scalar::U32, n),
+                    span,
+                }
+            }
+            _ => err_expr(span),
+        }
+    }
+
     fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor)"),
+            format!("unknown memory method `{m}` (load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

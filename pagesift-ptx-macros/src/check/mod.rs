@@ -14,7 +14,7 @@ mod ops;
 pub mod prelude;
 
 pub(crate) use fold::{fold_binary as fold, pat_matches};
-pub use intrinsics::{AtomKind, Intr, MemOp, ShflKind, Special, VoteKind};
+pub use intrinsics::{AtomKind, Intr, MemOp, MmaType, ShflKind, Special, VoteKind};
 
 use crate::ctxt::Ctxt;
 use crate::ctxt::Sp as Span;

@@ -155,6 +155,33 @@ impl Lower<'_> {
                 self.op_to(Op::MovBits(rs.bytes() * 8), rs, vec![a], span)
             }
             Intr::Pack => self.pack(&vals[0], &vals[1], rs, span),
+            Intr::ToTf32 => {
+                let a = self.operand_reg(&vals[0], span);
+                self.op_to(Op::CvtTf32, Scalar::U32, vec![a], span)
+            }
+            Intr::CpAsyncCommit => {
+                self.emit(Op::CpAsyncCommit, vec![], span);
+                Val::Unit
+            }
+            Intr::CpAsyncWait(n) => {
+                self.emit(Op::CpAsyncWait, vec![Operand::Int(n as i128)], span);
+                Val::Unit
+            }
+            Intr::Mma { ty, k } => {
+                let acc = match ty {
+                    crate::check::MmaType::S8 | crate::check::MmaType::U8 => Scalar::I32,
+                    _ => Scalar::F32,
+                };
+                let d: Vec<_> = (0..4).map(|_| self.reg(acc.reg_class())).collect();
+                let mut ops = vec![Operand::Vec(d.iter().map(|r| Operand::Reg(*r)).collect())];
+                for v in &vals {
+                    let Val::Arr(items) = v else { return Val::Unit };
+                    let regs = items.iter().map(|x| self.operand_reg(x, span)).collect();
+                    ops.push(Operand::Vec(regs));
+                }
+                self.emit(Op::Mma { ty, k }, ops, span);
+                Val::Arr(d.into_iter().map(|r| Val::Reg(r, acc)).collect())
+            }
             Intr::Lo | Intr::Hi => {
                 let (lo, hi) = self.unpack(&vals[0], rs, span);
                 if intr == Intr::Lo {

@@ -182,6 +182,29 @@ impl Lower<'_> {
         };
         let (space, a, elem) = self.elem_addr(&store, &args[0], span);
         match op {
+            MemOp::CpAsync { bytes, partial } => {
+                let Some(src_store) = (match &args[1].kind {
+                    TKind::Var(id) => self.vars.get(id).cloned(),
+                    _ => None,
+                }) else {
+                    return Val::Unit;
+                };
+                let (_, src, _) = self.elem_addr(&src_store, &args[2], span);
+                let mut ops = vec![a, src, Operand::Int(bytes as i128)];
+                if partial {
+                    let n = self.expr(&args[3]);
+                    let o = self.operand(&n, span);
+                    ops.push(o);
+                }
+                self.emit(Op::CpAsync { bytes }, ops, span);
+                Val::Unit
+            }
+            MemOp::Ldmatrix { n, trans } => {
+                let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();
+                let dst = Operand::Vec(regs.iter().map(|r| Operand::Reg(*r)).collect());
+                self.emit(Op::Ldmatrix { n, trans }, vec![dst, a], span);
+                Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
+            }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
             MemOp::LoadVec { n, nc } => self.load_vec(space, elem, n, a, nc, span),
             MemOp::StoreVec { n } => {

@@ -4,7 +4,7 @@
 //! (`add.f32`, `ld.global.nc.v4.f32`), [`requirement`] gives the lowest target and PTX ISA
 //! version each form needs, and an operation with no rule is a hard error, never a guess.
 
-use crate::check::{AtomKind, ShflKind, VoteKind};
+use crate::check::{AtomKind, MmaType, ShflKind, VoteKind};
 use crate::types::{RegClass, Scalar};
 use std::fmt::Write as _;
 
@@ -146,6 +146,24 @@ pub enum Op {
         signed: bool,
     },
     Bfi,
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], bytes[, src_bytes]` (`.cg` for 16 bytes).
+    CpAsync {
+        bytes: u32,
+    },
+    CpAsyncCommit,
+    CpAsyncWait,
+    /// `ldmatrix.sync.aligned.m8n8.x{n}[.trans].shared.b16`.
+    Ldmatrix {
+        n: u32,
+        trans: bool,
+    },
+    /// `mma.sync.aligned.m16n8k{k}.row.col` with f32 (s32 for 8-bit) accumulators.
+    Mma {
+        ty: MmaType,
+        k: u32,
+    },
+    /// `cvt.rna.tf32.f32`.
+    CvtTf32,
     /// One instruction spliced by `asm!`, operands already substituted.
     Asm(String),
 }

@@ -2,7 +2,7 @@
 //! instruction form needs.
 
 use super::{BinKind, CmpKind, Op, Space, UnKind};
-use crate::check::{AtomKind, ShflKind, VoteKind};
+use crate::check::{AtomKind, MmaType, ShflKind, VoteKind};
 use crate::types::Scalar;
 
 fn mov_ty(s: Scalar) -> &'static str {
@@ -191,6 +191,37 @@ pub fn opcode(op: &Op) -> Result<String, String> {
         Op::MulWide { signed } => format!("mul.wide.{}", if *signed { "s32" } else { "u32" }),
         Op::Bfe { signed } => format!("bfe.{}", if *signed { "s32" } else { "u32" }),
         Op::Bfi => "bfi.b32".into(),
+        Op::CpAsync { bytes: 16 } => "cp.async.cg.shared.global".into(),
+        Op::CpAsync { bytes: 4 | 8 } => "cp.async.ca.shared.global".into(),
+        Op::CpAsync { .. } => return no(),
+        Op::CpAsyncCommit => "cp.async.commit_group".into(),
+        Op::CpAsyncWait => "cp.async.wait_group".into(),
+        Op::Ldmatrix {
+            n: n @ (1 | 2 | 4),
+            trans,
+        } => {
+            format!(
+                "ldmatrix.sync.aligned.m8n8.x{n}{}.shared.b16",
+                if *trans { ".trans" } else { "" }
+            )
+        }
+        Op::Ldmatrix { .. } => return no(),
+        Op::Mma { ty, k } => {
+            if !MmaType::SHAPES
+                .iter()
+                .any(|(_, t, kk, _, _)| t == ty && kk == k)
+            {
+                return no();
+            }
+            let acc = if matches!(ty, MmaType::S8 | MmaType::U8) {
+                "s32"
+            } else {
+                "f32"
+            };
+            let t = ty.ptx();
+            format!("mma.sync.aligned.m16n8k{k}.row.col.{acc}.{t}.{t}.{acc}")
+        }
+        Op::CvtTf32 => "cvt.rna.tf32.f32".into(),
         Op::Asm(text) => text.clone(),
     })
 }
@@ -247,6 +278,13 @@ pub fn requirement(op: &Op) -> (u32, (u32, u32)) {
     let base = (70, (7, 0));
     match op {
         Op::Un(UnKind::TanhApprox, _) => (75, (7, 0)),
+        Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait | Op::CvtTf32 => (80, (7, 0)),
+        Op::Ldmatrix { .. } => (75, (6, 5)),
+        Op::Mma {
+            ty: MmaType::F16,
+            k: 8,
+        } => (75, (6, 5)),
+        Op::Mma { .. } => (80, (7, 0)),
         Op::Bin(BinKind::Add | BinKind::Sub | BinKind::Mul, Bf16 | Bf16x2) => (90, (7, 8)),
         Op::Bin(BinKind::Min | BinKind::Max, F16 | F16x2 | Bf16 | Bf16x2) => (80, (7, 0)),
         Op::Un(UnKind::Neg | UnKind::Abs, Bf16 | Bf16x2) => (80, (7, 0)),
@@ -362,7 +400,21 @@ pub(crate) fn all_ops() -> Vec<Op> {
     for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
         ops.push(Op::Vote(k));
     }
+    for (_, ty, k, _, _) in MmaType::SHAPES {
+        ops.push(Op::Mma { ty, k });
+    }
+    for n in [1, 2, 4] {
+        for trans in [false, true] {
+            ops.push(Op::Ldmatrix { n, trans });
+        }
+    }
     ops.extend([
+        Op::CpAsync { bytes: 4 },
+        Op::CpAsync { bytes: 8 },
+        Op::CpAsync { bytes: 16 },
+        Op::CpAsyncCommit,
+        Op::CpAsyncWait,
+        Op::CvtTf32,
         Op::MovBits(16),
         Op::MovBits(32),
         Op::MovBits(64),

@@ -200,6 +200,37 @@ fn sample_operands(op: &Op) -> Option<Vec<Operand>> {
             Operand::Int(8),
             Operand::Int(8),
         ],
+        Op::CpAsync { bytes } => vec![
+            space_addr(Space::Shared),
+            global.clone(),
+            Operand::Int(*bytes as i128),
+        ],
+        Op::CpAsyncCommit => vec![],
+        Op::CpAsyncWait => vec![Operand::Int(0)],
+        Op::Ldmatrix { n, .. } => vec![
+            Operand::Vec((1..=*n).map(|i| of(Scalar::U32, i)).collect()),
+            space_addr(Space::Shared),
+        ],
+        Op::Mma { ty, k } => {
+            let (_, _, _, na, nb) = *crate::check::MmaType::SHAPES
+                .iter()
+                .find(|s| s.1 == *ty && s.2 == *k)?;
+            let acc = if matches!(ty, crate::check::MmaType::S8 | crate::check::MmaType::U8) {
+                Scalar::I32
+            } else {
+                Scalar::F32
+            };
+            let regs = |s: Scalar, from: u32, n: u32| {
+                Operand::Vec((from..from + n).map(|i| of(s, i)).collect())
+            };
+            vec![
+                regs(acc, 1, 4),
+                regs(Scalar::U32, 1, na),
+                regs(Scalar::U32, 5, nb),
+                regs(acc, 5, 4),
+            ]
+        }
+        Op::CvtTf32 => vec![r(C::B32, 1), r(C::F32, 2)],
         Op::Asm(_) => return None,
     })
 }
@@ -242,7 +273,7 @@ fn every_form_assembles_at_its_declared_minimum() {
             ".version {maj}.{min}\n.target sm_{sm}\n.address_size 64\n\n.visible .entry forms(\n\t.param .u64 forms_param_0\n)\n{{\n"
         );
         for (ty, prefix) in RegClass::ALL.map(|c| c.decl()) {
-            src.push_str(&format!("\t.reg .{ty} {prefix}<8>;\n"));
+            src.push_str(&format!("\t.reg .{ty} {prefix}<16>;\n"));
         }
         src.push_str("\t.shared .align 16 .b8 smem[64];\n$L__BB0:\n");
         for i in insts {
@@ -300,7 +331,7 @@ fn forms_above_sm_70_are_missing_below_their_minimum() {
             ".version 7.8\n.target sm_{lower}\n.address_size 64\n\n.visible .entry f()\n{{\n"
         );
         for (ty, prefix) in RegClass::ALL.map(|c| c.decl()) {
-            src.push_str(&format!("\t.reg .{ty} {prefix}<8>;\n"));
+            src.push_str(&format!("\t.reg .{ty} {prefix}<16>;\n"));
         }
         src.push_str(&format!("\t{text}\n}}\n"));
         let path = dir.join(format!("below-{k}.ptx"));
