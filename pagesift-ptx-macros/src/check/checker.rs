@@ -227,6 +227,7 @@ impl Checker<'_> {
         match &t.kind {
             TypeKind::Scalar(s) => Ty::Scalar(*s),
             TypeKind::Unit => Ty::Unit,
+            TypeKind::Error => Ty::Never,
             TypeKind::Slice { elem, mutable } => Ty::Slice {
                 elem: *elem,
                 mutable: *mutable,

@@ -418,6 +418,10 @@ impl Checker<'_> {
             if let Some(Binding::Var(id)) = self.lookup(&name.to_string()) {
                 let ty = self.vars[id].ty.clone();
                 if let Ty::Slice { elem, mutable } = ty {
+                    if m == "len" {
+                        self.cx.error(span, "slices carry no length on the device: pass it as a parameter (`n: u32`)");
+                        return err_expr(span);
+                    }
                     return self.check_mem(id, elem, Some(mutable), &m, args, span);
                 }
                 if let Ty::Shared { elem, len } = ty {

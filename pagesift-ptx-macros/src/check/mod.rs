@@ -318,6 +318,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
 fn kernel_param_ty(cx: &Ctxt, ty: &TypeAst) -> Option<Ty> {
     use crate::parse::TypeKind;
     match &ty.kind {
+        TypeKind::Error => None,
         TypeKind::Scalar(s) if !s.is_packed() => Some(Ty::Scalar(*s)),
         TypeKind::Slice {
             elem: Scalar::Bool, ..

@@ -53,18 +53,25 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                                     Sp::of(&other),
                                     "expected `Shared<[T; N]>` or `Shared<[T]>`",
                                 );
-                                TypeKind::Unit
+                                TypeKind::Error
                             }
                         }
                     }
                     _ => {
                         cx.error(span, "expected `Shared<[T; N]>` or `Shared<[T]>`");
-                        TypeKind::Unit
+                        TypeKind::Error
                     }
                 }
             } else {
-                cx.error(span, format!("unsupported type `{}`", quote::quote!(#ty)));
-                TypeKind::Unit
+                let name = quote::quote!(#ty).to_string();
+                let hint = match name.as_str() {
+                    "usize" => " (use `u64`, or `u32` for indices)",
+                    "isize" => " (use `i64` or `i32`)",
+                    "char" | "String" | "str" => " (kernels compute on numbers)",
+                    _ => "",
+                };
+                cx.error(span, format!("unsupported type `{name}`{hint}"));
+                TypeKind::Error
             }
         }
         syn::Type::Reference(r) => match &*r.elem {
@@ -74,7 +81,7 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
             },
             _ => {
                 cx.error(span, "references are only to slices: `&[T]` or `&mut [T]`");
-                TypeKind::Unit
+                TypeKind::Error
             }
         },
         syn::Type::Array(arr) => TypeKind::Array {
@@ -83,7 +90,7 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
         },
         _ => {
             cx.error(span, format!("unsupported type `{}`", quote::quote!(#ty)));
-            TypeKind::Unit
+            TypeKind::Error
         }
     };
     TypeAst { kind, span }

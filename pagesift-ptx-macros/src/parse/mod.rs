@@ -70,6 +70,8 @@ pub enum TypeKind {
         len: Option<Box<Expr>>,
     },
     Unit,
+    /// A type that was already reported as an error.
+    Error,
 }
 
 /// One group of `#[variants(...)]`: a name with values, or names with tuples of values.
