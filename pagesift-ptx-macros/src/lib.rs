@@ -288,3 +288,13 @@ pub(crate) fn compile_for_test(tokens: TokenStream2) -> Result<Vec<(String, Stri
         Err(errors.iter().map(|e| e.to_string()).collect())
     }
 }
+
+/// NVIDIA's `ptxas` for the unit tests: `PAGESIFT_PTXAS`, else `target/ptxas/ptxas`.
+#[cfg(test)]
+pub(crate) fn test_ptxas() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("PAGESIFT_PTXAS") {
+        return Some(p.into());
+    }
+    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
+    local.is_file().then_some(local)
+}

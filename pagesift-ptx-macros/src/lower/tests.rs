@@ -52,14 +52,10 @@ fn elementwise_kernel_with_enum_variants() {
 
 /// Assembles the PTX with `ptxas` when it is installed (`target/ptxas/ptxas`).
 fn assemble(name: &str, ptx: &[(String, String)]) {
-    let ptxas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
-    if !ptxas.is_file() {
-        eprintln!(
-            "SKIPPED ptxas check of {name}: no ptxas at {}",
-            ptxas.display()
-        );
+    let Some(ptxas) = crate::test_ptxas() else {
+        eprintln!("SKIPPED ptxas check of {name}: no ptxas (PAGESIFT_PTXAS or target/ptxas/ptxas)");
         return;
-    }
+    };
     dump(name, ptx);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
     for (entry, text) in ptx {

@@ -243,14 +243,10 @@ fn addr_of(base: Operand) -> Operand {
 /// ISA version `requirement` gives it (when `ptxas` is installed at `target/ptxas/ptxas`).
 #[test]
 fn every_form_assembles_at_its_declared_minimum() {
-    let ptxas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
-    if !ptxas.is_file() {
-        eprintln!(
-            "SKIPPED every_form_assembles_at_its_declared_minimum: no ptxas at {}",
-            ptxas.display()
-        );
+    let Some(ptxas) = crate::test_ptxas() else {
+        eprintln!("SKIPPED every_form_assembles_at_its_declared_minimum: no ptxas (PAGESIFT_PTXAS or target/ptxas/ptxas)");
         return;
-    }
+    };
     let mut groups: std::collections::BTreeMap<(u32, (u32, u32)), Vec<String>> = Default::default();
     for op in all_ops() {
         if opcode(&op).is_err() {
@@ -304,11 +300,10 @@ fn every_form_assembles_at_its_declared_minimum() {
 /// the declared minimum is the lowest).
 #[test]
 fn forms_above_sm_70_are_missing_below_their_minimum() {
-    let ptxas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
-    if !ptxas.is_file() {
+    let Some(ptxas) = crate::test_ptxas() else {
         eprintln!("SKIPPED forms_above_sm_70_are_missing_below_their_minimum: no ptxas");
         return;
-    }
+    };
     let below = |sm: u32| match sm {
         75 => 70,
         80 => 75,
