@@ -242,3 +242,117 @@ ptx_kernel! {
         c[(row + 8) * 8 + col + 1] = d[3];
     }
 }
+
+ptx_kernel! {
+    /// Language semantics in one thread per input, for comparison with the same Rust code on
+    /// the host ([`semantics_reference`]): wrapping integers, casts, shifts, copies of mutable
+    /// variables, array assignment, short-circuit, loops with `break` / `continue`, inclusive
+    /// ranges, helpers with early `return`, `match` on an unrolled counter.
+    #[launch(block = 64)]
+    pub fn semantics(x: &[f32], k: &[i32], y: &mut [u32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i >= n {
+            return;
+        }
+        let v = x[i];
+        let a = k[i];
+        let mut out = [0u32; 12];
+        // Casts: float -> int truncates and saturates, NaN -> 0.
+        out[0] = (v * 1e9) as i32 as u32;
+        out[1] = (v * 1e3) as u8 as u32;
+        // Wrapping arithmetic and shifts.
+        out[2] = (a * 65537) as u32;
+        out[3] = ((a >> 3) ^ (a << 5)) as u32;
+        out[4] = (a as u32) >> 7;
+        // An immutable copy keeps the old value of a mutable variable.
+        let mut m = a;
+        let before = m + 0;
+        m += 1000;
+        out[5] = (before - m) as u32;
+        // Array assignment reads before it writes.
+        let mut pair = [a, m];
+        pair = [pair[1], pair[0]];
+        out[6] = pair[0] as u32;
+        // Loops.
+        let mut s = 0u32;
+        for j in 0..=10u32 {
+            if j % 3 == 0 {
+                continue;
+            }
+            if j * j > (a as u32) % 97 {
+                break;
+            }
+            s += j;
+        }
+        out[7] = s;
+        let mut w = 0u32;
+        while w < 100 {
+            w = w * 2 + 1;
+        }
+        out[8] = w;
+        out[9] = clamp_index(a);
+        // `match` on an unrolled counter.
+        let mut acc = 0u32;
+        #[unroll]
+        for q in 0..4u32 {
+            acc += match q {
+                0 => 1,
+                1 => 10,
+                _ => 100,
+            };
+        }
+        out[10] = acc;
+        // Short-circuit: the right side is not evaluated past the end.
+        out[11] = (i + 1 < n && k[i + 1] > a) as u32;
+        #[unroll]
+        for q in 0..12 {
+            y[12 * i + q] = out[q];
+        }
+    }
+
+    fn clamp_index(a: i32) -> u32 {
+        if a < 0 {
+            return 0;
+        }
+        if a > 1000 {
+            return 1000;
+        }
+        a as u32
+    }
+}
+
+/// The host version of [`semantics`] for element `i` (the same code, in Rust).
+pub fn semantics_reference(x: &[f32], k: &[i32], i: usize) -> [u32; 12] {
+    let v = x[i];
+    let a = k[i];
+    let mut out = [0u32; 12];
+    out[0] = (v * 1e9) as i32 as u32;
+    out[1] = (v * 1e3) as u8 as u32;
+    out[2] = a.wrapping_mul(65537) as u32;
+    out[3] = ((a >> 3) ^ a.wrapping_shl(5)) as u32;
+    out[4] = (a as u32) >> 7;
+    let before = a;
+    let m = a.wrapping_add(1000);
+    out[5] = before.wrapping_sub(m) as u32;
+    out[6] = m as u32;
+    let mut s = 0u32;
+    for j in 0..=10u32 {
+        if j % 3 == 0 {
+            continue;
+        }
+        if j * j > (a as u32) % 97 {
+            break;
+        }
+        s += j;
+    }
+    out[7] = s;
+    let mut w = 0u32;
+    while w < 100 {
+        w = w * 2 + 1;
+    }
+    out[8] = w;
+    out[9] = a.clamp(0, 1000) as u32;
+    out[10] = 1 + 10 + 100 + 100;
+    out[11] = (i + 1 < x.len() && k[i + 1] > a) as u32;
+    out
+}

@@ -442,3 +442,42 @@ fn mma_tile_bf16_on_tensor_cores() {
         }
     }
 }
+
+#[test]
+fn language_semantics_match_the_host() {
+    let Some(gpu) = gpu_or_skip("language_semantics_match_the_host") else {
+        return;
+    };
+    let n = 300usize;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(12);
+    let mut x: Vec<f32> = (0..n).map(|_| rng.gen_range(-5.0f32..5.0)).collect();
+    x[0] = f32::NAN;
+    x[1] = 1e30;
+    x[2] = -1e30;
+    let mut k: Vec<i32> = (0..n).map(|_| rng.gen_range(-2000..2000)).collect();
+    k[3] = i32::MAX;
+    k[4] = i32::MIN;
+    let (dx, dk) = (upload(&gpu, &x), upload(&gpu, &k));
+    let mut dy = upload(&gpu, &vec![0xdead_beefu32; 12 * n]);
+    let stream = gpu.default_stream();
+    example_kernels::semantics::launch(
+        &stream,
+        LaunchConfig::grid_1d((n as u32).div_ceil(64)),
+        &dx,
+        &dk,
+        &mut dy,
+        n as u32,
+    )
+    .expect("launch");
+    let y = dy.to_host().expect("download");
+    for i in 0..n {
+        let want = example_kernels::semantics_reference(&x, &k, i);
+        assert_eq!(
+            &y[12 * i..12 * i + 12],
+            &want[..],
+            "element {i}: x={} k={}",
+            x[i],
+            k[i]
+        );
+    }
+}

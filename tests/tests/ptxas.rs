@@ -27,7 +27,7 @@ fn find_ptxas() -> Option<PathBuf> {
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
-    let families: [&'static [KernelVariant]; 8] = [
+    let families: [&'static [KernelVariant]; 9] = [
         example_kernels::bias_act::VARIANTS,
         example_kernels::block_sum::VARIANTS,
         example_kernels::tile_scale::VARIANTS,
@@ -36,6 +36,7 @@ fn example_variants() -> Vec<&'static KernelVariant> {
         example_kernels::special_fn::VARIANTS,
         example_kernels::chunk_reverse::VARIANTS,
         example_kernels::mma_tile_bf16::VARIANTS,
+        example_kernels::semantics::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }
