@@ -7,8 +7,43 @@
 //! line and exits 0.
 
 use half::{bf16, f16};
-use pagesift_gpu::ops::act::{activation, ActElement};
-use pagesift_gpu::{Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, Result, Stream};
+use pagesift_gpu::ops::act::{activation, activation_with_grid_limit, ActElement};
+use pagesift_gpu::{
+    ptx_kernel, Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, LaunchConfig, Result, Stream,
+};
+
+ptx_kernel! {
+    /// A copy in the activation kernels' memory pattern, `U` 16-byte vectors in flight per
+    /// thread and iteration of a grid-stride loop: what our generated code reaches with no
+    /// arithmetic (a probe for the grid size and unroll, not a product kernel).
+    #[variants(U in [1, 2, 4, 8])]
+    #[launch(block = 256)]
+    pub fn probe_copy<const U: u32>(x: &[f32], y: &mut [f32], nvec: u64) {
+        let nt = (grid_dim_x() * block_dim_x()) as u64;
+        let mut j = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+        while j + (U as u64 - 1) * nt < nvec {
+            let mut a = [0.0f32; 32];
+            #[unroll]
+            for u in 0..U {
+                let v = x.load4_nc(4 * (j + u as u64 * nt));
+                #[unroll]
+                for l in 0..4 {
+                    a[4 * u + l] = v[l];
+                }
+            }
+            #[unroll]
+            for u in 0..U {
+                let v = [a[4 * u], a[4 * u + 1], a[4 * u + 2], a[4 * u + 3]];
+                y.store4(4 * (j + u as u64 * nt), v);
+            }
+            j += U as u64 * nt;
+        }
+        while j < nvec {
+            y.store4(4 * j, x.load4_nc(4 * j));
+            j += nt;
+        }
+    }
+}
 
 const WARMUP: usize = 2;
 const RUNS: usize = 15;
@@ -44,6 +79,69 @@ fn run(gpu: &Gpu) -> Result<()> {
     let half_len = if emulated { len } else { len * 2 };
     bench_type::<f16>(gpu, half_len, &[Act::Identity, Act::Gelu, Act::Silu])?;
     bench_type::<bf16>(gpu, half_len, &[Act::Identity, Act::Gelu, Act::Silu])?;
+    if std::env::var_os("PAGESIFT_BENCH_SWEEP").is_some() {
+        sweep(gpu, len)?;
+    }
+    Ok(())
+}
+
+/// With `PAGESIFT_BENCH_SWEEP` set: the grid size (blocks per SM) against the copy, for a copy
+/// probe at several unrolls and for identity / gelu / gelu-tanh with a bias.
+fn sweep(gpu: &Gpu, len: usize) -> Result<()> {
+    let stream = gpu.default_stream();
+    let host: Vec<f32> = (0..len)
+        .map(|i| ((i * 7919) % 2003) as f32 / 125.0 - 8.0)
+        .collect();
+    let x = DeviceBuffer::from_host(gpu, &host)?;
+    let bias = DeviceBuffer::from_host(gpu, &host[..COLS])?;
+    let mut y = DeviceBuffer::<f32>::alloc(gpu, len)?;
+    let bytes = 8.0 * len as f64;
+    let copy_ms = median_ms(gpu, &stream, &mut || stream.copy_dtod_async(&mut y, &x))?;
+    let sms = gpu.props().sm_count;
+    let nvec = (len / 4) as u64;
+    println!(
+        "sweep: % of the copy ({:.1} GB/s) by blocks per SM",
+        bytes / copy_ms / 1e6
+    );
+    let per_sm = [1u32, 2, 4, 8, 16, 64, 0];
+    let head: Vec<String> = per_sm
+        .iter()
+        .map(|&k| if k == 0 { "all".into() } else { k.to_string() })
+        .collect();
+    println!(
+        "{:<16} {}",
+        "kernel",
+        head.iter().map(|h| format!("{h:>7}")).collect::<String>()
+    );
+    for u in [1u32, 2, 4, 8] {
+        let mut row = String::new();
+        for &k in &per_sm {
+            let per_block = 256 * u64::from(u);
+            let blocks = if k == 0 {
+                nvec.div_ceil(per_block) as u32
+            } else {
+                (sms * k).min(nvec.div_ceil(per_block) as u32)
+            };
+            let cfg = LaunchConfig::grid_1d(blocks);
+            let ms = median_ms(gpu, &stream, &mut || {
+                probe_copy::launch(&stream, cfg, u, &x, &mut y, nvec)
+            })?;
+            row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
+        }
+        println!("{:<16} {row}", format!("copy x{u}"));
+    }
+    for act in [Act::Identity, Act::Gelu, Act::GeluTanh] {
+        let args = ActArgs::new(act).with_bias(bias.slice(..)?, COLS);
+        let mut row = String::new();
+        for &k in &per_sm {
+            let limit = if k == 0 { u32::MAX } else { sms * k };
+            let ms = median_ms(gpu, &stream, &mut || {
+                activation_with_grid_limit(&stream, &args, &x, &mut y, Some(limit))
+            })?;
+            row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
+        }
+        println!("{:<16} {row}", act.name());
+    }
     Ok(())
 }
 

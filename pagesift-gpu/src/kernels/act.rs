@@ -40,9 +40,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -61,9 +62,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// The body of the f32 kernels: `x` may be `y` itself when `NC` is false.
@@ -76,6 +78,7 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
@@ -113,10 +116,10 @@ ptx_kernel! {
             let c1 = wrap_add(c, step, cols);
             let c2 = wrap_add(c1, step, cols);
             let c3 = wrap_add(c2, step, cols);
-            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
-            y.store4(e1, vec4::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, r1, slope));
-            y.store4(e2, vec4::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, r2, slope));
-            y.store4(e3, vec4::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, r3, slope));
+            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
+            y.store4(e1, vec4::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
+            y.store4(e2, vec4::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
+            y.store4(e3, vec4::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
             c = wrap_add(c3, step, cols);
             j += 4 * nt;
         }
@@ -127,7 +130,7 @@ ptx_kernel! {
             if HAS_RES {
                 r0 = res.load4_nc(e0);
             }
-            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
+            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
             c = wrap_add(c, step, cols);
             j += nt;
         }
@@ -198,9 +201,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -219,9 +223,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// The body of the f16 kernels: `x` may be `y` itself when `NC` is false.
@@ -234,6 +239,7 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
@@ -269,10 +275,10 @@ ptx_kernel! {
             let c1 = wrap_add(c, step, cols);
             let c2 = wrap_add(c1, step, cols);
             let c3 = wrap_add(c2, step, cols);
-            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
-            y.store8(e1, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, r1, slope));
-            y.store8(e2, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, r2, slope));
-            y.store8(e3, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, r3, slope));
+            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
+            y.store8(e1, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
+            y.store8(e2, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
+            y.store8(e3, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
             c = wrap_add(c3, step, cols);
             j += 4 * nt;
         }
@@ -283,7 +289,7 @@ ptx_kernel! {
             if HAS_RES {
                 r0 = res.load8_nc(e0);
             }
-            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
+            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
             c = wrap_add(c, step, cols);
             j += nt;
         }
@@ -355,9 +361,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, slope);
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -377,9 +384,10 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, slope);
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
     }
 
     /// The body of the bf16 kernels: `x` may be `y` itself when `NC` is false.
@@ -392,6 +400,7 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
@@ -427,10 +436,10 @@ ptx_kernel! {
             let c1 = wrap_add(c, step, cols);
             let c2 = wrap_add(c1, step, cols);
             let c3 = wrap_add(c2, step, cols);
-            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
-            y.store8(e1, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, r1, slope));
-            y.store8(e2, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, r2, slope));
-            y.store8(e3, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, r3, slope));
+            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
+            y.store8(e1, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
+            y.store8(e2, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
+            y.store8(e3, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
             c = wrap_add(c3, step, cols);
             j += 4 * nt;
         }
@@ -441,7 +450,7 @@ ptx_kernel! {
             if HAS_RES {
                 r0 = res.load8_nc(e0);
             }
-            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, r0, slope));
+            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
             c = wrap_add(c, step, cols);
             j += nt;
         }
@@ -507,71 +516,107 @@ ptx_kernel! {
         if s == cols { 0 } else { s }
     }
 
-    /// Four consecutive f32 elements whose first column is `c`.
+    /// Four consecutive f32 elements whose first column is `c`; the bias as one 16-byte load
+    /// when `bvec` (set by the caller when `cols` is a multiple of 4 and every vector's
+    /// first column is 16-byte aligned in `bias`), else per element.
     fn vec4<const A: Act, const B: bool, const R: bool>(
         v: [f32; 4],
         bias: &[f32],
         c: u32,
         cols: u32,
+        bvec: u32,
         r: [f32; 4],
         slope: f32,
     ) -> [f32; 4] {
+        let mut b = [0.0f32; 4];
+        if B {
+            if bvec != 0 {
+                b = bias.load4_nc(c as u64);
+            } else {
+                let mut cc = c;
+                #[unroll]
+                for i in 0..4 {
+                    b[i] = bias.load_nc(cc as u64);
+                    cc = next_col(cc, cols);
+                }
+            }
+        }
         let mut o = [0.0f32; 4];
-        let mut cc = c;
         #[unroll]
         for i in 0..4 {
-            let mut b = 0.0f32;
-            if B {
-                b = bias.load_nc(cc as u64);
-                cc = next_col(cc, cols);
-            }
-            o[i] = epi::<A, B, R>(v[i], b, r[i], slope);
+            o[i] = epi::<A, B, R>(v[i], b[i], r[i], slope);
         }
         o
     }
 
-    /// Eight consecutive f16 elements whose first column is `c`.
+    /// Eight consecutive f16 elements whose first column is `c`; the bias as one 16-byte
+    /// load when `bvec` (see `vec4`).
     fn vec8_f16<const A: Act, const B: bool, const R: bool>(
         v: [f16; 8],
         bias: &[f16],
         c: u32,
         cols: u32,
+        bvec: u32,
         r: [f16; 8],
         slope: f32,
     ) -> [f16; 8] {
+        let mut b = v;
+        if B {
+            if bvec != 0 {
+                b = bias.load8_nc(c as u64);
+            } else {
+                let mut cc = c;
+                #[unroll]
+                for i in 0..8 {
+                    b[i] = bias.load_nc(cc as u64);
+                    cc = next_col(cc, cols);
+                }
+            }
+        }
         let mut o = v;
-        let mut cc = c;
         #[unroll]
         for i in 0..8 {
-            let mut b = 0.0f32;
+            let mut bf = 0.0f32;
             if B {
-                b = bias.load_nc(cc as u64) as f32;
-                cc = next_col(cc, cols);
+                bf = b[i] as f32;
             }
-            o[i] = epi::<A, B, R>(v[i] as f32, b, r[i] as f32, slope) as f16;
+            o[i] = epi::<A, B, R>(v[i] as f32, bf, r[i] as f32, slope) as f16;
         }
         o
     }
 
-    /// Eight consecutive bf16 elements whose first column is `c`.
+    /// Eight consecutive bf16 elements whose first column is `c`; the bias as one 16-byte
+    /// load when `bvec` (see `vec4`).
     fn vec8_bf16<const A: Act, const B: bool, const R: bool>(
         v: [bf16; 8],
         bias: &[bf16],
         c: u32,
         cols: u32,
+        bvec: u32,
         r: [bf16; 8],
         slope: f32,
     ) -> [bf16; 8] {
+        let mut b = v;
+        if B {
+            if bvec != 0 {
+                b = bias.load8_nc(c as u64);
+            } else {
+                let mut cc = c;
+                #[unroll]
+                for i in 0..8 {
+                    b[i] = bias.load_nc(cc as u64);
+                    cc = next_col(cc, cols);
+                }
+            }
+        }
         let mut o = v;
-        let mut cc = c;
         #[unroll]
         for i in 0..8 {
-            let mut b = 0.0f32;
+            let mut bf = 0.0f32;
             if B {
-                b = bias.load_nc(cc as u64) as f32;
-                cc = next_col(cc, cols);
+                bf = b[i] as f32;
             }
-            o[i] = epi::<A, B, R>(v[i] as f32, b, r[i] as f32, slope) as bf16;
+            o[i] = epi::<A, B, R>(v[i] as f32, bf, r[i] as f32, slope) as bf16;
         }
         o
     }
@@ -613,22 +658,31 @@ ptx_kernel! {
             Act::Silu => x_sigmoid(x, x, 0.0),
             Act::Sigmoid => x_sigmoid(1.0, x, 0.0),
             Act::Tanh => tanh_acc(x),
-            Act::HardSwish => x * (x + 3.0).max(0.0).min(6.0) / 6.0,
-            Act::HardSigmoid => (x + 3.0).max(0.0).min(6.0) / 6.0,
+            Act::HardSwish => div6(x * (x + 3.0).max(0.0).min(6.0)),
+            Act::HardSigmoid => div6((x + 3.0).max(0.0).min(6.0)),
         }
     }
 
-    /// e^x within 1 ulp for x in [-86.6, 88.7] (+inf above). Only for x >= 1 here (tanh).
-    fn exp_acc(x: f32) -> f32 {
-        let xc = x.min(88.72);
-        let shifted = xc.mul_add(1.442695, 12582912.0);
-        // The low bits of `shifted` hold k (two's complement): 2^(k-1) has exponent field k + 126.
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 126) << 23);
-        let mut y = exp_reduced(xc, shifted) * scale * 2.0;
-        if x > 88.72 {
-            y = f32::INFINITY;
-        }
-        y
+    /// `t / 6` within a hair of correct rounding, without a division: the product by the
+    /// rounded 1/6 and one residual step (the residual `t - 6q` is exact in an fma).
+    fn div6(t: f32) -> f32 {
+        let q = t * 0.16666667;
+        let r = (-6.0f32).mul_add(q, t);
+        r.mul_add(0.16666667, q)
+    }
+
+    /// `1 / d`: the approximate reciprocal (flushing subnormals: `d` is never tiny here).
+    fn rcp_approx(d: f32) -> f32 {
+        asm!("rcp.approx.ftz.f32 {0}, {1};", out(f32), d)
+    }
+
+    /// `a / d` for `d` in [1, 2] within a hair of correct rounding: the approximate
+    /// reciprocal, the quotient, and one residual step (no division subroutine, no branch).
+    fn div_acc(a: f32, d: f32) -> f32 {
+        let r = rcp_approx(d);
+        let q = a * r;
+        let e = (-d).mul_add(q, a);
+        e.mul_add(r, q)
     }
 
     /// e^x for x <= 0 within 1 ulp down to the subnormal range (rounded once there; 0 below
@@ -668,7 +722,7 @@ ptx_kernel! {
         if neg {
             m = x * e;
         }
-        m / (1.0 + e)
+        div_acc(m, 1.0 + e)
     }
 
     /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
@@ -747,20 +801,21 @@ ptx_kernel! {
     }
 
     /// tanh within 1 ulp: x + x³ p(x²) (degree-5 minimax) below |x| = 0.6,
-    /// 1 - 2 / (e^{2|x|} + 1) above.
+    /// 1 - 2 e / (1 + e) with e = e^{-2|x|} above; both evaluated and one selected (no
+    /// divergent branch).
     fn tanh_acc(x: f32) -> f32 {
         let a = x.abs();
-        let mut r = 0.0f32;
+        let s = x * x;
+        let mut p = s.mul_add(0.0023395505268126726, -0.008384264074265957);
+        p = p.mul_add(s, 0.021780939772725105);
+        p = p.mul_add(s, -0.05396070331335068);
+        p = p.mul_add(s, 0.13333310186862946);
+        p = p.mul_add(s, -0.3333333432674408);
+        let small = (a * s).mul_add(p, a);
+        let e = exp_neg(-2.0 * a);
+        let mut r = (-2.0f32).mul_add(div_acc(e, 1.0 + e), 1.0);
         if a < 0.6 {
-            let s = x * x;
-            let mut p = s.mul_add(0.0023395505268126726, -0.008384264074265957);
-            p = p.mul_add(s, 0.021780939772725105);
-            p = p.mul_add(s, -0.05396070331335068);
-            p = p.mul_add(s, 0.13333310186862946);
-            p = p.mul_add(s, -0.3333333432674408);
-            r = (a * s).mul_add(p, a);
-        } else {
-            r = (-2.0f32).mul_add((exp_acc(2.0 * a) + 1.0).recip(), 1.0);
+            r = small;
         }
         r.copysign(x)
     }

@@ -228,18 +228,20 @@ macro_rules! act_element {
                 // never reads it.
                 let none = crate::DeviceBuffer::<$t>::alloc(stream.gpu(), 0)?;
                 let (h, v) = (geo.head, geo.nvec);
+                let bv = bias_vectors(args, geo);
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
-                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, slope,
+                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, bv, slope,
                     ),
                     (Some(b), None) => launch(
-                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, slope,
+                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, bv, slope,
                     ),
                     (None, Some(r)) => launch(
-                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, slope,
+                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, bv, slope,
                     ),
                     (None, None) => launch(
-                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, slope,
+                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, bv,
+                        slope,
                     ),
                 }
             }
@@ -255,23 +257,24 @@ macro_rules! act_element {
                 let n = input.len() as u64;
                 let cols = cols_u32(args);
                 let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
+                let bv = bias_vectors(args, geo);
                 // Absent operands are passed as the input: the variant without them never reads them.
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
                         stream, cfg, act, true, true, input, b, r, output, n, geo.head, geo.nvec,
-                        cols, slope,
+                        cols, bv, slope,
                     ),
                     (Some(b), None) => launch(
                         stream, cfg, act, true, false, input, b, input, output, n, geo.head,
-                        geo.nvec, cols, slope,
+                        geo.nvec, cols, bv, slope,
                     ),
                     (None, Some(r)) => launch(
                         stream, cfg, act, false, true, input, input, r, output, n, geo.head,
-                        geo.nvec, cols, slope,
+                        geo.nvec, cols, bv, slope,
                     ),
                     (None, None) => launch(
                         stream, cfg, act, false, false, input, input, input, output, n, geo.head,
-                        geo.nvec, cols, slope,
+                        geo.nvec, cols, bv, slope,
                     ),
                 }
             }
@@ -531,6 +534,20 @@ fn validate<T: DeviceRepr>(
         });
     }
     Ok(())
+}
+
+/// 1 when the kernel may read the bias as 16-byte vectors: there is no scalar head and `cols`
+/// is a multiple of the lanes of a vector (so every vector's first column is a multiple of the
+/// lanes, and its lanes do not wrap round the row), and the bias is 16-byte aligned. 0
+/// otherwise (the bias is read per element).
+fn bias_vectors<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> u32 {
+    let lanes = 16 / size_of::<T>();
+    match args.bias {
+        Some(b) => u32::from(
+            geo.head == 0 && geo.nvec > 0 && args.cols % lanes == 0 && b.device_ptr() % 16 == 0,
+        ),
+        None => 0,
+    }
 }
 
 /// `cols` as the kernel takes it (1 without a bias, so the kernel's column arithmetic is defined).

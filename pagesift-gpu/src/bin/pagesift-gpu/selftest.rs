@@ -4,11 +4,14 @@
 //! the family's throughput against a device-to-device copy of the same bytes, PASS or FAIL.
 //! The exit code is non-zero when a family fails. Without a device it says so and exits 0.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use pagesift_gpu::cpu::act::{act_f32, ulp_f32};
 use pagesift_gpu::ops::act::{activation, activation_inplace, max_error_ulps, ActElement};
-use pagesift_gpu::{Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, Result, Stream};
+use pagesift_gpu::{
+    Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, KernelVariant, Result, Stream,
+};
 
 /// A small deterministic generator (xorshift64*) for the test data.
 struct Rng(u64);
@@ -113,6 +116,12 @@ fn activations(gpu: &Gpu, emulated: bool) -> FamilyReport {
         failures: Vec::new(),
         throughput: None,
     };
+    let loaded = Instant::now();
+    let count = preload_parallel(gpu, |v| v.kernel.starts_with("act_"));
+    println!(
+        "activation: {count} variant modules loaded in {:.1} s",
+        loaded.elapsed().as_secs_f64()
+    );
     let n = if emulated { 1031 } else { (1 << 16) + 3 };
     let cols = if emulated { 37 } else { 1000 };
     check_type::<f32>(gpu, n, cols, &mut report);
@@ -124,6 +133,33 @@ fn activations(gpu: &Gpu, emulated: bool) -> FamilyReport {
         Err(e) => report.failures.push(format!("throughput run failed: {e}")),
     }
     report
+}
+
+/// Loads the modules of every registered variant that `pick` selects, on as many threads as
+/// the machine has cores (the driver's JIT is the slow part of a first launch, and the
+/// module cache is thread-safe). Returns how many were selected. A variant that fails to load
+/// is left for its run to report.
+fn preload_parallel(gpu: &Gpu, pick: impl Fn(&KernelVariant) -> bool) -> usize {
+    let variants: Vec<&'static KernelVariant> = pagesift_gpu::kernels::registry()
+        .into_iter()
+        .filter(|v| pick(v))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(variants.len().max(1));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(v) = variants.get(i) else {
+                    break;
+                };
+                let _ = gpu.preload(v);
+            });
+        }
+    });
+    variants.len()
 }
 
 /// The storage type's ulp at `v`.
