@@ -40,10 +40,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -62,10 +64,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// The body of the f32 kernels: `x` may be `y` itself when `NC` is false.
@@ -78,99 +82,50 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        let cols64 = cols as u64;
-        // Vectors j, j + nt, j + 2 nt, j + 3 nt per iteration; the column of vector j is c,
-        // and each further vector of the thread is `step` columns on.
+        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
+        // covers the data in one turn).
         let mut j = t;
-        let mut c = 0u32;
-        let mut step = 0u32;
-        if HAS_BIAS {
-            c = ((h + 4 * j) % cols64) as u32;
-            step = ((4 * nt) % cols64) as u32;
-        }
-        while j + 3 * nt < nvec {
-            let e0 = h + 4 * j;
-            let e1 = e0 + 4 * nt;
-            let e2 = e1 + 4 * nt;
-            let e3 = e2 + 4 * nt;
-            let a0 = ld4_f32::<NC>(x, e0);
-            let a1 = ld4_f32::<NC>(x, e1);
-            let a2 = ld4_f32::<NC>(x, e2);
-            let a3 = ld4_f32::<NC>(x, e3);
-            let mut r0 = [0.0f32; 4];
-            let mut r1 = [0.0f32; 4];
-            let mut r2 = [0.0f32; 4];
-            let mut r3 = [0.0f32; 4];
-            if HAS_RES {
-                r0 = res.load4_nc(e0);
-                r1 = res.load4_nc(e1);
-                r2 = res.load4_nc(e2);
-                r3 = res.load4_nc(e3);
-            }
-            let c1 = wrap_add(c, step, cols);
-            let c2 = wrap_add(c1, step, cols);
-            let c3 = wrap_add(c2, step, cols);
-            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            y.store4(e1, vec4::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
-            y.store4(e2, vec4::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
-            y.store4(e3, vec4::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
-            c = wrap_add(c3, step, cols);
-            j += 4 * nt;
-        }
         while j < nvec {
-            let e0 = h + 4 * j;
-            let a0 = ld4_f32::<NC>(x, e0);
-            let mut r0 = [0.0f32; 4];
+            let e = h + 4 * j;
+            let a = ld4_f32::<NC>(x, e);
+            let mut r = a;
             if HAS_RES {
-                r0 = res.load4_nc(e0);
+                r = res.load4_nc(e);
             }
-            y.store4(e0, vec4::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            c = wrap_add(c, step, cols);
+            let mut c = 0u32;
+            if HAS_BIAS {
+                c = column(e, n, cols, cmagic, cshift);
+            }
+            y.store4(e, vec4::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
             j += nt;
         }
-        // The scalar head [0, h) and tail [h + 4 nvec, n).
-        let mut k = t;
+        // The scalar head [0, h) and tail [h + 4 nvec, n), as one index range.
         let tail = h + 4 * nvec;
-        let mut sstep = 0u32;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-            sstep = (nt % cols64) as u32;
-        }
-        while k < h {
+        let ns = h + (n - tail);
+        let mut s = t;
+        while s < ns {
+            let mut k = s;
+            if s >= h {
+                k = s - h + tail;
+            }
             let mut b = 0.0f32;
             let mut r = 0.0f32;
             if HAS_BIAS {
-                b = bias.load_nc(c as u64);
+                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64);
             }
             if HAS_RES {
                 r = res.load_nc(k);
             }
             y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f32::<NC>(x, k), b, r, slope);
-            c = wrap_add(c, sstep, cols);
-            k += nt;
-        }
-        k = tail + t;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-        }
-        while k < n {
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
-                b = bias.load_nc(c as u64);
-            }
-            if HAS_RES {
-                r = res.load_nc(k);
-            }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f32::<NC>(x, k), b, r, slope);
-            c = wrap_add(c, sstep, cols);
-            k += nt;
+            s += nt;
         }
     }
 
@@ -201,10 +156,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -223,10 +180,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// The body of the f16 kernels: `x` may be `y` itself when `NC` is false.
@@ -239,97 +198,50 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        let cols64 = cols as u64;
-                let mut j = t;
-        let mut c = 0u32;
-        let mut step = 0u32;
-        if HAS_BIAS {
-            c = ((h + 8 * j) % cols64) as u32;
-            step = ((8 * nt) % cols64) as u32;
-        }
-        while j + 3 * nt < nvec {
-            let e0 = h + 8 * j;
-            let e1 = e0 + 8 * nt;
-            let e2 = e1 + 8 * nt;
-            let e3 = e2 + 8 * nt;
-            let a0 = ld8_f16::<NC>(x, e0);
-            let a1 = ld8_f16::<NC>(x, e1);
-            let a2 = ld8_f16::<NC>(x, e2);
-            let a3 = ld8_f16::<NC>(x, e3);
-            let mut r0 = a0;
-            let mut r1 = a1;
-            let mut r2 = a2;
-            let mut r3 = a3;
-            if HAS_RES {
-                r0 = res.load8_nc(e0);
-                r1 = res.load8_nc(e1);
-                r2 = res.load8_nc(e2);
-                r3 = res.load8_nc(e3);
-            }
-            let c1 = wrap_add(c, step, cols);
-            let c2 = wrap_add(c1, step, cols);
-            let c3 = wrap_add(c2, step, cols);
-            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            y.store8(e1, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
-            y.store8(e2, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
-            y.store8(e3, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
-            c = wrap_add(c3, step, cols);
-            j += 4 * nt;
-        }
+        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
+        // covers the data in one turn).
+        let mut j = t;
         while j < nvec {
-            let e0 = h + 8 * j;
-            let a0 = ld8_f16::<NC>(x, e0);
-            let mut r0 = a0;
+            let e = h + 8 * j;
+            let a = ld8_f16::<NC>(x, e);
+            let mut r = a;
             if HAS_RES {
-                r0 = res.load8_nc(e0);
+                r = res.load8_nc(e);
             }
-            y.store8(e0, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            c = wrap_add(c, step, cols);
+            let mut c = 0u32;
+            if HAS_BIAS {
+                c = column(e, n, cols, cmagic, cshift);
+            }
+            y.store8(e, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
             j += nt;
         }
-        // The scalar head [0, h) and tail [h + 4 nvec, n).
-        let mut k = t;
+        // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
         let tail = h + 8 * nvec;
-        let mut sstep = 0u32;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-            sstep = (nt % cols64) as u32;
-        }
-        while k < h {
+        let ns = h + (n - tail);
+        let mut s = t;
+        while s < ns {
+            let mut k = s;
+            if s >= h {
+                k = s - h + tail;
+            }
             let mut b = 0.0f32;
             let mut r = 0.0f32;
             if HAS_BIAS {
-                b = bias.load_nc(c as u64) as f32;
+                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
             }
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
             y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
-            c = wrap_add(c, sstep, cols);
-            k += nt;
-        }
-        k = tail + t;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-        }
-        while k < n {
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
-                b = bias.load_nc(c as u64) as f32;
-            }
-            if HAS_RES {
-                r = res.load_nc(k) as f32;
-            }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
-            c = wrap_add(c, sstep, cols);
-            k += nt;
+            s += nt;
         }
     }
 
@@ -361,10 +273,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -384,10 +298,12 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, bvec, slope);
+        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
     }
 
     /// The body of the bf16 kernels: `x` may be `y` itself when `NC` is false.
@@ -400,97 +316,50 @@ ptx_kernel! {
         head: u32,
         nvec: u64,
         cols: u32,
+        cmagic: u32,
+        cshift: u32,
         bvec: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        let cols64 = cols as u64;
-                let mut j = t;
-        let mut c = 0u32;
-        let mut step = 0u32;
-        if HAS_BIAS {
-            c = ((h + 8 * j) % cols64) as u32;
-            step = ((8 * nt) % cols64) as u32;
-        }
-        while j + 3 * nt < nvec {
-            let e0 = h + 8 * j;
-            let e1 = e0 + 8 * nt;
-            let e2 = e1 + 8 * nt;
-            let e3 = e2 + 8 * nt;
-            let a0 = ld8_bf16::<NC>(x, e0);
-            let a1 = ld8_bf16::<NC>(x, e1);
-            let a2 = ld8_bf16::<NC>(x, e2);
-            let a3 = ld8_bf16::<NC>(x, e3);
-            let mut r0 = a0;
-            let mut r1 = a1;
-            let mut r2 = a2;
-            let mut r3 = a3;
-            if HAS_RES {
-                r0 = res.load8_nc(e0);
-                r1 = res.load8_nc(e1);
-                r2 = res.load8_nc(e2);
-                r3 = res.load8_nc(e3);
-            }
-            let c1 = wrap_add(c, step, cols);
-            let c2 = wrap_add(c1, step, cols);
-            let c3 = wrap_add(c2, step, cols);
-            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            y.store8(e1, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a1, bias, c1, cols, bvec, r1, slope));
-            y.store8(e2, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a2, bias, c2, cols, bvec, r2, slope));
-            y.store8(e3, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a3, bias, c3, cols, bvec, r3, slope));
-            c = wrap_add(c3, step, cols);
-            j += 4 * nt;
-        }
+        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
+        // covers the data in one turn).
+        let mut j = t;
         while j < nvec {
-            let e0 = h + 8 * j;
-            let a0 = ld8_bf16::<NC>(x, e0);
-            let mut r0 = a0;
+            let e = h + 8 * j;
+            let a = ld8_bf16::<NC>(x, e);
+            let mut r = a;
             if HAS_RES {
-                r0 = res.load8_nc(e0);
+                r = res.load8_nc(e);
             }
-            y.store8(e0, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a0, bias, c, cols, bvec, r0, slope));
-            c = wrap_add(c, step, cols);
+            let mut c = 0u32;
+            if HAS_BIAS {
+                c = column(e, n, cols, cmagic, cshift);
+            }
+            y.store8(e, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
             j += nt;
         }
-        // The scalar head [0, h) and tail [h + 4 nvec, n).
-        let mut k = t;
+        // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
         let tail = h + 8 * nvec;
-        let mut sstep = 0u32;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-            sstep = (nt % cols64) as u32;
-        }
-        while k < h {
+        let ns = h + (n - tail);
+        let mut s = t;
+        while s < ns {
+            let mut k = s;
+            if s >= h {
+                k = s - h + tail;
+            }
             let mut b = 0.0f32;
             let mut r = 0.0f32;
             if HAS_BIAS {
-                b = bias.load_nc(c as u64) as f32;
+                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
             }
             if HAS_RES {
                 r = res.load_nc(k) as f32;
             }
             y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
-            c = wrap_add(c, sstep, cols);
-            k += nt;
-        }
-        k = tail + t;
-        if HAS_BIAS {
-            c = (k % cols64) as u32;
-        }
-        while k < n {
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
-                b = bias.load_nc(c as u64) as f32;
-            }
-            if HAS_RES {
-                r = res.load_nc(k) as f32;
-            }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
-            c = wrap_add(c, sstep, cols);
-            k += nt;
+            s += nt;
         }
     }
 
@@ -504,10 +373,21 @@ ptx_kernel! {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
-    /// `c + d` modulo `cols`, for `c, d < cols < 2^31`.
-    fn wrap_add(c: u32, d: u32, cols: u32) -> u32 {
-        let s = c + d;
-        if s >= cols { s - cols } else { s }
+    /// The bias column `e % cols` of element `e`. Below 2^31 elements without a division:
+    /// `q = (umulhi(e, cmagic) + e) >> cshift` is `e / cols` for every `e < 2^31` (the
+    /// round-up method of division by an invariant integer; the caller computes `cmagic` and
+    /// `cshift` from `cols`); longer data takes the 64-bit remainder (a uniform branch).
+    fn column(e: u64, n: u64, cols: u32, cmagic: u32, cshift: u32) -> u32 {
+        let mut c = 0u32;
+        if n <= 0x8000_0000u64 {
+            let e32 = e as u32;
+            let hi: u32 = asm!("mul.hi.u32 {0}, {1}, {2};", out(u32), e32, cmagic);
+            let q = (hi + e32) >> cshift;
+            c = e32 - q * cols;
+        } else {
+            c = (e % cols as u64) as u32;
+        }
+        c
     }
 
     /// The column after `c`.

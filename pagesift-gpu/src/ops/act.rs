@@ -229,19 +229,20 @@ macro_rules! act_element {
                 let none = crate::DeviceBuffer::<$t>::alloc(stream.gpu(), 0)?;
                 let (h, v) = (geo.head, geo.nvec);
                 let bv = bias_vectors(args, geo);
+                let (m, sh) = column_divider(cols);
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
-                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, bv, slope,
+                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, m, sh, bv, slope,
                     ),
                     (Some(b), None) => launch(
-                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, bv, slope,
+                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, m, sh, bv, slope,
                     ),
                     (None, Some(r)) => launch(
-                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, bv, slope,
+                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, m, sh, bv, slope,
                     ),
                     (None, None) => launch(
-                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, bv,
-                        slope,
+                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, m, sh,
+                        bv, slope,
                     ),
                 }
             }
@@ -258,23 +259,24 @@ macro_rules! act_element {
                 let cols = cols_u32(args);
                 let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
                 let bv = bias_vectors(args, geo);
+                let (m, sh) = column_divider(cols);
                 // Absent operands are passed as the input: the variant without them never reads them.
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
                         stream, cfg, act, true, true, input, b, r, output, n, geo.head, geo.nvec,
-                        cols, bv, slope,
+                        cols, m, sh, bv, slope,
                     ),
                     (Some(b), None) => launch(
                         stream, cfg, act, true, false, input, b, input, output, n, geo.head,
-                        geo.nvec, cols, bv, slope,
+                        geo.nvec, cols, m, sh, bv, slope,
                     ),
                     (None, Some(r)) => launch(
                         stream, cfg, act, false, true, input, input, r, output, n, geo.head,
-                        geo.nvec, cols, bv, slope,
+                        geo.nvec, cols, m, sh, bv, slope,
                     ),
                     (None, None) => launch(
                         stream, cfg, act, false, false, input, input, input, output, n, geo.head,
-                        geo.nvec, cols, bv, slope,
+                        geo.nvec, cols, m, sh, bv, slope,
                     ),
                 }
             }
@@ -550,6 +552,17 @@ fn bias_vectors<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> u32 {
     }
 }
 
+/// The magic number and shift with which the kernels divide an element index `e < 2^31` by
+/// `cols` (`1 <= cols < 2^31`): `e / cols == (umulhi(e, magic) + e) >> shift`, where
+/// `shift = ceil(log2(cols))` and `magic = floor(2^32 (2^shift - cols) / cols) + 1` (division
+/// by an invariant integer, the round-up method; the sum stays below 2^32 since `e < 2^31`).
+pub(crate) fn column_divider(cols: u32) -> (u32, u32) {
+    let d = u64::from(cols.max(1));
+    let shift = 64 - (d - 1).leading_zeros();
+    let magic = ((1u64 << 32) * ((1u64 << shift) - d)) / d + 1;
+    (magic as u32, shift)
+}
+
 /// `cols` as the kernel takes it (1 without a bias, so the kernel's column arithmetic is defined).
 fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
     match args.bias {
@@ -558,67 +571,13 @@ fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
     }
 }
 
-/// 16-byte vectors each thread keeps in flight per loop iteration (the kernels' unroll).
-pub(crate) const UNROLL: u64 = 4;
+/// 16-byte vectors each thread handles per turn of its grid-stride loop.
+pub(crate) const UNROLL: u64 = 1;
 /// Threads per block of the activation kernels.
 pub(crate) const BLOCK: u64 = 256;
-/// Resident blocks per SM the grid is sized for at most (1024 threads, each with `UNROLL`
-/// vectors in flight: far more bytes in flight than the memory system needs to stay busy);
-/// fewer where the variant's registers do not allow 4 (a grid of exactly one wave, so no SM
-/// gets a second round of blocks).
-const BLOCKS_PER_SM: u64 = 4;
-
-/// Blocks of `variant` one SM of `gpu` holds at once (by registers and threads), between 1 and
-/// [`BLOCKS_PER_SM`]. Loads the variant's module on first use; remembered per device and
-/// variant.
-fn resident_blocks(gpu: &crate::Gpu, variant: &'static KernelVariant) -> Result<u64> {
-    type Key = (crate::BackendKind, usize, usize);
-    static CACHE: std::sync::Mutex<Vec<(Key, u64)>> = std::sync::Mutex::new(Vec::new());
-    let key = (
-        gpu.backend_kind(),
-        gpu.ordinal(),
-        variant as *const KernelVariant as usize,
-    );
-    if let Some(&(_, b)) = CACHE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|(k, _)| *k == key)
-    {
-        return Ok(b);
-    }
-    gpu.enter()?;
-    let slot = gpu.variant_function(variant)?;
-    let Some(loaded) = slot.loaded() else {
-        return Ok(1);
-    };
-    let regs = u64::from(
-        gpu.backend()
-            .function_attributes(loaded.function)?
-            .num_regs
-            .max(1),
-    );
-    let threads: u64 = variant
-        .block
-        .iter()
-        .map(|&b| u64::from(b))
-        .product::<u64>()
-        .max(1);
-    // 64K registers per SM on sm_70..sm_90, allocated per warp in units of 256.
-    let warp_regs = (regs * 32).div_ceil(256) * 256;
-    let by_regs = 65536 / (warp_regs * threads.div_ceil(32));
-    let sm_threads: u64 = match gpu.compute_capability() {
-        (7, 5) => 1024,
-        (8, 6) | (8, 7) | (8, 9) => 1536,
-        _ => 2048,
-    };
-    let blocks = by_regs.min(sm_threads / threads).clamp(1, BLOCKS_PER_SM);
-    CACHE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((key, blocks));
-    Ok(blocks)
-}
+/// The most blocks of one launch: 2^28 threads, one 16-byte vector each (4 GiB); longer data
+/// goes round the kernels' grid-stride loops.
+const MAX_GRID: u64 = 1 << 20;
 
 /// How one launch splits its elements: a scalar head up to the first 16-byte boundary, `nvec`
 /// vectors of 16 bytes, and a scalar tail; and the grid.
@@ -636,8 +595,12 @@ pub struct Geometry {
 impl Geometry {
     /// The split for `len` elements of `elem` bytes whose pointers are `ptrs` (every stream the
     /// kernel reads or writes per element; vectors need them all at the same offset modulo 16).
-    /// The grid is one wave of `variant`'s blocks over the device's SMs (or `limit` blocks),
-    /// or fewer blocks where there is less work.
+    /// The grid gives each thread one vector (or scalar element), so that the whole grid
+    /// covers the data in one pass: many short blocks keep more loads in flight than a
+    /// persistent grid of one wave (measured on an H200: a copy in this pattern reaches the
+    /// driver's copy bandwidth, a one-wave grid-stride copy 91-95% of it); at most
+    /// [`MAX_GRID`] blocks (or `limit`), beyond which the kernels' grid-stride loops take
+    /// over. `variant` is the kernel to be launched (its block is [`BLOCK`] threads).
     pub fn new(
         stream: &Stream,
         variant: &'static KernelVariant,
@@ -646,11 +609,8 @@ impl Geometry {
         elem: usize,
         limit: Option<u32>,
     ) -> Result<Geometry> {
-        let gpu = stream.gpu();
-        let max_blocks = match limit {
-            Some(b) => u64::from(b),
-            None => u64::from(gpu.props().sm_count.max(1)) * resident_blocks(gpu, variant)?,
-        };
+        let _ = (stream, variant);
+        let max_blocks = limit.map_or(MAX_GRID, u64::from);
         Ok(Geometry::with_max_blocks(
             max_blocks,
             ptrs,
@@ -713,7 +673,7 @@ mod tests {
     fn aligned_pointers_use_vectors_and_a_tail() {
         let g = Geometry::with_max_blocks(528, &[BASE, BASE + 4096, BASE + 8192], 1003, 4);
         assert_eq!((g.head, g.nvec), (0, 250));
-        // 250 vectors / 4 per iteration, 3 tail elements: one block.
+        // 250 vectors, 3 tail elements: one block.
         assert_eq!(g.cfg.grid, [1, 1, 1]);
     }
 
@@ -731,6 +691,30 @@ mod tests {
     }
 
     #[test]
+    fn the_column_divider_divides() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut divisors: Vec<u32> = vec![1, 2, 3, 4, 5, 7, 64, 1000, 4096, 65537, (1 << 31) - 1];
+        divisors.extend((0..300).map(|_| (next() % (1 << 31)) as u32 + 1));
+        divisors.extend((0..300).map(|_| (next() % 5000) as u32 + 1));
+        for d in divisors {
+            let (magic, shift) = column_divider(d);
+            let mut es: Vec<u32> = vec![0, 1, d - 1, d, d.wrapping_add(1), (1 << 31) - 1];
+            es.extend((0..200).map(|_| (next() % (1 << 31)) as u32));
+            for e in es.into_iter().filter(|&e| e < 1 << 31) {
+                let hi = ((u64::from(e) * u64::from(magic)) >> 32) as u32;
+                let q = (hi + e) >> shift;
+                assert_eq!(q, e / d, "{e} / {d} (magic {magic}, shift {shift})");
+            }
+        }
+    }
+
+    #[test]
     fn disagreeing_offsets_fall_back_to_scalar() {
         let g = Geometry::with_max_blocks(16, &[BASE + 4, BASE + 8], 100, 4);
         assert_eq!((g.head, g.nvec), (100, 0));
@@ -741,7 +725,8 @@ mod tests {
         let g = Geometry::with_max_blocks(528, &[BASE, BASE], 1 << 28, 4);
         assert_eq!(g.nvec, 1 << 26);
         assert_eq!(g.cfg.grid, [528, 1, 1]);
+        // 1250 vectors, one per thread.
         let g = Geometry::with_max_blocks(528, &[BASE, BASE], 5000, 4);
-        assert_eq!(g.cfg.grid, [2, 1, 1]);
+        assert_eq!(g.cfg.grid, [5, 1, 1]);
     }
 }
