@@ -129,7 +129,11 @@ pub(crate) fn fold_binary(
             }
         }
         (C::Float(x), C::Float(y)) => {
-            let (x, y) = (*x, *y);
+            // Values of f32 type compare and compute as f32 (a literal may hold more digits).
+            let (x, y) = match s {
+                Some(Scalar::F32) => (*x as f32 as f64, *y as f32 as f64),
+                _ => (*x, *y),
+            };
             let round = |v: f64| -> Option<C> {
                 match s {
                     Some(Scalar::F32) => Some(C::Float(v as f32 as f64)),

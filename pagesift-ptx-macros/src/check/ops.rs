@@ -198,7 +198,11 @@ impl Checker<'_> {
         }
         if let TKind::Const(v) = &x.kind {
             let folded = match (v, to_s.is_float(), to_s.is_int()) {
-                (ConstVal::Int(i), true, _) => Some(ConstVal::Float(*i as f64)),
+                (ConstVal::Int(i), true, _) => Some(ConstVal::Float(if to_s == Scalar::F32 {
+                    *i as f32 as f64
+                } else {
+                    *i as f64
+                })),
                 (ConstVal::Int(i), _, true) => Some(ConstVal::Int(wrap_int(*i, to_s))),
                 (ConstVal::Bool(b), _, true) => Some(ConstVal::Int(*b as i128)),
                 (ConstVal::Float(f), true, _) if to_s == Scalar::F32 || to_s == Scalar::F64 => {

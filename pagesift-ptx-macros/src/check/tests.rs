@@ -162,3 +162,27 @@ fn asm_templates_split_into_text_and_operands() {
     assert!(parse_asm_template("add.u32 {0, x;", 2).is_err());
     assert!(parse_asm_template("add.u32 }", 2).is_err());
 }
+
+#[test]
+fn constants_of_f32_type_fold_as_f32() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32]) {
+            if (16777217 as f32) == 16777216.0 && 0.1f32 + 0.2 == 0.3f32 {
+                y[0] = 1.0;
+            }
+        }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    // Both comparisons hold in f32 (not in f64): the `if` is resolved to its branch.
+    let body = &v[0][0].body;
+    assert!(body.stmts.is_empty());
+    let Some(TExpr {
+        kind: TKind::Block(b),
+        ..
+    }) = body.tail.as_deref()
+    else {
+        panic!("expected the resolved branch, got {body:?}")
+    };
+    assert_eq!(b.stmts.len(), 1);
+}

@@ -324,7 +324,11 @@ impl Lower<'_> {
         }
         if let Val::Imm(c, _) = &v {
             let folded = match (c, to.is_float(), to.is_int()) {
-                (ConstVal::Int(i), true, _) => Some(ConstVal::Float(*i as f64)),
+                (ConstVal::Int(i), true, _) => Some(ConstVal::Float(if to == Scalar::F32 {
+                    *i as f32 as f64
+                } else {
+                    *i as f64
+                })),
                 (ConstVal::Int(i), _, true) => Some(ConstVal::Int(wrap_int(*i, to))),
                 (ConstVal::Float(f), true, _) => Some(ConstVal::Float(*f)),
                 _ => None,
