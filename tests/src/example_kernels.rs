@@ -356,3 +356,61 @@ pub fn semantics_reference(x: &[f32], k: &[i32], i: usize) -> [u32; 12] {
     out[11] = (i + 1 < x.len() && k[i + 1] > a) as u32;
     out
 }
+
+/// Declares `casts_from_<T>`: `out_U[i] = x[i] as U` for every numeric type `U` (sm_80 for the
+/// bf16 results). Written through `macro_rules!`, which `ptx_kernel!` accepts like any tokens.
+macro_rules! casts_from {
+    ($name:ident, $from:ty) => {
+        ptx_kernel! {
+            /// `out_U[i] = x[i] as U` for every numeric type `U`, `i < n`.
+            #[target(sm_80)]
+            #[launch(block = 64)]
+            pub fn $name(
+                x: &[$from],
+                to_i8: &mut [i8],
+                to_i16: &mut [i16],
+                to_i32: &mut [i32],
+                to_i64: &mut [i64],
+                to_u8: &mut [u8],
+                to_u16: &mut [u16],
+                to_u32: &mut [u32],
+                to_u64: &mut [u64],
+                to_f16: &mut [f16],
+                to_bf16: &mut [bf16],
+                to_f32: &mut [f32],
+                to_f64: &mut [f64],
+                n: u32,
+            ) {
+                let i = block_idx_x() * block_dim_x() + thread_idx_x();
+                if i < n {
+                    let v = x[i];
+                    to_i8[i] = v as i8;
+                    to_i16[i] = v as i16;
+                    to_i32[i] = v as i32;
+                    to_i64[i] = v as i64;
+                    to_u8[i] = v as u8;
+                    to_u16[i] = v as u16;
+                    to_u32[i] = v as u32;
+                    to_u64[i] = v as u64;
+                    to_f16[i] = v as f16;
+                    to_bf16[i] = v as bf16;
+                    to_f32[i] = v as f32;
+                    to_f64[i] = v as f64;
+                }
+            }
+        }
+    };
+}
+
+casts_from!(casts_from_i8, i8);
+casts_from!(casts_from_i16, i16);
+casts_from!(casts_from_i32, i32);
+casts_from!(casts_from_i64, i64);
+casts_from!(casts_from_u8, u8);
+casts_from!(casts_from_u16, u16);
+casts_from!(casts_from_u32, u32);
+casts_from!(casts_from_u64, u64);
+casts_from!(casts_from_f16, f16);
+casts_from!(casts_from_bf16, bf16);
+casts_from!(casts_from_f32, f32);
+casts_from!(casts_from_f64, f64);

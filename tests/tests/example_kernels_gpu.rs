@@ -481,3 +481,260 @@ fn language_semantics_match_the_host() {
         );
     }
 }
+
+/// `x as U` for every numeric `U`, as Rust computes it (f16 / bf16 as the kernels convert:
+/// halves through f32 where the target has no direct conversion).
+#[derive(Debug)]
+struct Casts {
+    i8: i8,
+    i16: i16,
+    i32: i32,
+    i64: i64,
+    u8: u8,
+    u16: u16,
+    u32: u32,
+    u64: u64,
+    f16: f16,
+    bf16: bf16,
+    f32: f32,
+    f64: f64,
+}
+
+macro_rules! casts_of {
+    ($v:expr, $f16:expr, $bf16:expr) => {{
+        let v = $v;
+        Casts {
+            i8: v as i8,
+            i16: v as i16,
+            i32: v as i32,
+            i64: v as i64,
+            u8: v as u8,
+            u16: v as u16,
+            u32: v as u32,
+            u64: v as u64,
+            f16: $f16,
+            bf16: $bf16,
+            f32: v as f32,
+            f64: v as f64,
+        }
+    }};
+}
+
+fn same_bits(a: f64, b: f64) -> bool {
+    (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits()
+}
+
+/// Runs `casts_from_<T>` on `xs` and compares every output with `expect`.
+macro_rules! check_casts {
+    ($gpu:expr, $kernel:ident, $xs:expr, $expect:expr) => {{
+        let gpu: &Gpu = $gpu;
+        let xs = $xs;
+        let n = xs.len();
+        let stream = gpu.default_stream();
+        let dx = upload(gpu, &xs);
+        let mut o_i8 = upload(gpu, &vec![0x5ai8; n]);
+        let mut o_i16 = upload(gpu, &vec![0x5a5ai16; n]);
+        let mut o_i32 = upload(gpu, &vec![0x5a5a_5a5ai32; n]);
+        let mut o_i64 = upload(gpu, &vec![0x5a5a_5a5ai64; n]);
+        let mut o_u8 = upload(gpu, &vec![0x5au8; n]);
+        let mut o_u16 = upload(gpu, &vec![0x5a5au16; n]);
+        let mut o_u32 = upload(gpu, &vec![0x5a5a_5a5au32; n]);
+        let mut o_u64 = upload(gpu, &vec![0x5a5a_5a5au64; n]);
+        let mut o_f16 = upload(gpu, &vec![f16::from_bits(0x7e5a); n]);
+        let mut o_bf16 = upload(gpu, &vec![bf16::from_bits(0x7f5a); n]);
+        let mut o_f32 = upload(gpu, &vec![f32::from_bits(0x7fc0_5a5a); n]);
+        let mut o_f64 = upload(gpu, &vec![f64::from_bits(0x7ff8_0000_5a5a_5a5a); n]);
+        example_kernels::$kernel::launch(
+            &stream,
+            LaunchConfig::grid_1d((n as u32).div_ceil(64)),
+            &dx,
+            &mut o_i8,
+            &mut o_i16,
+            &mut o_i32,
+            &mut o_i64,
+            &mut o_u8,
+            &mut o_u16,
+            &mut o_u32,
+            &mut o_u64,
+            &mut o_f16,
+            &mut o_bf16,
+            &mut o_f32,
+            &mut o_f64,
+            n as u32,
+        )
+        .expect("launch");
+        let got = (
+            o_i8.to_host().expect("download"),
+            o_i16.to_host().expect("download"),
+            o_i32.to_host().expect("download"),
+            o_i64.to_host().expect("download"),
+            o_u8.to_host().expect("download"),
+            o_u16.to_host().expect("download"),
+            o_u32.to_host().expect("download"),
+            o_u64.to_host().expect("download"),
+            o_f16.to_host().expect("download"),
+            o_bf16.to_host().expect("download"),
+            o_f32.to_host().expect("download"),
+            o_f64.to_host().expect("download"),
+        );
+        for (i, &x) in xs.iter().enumerate() {
+            let w: Casts = $expect(x);
+            let what = format!("{} {:?}", stringify!($kernel), x);
+            assert_eq!(got.0[i], w.i8, "{what} as i8");
+            assert_eq!(got.1[i], w.i16, "{what} as i16");
+            assert_eq!(got.2[i], w.i32, "{what} as i32");
+            assert_eq!(got.3[i], w.i64, "{what} as i64");
+            assert_eq!(got.4[i], w.u8, "{what} as u8");
+            assert_eq!(got.5[i], w.u16, "{what} as u16");
+            assert_eq!(got.6[i], w.u32, "{what} as u32");
+            assert_eq!(got.7[i], w.u64, "{what} as u64");
+            assert!(
+                same_bits(got.8[i].to_f64(), w.f16.to_f64()),
+                "{what} as f16: {} vs {}",
+                got.8[i],
+                w.f16
+            );
+            assert!(
+                same_bits(got.9[i].to_f64(), w.bf16.to_f64()),
+                "{what} as bf16: {} vs {}",
+                got.9[i],
+                w.bf16
+            );
+            assert!(
+                same_bits(got.10[i] as f64, w.f32 as f64),
+                "{what} as f32: {} vs {}",
+                got.10[i],
+                w.f32
+            );
+            assert!(
+                same_bits(got.11[i], w.f64),
+                "{what} as f64: {} vs {}",
+                got.11[i],
+                w.f64
+            );
+        }
+    }};
+}
+
+fn float_inputs(rng: &mut rand::rngs::StdRng) -> Vec<f64> {
+    let mut v = vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1e30,
+        -1e30,
+        3e9,
+        -3e9,
+        255.5,
+        256.0,
+        -128.5,
+        -129.0,
+        65504.0,
+        65520.0,
+        65536.5,
+        1e-8,
+        1e-40,
+        0.999_999,
+        -0.999_999,
+        2147483647.0,
+        -2147483648.0,
+        4294967296.0,
+        1.8446744073709552e19,
+        -9.223372036854776e18,
+    ];
+    for _ in 0..200 {
+        let mag = 10f64.powf(rng.gen_range(-10.0..25.0));
+        v.push(if rng.gen() { mag } else { -mag });
+    }
+    v
+}
+
+#[test]
+fn conversions_match_rust_as() {
+    let Some(gpu) = gpu_or_skip("conversions_match_rust_as") else {
+        return;
+    };
+    if gpu.compute_capability() < (8, 0) {
+        eprintln!("SKIPPED conversions_match_rust_as: the bf16 results need sm_80");
+        return;
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(13);
+    macro_rules! ints {
+        ($t:ty) => {{
+            let mut v: Vec<$t> = vec![<$t>::MIN, <$t>::MAX, 0, 1, <$t>::MAX / 2, <$t>::MIN / 2];
+            v.extend((0..100).map(|_| rng.gen::<$t>()));
+            v
+        }};
+    }
+    let int_expect = |x: f64| (f16::from_f64(x), bf16::from_f32(x as f32));
+    check_casts!(&gpu, casts_from_i8, ints!(i8), |x: i8| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_i16, ints!(i16), |x: i16| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_i32, ints!(i32), |x: i32| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_i64, ints!(i64), |x: i64| casts_of!(
+        x,
+        f16::from_f64(x as f64),
+        bf16::from_f32(x as f32)
+    ));
+    check_casts!(&gpu, casts_from_u8, ints!(u8), |x: u8| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_u16, ints!(u16), |x: u16| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_u32, ints!(u32), |x: u32| casts_of!(
+        x,
+        int_expect(x as f64).0,
+        int_expect(x as f64).1
+    ));
+    check_casts!(&gpu, casts_from_u64, ints!(u64), |x: u64| casts_of!(
+        x,
+        f16::from_f64(x as f64),
+        bf16::from_f32(x as f32)
+    ));
+    let floats = float_inputs(&mut rng);
+    let f32s: Vec<f32> = floats.iter().map(|&x| x as f32).collect();
+    check_casts!(&gpu, casts_from_f32, f32s, |x: f32| casts_of!(
+        x,
+        f16::from_f32(x),
+        bf16::from_f32(x)
+    ));
+    check_casts!(&gpu, casts_from_f64, floats.clone(), |x: f64| casts_of!(
+        x,
+        f16::from_f64(x),
+        bf16::from_f32(x as f32)
+    ));
+    let f16s: Vec<f16> = floats.iter().map(|&x| f16::from_f64(x)).collect();
+    check_casts!(&gpu, casts_from_f16, f16s, |x: f16| {
+        let w = casts_of!(x.to_f32(), x, bf16::from_f32(x.to_f32()));
+        Casts {
+            f64: x.to_f64(),
+            ..w
+        }
+    });
+    let bf16s: Vec<bf16> = floats.iter().map(|&x| bf16::from_f64(x)).collect();
+    check_casts!(&gpu, casts_from_bf16, bf16s, |x: bf16| {
+        let w = casts_of!(x.to_f32(), f16::from_f32(x.to_f32()), x);
+        Casts {
+            f64: x.to_f64(),
+            ..w
+        }
+    });
+}

@@ -395,9 +395,12 @@ impl Lower<'_> {
                 return self.cast(wide, to, span);
             }
         }
-        if (from == Scalar::F16 && to.is_int() && to.is_byte())
-            || (to == Scalar::F16 && from.is_byte())
-        {
+        // f16 -> 8-bit saturates through f32 (as Rust's `as`); 8-bit -> f16 is exact through i32.
+        if from == Scalar::F16 && to.is_byte() {
+            let m = self.cast(v, Scalar::F32, span);
+            return self.cast(m, to, span);
+        }
+        if to == Scalar::F16 && from.is_byte() {
             let m = self.cast(v, Scalar::I32, span);
             return self.cast(m, to, span);
         }

@@ -11,6 +11,12 @@ use syn::{Ident, LitStr, Token};
 pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
     let span = Sp::of(ty);
     let scalar_of = |cx: &Ctxt, t: &syn::Type| -> Scalar {
+        let mut t = t;
+        while let syn::Type::Group(syn::TypeGroup { elem, .. })
+        | syn::Type::Paren(syn::TypeParen { elem, .. }) = t
+        {
+            t = elem;
+        }
         if let syn::Type::Path(p) = t {
             if let Some(s) = p
                 .path
@@ -29,6 +35,8 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
     let kind = match ty {
         syn::Type::Tuple(t) if t.elems.is_empty() => TypeKind::Unit,
         syn::Type::Paren(p) => return parse_type(cx, &p.elem),
+        // A type substituted by `macro_rules!` (`$t:ty`).
+        syn::Type::Group(g) => return parse_type(cx, &g.elem),
         syn::Type::Path(p) if p.qself.is_none() => {
             if let Some(s) = p
                 .path

@@ -248,6 +248,18 @@ pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
             if lo == 0.0 || fmt == Fmt::F64 {
                 return r;
             }
+            if !back.is_finite() {
+                // Overflow: `hi + lo` overflows too, unless `hi` is exactly the threshold (the
+                // largest finite value plus half its ulp) and `lo` points back inside.
+                let max = fmt.step(r, resid > 0.0);
+                let mb = fmt.to_f64(max);
+                let threshold = mb + (mb - fmt.to_f64(fmt.step(max, resid > 0.0))) / 2.0;
+                return if hi == threshold && (lo < 0.0) == (hi > 0.0) {
+                    max
+                } else {
+                    r
+                };
+            }
             // `hi` may sit exactly on a midpoint that `lo` breaks.
             let other = fmt.step(r, resid > 0.0);
             let ob = fmt.to_f64(other);
