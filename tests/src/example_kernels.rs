@@ -414,3 +414,31 @@ casts_from!(casts_from_f16, f16);
 casts_from!(casts_from_bf16, bf16);
 casts_from!(casts_from_f32, f32);
 casts_from!(casts_from_f64, f64);
+
+/// Every variant of the example kernels.
+pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
+    let families: [&'static [pagesift_gpu::KernelVariant]; 21] = [
+        bias_act::VARIANTS,
+        block_sum::VARIANTS,
+        tile_scale::VARIANTS,
+        half_axpy::VARIANTS,
+        clock_mix::VARIANTS,
+        special_fn::VARIANTS,
+        chunk_reverse::VARIANTS,
+        mma_tile_bf16::VARIANTS,
+        semantics::VARIANTS,
+        casts_from_i8::VARIANTS,
+        casts_from_i16::VARIANTS,
+        casts_from_i32::VARIANTS,
+        casts_from_i64::VARIANTS,
+        casts_from_u8::VARIANTS,
+        casts_from_u16::VARIANTS,
+        casts_from_u32::VARIANTS,
+        casts_from_u64::VARIANTS,
+        casts_from_f16::VARIANTS,
+        casts_from_bf16::VARIANTS,
+        casts_from_f32::VARIANTS,
+        casts_from_f64::VARIANTS,
+    ];
+    families.iter().flat_map(|f| f.iter()).collect()
+}

@@ -27,18 +27,7 @@ fn find_ptxas() -> Option<PathBuf> {
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
-    let families: [&'static [KernelVariant]; 9] = [
-        example_kernels::bias_act::VARIANTS,
-        example_kernels::block_sum::VARIANTS,
-        example_kernels::tile_scale::VARIANTS,
-        example_kernels::half_axpy::VARIANTS,
-        example_kernels::clock_mix::VARIANTS,
-        example_kernels::special_fn::VARIANTS,
-        example_kernels::chunk_reverse::VARIANTS,
-        example_kernels::mma_tile_bf16::VARIANTS,
-        example_kernels::semantics::VARIANTS,
-    ];
-    families.iter().flat_map(|f| f.iter()).collect()
+    example_kernels::all_variants()
 }
 
 /// The architectures a variant is assembled for: its own target, and sm_90 where its PTX can
