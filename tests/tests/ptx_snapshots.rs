@@ -15,39 +15,66 @@ fn bless() -> bool {
     std::env::var("PAGESIFT_BLESS").is_ok_and(|v| v == "1")
 }
 
-/// A readable description of where `actual` departs from `expected`.
+/// A readable description of where `actual` departs from `expected`: a line diff (longest
+/// common subsequence) showing the first 40 changed lines with two lines of context.
 fn describe_diff(expected: &str, actual: &str) -> String {
     let e: Vec<&str> = expected.lines().collect();
     let a: Vec<&str> = actual.lines().collect();
-    let first = e
-        .iter()
-        .zip(&a)
-        .position(|(x, y)| x != y)
-        .unwrap_or(e.len().min(a.len()));
-    // Align the ends too, so that an insertion shows as one block.
-    let mut common_tail = 0;
-    while common_tail < e.len() - first.min(e.len())
-        && common_tail < a.len() - first.min(a.len())
-        && e[e.len() - 1 - common_tail] == a[a.len() - 1 - common_tail]
-    {
-        common_tail += 1;
+    // lcs[i][j]: length of the longest common subsequence of e[i..] and a[j..].
+    let mut lcs = vec![vec![0u32; a.len() + 1]; e.len() + 1];
+    for i in (0..e.len()).rev() {
+        for j in (0..a.len()).rev() {
+            lcs[i][j] = if e[i] == a[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
+        }
     }
+    // The edit script: (' ', '-', '+'), expected line number, text.
+    let mut script: Vec<(char, usize, &str)> = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    while i < e.len() || j < a.len() {
+        if i < e.len() && j < a.len() && e[i] == a[j] {
+            script.push((' ', i + 1, e[i]));
+            i += 1;
+            j += 1;
+        } else if i < e.len() && (j == a.len() || lcs[i + 1][j] >= lcs[i][j + 1]) {
+            script.push(('-', i + 1, e[i]));
+            i += 1;
+        } else {
+            script.push(('+', j + 1, a[j]));
+            j += 1;
+        }
+    }
+    let changed = script.iter().filter(|(k, _, _)| *k != ' ').count();
     let mut out = format!(
-        "expected {} lines, got {}; first difference at line {}:\n",
+        "expected {} lines, got {}; {changed} lines differ:\n",
         e.len(),
-        a.len(),
-        first + 1
+        a.len()
     );
-    let ctx = first.saturating_sub(3);
-    for (i, l) in e.iter().enumerate().take(first).skip(ctx) {
-        out.push_str(&format!("  {:>5} | {l}\n", i + 1));
-    }
-    let (e_end, a_end) = (e.len() - common_tail, a.len() - common_tail);
-    for (i, l) in e.iter().enumerate().take(e_end.min(first + 20)).skip(first) {
-        out.push_str(&format!("- {:>5} | {l}\n", i + 1));
-    }
-    for (i, l) in a.iter().enumerate().take(a_end.min(first + 20)).skip(first) {
-        out.push_str(&format!("+ {:>5} | {l}\n", i + 1));
+    let near = |k: usize| {
+        script[k.saturating_sub(2)..(k + 3).min(script.len())]
+            .iter()
+            .any(|(c, _, _)| *c != ' ')
+    };
+    let mut shown = 0;
+    let mut gap = false;
+    for (k, (c, n, line)) in script.iter().enumerate() {
+        if shown >= 40 {
+            out.push_str("  ...\n");
+            break;
+        }
+        if *c != ' ' || near(k) {
+            if gap {
+                out.push_str("  ...\n");
+                gap = false;
+            }
+            out.push_str(&format!("{c} {n:>5} | {line}\n"));
+            shown += usize::from(*c != ' ');
+        } else {
+            gap = true;
+        }
     }
     out
 }
@@ -111,9 +138,13 @@ fn snapshot_clock_mix() {
 
 #[test]
 fn diff_description_shows_the_changed_lines() {
-    let d = describe_diff("a\nb\nc\nd\n", "a\nb\nX\nd\n");
-    assert!(d.contains("first difference at line 3"), "{d}");
-    assert!(d.contains("-     3 | c"), "{d}");
-    assert!(d.contains("+     3 | X"), "{d}");
-    assert!(!d.contains("| d"), "{d}");
+    let d = describe_diff(
+        "a\nb\nc\nd\ne\nf\ng\nh\ni\n",
+        "a\nb\nc\nd\nX\nf\ng\nh\ni\nj\n",
+    );
+    assert!(d.contains("3 lines differ"), "{d}");
+    assert!(d.contains("-     5 | e\n+     5 | X"), "{d}");
+    assert!(d.contains("+    10 | j"), "{d}");
+    assert!(d.contains("      4 | d"), "context before the change: {d}");
+    assert!(!d.contains("| a"), "far context is left out: {d}");
 }
