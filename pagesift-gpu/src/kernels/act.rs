@@ -6,18 +6,23 @@
 //! loads, as the kernel writes it), sharing one body; a variant per activation (`ACT`) and per
 //! fused operand (`HAS_BIAS`, `HAS_RES`). Each launch covers `n` elements split by the caller
 //! ([`crate::ops::act`]) into a scalar head of `head` elements (up to the first 16-byte
-//! boundary), `nvec` 16-byte vectors and a scalar tail; every thread loops over the data with the
-//! grid's stride, four vectors in flight per iteration. The bias column is tracked
-//! incrementally (a few 64-bit remainders per thread, none per element), so any `cols` works at
-//! full speed.
+//! boundary), `nvec` 16-byte vectors and a scalar tail. Each thread takes one vector per turn of
+//! a grid-stride loop, and the caller's grid normally covers the data in one turn (many short
+//! blocks keep more loads in flight than a persistent grid). The bias column of a vector is
+//! found with a multiply-high division by `cols` (the caller's magic number) below 2^31
+//! elements, and the bias is read as one 16-byte vector where `cols` and the alignment allow
+//! (`bvec`), so any `cols` works at full speed.
 //!
-//! The special functions are written here, accurate against the f64 reference: `exp` (≤ 1 ulp:
-//! Cody–Waite reduction, degree-6 polynomial, exact scaling), `erfc` for gelu (relative accuracy
-//! in the far tail: a polynomial in `(a - 2) / (a + 2)` times `exp(-a²)`, with the rounding
-//! errors of `a²` and of `x / √2` carried along), gelu-tanh as `x · sigmoid(2u)` with `2u` in
-//! double-f32, tanh (odd polynomial below 0.6). The guaranteed bounds are
-//! [`crate::ops::act::max_error_ulps`]; measured maxima over [-9.5, 9.5] are gelu 4 ulp,
-//! gelu-tanh and silu 3, sigmoid 2, tanh and hardswish 1, the rest exact.
+//! The special functions are written here, accurate against the f64 reference, with no
+//! division instruction (an approximate reciprocal and one residual step) and no divergent
+//! branch: `exp` (Cody–Waite reduction, degree-6 polynomial, exact scaling, subnormal results
+//! rounded once), gelu as `x · erfc(-x/√2) / 2` with `erfc(a) = t e^{G(t) - a²}`,
+//! `t = 1 / (1 + a/2)` (G a fitted polynomial; a² exact from x²/2), gelu-tanh as
+//! `x · sigmoid(2u)` with `2u` in double-f32, tanh (odd polynomial below 0.6, `1 - 2e/(1+e)`
+//! above, both evaluated), hardswish / hardsigmoid with the division by 6 as a product and a
+//! residual step. The guaranteed bounds are [`crate::ops::act::max_error_ulps`]; measured
+//! maxima over [-9.5, 9.5] (emulated device, 1M points) are gelu 5 ulp, gelu-tanh and silu 3,
+//! sigmoid 2, tanh, hardswish and hardsigmoid 1, the rest exact.
 
 use crate::ops::act::Act;
 use crate::ptx_kernel;
@@ -580,7 +585,12 @@ ptx_kernel! {
     fn exp_reduced(x: f32, shifted: f32) -> f32 {
         let k = shifted - 12582912.0;
         let r = k.mul_add(-0.6931471824645996, x);
-        let r = k.mul_add(1.904654299957768e-9, r);
+        exp_poly(k.mul_add(1.904654299957768e-9, r))
+    }
+
+    /// e^r for |r| <= ln2/2 (a little beyond is fine): 1 + r + r^2 q(r) with q a degree-4
+    /// minimax polynomial.
+    fn exp_poly(r: f32) -> f32 {
         let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
         q = q.mul_add(r, 0.041666556149721146);
         q = q.mul_add(r, 0.16666577756404877);
@@ -605,57 +615,45 @@ ptx_kernel! {
         div_acc(m, 1.0 + e)
     }
 
-    /// erfc(a + lo) for a >= 0 (lo: a small correction of a, |lo| <= ulp(a)), relative error
-    /// of a few ulp up to a ≈ 10 (beyond, the result underflows). After N. Juffa's erfcf: with
-    /// q = (a - 2) / (a + 2), (1 + 2a) e^{a²} erfc(a) - 1 is a polynomial p(q) (degree 10, a
-    /// Chebyshev fit made for this kernel, 1.3e-8 absolute); the division by 1 + 2a is refined
-    /// by one residual step, and e^{-a²} is e^{-s} (s = a² rounded) times 1 + (s - a²) - 2a·lo,
-    /// the rounding error of a² and the correction of a carried exactly.
-    fn erfc_pos(a: f32, lo: f32) -> f32 {
-        // q = (a - 2) / (a + 2) with an approximate reciprocal: p(q) varies slowly (|p'| < 0.3),
-        // so an ulp or two in q costs a fraction of an ulp in the result.
-        let q = (a - 2.0) * (a + 2.0).recip_fast();
-        let mut pp = q.mul_add(2.1059422579128295e-05, -0.0003743377747014165);
-        pp = pp.mul_add(q, -0.0012515813577920198);
-        pp = pp.mul_add(q, 0.0012834788067266345);
-        pp = pp.mul_add(q, 0.00863994937390089);
-        pp = pp.mul_add(q, -0.008048232644796371);
-        pp = pp.mul_add(q, -0.05420586094260216);
-        pp = pp.mul_add(q, 0.16405367851257324);
-        pp = pp.mul_add(q, -0.16603128612041473);
-        pp = pp.mul_add(q, -0.09276391565799713);
-        pp = pp.mul_add(q, 0.27697840332984924);
-        // The division by 1 + 2a needs full accuracy: an approximate reciprocal and one
-        // residual step.
-        let d = a + 0.5;
-        let r = d.recip_fast() * 0.5;
-        let q = pp.mul_add(r, r);
-        let t = q + q;
-        let e = (pp - q) + t.mul_add(-a, 1.0);
-        let r = e.mul_add(r, q);
-        let s = a * a;
-        let ex = exp_neg(-s);
-        let t = (-a).mul_add(a, s) - 2.0 * a * lo;
-        let r = r * ex;
-        r.mul_add(t, r)
-    }
-
-    /// gelu(x) = x Φ(x), Φ(x) = erfc(-x/√2) / 2, with x/√2 carried as hi + lo so that the tail
-    /// keeps its relative accuracy.
+    /// gelu(x) = x Φ(x), Φ(x) = erfc(-x/√2) / 2, through one erfc evaluation at
+    /// a = min(|x|, 14)/√2 for both signs (no divergent branch; beyond 14 the erfc term is below
+    /// 2^-140): erfc(a) = t e^{G(t) - a²} with t = 1 / (1 + a/2) in [1/6, 1] and G a degree-10
+    /// polynomial in t - 0.5833 (a Chebyshev fit made for this kernel, 6e-8 absolute with its
+    /// f32 coefficients). The exponent keeps its relative accuracy in the far tail: a² = x²/2
+    /// is exact as a rounded square and its fma residual, and the reduction
+    /// G - x²/2 - n ln2 takes -x²/2 - n ln2_hi exactly in one fma before adding G.
     fn gelu(x: f32) -> f32 {
-        let z = x * 0.7071067690849304;
-        let lo = x.mul_add(0.7071067690849304, -z) + x * 1.2101617485882343e-08;
-        // One erfc evaluation at |z| for both signs (no divergent calls).
-        let neg = z < 0.0;
-        let a = z.abs();
-        let mut alo = lo;
-        if neg {
-            alo = -lo;
-        }
-        let e = erfc_pos(a, alo);
-        let mut phi = (-0.5f32).mul_add(e, 1.0);
-        if neg {
-            phi = 0.5 * e;
+        let xc = x.abs().min(14.0);
+        let a = xc * 0.70710677;
+        let d = a.mul_add(0.5, 1.0);
+        let r0 = rcp_approx(d);
+        let t = r0.mul_add((-d).mul_add(r0, 1.0), r0);
+        let s = t - 0.5833333;
+        let mut g = s.mul_add(-0.1530061513185501, 0.1449953317642212);
+        g = g.mul_add(s, 0.14647932350635529);
+        g = g.mul_add(s, -0.24509058892726898);
+        g = g.mul_add(s, -0.053275417536497116);
+        g = g.mul_add(s, 0.295215904712677);
+        g = g.mul_add(s, -0.034655313938856125);
+        g = g.mul_add(s, -0.4073981046676636);
+        g = g.mul_add(s, 0.09069091081619263);
+        g = g.mul_add(s, 1.3687371015548706);
+        g = g.mul_add(s, -0.5585953593254089);
+        let x2 = xc * xc;
+        let x2l = xc.mul_add(xc, -x2);
+        let mh = -0.5 * x2;
+        // n = round((G - a²) / ln2) in [-144, 0]; r = G - a² - n ln2 in about [-0.35, 0.35].
+        let shifted = (g + mh).mul_add(1.442695, 12582912.0);
+        let n = shifted - 12582912.0;
+        let r = n.mul_add(-0.693145751953125, mh);
+        let r = n.mul_add(-1.4286068203094172e-6, r + g);
+        let r = (-0.5f32).mul_add(x2l, r);
+        // 2^(n+64), then 2^-65 (with the halving of erfc): one rounding for subnormal results.
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
+        let h = t * exp_poly(r) * scale * 2.710505431213761e-20;
+        let mut phi = 1.0 - h;
+        if x < 0.0 {
+            phi = h;
         }
         x * phi
     }
