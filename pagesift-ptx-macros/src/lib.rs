@@ -81,7 +81,8 @@
 //!
 //! Half-precision arithmetic that the target lacks (bf16 `+ - *` and comparisons below sm_90,
 //! f16/bf16 `min`/`max` below sm_80) is computed in f32 and rounded once; `/` on halves
-//! always goes through f32. `f32 -> bf16` needs sm_80.
+//! always goes through f32. `f32 -> bf16` needs sm_80; below sm_90 conversions to bf16 from
+//! other types than f32 go through f32 (two roundings for integers above 2^24 and for f64).
 //!
 //! A register array is indexed only by values known after unrolling: constants, const
 //! parameters, and counters of `#[unroll]` loops with constant bounds. Anything else is a

@@ -139,7 +139,7 @@ impl Lower<'_> {
     ) -> Val {
         let op = Op::Ld {
             space,
-            ty: mem_scalar_signed(elem),
+            ty: mem_scalar(elem),
             vec: 1,
             nc,
         };
@@ -383,9 +383,4 @@ impl Lower<'_> {
             span,
         );
     }
-}
-
-/// The load type of a scalar: signed bytes sign-extend.
-fn mem_scalar_signed(s: Scalar) -> Scalar {
-    mem_scalar(s)
 }
