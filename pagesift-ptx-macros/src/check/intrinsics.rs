@@ -207,7 +207,7 @@ fn scalar_of(t: &TExpr) -> Option<Scalar> {
 }
 
 impl Checker<'_> {
-    fn intr(&self, intr: Intr, args: Vec<TExpr>, ty: Ty, span: Span) -> TExpr {
+    pub(super) fn intr(&self, intr: Intr, args: Vec<TExpr>, ty: Ty, span: Span) -> TExpr {
         TExpr {
             kind: TKind::Intr { intr, args },
             ty,
@@ -215,7 +215,7 @@ impl Checker<'_> {
         }
     }
 
-    fn arity(&self, args: &[Expr], n: usize, what: &str, span: Span) -> bool {
+    pub(super) fn arity(&self, args: &[Expr], n: usize, what: &str, span: Span) -> bool {
         if args.len() != n {
             self.cx.error(
                 span,
@@ -374,7 +374,13 @@ impl Checker<'_> {
         }
     }
 
-    fn check_assoc_fn(&mut self, s: Scalar, name: &str, args: &[Expr], span: Span) -> TExpr {
+    pub(super) fn check_assoc_fn(
+        &mut self,
+        s: Scalar,
+        name: &str,
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
         match name {
             "from_bits" if !s.is_int() && s != Scalar::Bool => {
                 if !self.arity(args, 1, &format!("{s}::from_bits"), span) {
@@ -533,277 +539,5 @@ impl Checker<'_> {
             targs.push(t);
         }
         self.intr(intr, targs, ty, span)
-    }
-
-    /// `mutable`: `Some(m)` for a slice, `None` for shared memory (always writable).
-    fn check_mem(
-        &mut self,
-        base: usize,
-        elem: Scalar,
-        mutable: Option<bool>,
-        m: &str,
-        args: &[Expr],
-        span: Span,
-    ) -> TExpr {
-        let elem_ty = Ty::Scalar(elem);
-        let writable = mutable.unwrap_or(true);
-        let (op, n_args) = if m == "load_nc" {
-            (MemOp::LoadNc, 1)
-        } else if let Some(rest) = m.strip_prefix("load") {
-            let (num, nc) = match rest.strip_suffix("_nc") {
-                Some(r) => (r, true),
-                None => (rest, false),
-            };
-            match num.parse::<u32>() {
-                Ok(n) => (MemOp::LoadVec { n, nc }, 1),
-                Err(_) => return self.unknown_mem(m, span),
-            }
-        } else if let Some(num) = m.strip_prefix("store") {
-            match num.parse::<u32>() {
-                Ok(n) => (MemOp::StoreVec { n }, 2),
-                Err(_) => return self.unknown_mem(m, span),
-            }
-        } else if let Some(k) = AtomKind::ALL.iter().find(|k| k.names().0 == m) {
-            (MemOp::Atomic(*k), if *k == AtomKind::Cas { 3 } else { 2 })
-        } else if let Some(rest) = m.strip_prefix("cp_async") {
-            let (num, partial) = match rest.strip_suffix("_partial") {
-                Some(r) => (r, true),
-                None => (rest, false),
-            };
-            match num.parse::<u32>() {
-                Ok(bytes @ (4 | 8 | 16)) => (
-                    MemOp::CpAsync { bytes, partial },
-                    if partial { 4 } else { 3 },
-                ),
-                _ => return self.unknown_mem(m, span),
-            }
-        } else if let Some(rest) = m.strip_prefix("ldmatrix_x") {
-            let (num, trans) = match rest.strip_suffix("_trans") {
-                Some(r) => (r, true),
-                None => (rest, false),
-            };
-            match num.parse::<u32>() {
-                Ok(n @ (1 | 2 | 4)) => (MemOp::Ldmatrix { n, trans }, 1),
-                _ => return self.unknown_mem(m, span),
-            }
-        } else {
-            return self.unknown_mem(m, span);
-        };
-        if matches!(op, MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. }) {
-            return self.check_shared_only(op, base, elem, mutable, m, args, span);
-        }
-        if !self.arity(args, n_args, m, span) {
-            return err_expr(span);
-        }
-        let nc = matches!(op, MemOp::LoadNc | MemOp::LoadVec { nc: true, .. });
-        if nc && mutable != Some(false) {
-            self.cx.error(span, format!("`{m}` reads through the non-coherent cache: only for `&[T]` parameters (read-only for the whole kernel)"));
-        }
-        if matches!(op, MemOp::StoreVec { .. } | MemOp::Atomic(_)) && !writable {
-            self.cx.error(
-                span,
-                format!("`{m}` writes: declare the parameter `&mut [{elem}]`"),
-            );
-        }
-        let idx = self.check_index(&args[0]);
-        let mut targs = vec![idx];
-        let ty = match op {
-            MemOp::LoadNc => elem_ty,
-            MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
-                let bytes = n * elem.bytes();
-                if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
-                    self.cx.error(span, format!("`{m}` on `{elem}` moves {bytes} bytes; vector accesses move 4, 8 or 16 bytes of 2 or more elements"));
-                    return err_expr(span);
-                }
-                if let MemOp::StoreVec { .. } = op {
-                    let want = Ty::Array(elem, n);
-                    let v = self.check_expr(&args[1], Some(&want));
-                    self.expect_ty(&v, &want, args[1].span);
-                    targs.push(v);
-                    Ty::Unit
-                } else {
-                    Ty::Array(elem, n)
-                }
-            }
-            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } => return err_expr(span),
-            MemOp::Atomic(k) => {
-                if !k.supports(elem) {
-                    self.cx
-                        .error(span, format!("`{m}` is not available on `{elem}`"));
-                    return err_expr(span);
-                }
-                for a in &args[1..] {
-                    let v = self.check_expr(a, Some(&elem_ty));
-                    self.expect_ty(&v, &elem_ty, a.span);
-                    targs.push(v);
-                }
-                elem_ty
-            }
-        };
-        TExpr {
-            kind: TKind::Mem {
-                op,
-                base,
-                args: targs,
-            },
-            ty,
-            span,
-        }
-    }
-
-    /// Reports `what` when the kernel's target is below sm_`sm`.
-    fn needs_sm(&self, sm: u32, what: &str, span: Span) {
-        if self.target.sm < sm {
-            self.cx.error(
-                span,
-                format!(
-                    "`{what}` needs sm_{sm} or later: add #[target(sm_{sm})] (this kernel targets {})",
-                    self.target.name
-                ),
-            );
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn check_mma(
-        &mut self,
-        name: &str,
-        ty: MmaType,
-        k: u32,
-        na: u32,
-        nb: u32,
-        args: &[Expr],
-        span: Span,
-    ) -> TExpr {
-        if !self.arity(args, 3, name, span) {
-            return err_expr(span);
-        }
-        self.needs_sm(
-            if ty == MmaType::F16 && k == 8 { 75 } else { 80 },
-            name,
-            span,
-        );
-        let acc = if matches!(ty, MmaType::S8 | MmaType::U8) {
-            Scalar::I32
-        } else {
-            Scalar::F32
-        };
-        let want = [
-            Ty::Array(Scalar::U32, na),
-            Ty::Array(Scalar::U32, nb),
-            Ty::Array(acc, 4),
-        ];
-        let mut targs = Vec::new();
-        for (a, w) in args.iter().zip(&want) {
-            let t = self.check_expr(a, Some(w));
-            self.expect_ty(&t, w, a.span);
-            targs.push(t);
-        }
-        self.intr(Intr::Mma { ty, k }, targs, Ty::Array(acc, 4), span)
-    }
-
-    /// `cp_async*` and `ldmatrix*`: methods of shared arrays only.
-    #[allow(clippy::too_many_arguments)]
-    fn check_shared_only(
-        &mut self,
-        op: MemOp,
-        base: usize,
-        elem: Scalar,
-        mutable: Option<bool>,
-        m: &str,
-        args: &[Expr],
-        span: Span,
-    ) -> TExpr {
-        if mutable.is_some() {
-            self.cx.error(
-                span,
-                format!("`{m}` works on shared arrays (`Shared<[T; N]>`), not on slices"),
-            );
-            return err_expr(span);
-        }
-        let n_args = match op {
-            MemOp::CpAsync { partial: true, .. } => 4,
-            MemOp::CpAsync { .. } => 3,
-            _ => 1,
-        };
-        if !self.arity(args, n_args, m, span) {
-            return err_expr(span);
-        }
-        let idx = self.check_index(&args[0]);
-        match op {
-            MemOp::CpAsync { bytes, .. } => {
-                self.needs_sm(80, m, span);
-                let Some((src, sty)) = self.place_base(&args[1]) else {
-                    return err_expr(span);
-                };
-                match sty {
-                    Ty::Slice { elem: se, .. }
-                        if se.bytes() <= bytes && bytes % se.bytes() == 0 => {}
-                    Ty::Never => return err_expr(span),
-                    ref other => {
-                        self.cx.error(
-                            args[1].span,
-                            format!("`{m}` copies from a slice parameter whose elements divide {bytes} bytes, not `{other}`"),
-                        );
-                        return err_expr(span);
-                    }
-                }
-                if elem.bytes() > bytes || bytes % elem.bytes() != 0 {
-                    self.cx.error(
-                        span,
-                        format!(
-                            "`{m}` copies {bytes} bytes, which `{elem}` elements do not divide"
-                        ),
-                    );
-                }
-                let src_idx = self.check_index(&args[2]);
-                let src_var = TExpr {
-                    kind: TKind::Var(src),
-                    ty: sty,
-                    span: args[1].span,
-                };
-                let mut targs = vec![idx, src_var, src_idx];
-                if n_args == 4 {
-                    let u = Ty::Scalar(Scalar::U32);
-                    let b = self.check_expr(&args[3], Some(&u));
-                    self.expect_ty(&b, &u, args[3].span);
-                    targs.push(b);
-                }
-                TExpr {
-                    kind: TKind::Mem {
-                        op,
-                        base,
-                        args: targs,
-                    },
-                    ty: Ty::Unit,
-                    span,
-                }
-            }
-            MemOp::Ldmatrix { n, .. } => {
-                self.needs_sm(75, m, span);
-                if elem.bytes() != 2 {
-                    self.cx
-                        .error(span, format!("`{m}` loads 16-bit elements, not `{elem}`"));
-                }
-                TExpr {
-                    kind: TKind::Mem {
-                        op,
-                        base,
-                        args: vec![idx],
-                    },
-                    ty: Ty::Array(Scalar::U32, n),
-                    span,
-                }
-            }
-            _ => err_expr(span),
-        }
-    }
-
-    fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
-        self.cx.error(
-            span,
-            format!("unknown memory method `{m}` (load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
-        );
-        err_expr(span)
     }
 }

@@ -10,6 +10,7 @@ mod expr;
 mod fold;
 mod inline;
 mod intrinsics;
+mod mem;
 mod ops;
 pub mod prelude;
 
