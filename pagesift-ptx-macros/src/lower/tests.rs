@@ -233,7 +233,7 @@ fn half_arithmetic_goes_through_f32_where_the_target_lacks_it() {
     let sm80 = ptx_of(src(quote!(sm_80)));
     let t = &sm80[0].1;
     assert!(
-        t.contains("add.f32") && t.contains("cvt.rn.bf16.f32") && !t.contains("add.rn.bf16"),
+        t.contains("add.rn.f32") && t.contains("cvt.rn.bf16.f32") && !t.contains("add.rn.bf16"),
         "{t}"
     );
     assert!(t.contains(".version 7.0"), "{t}");

@@ -30,17 +30,18 @@ pub fn opcode(op: &Op) -> Result<String, String> {
             match k {
                 BinKind::Add | BinKind::Sub => {
                     let n = if *k == BinKind::Add { "add" } else { "sub" };
-                    if int || matches!(s, F32 | F64) {
+                    if int {
                         format!("{n}.{}", s.ptx())
-                    } else if half(s) {
+                    } else if matches!(s, F32 | F64) || half(s) {
+                        // `.rn` everywhere: without it ptxas may contract a multiply and an
+                        // add into one fma, and results would depend on the assembler.
                         format!("{n}.rn.{}", s.ptx())
                     } else {
                         return no();
                     }
                 }
                 BinKind::Mul if int => format!("mul.lo.{}", s.ptx()),
-                BinKind::Mul if matches!(s, F32 | F64) => format!("mul.{}", s.ptx()),
-                BinKind::Mul if half(s) => format!("mul.rn.{}", s.ptx()),
+                BinKind::Mul if matches!(s, F32 | F64) || half(s) => format!("mul.rn.{}", s.ptx()),
                 BinKind::Div if int => format!("div.{}", s.ptx()),
                 BinKind::Div if matches!(s, F32 | F64) => format!("div.rn.{}", s.ptx()),
                 BinKind::Rem if int => format!("rem.{}", s.ptx()),

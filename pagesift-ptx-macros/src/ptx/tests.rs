@@ -4,7 +4,7 @@ use super::*;
 fn opcodes_come_from_the_tables() {
     assert_eq!(
         opcode(&Op::Bin(BinKind::Add, Scalar::F32)).as_deref(),
-        Ok("add.f32")
+        Ok("add.rn.f32")
     );
     assert_eq!(
         opcode(&Op::Bin(BinKind::Mul, Scalar::U32)).as_deref(),
@@ -121,7 +121,7 @@ fn immediates_are_bit_exact() {
 fn the_form_list_is_sorted_and_complete() {
     let forms = instruction_forms();
     for f in [
-        "add.f32",
+        "add.rn.f32",
         "ld.global.nc.v4.f32",
         "shfl.sync.bfly.b32",
         "fma.rn.f32",
