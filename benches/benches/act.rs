@@ -103,7 +103,7 @@ fn sweep(gpu: &Gpu, len: usize) -> Result<()> {
         "sweep: % of the copy ({:.1} GB/s) by blocks per SM",
         bytes / copy_ms / 1e6
     );
-    let per_sm = [1u32, 2, 4, 8, 16, 64, 0];
+    let per_sm = [8u32, 16, 32, 64, 128, 256, 0];
     let head: Vec<String> = per_sm
         .iter()
         .map(|&k| if k == 0 { "all".into() } else { k.to_string() })
@@ -130,17 +130,41 @@ fn sweep(gpu: &Gpu, len: usize) -> Result<()> {
         }
         println!("{:<16} {row}", format!("copy x{u}"));
     }
-    for act in [Act::Identity, Act::Gelu, Act::GeluTanh] {
+    sweep_acts(gpu, &x, &bias, &mut y, copy_ms, &per_sm, &Act::ALL)?;
+    drop((x, y, bias));
+    let host: Vec<f16> = host.iter().flat_map(|&v| [f16::from_f32(v); 2]).collect();
+    let x = DeviceBuffer::from_host(gpu, &host)?;
+    let bias = DeviceBuffer::from_host(gpu, &host[..COLS])?;
+    let mut y = DeviceBuffer::<f16>::alloc(gpu, host.len())?;
+    let acts = [Act::Identity, Act::Gelu, Act::Silu, Act::Tanh];
+    sweep_acts(gpu, &x, &bias, &mut y, copy_ms, &per_sm, &acts)
+}
+
+/// One row per activation of [`sweep`]: `y = act(x + bias)` against the copy time `copy_ms`
+/// of the same bytes, for each grid of `per_sm` blocks per SM (0: the grid that covers the
+/// data, one vector per thread).
+fn sweep_acts<T: ActElement>(
+    gpu: &Gpu,
+    x: &DeviceBuffer<T>,
+    bias: &DeviceBuffer<T>,
+    y: &mut DeviceBuffer<T>,
+    copy_ms: f64,
+    per_sm: &[u32],
+    acts: &[Act],
+) -> Result<()> {
+    let stream = gpu.default_stream();
+    let sms = gpu.props().sm_count;
+    for &act in acts {
         let args = ActArgs::new(act).with_bias(bias.slice(..)?, COLS);
         let mut row = String::new();
-        for &k in &per_sm {
+        for &k in per_sm {
             let limit = if k == 0 { u32::MAX } else { sms * k };
             let ms = median_ms(gpu, &stream, &mut || {
-                activation_with_grid_limit(&stream, &args, &x, &mut y, Some(limit))
+                activation_with_grid_limit(&stream, &args, x, y, Some(limit))
             })?;
             row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
         }
-        println!("{:<16} {row}", act.name());
+        println!("{:<16} {row}", format!("{} {}", act.name(), T::NAME));
     }
     Ok(())
 }

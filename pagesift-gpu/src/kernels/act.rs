@@ -27,16 +27,25 @@
 use crate::ops::act::Act;
 use crate::ptx_kernel;
 
+/// Kernel flag: a bias is given (read at `bias[i % cols]`).
+pub const FLAG_BIAS: u32 = 1;
+/// Kernel flag: a residual is given (read at `res[i]`).
+pub const FLAG_RES: u32 = 2;
+/// Kernel flag: the bias may be read as 16-byte vectors (no scalar head, `cols` a multiple of
+/// the lanes of a vector, the bias 16-byte aligned).
+pub const FLAG_BIAS_VEC: u32 = 4;
+
 ptx_kernel! {
-    /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of
-    /// 4 elements, loads through the non-coherent cache.
+    /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of 4 elements, loads through the
+    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
+    /// flags rather than variants: one module per activation, and a uniform branch costs
+    /// nothing here).
     #[variants(ACT in [
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
-    pub fn act_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_f32<const ACT: Act>(
         x: &[f32],
         bias: &[f32],
         res: &[f32],
@@ -47,10 +56,10 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_f32::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -59,9 +68,8 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
-    pub fn act_inplace_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_inplace_f32<const ACT: Act>(
         bias: &[f32],
         res: &[f32],
         y: &mut [f32],
@@ -71,14 +79,14 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_f32::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// The body of the f32 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_f32<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
+    fn run_f32<const ACT: Act, const NC: bool>(
         x: &[f32],
         bias: &[f32],
         res: &[f32],
@@ -89,27 +97,40 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
-        // covers the data in one turn).
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
+        // residual is -0.0, which leaves every value as it is.
         let mut j = t;
         while j < nvec {
             let e = h + 4 * j;
             let a = ld4_f32::<NC>(x, e);
-            let mut r = a;
-            if HAS_RES {
-                r = res.load4_nc(e);
+            let mut b = [-0.0f32; 4];
+            if has_bias {
+                let c = column(e, n, cols, cmagic, cshift);
+                b = bias4_f32(bias, c, cols, bias_vec);
             }
-            let mut c = 0u32;
-            if HAS_BIAS {
-                c = column(e, n, cols, cmagic, cshift);
+            let mut r = [-0.0f32; 4];
+            if has_res {
+                let rv = res.load4_nc(e);
+                #[unroll]
+                for i in 0..4 {
+                    r[i] = rv[i];
+                }
             }
-            y.store4(e, vec4::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
+            let mut o = a;
+            #[unroll]
+            for i in 0..4 {
+                o[i] = epi::<ACT>(a[i], b[i], r[i], slope);
+            }
+            y.store4(e, o);
             j += nt;
         }
         // The scalar head [0, h) and tail [h + 4 nvec, n), as one index range.
@@ -121,15 +142,15 @@ ptx_kernel! {
             if s >= h {
                 k = s - h + tail;
             }
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
+            let mut b = -0.0f32;
+            let mut r = -0.0f32;
+            if has_bias {
                 b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64);
             }
-            if HAS_RES {
+            if has_res {
                 r = res.load_nc(k);
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f32::<NC>(x, k), b, r, slope);
+            y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
             s += nt;
         }
     }
@@ -144,15 +165,39 @@ ptx_kernel! {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
-    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to
-    /// f16; 16-byte vectors of 8 elements, loads through the non-coherent cache.
+    /// The bias of 4 consecutive elements whose first column is `c`, in f32: one 16-byte
+    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 4, no head, the
+    /// bias 16-byte aligned), else per element.
+    fn bias4_f32(bias: &[f32], c: u32, cols: u32, vec: bool) -> [f32; 4] {
+        let mut b = [0.0f32; 4];
+        if vec {
+            let v = bias.load4_nc(c as u64);
+            #[unroll]
+            for i in 0..4 {
+                b[i] = v[i];
+            }
+        } else {
+            let mut cc = c;
+            #[unroll]
+            for i in 0..4 {
+                b[i] = bias.load_nc(cc as u64);
+                cc = next_col(cc, cols);
+            }
+        }
+        b
+    }
+
+    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32, rounded once to f16;
+    /// 16-byte vectors of 8 elements, loads through the
+    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
+    /// flags rather than variants: one module per activation, and a uniform branch costs
+    /// nothing here).
     #[variants(ACT in [
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
-    pub fn act_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_f16<const ACT: Act>(
         x: &[f16],
         bias: &[f16],
         res: &[f16],
@@ -163,10 +208,10 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_f16::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -175,9 +220,8 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
-    pub fn act_inplace_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_inplace_f16<const ACT: Act>(
         bias: &[f16],
         res: &[f16],
         y: &mut [f16],
@@ -187,14 +231,14 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_f16::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// The body of the f16 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_f16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
+    fn run_f16<const ACT: Act, const NC: bool>(
         x: &[f16],
         bias: &[f16],
         res: &[f16],
@@ -205,27 +249,40 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
-        // covers the data in one turn).
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
+        // residual is -0.0, which leaves every value as it is.
         let mut j = t;
         while j < nvec {
             let e = h + 8 * j;
             let a = ld8_f16::<NC>(x, e);
-            let mut r = a;
-            if HAS_RES {
-                r = res.load8_nc(e);
+            let mut b = [-0.0f32; 8];
+            if has_bias {
+                let c = column(e, n, cols, cmagic, cshift);
+                b = bias8_f16(bias, c, cols, bias_vec);
             }
-            let mut c = 0u32;
-            if HAS_BIAS {
-                c = column(e, n, cols, cmagic, cshift);
+            let mut r = [-0.0f32; 8];
+            if has_res {
+                let rv = res.load8_nc(e);
+                #[unroll]
+                for i in 0..8 {
+                    r[i] = rv[i] as f32;
+                }
             }
-            y.store8(e, vec8_f16::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
+            let mut o = a;
+            #[unroll]
+            for i in 0..8 {
+                o[i] = epi::<ACT>(a[i] as f32, b[i], r[i], slope) as f16;
+            }
+            y.store8(e, o);
             j += nt;
         }
         // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
@@ -237,15 +294,15 @@ ptx_kernel! {
             if s >= h {
                 k = s - h + tail;
             }
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
+            let mut b = -0.0f32;
+            let mut r = -0.0f32;
+            if has_bias {
                 b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
             }
-            if HAS_RES {
+            if has_res {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
+            y[k] = epi::<ACT>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
             s += nt;
         }
     }
@@ -260,16 +317,40 @@ ptx_kernel! {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
-    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]` computed in f32, rounded once to
-    /// bf16; 16-byte vectors of 8 elements, loads through the non-coherent cache.
+    /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
+    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
+    /// bias 16-byte aligned), else per element.
+    fn bias8_f16(bias: &[f16], c: u32, cols: u32, vec: bool) -> [f32; 8] {
+        let mut b = [0.0f32; 8];
+        if vec {
+            let v = bias.load8_nc(c as u64);
+            #[unroll]
+            for i in 0..8 {
+                b[i] = v[i] as f32;
+            }
+        } else {
+            let mut cc = c;
+            #[unroll]
+            for i in 0..8 {
+                b[i] = bias.load_nc(cc as u64) as f32;
+                cc = next_col(cc, cols);
+            }
+        }
+        b
+    }
+
+    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32, rounded once to bf16;
+    /// 16-byte vectors of 8 elements, loads through the
+    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
+    /// flags rather than variants: one module per activation, and a uniform branch costs
+    /// nothing here).
     #[variants(ACT in [
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     #[target(sm_80)]
-    pub fn act_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_bf16<const ACT: Act>(
         x: &[bf16],
         bias: &[bf16],
         res: &[bf16],
@@ -280,10 +361,10 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_bf16::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
@@ -292,10 +373,9 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[variants(HAS_BIAS in [false, true], HAS_RES in [false, true])]
     #[launch(block = 256)]
     #[target(sm_80)]
-    pub fn act_inplace_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool>(
+    pub fn act_inplace_bf16<const ACT: Act>(
         bias: &[bf16],
         res: &[bf16],
         y: &mut [bf16],
@@ -305,14 +385,14 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
-        run_bf16::<ACT, HAS_BIAS, HAS_RES, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, bvec, slope);
+        run_bf16::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
     /// The body of the bf16 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_bf16<const ACT: Act, const HAS_BIAS: bool, const HAS_RES: bool, const NC: bool>(
+    fn run_bf16<const ACT: Act, const NC: bool>(
         x: &[bf16],
         bias: &[bf16],
         res: &[bf16],
@@ -323,27 +403,40 @@ ptx_kernel! {
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        bvec: u32,
+        flags: u32,
         slope: f32,
     ) {
         let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
         let nt = (grid_dim_x() * block_dim_x()) as u64;
         let h = head as u64;
-        // One 16-byte vector per thread and turn of the grid-stride loop (the grid normally
-        // covers the data in one turn).
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
+        // residual is -0.0, which leaves every value as it is.
         let mut j = t;
         while j < nvec {
             let e = h + 8 * j;
             let a = ld8_bf16::<NC>(x, e);
-            let mut r = a;
-            if HAS_RES {
-                r = res.load8_nc(e);
+            let mut b = [-0.0f32; 8];
+            if has_bias {
+                let c = column(e, n, cols, cmagic, cshift);
+                b = bias8_bf16(bias, c, cols, bias_vec);
             }
-            let mut c = 0u32;
-            if HAS_BIAS {
-                c = column(e, n, cols, cmagic, cshift);
+            let mut r = [-0.0f32; 8];
+            if has_res {
+                let rv = res.load8_nc(e);
+                #[unroll]
+                for i in 0..8 {
+                    r[i] = rv[i] as f32;
+                }
             }
-            y.store8(e, vec8_bf16::<ACT, HAS_BIAS, HAS_RES>(a, bias, c, cols, bvec, r, slope));
+            let mut o = a;
+            #[unroll]
+            for i in 0..8 {
+                o[i] = epi::<ACT>(a[i] as f32, b[i], r[i], slope) as bf16;
+            }
+            y.store8(e, o);
             j += nt;
         }
         // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
@@ -355,15 +448,15 @@ ptx_kernel! {
             if s >= h {
                 k = s - h + tail;
             }
-            let mut b = 0.0f32;
-            let mut r = 0.0f32;
-            if HAS_BIAS {
+            let mut b = -0.0f32;
+            let mut r = -0.0f32;
+            if has_bias {
                 b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
             }
-            if HAS_RES {
+            if has_res {
                 r = res.load_nc(k) as f32;
             }
-            y[k] = epi::<ACT, HAS_BIAS, HAS_RES>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
+            y[k] = epi::<ACT>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
             s += nt;
         }
     }
@@ -376,6 +469,28 @@ ptx_kernel! {
     /// `x[e]`, through the non-coherent cache when `NC`.
     fn ld1_bf16<const NC: bool>(x: &[bf16], e: u64) -> bf16 {
         if NC { x.load_nc(e) } else { x[e] }
+    }
+
+    /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
+    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
+    /// bias 16-byte aligned), else per element.
+    fn bias8_bf16(bias: &[bf16], c: u32, cols: u32, vec: bool) -> [f32; 8] {
+        let mut b = [0.0f32; 8];
+        if vec {
+            let v = bias.load8_nc(c as u64);
+            #[unroll]
+            for i in 0..8 {
+                b[i] = v[i] as f32;
+            }
+        } else {
+            let mut cc = c;
+            #[unroll]
+            for i in 0..8 {
+                b[i] = bias.load_nc(cc as u64) as f32;
+                cc = next_col(cc, cols);
+            }
+        }
+        b
     }
 
     /// The bias column `e % cols` of element `e`. Below 2^31 elements without a division:
@@ -401,124 +516,11 @@ ptx_kernel! {
         if s == cols { 0 } else { s }
     }
 
-    /// Four consecutive f32 elements whose first column is `c`; the bias as one 16-byte load
-    /// when `bvec` (set by the caller when `cols` is a multiple of 4 and every vector's
-    /// first column is 16-byte aligned in `bias`), else per element.
-    fn vec4<const A: Act, const B: bool, const R: bool>(
-        v: [f32; 4],
-        bias: &[f32],
-        c: u32,
-        cols: u32,
-        bvec: u32,
-        r: [f32; 4],
-        slope: f32,
-    ) -> [f32; 4] {
-        let mut b = [0.0f32; 4];
-        if B {
-            if bvec != 0 {
-                b = bias.load4_nc(c as u64);
-            } else {
-                let mut cc = c;
-                #[unroll]
-                for i in 0..4 {
-                    b[i] = bias.load_nc(cc as u64);
-                    cc = next_col(cc, cols);
-                }
-            }
-        }
-        let mut o = [0.0f32; 4];
-        #[unroll]
-        for i in 0..4 {
-            o[i] = epi::<A, B, R>(v[i], b[i], r[i], slope);
-        }
-        o
-    }
-
-    /// Eight consecutive f16 elements whose first column is `c`; the bias as one 16-byte
-    /// load when `bvec` (see `vec4`).
-    fn vec8_f16<const A: Act, const B: bool, const R: bool>(
-        v: [f16; 8],
-        bias: &[f16],
-        c: u32,
-        cols: u32,
-        bvec: u32,
-        r: [f16; 8],
-        slope: f32,
-    ) -> [f16; 8] {
-        let mut b = v;
-        if B {
-            if bvec != 0 {
-                b = bias.load8_nc(c as u64);
-            } else {
-                let mut cc = c;
-                #[unroll]
-                for i in 0..8 {
-                    b[i] = bias.load_nc(cc as u64);
-                    cc = next_col(cc, cols);
-                }
-            }
-        }
-        let mut o = v;
-        #[unroll]
-        for i in 0..8 {
-            let mut bf = 0.0f32;
-            if B {
-                bf = b[i] as f32;
-            }
-            o[i] = epi::<A, B, R>(v[i] as f32, bf, r[i] as f32, slope) as f16;
-        }
-        o
-    }
-
-    /// Eight consecutive bf16 elements whose first column is `c`; the bias as one 16-byte
-    /// load when `bvec` (see `vec4`).
-    fn vec8_bf16<const A: Act, const B: bool, const R: bool>(
-        v: [bf16; 8],
-        bias: &[bf16],
-        c: u32,
-        cols: u32,
-        bvec: u32,
-        r: [bf16; 8],
-        slope: f32,
-    ) -> [bf16; 8] {
-        let mut b = v;
-        if B {
-            if bvec != 0 {
-                b = bias.load8_nc(c as u64);
-            } else {
-                let mut cc = c;
-                #[unroll]
-                for i in 0..8 {
-                    b[i] = bias.load_nc(cc as u64);
-                    cc = next_col(cc, cols);
-                }
-            }
-        }
-        let mut o = v;
-        #[unroll]
-        for i in 0..8 {
-            let mut bf = 0.0f32;
-            if B {
-                bf = b[i] as f32;
-            }
-            o[i] = epi::<A, B, R>(v[i] as f32, bf, r[i] as f32, slope) as bf16;
-        }
-        o
-    }
-
-    /// `act(x + b) + r` (the bias and residual only where the variant has them).
-    fn epi<const A: Act, const B: bool, const R: bool>(x: f32, b: f32, r: f32, slope: f32) -> f32 {
-        let mut v = x;
-        if B {
-            v = v + b;
-        }
-        let mut a = act::<A>(v, slope);
-        if R {
-            // The activation is rounded to f32 before the residual is added (as the reference
-            // does): no fusing of a final multiply into this add.
-            a = add_rn(a, r);
-        }
-        a
+    /// `act(x + b) + r`, each sum rounded on its own (an absent operand is -0.0).
+    fn epi<const A: Act>(x: f32, b: f32, r: f32, slope: f32) -> f32 {
+        // The activation is rounded to f32 before the residual is added (as the reference
+        // does): no fusing of a final multiply into this add.
+        add_rn(act::<A>(x + b, slope), r)
     }
 
     /// `a + b` rounded on its own: plain `add.f32` may be fused with a multiply feeding it.
@@ -678,23 +680,50 @@ ptx_kernel! {
         x_sigmoid(x, v, vl)
     }
 
-    /// tanh within 1 ulp: x + x³ p(x²) (degree-5 minimax) below |x| = 0.6,
-    /// 1 - 2 e / (1 + e) with e = e^{-2|x|} above; both evaluated and one selected (no
-    /// divergent branch).
+    /// tanh as -m / (2 + m) with m = expm1(-2|x|) = 2^k (e^r - 1) + (2^k - 1) below |x| = 0.9,
+    /// sign restored: e^r - 1 = r + r² q(r) keeps the relative accuracy near 0 (k = 0 there,
+    /// r = -2|x| exactly), and 2 + m lies in (1, 2] for the reciprocal. No branch, one
+    /// reciprocal.
     fn tanh_acc(x: f32) -> f32 {
-        let a = x.abs();
-        let s = x * x;
-        let mut p = s.mul_add(0.0023395505268126726, -0.008384264074265957);
-        p = p.mul_add(s, 0.021780939772725105);
-        p = p.mul_add(s, -0.05396070331335068);
-        p = p.mul_add(s, 0.13333310186862946);
-        p = p.mul_add(s, -0.3333333432674408);
-        let small = (a * s).mul_add(p, a);
-        let e = exp_neg(-2.0 * a);
-        let mut r = (-2.0f32).mul_add(div_acc(e, 1.0 + e), 1.0);
-        if a < 0.6 {
-            r = small;
+        let mut y = -2.0 * x.abs();
+        // Beyond, tanh is 1 in f32 (a NaN stays NaN: the comparison is false).
+        if y < -40.0 {
+            y = -40.0;
         }
-        r.copysign(x)
+        let shifted = y.mul_add(1.442695, 12582912.0);
+        let k = shifted - 12582912.0;
+        let r = k.mul_add(-0.6931471824645996, y);
+        let r = k.mul_add(1.904654299957768e-9, r);
+        let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
+        q = q.mul_add(r, 0.041666556149721146);
+        q = q.mul_add(r, 0.16666577756404877);
+        q = q.mul_add(r, 0.5);
+        let p = (q * r).mul_add(r, r);
+        let sc = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 127) << 23);
+        let scm1 = sc - 1.0;
+        let m = sc.mul_add(p, scm1);
+        // m's rounding error: the numerator -m below is carried as -(m + ml).
+        let ml = sc.mul_add(p, scm1 - m);
+        // Near 1, m = e - 1 has lost the low bits of e = e^{-2|x|}: there tanh is
+        // 1 - 2 e / (2 + m), with e = 2^k (1 + p) rounded once (one reciprocal for both).
+        let small = x.abs() < 0.9;
+        let mut num = sc.mul_add(p, sc);
+        let mut numl = 0.0f32;
+        if small {
+            num = -m;
+            numl = -ml;
+        }
+        // The quotient by d + dl = 2 + m exactly (dl: the rounding error of d).
+        let d = 2.0 + m;
+        let dl = (2.0 - d) + m;
+        let rd = rcp_approx(d);
+        let q0 = num * rd;
+        let res = ((-d).mul_add(q0, num) + numl) - dl * q0;
+        let q = res.mul_add(rd, q0);
+        let mut t = (-2.0f32).mul_add(q, 1.0);
+        if small {
+            t = q;
+        }
+        t.copysign(x)
     }
 }

@@ -162,33 +162,14 @@ mod private {
     }
 }
 
-/// The kernel variant for (act, bias, residual) among `variants`.
-fn find_variant(
-    variants: &'static [KernelVariant],
-    act: Act,
-    bias: bool,
-    residual: bool,
-) -> Result<&'static KernelVariant> {
-    let want = [
-        ("ACT", act.variant_name()),
-        ("HAS_BIAS", if bias { "true" } else { "false" }),
-        ("HAS_RES", if residual { "true" } else { "false" }),
-    ];
+/// The kernel variant of `act` among `variants` (the bias and residual are runtime flags).
+fn find_variant(variants: &'static [KernelVariant], act: Act) -> Result<&'static KernelVariant> {
     variants
         .iter()
-        .find(|v| {
-            want.iter()
-                .all(|(k, val)| v.consts.iter().any(|(ck, cv)| ck == k && cv == val))
-        })
+        .find(|v| v.consts.contains(&("ACT", act.variant_name())))
         .ok_or_else(|| {
             let kernel = variants.first().map_or("act", |v| v.kernel);
-            crate::__private::variant_not_compiled(
-                kernel,
-                format!(
-                    "ACT={}, HAS_BIAS={bias}, HAS_RES={residual}",
-                    act.variant_name()
-                ),
-            )
+            crate::__private::variant_not_compiled(kernel, format!("ACT={}", act.variant_name()))
         })
 }
 
@@ -220,31 +201,17 @@ macro_rules! act_element {
                 geo: &Geometry,
                 data: &mut impl DeviceWrite<$t>,
             ) -> Result<()> {
-                use crate::kernels::act::$inplace::launch;
                 let n = data.len() as u64;
-                let cols = cols_u32(args);
-                let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
-                // An absent operand is an empty buffer (no allocation): the variant without it
-                // never reads it.
+                let k = KernelScalars::new(args, geo);
+                // An absent operand is an empty buffer (no allocation): the flags tell the
+                // kernel not to read it.
                 let none = crate::DeviceBuffer::<$t>::alloc(stream.gpu(), 0)?;
-                let (h, v) = (geo.head, geo.nvec);
-                let bv = bias_vectors(args, geo);
-                let (m, sh) = column_divider(cols);
-                match (&args.bias, &args.residual) {
-                    (Some(b), Some(r)) => launch(
-                        stream, cfg, act, true, true, b, r, data, n, h, v, cols, m, sh, bv, slope,
-                    ),
-                    (Some(b), None) => launch(
-                        stream, cfg, act, true, false, b, &none, data, n, h, v, cols, m, sh, bv, slope,
-                    ),
-                    (None, Some(r)) => launch(
-                        stream, cfg, act, false, true, &none, r, data, n, h, v, cols, m, sh, bv, slope,
-                    ),
-                    (None, None) => launch(
-                        stream, cfg, act, false, false, &none, &none, data, n, h, v, cols, m, sh,
-                        bv, slope,
-                    ),
-                }
+                let bias = args.bias.as_ref().map_or(none.slice(..)?, |b| *b);
+                let res = args.residual.as_ref().map_or(none.slice(..)?, |r| *r);
+                crate::kernels::act::$inplace::launch(
+                    stream, geo.cfg, args.act, &bias, &res, data, n, geo.head, geo.nvec, k.cols,
+                    k.magic, k.shift, k.flags, args.slope,
+                )
             }
 
             fn launch_kernel(
@@ -254,34 +221,67 @@ macro_rules! act_element {
                 input: &impl DeviceRead<$t>,
                 output: &mut impl DeviceWrite<$t>,
             ) -> Result<()> {
-                use crate::kernels::act::$kernel::launch;
                 let n = input.len() as u64;
-                let cols = cols_u32(args);
-                let (act, slope, cfg) = (args.act, args.slope, geo.cfg);
-                let bv = bias_vectors(args, geo);
-                let (m, sh) = column_divider(cols);
-                // Absent operands are passed as the input: the variant without them never reads them.
+                let k = KernelScalars::new(args, geo);
+                // Absent operands are passed as the input: the flags tell the kernel not to
+                // read them.
+                use crate::kernels::act::$kernel::launch;
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
-                        stream, cfg, act, true, true, input, b, r, output, n, geo.head, geo.nvec,
-                        cols, m, sh, bv, slope,
+                        stream, geo.cfg, args.act, input, b, r, output, n, geo.head, geo.nvec,
+                        k.cols, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (Some(b), None) => launch(
-                        stream, cfg, act, true, false, input, b, input, output, n, geo.head,
-                        geo.nvec, cols, m, sh, bv, slope,
+                        stream, geo.cfg, args.act, input, b, input, output, n, geo.head, geo.nvec,
+                        k.cols, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (None, Some(r)) => launch(
-                        stream, cfg, act, false, true, input, input, r, output, n, geo.head,
-                        geo.nvec, cols, m, sh, bv, slope,
+                        stream, geo.cfg, args.act, input, input, r, output, n, geo.head, geo.nvec,
+                        k.cols, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (None, None) => launch(
-                        stream, cfg, act, false, false, input, input, input, output, n, geo.head,
-                        geo.nvec, cols, m, sh, bv, slope,
+                        stream, geo.cfg, args.act, input, input, input, output, n, geo.head,
+                        geo.nvec, k.cols, k.magic, k.shift, k.flags, args.slope,
                     ),
                 }
             }
         }
     };
+}
+
+/// The kernels' scalar parameters that describe the bias and residual.
+struct KernelScalars {
+    /// `cols` (1 without a bias).
+    cols: u32,
+    /// The column divider (see [`column_divider`]).
+    magic: u32,
+    shift: u32,
+    /// [`crate::kernels::act::FLAG_BIAS`] | `FLAG_RES` | `FLAG_BIAS_VEC`.
+    flags: u32,
+}
+
+impl KernelScalars {
+    fn new<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> KernelScalars {
+        use crate::kernels::act::{FLAG_BIAS, FLAG_BIAS_VEC, FLAG_RES};
+        let cols = cols_u32(args);
+        let (magic, shift) = column_divider(cols);
+        let mut flags = 0;
+        if args.bias.is_some() {
+            flags |= FLAG_BIAS;
+        }
+        if args.residual.is_some() {
+            flags |= FLAG_RES;
+        }
+        if bias_vectors(args, geo) {
+            flags |= FLAG_BIAS_VEC;
+        }
+        KernelScalars {
+            cols,
+            magic,
+            shift,
+            flags,
+        }
+    }
 }
 
 act_element!(f32, "f32", act_f32, act_inplace_f32, |v| v, |v| v);
@@ -444,12 +444,7 @@ pub fn activation_with_grid_limit<T: ActElement>(
     if n == 0 {
         return stream.gpu().take_deferred();
     }
-    let variant = find_variant(
-        T::variants(),
-        args.act,
-        args.bias.is_some(),
-        args.residual.is_some(),
-    )?;
+    let variant = find_variant(T::variants(), args.act)?;
     let residual_ptr = args.residual.map_or(input.device_ptr(), |r| r.device_ptr());
     let ptrs = [input.device_ptr(), output.device_ptr(), residual_ptr];
     let geo = Geometry::new(stream, variant, &ptrs, n, size_of::<T>(), max_blocks)?;
@@ -497,12 +492,7 @@ pub fn activation_inplace_with_grid_limit<T: ActElement>(
     }
     let y = data.device_ptr();
     let r = args.residual.map_or(y, |r| r.device_ptr());
-    let variant = find_variant(
-        <T as private::Sealed>::inplace_variants(),
-        args.act,
-        args.bias.is_some(),
-        args.residual.is_some(),
-    )?;
+    let variant = find_variant(<T as private::Sealed>::inplace_variants(), args.act)?;
     let geo = Geometry::new(stream, variant, &[y, r], n, size_of::<T>(), max_blocks)?;
     <T as private::Sealed>::launch_inplace_kernel(stream, args, &geo, data)
 }
@@ -538,17 +528,17 @@ fn validate<T: DeviceRepr>(
     Ok(())
 }
 
-/// 1 when the kernel may read the bias as 16-byte vectors: there is no scalar head and `cols`
+/// Whether the kernel may read the bias as 16-byte vectors: there is no scalar head and `cols`
 /// is a multiple of the lanes of a vector (so every vector's first column is a multiple of the
-/// lanes, and its lanes do not wrap round the row), and the bias is 16-byte aligned. 0
-/// otherwise (the bias is read per element).
-fn bias_vectors<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> u32 {
+/// lanes, and its lanes do not wrap round the row), and the bias is 16-byte aligned (else the
+/// bias is read per element).
+fn bias_vectors<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> bool {
     let lanes = 16 / size_of::<T>();
     match args.bias {
-        Some(b) => u32::from(
-            geo.head == 0 && geo.nvec > 0 && args.cols % lanes == 0 && b.device_ptr() % 16 == 0,
-        ),
-        None => 0,
+        Some(b) => {
+            geo.head == 0 && geo.nvec > 0 && args.cols % lanes == 0 && b.device_ptr() % 16 == 0
+        }
+        None => false,
     }
 }
 
@@ -578,6 +568,17 @@ pub(crate) const BLOCK: u64 = 256;
 /// The most blocks of one launch: 2^28 threads, one 16-byte vector each (4 GiB); longer data
 /// goes round the kernels' grid-stride loops.
 const MAX_GRID: u64 = 1 << 20;
+/// Blocks per SM for the arithmetic-bound activations (see [`Geometry::new`]).
+const ARITH_BLOCKS_PER_SM: u64 = 64;
+
+/// Whether `variant` computes an activation whose arithmetic, not its memory traffic, bounds
+/// its speed (exp, erfc or a reciprocal per element).
+fn arithmetic_bound(variant: &KernelVariant) -> bool {
+    variant
+        .consts
+        .iter()
+        .any(|&(k, v)| k == "ACT" && matches!(v, "Gelu" | "GeluTanh" | "Silu" | "Sigmoid" | "Tanh"))
+}
 
 /// How one launch splits its elements: a scalar head up to the first 16-byte boundary, `nvec`
 /// vectors of 16 bytes, and a scalar tail; and the grid.
@@ -600,7 +601,10 @@ impl Geometry {
     /// persistent grid of one wave (measured on an H200: a copy in this pattern reaches the
     /// driver's copy bandwidth, a one-wave grid-stride copy 91-95% of it); at most
     /// [`MAX_GRID`] blocks (or `limit`), beyond which the kernels' grid-stride loops take
-    /// over. `variant` is the kernel to be launched (its block is [`BLOCK`] threads).
+    /// over. Activations whose arithmetic outweighs their memory traffic get a grid of
+    /// [`ARITH_BLOCKS_PER_SM`] blocks per SM instead, each thread taking several vectors (its
+    /// set-up amortized). `variant` is the kernel to be launched (its block is [`BLOCK`]
+    /// threads).
     pub fn new(
         stream: &Stream,
         variant: &'static KernelVariant,
@@ -609,8 +613,13 @@ impl Geometry {
         elem: usize,
         limit: Option<u32>,
     ) -> Result<Geometry> {
-        let _ = (stream, variant);
-        let max_blocks = limit.map_or(MAX_GRID, u64::from);
+        let max_blocks = match limit {
+            Some(b) => u64::from(b),
+            None if arithmetic_bound(variant) => {
+                u64::from(stream.gpu().props().sm_count.max(1)) * ARITH_BLOCKS_PER_SM
+            }
+            None => MAX_GRID,
+        };
         Ok(Geometry::with_max_blocks(
             max_blocks,
             ptrs,
@@ -652,15 +661,14 @@ mod tests {
     fn every_combination_has_a_compiled_variant() {
         fn check<T: ActElement>() {
             for act in Act::ALL {
-                for (b, r) in [(false, false), (false, true), (true, false), (true, true)] {
-                    for variants in [T::variants(), <T as private::Sealed>::inplace_variants()] {
-                        let v = find_variant(variants, act, b, r).unwrap();
-                        assert!(
-                            v.consts.contains(&("ACT", act.variant_name())),
-                            "{}",
-                            v.display_name()
-                        );
-                    }
+                for variants in [T::variants(), <T as private::Sealed>::inplace_variants()] {
+                    let v = find_variant(variants, act).unwrap();
+                    assert_eq!(
+                        v.consts,
+                        &[("ACT", act.variant_name())],
+                        "{}",
+                        v.display_name()
+                    );
                 }
             }
         }
