@@ -8,6 +8,8 @@
 
 pub mod act_check;
 pub mod example_kernels;
+pub mod hand_ptx;
+pub mod util;
 
 use pagesift_gpu::Gpu;
 use std::io::Write;

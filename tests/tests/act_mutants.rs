@@ -26,7 +26,7 @@
 
 use pagesift_gpu::ops::act::Geometry;
 use pagesift_gpu::{ptx_kernel, Act, Error, KernelVariant, Stream};
-use pagesift_tests::act_check::{check, launch_op, Lengths, Operands, Setup, TestElem};
+use pagesift_tests::act_check::{check, launch_op, Failure, Lengths, Operands, Setup, TestElem};
 use pagesift_tests::gpu_or_skip;
 
 /// The deliberate bug a variant of [`mutant_act`] carries.
@@ -268,106 +268,76 @@ fn launch_mutant(
 /// a probability below 10^-9; the test prints at which case each mutant was first caught.
 const CASES: u32 = 48;
 
-/// The correct kernel passes for each of its activations.
-fn original_passes(act: Act) {
-    let name = format!("act_mutants::original_{act:?}");
-    let Some(gpu) = gpu_or_skip(&name) else {
-        return;
-    };
-    let r = check::<f32>(
-        &gpu,
-        Setup::with_bias(act),
-        Lengths::Small,
-        CASES,
-        |s, ops| launch_mutant(s, act, Bug::Original, ops),
-    );
-    if let Err(f) = r {
-        panic!(
-            "{name}: the correct kernel fails, case {:?}:\n{}",
-            f.case, f.reason
-        );
-    }
-    println!("{name}: {CASES} cases passed");
-}
-
-/// The mutant `bug` (compiled with `act`) is caught; prints the minimal failing case.
-fn mutant_is_caught(act: Act, bug: Bug) {
-    let name = format!("act_mutants::{bug:?}");
-    let Some(gpu) = gpu_or_skip(&name) else {
-        return;
-    };
-    let r = check::<f32>(
+/// Runs the shared checks on `mutant_act` compiled with (`act`, `bug`): `None` when the test
+/// `name` skips (no device), else the checks' verdict.
+fn check_mutant(name: &str, act: Act, bug: Bug) -> Option<Result<(), Failure>> {
+    let gpu = gpu_or_skip(name)?;
+    Some(check::<f32>(
         &gpu,
         Setup::with_bias(act),
         Lengths::Small,
         CASES,
         |s, ops| launch_mutant(s, act, bug, ops),
-    );
-    match r {
-        Ok(()) => panic!("{name} ({act:?}): the mutant passed {CASES} cases undetected"),
-        Err(f) => {
-            let case = f
-                .case
-                .unwrap_or_else(|| panic!("{name}: the runner aborted: {}", f.reason));
+    ))
+}
+
+/// The correct kernel passes for each of its activations.
+fn original_passes(act: Act) {
+    let name = format!("act_mutants::original_{act:?}");
+    match check_mutant(&name, act, Bug::Original) {
+        None => {}
+        Some(Ok(())) => println!("{name}: {CASES} cases passed"),
+        Some(Err(f)) => panic!("{name}: the correct kernel fails, {f}"),
+    }
+}
+
+/// The mutant `bug` (compiled with `act`) is caught; prints the minimal failing case.
+fn mutant_is_caught(act: Act, bug: Bug) {
+    let name = format!("act_mutants::{bug:?}");
+    match check_mutant(&name, act, bug) {
+        None => {}
+        Some(Ok(())) => panic!("{name} ({act:?}): the mutant passed {CASES} cases undetected"),
+        Some(Err(f)) => {
+            assert!(f.case.is_some(), "{name}: the runner aborted: {}", f.reason);
             assert!(
                 !f.reason.contains("device error") || f.reason.contains("out of bounds"),
                 "{name}: a device error other than an out-of-bounds access: {}",
                 f.reason
             );
-            println!(
-                "{name} ({act:?}) caught at case {} of {CASES} ({} runs with shrinking); \
-                 minimal case {case:?}:\n{}",
-                f.found_at, f.runs, f.reason
-            );
+            println!("{name} ({act:?}) caught within {CASES} cases, {f}");
         }
     }
+}
+
+/// One test function per `name => call`.
+macro_rules! kernel_tests {
+    ($($name:ident => $call:expr),* $(,)?) => {$(
+        #[test]
+        fn $name() {
+            $call;
+        }
+    )*};
 }
 
 mod original {
     use super::*;
 
-    #[test]
-    fn relu() {
-        original_passes(Act::Relu);
-    }
-
-    #[test]
-    fn gelu_tanh() {
-        original_passes(Act::GeluTanh);
-    }
-
-    #[test]
-    fn silu() {
-        original_passes(Act::Silu);
+    kernel_tests! {
+        relu => original_passes(Act::Relu),
+        gelu_tanh => original_passes(Act::GeluTanh),
+        silu => original_passes(Act::Silu),
     }
 }
 
 mod caught {
     use super::*;
 
-    #[test]
-    fn off_by_one() {
-        mutant_is_caught(Act::Relu, Bug::OffByOne);
-    }
-
-    #[test]
-    fn bias_shift() {
-        mutant_is_caught(Act::Silu, Bug::BiasShift);
-    }
-
-    #[test]
-    fn gelu_constant() {
-        mutant_is_caught(Act::GeluTanh, Bug::GeluConstant);
-    }
-
-    #[test]
-    fn sigmoid_sign() {
-        mutant_is_caught(Act::Silu, Bug::SigmoidSign);
-    }
-
-    #[test]
-    fn skip_tail() {
-        mutant_is_caught(Act::Silu, Bug::SkipTail);
+    kernel_tests! {
+        off_by_one => mutant_is_caught(Act::Relu, Bug::OffByOne),
+        bias_shift => mutant_is_caught(Act::Silu, Bug::BiasShift),
+        gelu_constant => mutant_is_caught(Act::GeluTanh, Bug::GeluConstant),
+        sigmoid_sign => mutant_is_caught(Act::Silu, Bug::SigmoidSign),
+        skip_tail => mutant_is_caught(Act::Silu, Bug::SkipTail),
     }
 }
 
@@ -380,18 +350,12 @@ fn real_operations_pass_the_shared_checks() {
     };
     fn all<T: TestElem>(gpu: &pagesift_gpu::Gpu, cases: u32) {
         for act in Act::ALL {
-            for (bias, residual, inplace) in (0..8).map(|m| (m & 1 != 0, m & 2 != 0, m & 4 != 0)) {
-                let setup = Setup {
-                    act,
-                    bias,
-                    residual,
-                    inplace,
-                };
+            for setup in Setup::all_forms(act) {
                 let r = check::<T>(gpu, setup, Lengths::Small, cases, |s, ops| {
                     launch_op(s, act, ops)
                 });
                 if let Err(f) = r {
-                    panic!("{} {setup:?}: case {:?}:\n{}", T::NAME, f.case, f.reason);
+                    panic!("{} {setup:?}: {f}", T::NAME);
                 }
             }
         }

@@ -1,0 +1,190 @@
+//! Data and device helpers the integration tests share: seeded random data that is never all
+//! zero, the poison pattern outputs are filled with before each run, exact bit comparison, and
+//! the emulated device driven directly through its [`Backend`] (allocate, copy, load
+//! hand-written PTX and launch it).
+
+use std::ops::Range;
+
+use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
+use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
+use pagesift_gpu::{DevicePtr, Result};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The bits of the NaN written into outputs before each run (a quiet NaN no kernel produces
+/// from finite data), so an element a kernel forgot to write cannot pass.
+pub const POISON_BITS: u32 = 0x7FC0_DEAD;
+
+/// The poison value as an `f32`.
+pub fn poison_f32() -> f32 {
+    f32::from_bits(POISON_BITS)
+}
+
+/// `n` elements of poison.
+pub fn poisoned_f32(n: usize) -> Vec<f32> {
+    vec![poison_f32(); n]
+}
+
+/// The bit patterns of `v`, to compare results exactly (NaN included).
+pub fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// `n` values drawn uniformly from `range` by `rng`; never all zero when `n > 0` (were every
+/// draw zero, the first becomes half the range's end).
+pub fn random_f32_from(rng: &mut impl Rng, n: usize, range: Range<f32>) -> Vec<f32> {
+    let mut v: Vec<f32> = (0..n).map(|_| rng.gen_range(range.clone())).collect();
+    if v.iter().all(|x| *x == 0.0) {
+        // All zero only when 0 lies in [start, end), so end > 0 and end / 2 lies in the range.
+        if let Some(first) = v.first_mut() {
+            *first = range.end / 2.0;
+        }
+    }
+    v
+}
+
+/// `n` values drawn uniformly from `range` by a generator seeded with `seed` (the same seed
+/// gives the same values); never all zero when `n > 0`.
+pub fn random_f32(n: usize, seed: u64, range: Range<f32>) -> Vec<f32> {
+    random_f32_from(&mut StdRng::seed_from_u64(seed), n, range)
+}
+
+/// An emulated device of `memory_capacity` bytes, otherwise as configured by default.
+pub fn emulator(memory_capacity: usize) -> Emulator {
+    Emulator::new(EmulatorConfig {
+        memory_capacity,
+        ..EmulatorConfig::default()
+    })
+}
+
+/// 32-bit elements the emulator helpers copy, little-endian as the device stores them.
+pub trait Word: Copy {
+    /// The element's bytes.
+    fn to_le(self) -> [u8; 4];
+    /// The element from its bytes.
+    fn from_le(bytes: [u8; 4]) -> Self;
+}
+
+impl Word for f32 {
+    fn to_le(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
+    fn from_le(bytes: [u8; 4]) -> f32 {
+        f32::from_le_bytes(bytes)
+    }
+}
+
+impl Word for u32 {
+    fn to_le(self) -> [u8; 4] {
+        self.to_le_bytes()
+    }
+    fn from_le(bytes: [u8; 4]) -> u32 {
+        u32::from_le_bytes(bytes)
+    }
+}
+
+/// Allocates room for `v` on `e` (at least one element) and copies `v` there.
+///
+/// # Panics
+/// When the emulator cannot allocate or copy.
+pub fn emu_upload<T: Word>(e: &Emulator, v: &[T]) -> DevicePtr {
+    let p = e.mem_alloc(v.len().max(1) * 4).expect("alloc");
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le()).collect();
+    e.memcpy_htod(p, &bytes).expect("htod");
+    p
+}
+
+/// Copies `n` elements at `p` back from `e`.
+///
+/// # Panics
+/// When the copy fails.
+pub fn emu_download<T: Word>(e: &Emulator, p: DevicePtr, n: usize) -> Vec<T> {
+    let mut b = vec![0u8; n * 4];
+    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    b.chunks_exact(4)
+        .map(|c| T::from_le([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// One entry of a hand-written PTX module loaded on the emulated device.
+pub struct EmuKernel<'e> {
+    emu: &'e Emulator,
+    module: RawHandle,
+    function: RawHandle,
+    entry: String,
+}
+
+impl<'e> EmuKernel<'e> {
+    /// Loads `ptx` on `e` and looks up `entry`.
+    ///
+    /// # Panics
+    /// When the module does not load (the message holds the emulator's log, which names the
+    /// line and the instruction).
+    ///
+    /// # Errors
+    /// The emulator's, when `entry` is not in the module.
+    pub fn load(e: &'e Emulator, ptx: &str, entry: &str) -> Result<EmuKernel<'e>> {
+        let module = e
+            .module_load(ptx)
+            .unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
+        let function = e.module_function(module, entry)?;
+        Ok(EmuKernel {
+            emu: e,
+            module,
+            function,
+            entry: entry.to_owned(),
+        })
+    }
+
+    /// Launches the entry on the null stream with `shared` bytes of dynamic shared memory.
+    ///
+    /// # Errors
+    /// The emulator's (its run-time checks report as [`pagesift_gpu::Error::Emulator`]).
+    pub fn launch(
+        &self,
+        grid: [u32; 3],
+        block: [u32; 3],
+        shared: u32,
+        args: &[KernelArg],
+    ) -> Result<()> {
+        self.emu.launch(&LaunchRequest {
+            function: self.function,
+            name: &self.entry,
+            grid,
+            block,
+            shared_mem_bytes: shared,
+            stream: RawHandle::NULL,
+            args,
+        })
+    }
+
+    /// Unloads the module.
+    ///
+    /// # Errors
+    /// The emulator's.
+    pub fn unload(self) -> Result<()> {
+        self.emu.module_unload(self.module)
+    }
+}
+
+/// Loads `entry` of `ptx` on `e`, launches it once and unloads the module.
+///
+/// # Panics
+/// As [`EmuKernel::load`].
+///
+/// # Errors
+/// The lookup's or the unload's error, else the launch's.
+pub fn emu_launch(
+    e: &Emulator,
+    ptx: &str,
+    entry: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared: u32,
+    args: &[KernelArg],
+) -> Result<()> {
+    let k = EmuKernel::load(e, ptx, entry)?;
+    let r = k.launch(grid, block, shared, args);
+    k.unload()?;
+    r
+}
