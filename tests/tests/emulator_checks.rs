@@ -3,76 +3,23 @@
 //! correct kernels that must give the right answers: elementwise, a block reduction through
 //! shared memory and barriers, a warp shuffle reduction, votes, and atomics.
 
-use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
+use pagesift_gpu::driver::emulator::Emulator;
+use pagesift_gpu::driver::{Backend, KernelArg};
 use pagesift_gpu::{Error, Result};
+use pagesift_tests::hand_ptx::{axpb_load_at, axpb_ptx_reading_x_at, AXPB_LOAD, AXPB_PTX};
+use pagesift_tests::util::{
+    emu_download, emu_launch as launch, emu_upload, emulator, poisoned_f32, random_f32, POISON_BITS,
+};
 use rand::{Rng, SeedableRng};
 
 fn emu() -> Emulator {
-    Emulator::new(EmulatorConfig {
-        memory_capacity: 64 << 20,
-        ..EmulatorConfig::default()
-    })
+    emulator(64 << 20)
 }
 
 const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n";
 
-/// Launches `entry` of `ptx` with a 1-D grid and block.
-fn launch(
-    e: &Emulator,
-    ptx: &str,
-    entry: &str,
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared: u32,
-    args: &[KernelArg],
-) -> Result<()> {
-    let m = e
-        .module_load(ptx)
-        .unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
-    let f = e.module_function(m, entry)?;
-    let r = e.launch(&LaunchRequest {
-        function: f,
-        name: entry,
-        grid,
-        block,
-        shared_mem_bytes: shared,
-        stream: RawHandle::NULL,
-        args,
-    });
-    e.module_unload(m)?;
-    r
-}
-
-fn upload<T: Copy>(e: &Emulator, v: &[T], to_bytes: impl Fn(T) -> [u8; 4]) -> u64 {
-    let p = e.mem_alloc(v.len().max(1) * 4).expect("alloc");
-    let bytes: Vec<u8> = v.iter().flat_map(|x| to_bytes(*x)).collect();
-    e.memcpy_htod(p, &bytes).expect("htod");
-    p
-}
-
-fn upload_f32(e: &Emulator, v: &[f32]) -> u64 {
-    upload(e, v, f32::to_le_bytes)
-}
-
-fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {
-    upload(e, v, u32::to_le_bytes)
-}
-
-fn download_u32(e: &Emulator, p: u64, n: usize) -> Vec<u32> {
-    let mut b = vec![0u8; n * 4];
-    e.memcpy_dtoh(&mut b, p).expect("dtoh");
-    b.chunks(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn download_f32(e: &Emulator, p: u64, n: usize) -> Vec<f32> {
-    download_u32(e, p, n)
-        .into_iter()
-        .map(f32::from_bits)
-        .collect()
-}
+/// The range of the random data.
+const DATA: std::ops::Range<f32> = -4.0..4.0;
 
 /// The 1-based line of the first line of `ptx` containing `needle`.
 fn line_of(ptx: &str, needle: &str) -> usize {
@@ -112,67 +59,28 @@ fn assert_check(r: Result<()>, check: &str, kernel: &str, ptx: &str, needle: &st
     message.clone()
 }
 
-fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    (0..n).map(|_| rng.gen_range(-4.0f32..4.0)).collect()
-}
-
-/// `y[i] = x[i] * 2 + 1` for `i < n`; `off` is added to the address of `x` (bytes).
-fn scale_ptx(off: i32) -> String {
-    format!(
-        r#"{HEADER}.visible .entry scale(.param .u64 x, .param .u64 y, .param .u32 n)
-{{
-    .reg .pred %p<2>;
-    .reg .b32 %r<6>;
-    .reg .f32 %f<4>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [x];
-    ld.param.u64 %rd2, [y];
-    ld.param.u32 %r1, [n];
-    mov.u32 %r2, %ctaid.x;
-    mov.u32 %r3, %ntid.x;
-    mov.u32 %r4, %tid.x;
-    mad.lo.s32 %r5, %r2, %r3, %r4;
-    setp.ge.u32 %p1, %r5, %r1;
-    @%p1 bra $L__end;
-    mul.wide.u32 %rd3, %r5, 4;
-    add.s64 %rd4, %rd1, %rd3;
-    add.s64 %rd4, %rd4, {off};
-    add.s64 %rd5, %rd2, %rd3;
-    ld.global.f32 %f1, [%rd4];
-    fma.rn.f32 %f2, %f1, 0f40000000, 0f3F800000;
-    st.global.f32 [%rd5], %f2;
-$L__end:
-    ret;
-}}
-"#
-    )
+/// `axpb` arguments over `n` elements: `y = fma(x, 2, 1)`.
+fn axpb_args(x: u64, y: u64, n: usize) -> [KernelArg; 5] {
+    [
+        KernelArg::ptr(x),
+        KernelArg::ptr(y),
+        KernelArg::from(2.0f32),
+        KernelArg::from(1.0f32),
+        KernelArg::from(n as u32),
+    ]
 }
 
 #[test]
 fn elementwise_gives_right_answers() {
     let e = emu();
     let n = 1237;
-    let x = random_f32(n, 1);
-    let px = upload_f32(&e, &x);
-    let py = upload_f32(&e, &vec![f32::NAN; n]);
-    let ptx = scale_ptx(0);
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(n as u32),
-    ];
-    launch(
-        &e,
-        &ptx,
-        "scale",
-        [n.div_ceil(128) as u32, 1, 1],
-        [128, 1, 1],
-        0,
-        &args,
-    )
-    .expect("scale");
-    let y = download_f32(&e, py, n);
+    let x = random_f32(n, 1, DATA);
+    let px = emu_upload(&e, &x);
+    let py = emu_upload(&e, &poisoned_f32(n));
+    let args = axpb_args(px, py, n);
+    let grid = [n.div_ceil(128) as u32, 1, 1];
+    launch(&e, AXPB_PTX, "axpb", grid, [128, 1, 1], 0, &args).expect("axpb");
+    let y: Vec<f32> = emu_download(&e, py, n);
     for i in 0..n {
         assert_eq!(y[i], x[i].mul_add(2.0, 1.0), "element {i}");
     }
@@ -182,21 +90,16 @@ fn elementwise_gives_right_answers() {
 fn out_of_bounds_global_access_is_reported() {
     let e = emu();
     let n = 100;
-    let px = upload_f32(&e, &random_f32(n, 2));
-    let py = upload_f32(&e, &vec![0.0; n]);
-    let ptx = scale_ptx(0);
+    let px = emu_upload(&e, &random_f32(n, 2, DATA));
+    let py = emu_upload(&e, &poisoned_f32(n));
     // One element too many: thread 100 reads past the end of x.
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(n as u32 + 1),
-    ];
+    let args = axpb_args(px, py, n + 1);
     let msg = assert_check(
-        launch(&e, &ptx, "scale", [1, 1, 1], [128, 1, 1], 0, &args),
+        launch(&e, AXPB_PTX, "axpb", [1, 1, 1], [128, 1, 1], 0, &args),
         "out-of-bounds global access",
-        "scale",
-        &ptx,
-        "ld.global.f32 %f1, [%rd4];",
+        "axpb",
+        AXPB_PTX,
+        AXPB_LOAD,
     );
     assert!(
         msg.contains("thread (100,0,0)") && msg.contains("block (0,0,0)"),
@@ -208,20 +111,16 @@ fn out_of_bounds_global_access_is_reported() {
 fn misaligned_global_access_is_reported() {
     let e = emu();
     let n = 64;
-    let px = upload_f32(&e, &random_f32(n + 1, 3));
-    let py = upload_f32(&e, &vec![0.0; n]);
-    let ptx = scale_ptx(2);
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(n as u32),
-    ];
+    let px = emu_upload(&e, &random_f32(n + 1, 3, DATA));
+    let py = emu_upload(&e, &poisoned_f32(n));
+    let ptx = axpb_ptx_reading_x_at(2);
+    let args = axpb_args(px, py, n);
     assert_check(
-        launch(&e, &ptx, "scale", [1, 1, 1], [64, 1, 1], 0, &args),
+        launch(&e, &ptx, "axpb", [1, 1, 1], [64, 1, 1], 0, &args),
         "misaligned global access",
-        "scale",
+        "axpb",
         &ptx,
-        "ld.global.f32 %f1, [%rd4];",
+        &axpb_load_at(2),
     );
 }
 
@@ -229,21 +128,16 @@ fn misaligned_global_access_is_reported() {
 fn use_after_free_is_out_of_bounds() {
     let e = emu();
     let n = 32;
-    let px = upload_f32(&e, &random_f32(n, 4));
-    let py = upload_f32(&e, &vec![0.0; n]);
+    let px = emu_upload(&e, &random_f32(n, 4, DATA));
+    let py = emu_upload(&e, &poisoned_f32(n));
     e.mem_free(px).expect("free");
-    let ptx = scale_ptx(0);
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(n as u32),
-    ];
+    let args = axpb_args(px, py, n);
     assert_check(
-        launch(&e, &ptx, "scale", [1, 1, 1], [32, 1, 1], 0, &args),
+        launch(&e, AXPB_PTX, "axpb", [1, 1, 1], [32, 1, 1], 0, &args),
         "out-of-bounds global access",
-        "scale",
-        &ptx,
-        "ld.global.f32 %f1, [%rd4];",
+        "axpb",
+        AXPB_PTX,
+        AXPB_LOAD,
     );
 }
 
@@ -317,10 +211,10 @@ $L__end:
 }
 
 fn block_sum_inputs(e: &Emulator, n: usize) -> (Vec<f32>, [KernelArg; 3], u64, u32) {
-    let x = random_f32(n, 5);
+    let x = random_f32(n, 5, DATA);
     let blocks = n.div_ceil(128) as u32;
-    let px = upload_f32(e, &x);
-    let pout = upload_f32(e, &vec![f32::NAN; blocks as usize]);
+    let px = emu_upload(e, &x);
+    let pout = emu_upload(e, &poisoned_f32(blocks as usize));
     (
         x,
         [
@@ -340,7 +234,7 @@ fn block_reduction_with_shared_memory_and_barriers() {
     let (x, args, pout, blocks) = block_sum_inputs(&e, n);
     let ptx = block_sum_ptx(true, 128, true);
     launch(&e, &ptx, "block_sum", [blocks, 1, 1], [128, 1, 1], 0, &args).expect("block_sum");
-    let out = download_f32(&e, pout, blocks as usize);
+    let out: Vec<f32> = emu_download(&e, pout, blocks as usize);
     for b in 0..blocks as usize {
         let want: f32 = x[b * 128..((b + 1) * 128).min(n)].iter().sum();
         assert!(
@@ -454,7 +348,7 @@ $L__end:
 }}
 "#
     );
-    let out = upload_u32(&e, &[0; 96]);
+    let out = emu_upload(&e, &[POISON_BITS; 96]);
     let msg = assert_check(
         launch(
             &e,
@@ -542,9 +436,9 @@ $L__end:
 "#
     );
     let n = 80;
-    let x = random_f32(n, 6);
-    let px = upload_f32(&e, &x);
-    let pout = upload_u32(&e, &[0xDEAD_BEEF; 12]);
+    let x = random_f32(n, 6, DATA);
+    let px = emu_upload(&e, &x);
+    let pout = emu_upload(&e, &[POISON_BITS; 12]);
     launch(
         &e,
         &ptx,
@@ -555,7 +449,7 @@ $L__end:
         &[KernelArg::ptr(px), KernelArg::ptr(pout)],
     )
     .expect("warp_ops");
-    let out = download_u32(&e, pout, 12);
+    let out: Vec<u32> = emu_download(&e, pout, 12);
     for w in 0..3 {
         let lanes = &x[w * 32..(w * 32 + 32).min(n)];
         let sum: f32 = lanes.iter().sum();
@@ -659,10 +553,10 @@ $L__end:
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let keys: Vec<u32> = (0..n).map(|_| rng.gen_range(0..100_000)).collect();
     let vals: Vec<f32> = (0..n).map(|_| rng.gen_range(0..64) as f32 * 0.25).collect();
-    let pk = upload_u32(&e, &keys);
-    let pv = upload_f32(&e, &vals);
-    let pb = upload_u32(&e, &[0; 7]);
-    let pa = upload_u32(&e, &[0, 0, 0]);
+    let pk = emu_upload(&e, &keys);
+    let pv = emu_upload(&e, &vals);
+    let pb = emu_upload(&e, &[0u32; 7]);
+    let pa = emu_upload(&e, &[0u32; 3]);
     let args = [
         KernelArg::ptr(pk),
         KernelArg::ptr(pv),
@@ -680,7 +574,7 @@ $L__end:
         &args,
     )
     .expect("atomics");
-    let bins = download_u32(&e, pb, 7);
+    let bins: Vec<u32> = emu_download(&e, pb, 7);
     for (b, &got) in bins.iter().enumerate() {
         assert_eq!(
             got as usize,
@@ -688,7 +582,7 @@ $L__end:
             "bin {b}"
         );
     }
-    let acc = download_u32(&e, pa, 3);
+    let acc: Vec<u32> = emu_download(&e, pa, 3);
     // Quarter-integers sum exactly in f32 at this size, whatever the order.
     assert_eq!(f32::from_bits(acc[0]), vals.iter().sum::<f32>());
     assert_eq!(acc[1], *keys.iter().max().expect("keys"));
@@ -772,7 +666,7 @@ fn named_barriers_with_a_thread_count() {
 }}
 "#
     );
-    let out = upload_u32(&e, &[0xDEAD_BEEF; 128]);
+    let out = emu_upload(&e, &[POISON_BITS; 128]);
     launch(
         &e,
         &ptx,
@@ -783,7 +677,7 @@ fn named_barriers_with_a_thread_count() {
         &[KernelArg::ptr(out)],
     )
     .expect("halves");
-    let got = download_u32(&e, out, 128);
+    let got: Vec<u32> = emu_download(&e, out, 128);
     for t in 0..128u32 {
         assert_eq!(got[t as usize], (t ^ 1) * 3, "thread {t}");
     }
