@@ -3,9 +3,12 @@
 //! a load error naming it).
 
 use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
+use pagesift_gpu::driver::{Backend, KernelArg};
 use pagesift_gpu::KernelVariant;
 use pagesift_tests::example_kernels;
+use pagesift_tests::util::{
+    emu_download, emu_launch, emu_upload, emulator, poisoned_f32, random_f32,
+};
 
 /// Loads each variant and looks up its entry; returns one line per failure.
 fn load_all(variants: &[&KernelVariant]) -> Vec<String> {
@@ -66,70 +69,24 @@ fn every_registry_variant_loads_on_the_emulator() {
     );
 }
 
-fn emu() -> Emulator {
-    Emulator::new(EmulatorConfig {
-        memory_capacity: 64 << 20,
-        ..EmulatorConfig::default()
-    })
-}
-
-fn upload(e: &Emulator, bytes: &[u8]) -> u64 {
-    let p = e.mem_alloc(bytes.len().max(1)).expect("alloc");
-    e.memcpy_htod(p, bytes).expect("htod");
-    p
-}
-
-fn download(e: &Emulator, p: u64, len: usize) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    e.memcpy_dtoh(&mut b, p).expect("dtoh");
-    b
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn bytes_of_f32(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
+/// Launches variant `v` on `e` with its block shape, no dynamic shared memory.
 fn run(e: &Emulator, v: &KernelVariant, grid: [u32; 3], args: &[KernelArg]) {
-    let m = e
-        .module_load(v.ptx)
-        .unwrap_or_else(|err| panic!("{}: {}", v.display_name(), err.log));
-    let f = e.module_function(m, v.entry).expect("function");
-    let req = LaunchRequest {
-        function: f,
-        name: v.entry,
-        grid,
-        block: v.block,
-        shared_mem_bytes: 0,
-        stream: RawHandle::NULL,
-        args,
-    };
-    e.launch(&req)
+    emu_launch(e, v.ptx, v.entry, grid, v.block, 0, args)
         .unwrap_or_else(|err| panic!("{}: {err}", v.display_name()));
-    e.module_unload(m).expect("unload");
 }
 
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    (0..n)
-        .map(|i| {
-            (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2001) as f32 / 250.0
-                - 4.0
-        })
-        .collect()
+/// Random data in [-4, 4).
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    random_f32(n, seed, -4.0..4.0)
 }
 
 #[test]
 fn example_block_sum_runs_under_the_checks() {
-    let e = emu();
+    let e = emulator(64 << 20);
     let n = 5003;
     let x = data(n, 1);
-    let px = upload(&e, &bytes_of_f32(&x));
-    let pt = upload(&e, &bytes_of_f32(&[0.0]));
+    let px = emu_upload(&e, &x);
+    let pt = emu_upload(&e, &[0.0f32]);
     let v = &example_kernels::block_sum::VARIANTS[0];
     run(
         &e,
@@ -141,7 +98,7 @@ fn example_block_sum_runs_under_the_checks() {
             KernelArg::from(n as u32),
         ],
     );
-    let got = f32s(&download(&e, pt, 4))[0];
+    let got = emu_download::<f32>(&e, pt, 1)[0];
     let want: f64 = x.iter().map(|v| *v as f64).sum();
     assert!(
         (got as f64 - want).abs() <= 1e-3 * (1.0 + want.abs()),
@@ -151,12 +108,12 @@ fn example_block_sum_runs_under_the_checks() {
 
 #[test]
 fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
-    let e = emu();
+    let e = emulator(64 << 20);
     let (rows, cols) = (13usize, 37usize);
     let x = data(rows * cols, 2);
     for v in example_kernels::tile_scale::VARIANTS {
-        let px = upload(&e, &bytes_of_f32(&x));
-        let py = upload(&e, &bytes_of_f32(&vec![f32::NAN; rows * cols]));
+        let px = emu_upload(&e, &x);
+        let py = emu_upload(&e, &poisoned_f32(rows * cols));
         let vec = if v.block[1] == 8 { 1 } else { 2 };
         let grid = [
             cols.div_ceil(32 * 4 * vec) as u32,
@@ -171,7 +128,7 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
             KernelArg::from(1.5f32),
         ];
         run(&e, v, grid, &args);
-        let y = f32s(&download(&e, py, rows * cols * 4));
+        let y: Vec<f32> = emu_download(&e, py, rows * cols);
         for i in 0..rows * cols {
             assert_eq!(y[i], 1.5 * x[i], "{} element {i}", v.display_name());
         }
@@ -179,9 +136,9 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
     let n = 1000;
     let bias = data(cols, 3);
     for v in example_kernels::bias_act::VARIANTS {
-        let px = upload(&e, &bytes_of_f32(&x[..n.min(x.len())]));
-        let pb = upload(&e, &bytes_of_f32(&bias));
-        let py = upload(&e, &bytes_of_f32(&vec![f32::NAN; n]));
+        let px = emu_upload(&e, &x[..n.min(x.len())]);
+        let pb = emu_upload(&e, &bias);
+        let py = emu_upload(&e, &poisoned_f32(n));
         let n = n.min(x.len());
         let args = [
             KernelArg::ptr(px),
@@ -191,7 +148,7 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
             KernelArg::from(cols as u32),
         ];
         run(&e, v, [n.div_ceil(256) as u32, 1, 1], &args);
-        let y = f32s(&download(&e, py, n * 4));
+        let y: Vec<f32> = emu_download(&e, py, n);
         for i in 0..n {
             let t = x[i] + bias[i % cols];
             let want = match v.consts[0].1 {
