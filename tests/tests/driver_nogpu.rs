@@ -6,31 +6,51 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pagesift_gpu::{available, driver, DeviceBuffer, Error, Gpu};
+use pagesift_gpu::{available, driver, DeviceBuffer, Error, Gpu, KernelVariant};
+use pagesift_tests::hand_ptx::{
+    axpb_reference, axpb_variant, launch_axpb_variant, RawAxpb, AXPB_PTX,
+};
+use pagesift_tests::util::{bits, random_f32, POISON_BITS};
 
 /// Set in the child process that runs a case's body.
 const CHILD: &str = "PAGESIFT_DRIVER_NOGPU_CHILD";
 
-/// Runs `body` in a child process of this test binary with `lib` as `PAGESIFT_GPU_LIB`.
-fn in_child(test: &str, lib: &str, body: impl FnOnce()) {
+/// Runs `body` in a child process of this test binary, filtered to `test`, with `env` applied
+/// (`None` removes the variable); the child must run and pass exactly that test.
+fn in_child(test: &str, env: &[(&str, Option<&str>)], body: impl FnOnce()) {
     if std::env::var_os(CHILD).is_some() {
         body();
         return;
     }
     let exe = std::env::current_exe().expect("test binary path");
-    let out = Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env("PAGESIFT_GPU_LIB", lib)
-        .env_remove("PAGESIFT_GPU_DEVICE")
-        .output()
-        .expect("spawn the test binary");
+    let mut cmd = Command::new(exe);
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    for (name, value) in env {
+        match value {
+            Some(v) => cmd.env(name, v),
+            None => cmd.env_remove(name),
+        };
+    }
+    let out = cmd.output().expect("spawn the test binary");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() && stdout.contains("1 passed"),
-        "child `{test}` with PAGESIFT_GPU_LIB={lib} failed ({}):\n{stdout}\n{stderr}",
+        "child `{test}` with {env:?} failed ({}):\n{stdout}\n{stderr}",
         out.status
+    );
+}
+
+/// Runs `body` in a child process with `lib` as `PAGESIFT_GPU_LIB` and no device selection.
+fn with_driver(test: &str, lib: &str, body: impl FnOnce()) {
+    in_child(
+        test,
+        &[
+            ("PAGESIFT_GPU_LIB", Some(lib)),
+            ("PAGESIFT_GPU_DEVICE", None),
+        ],
+        body,
     );
 }
 
@@ -72,7 +92,7 @@ fn assert_not_found(e: &Error, entry: &str) {
 
 #[test]
 fn missing_library_is_driver_not_found_from_every_entry_point() {
-    in_child(
+    with_driver(
         "missing_library_is_driver_not_found_from_every_entry_point",
         MISSING,
         || {
@@ -105,7 +125,7 @@ fn a_library_that_is_not_a_driver_is_missing_symbol() {
     };
     let lib = lib.to_string_lossy().into_owned();
     let expect_lib = lib.clone();
-    in_child(
+    with_driver(
         "a_library_that_is_not_a_driver_is_missing_symbol",
         &lib,
         move || {
@@ -136,30 +156,19 @@ fn a_library_that_is_not_a_driver_is_missing_symbol() {
 
 #[test]
 fn an_unknown_device_selection_is_a_clear_error() {
-    if std::env::var_os(CHILD).is_none() {
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = Command::new(exe)
-            .args([
-                "an_unknown_device_selection_is_a_clear_error",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(CHILD, "1")
-            .env("PAGESIFT_GPU_DEVICE", "quantum")
-            .output()
-            .expect("spawn the test binary");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        return;
-    }
-    match Gpu::new(0) {
-        Err(Error::Unsupported { reason, .. }) => assert!(reason.contains("quantum"), "{reason}"),
-        other => panic!("expected Unsupported, got {other:?}"),
-    }
-    assert!(!available());
+    in_child(
+        "an_unknown_device_selection_is_a_clear_error",
+        &[("PAGESIFT_GPU_DEVICE", Some("quantum"))],
+        || {
+            match Gpu::new(0) {
+                Err(Error::Unsupported { reason, .. }) => {
+                    assert!(reason.contains("quantum"), "{reason}")
+                }
+                other => panic!("expected Unsupported, got {other:?}"),
+            }
+            assert!(!available());
+        },
+    );
 }
 
 #[test]
@@ -230,33 +239,14 @@ fn fake_driver() -> Option<PathBuf> {
     status.success().then_some(lib)
 }
 
-const AXPB_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry axpb(\n\t.param .u64 x,\n\t.param .u64 y,\n\t.param .f32 a,\n\t.param .f32 b,\n\t.param .u32 n\n)\n{\n\tret;\n}\n";
-
-static AXPB: pagesift_gpu::KernelVariant = pagesift_gpu::KernelVariant {
-    kernel: "axpb",
-    entry: "axpb",
-    consts: &[],
-    target: "sm_70",
-    ptx_version: (7, 0),
-    block: [128, 1, 1],
-    static_shared_bytes: 0,
-    dynamic_shared: true,
-    params: &[
-        ("x", "&[f32]"),
-        ("y", "&mut [f32]"),
-        ("a", "f32"),
-        ("b", "f32"),
-        ("n", "u32"),
-    ],
-    ptx: AXPB_PTX,
-};
+/// `axpb` of the shared hand-written PTX as a variant with dynamic shared memory.
+static AXPB: KernelVariant = axpb_variant(128, true);
 
 /// The whole libcuda layer (symbol table, signatures, parameter passing, error names, JIT log
 /// capture, out-of-memory mapping, optional symbols) against the host-side driver stand-in.
 #[test]
 fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
-    use pagesift_gpu::__private;
-    use pagesift_gpu::{BackendKind, KernelArg, LaunchConfig, PinnedBuffer};
+    use pagesift_gpu::{BackendKind, LaunchConfig, PinnedBuffer};
 
     const NAME: &str = "the_cuda_backend_drives_a_host_side_driver_stand_in";
     let lib = if std::env::var_os(CHILD).is_some() {
@@ -270,7 +260,7 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
             }
         }
     };
-    in_child(NAME, &lib, || {
+    with_driver(NAME, &lib, || {
         assert!(available());
         assert_eq!(Gpu::device_count().unwrap(), 1);
         assert!(matches!(
@@ -308,11 +298,11 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
         assert_eq!(total, 2 << 30);
         {
             let n = 4097;
-            let host: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 50.0).collect();
+            let host = random_f32(n, 7, -50.0..50.0);
             let x = DeviceBuffer::from_host(&gpu, &host).unwrap();
-            assert_eq!(x.to_host().unwrap(), host);
+            assert_eq!(bits(&x.to_host().unwrap()), bits(&host));
             let mut y = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-            y.fill_u32(0x7FC0_DEAD).unwrap();
+            y.fill_u32(POISON_BITS).unwrap();
             let (free_during, _) = gpu.mem_info().unwrap();
             assert_eq!(
                 free_before - free_during,
@@ -321,70 +311,28 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
             );
 
             // Raw PTX: the parameters reach the driver as one pointer per value.
-            let module = gpu.load_ptx("axpb", AXPB_PTX).unwrap();
-            let f = module.function("axpb").unwrap();
+            let axpb = RawAxpb::load(&gpu).unwrap();
             let stream = gpu.new_stream().unwrap();
-            let args = [
-                KernelArg::ptr(x.device_ptr()),
-                KernelArg::ptr(y.device_ptr()),
-                2.5f32.into(),
-                (-1.0f32).into(),
-                (n as u32).into(),
-            ];
-            // SAFETY: the arguments match `axpb`; x and y hold n elements.
-            unsafe { stream.launch(&f, [(n as u32).div_ceil(128), 1, 1], [128, 1, 1], 0, &args) }
-                .unwrap();
+            axpb.launch(&stream, &x, &mut y, 2.5, -1.0, 128).unwrap();
             stream.synchronize().unwrap();
-            let want: Vec<u32> = host
-                .iter()
-                .map(|v| v.mul_add(2.5, -1.0).to_bits())
-                .collect();
-            assert_eq!(
-                y.to_host()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect::<Vec<_>>(),
-                want
-            );
+            let want = bits(&axpb_reference(&host, 2.5, -1.0));
+            assert_eq!(bits(&y.to_host().unwrap()), want);
 
             // A variant with 64 KiB of dynamic shared memory: the stand-in refuses the launch
             // unless the function was opted in first.
-            y.fill_u32(0x7FC0_DEAD).unwrap();
+            y.fill_u32(POISON_BITS).unwrap();
             let cfg = LaunchConfig::grid_1d((n as u32).div_ceil(128)).with_shared_mem(64 * 1024);
-            let args = [
-                __private::arg_read(&stream, &x).unwrap(),
-                __private::arg_write(&stream, &mut y).unwrap(),
-                2.5f32.into(),
-                (-1.0f32).into(),
-                (n as u32).into(),
-            ];
-            __private::launch(&stream, &AXPB, &cfg, &args).unwrap();
+            launch_axpb_variant(&stream, &AXPB, &cfg, &x, &mut y, 2.5, -1.0).unwrap();
             stream.synchronize().unwrap();
-            assert_eq!(
-                y.to_host()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect::<Vec<_>>(),
-                want
-            );
+            assert_eq!(bits(&y.to_host().unwrap()), want);
 
             // Pinned asynchronous copies.
             let mut pinned = PinnedBuffer::<f32>::new(&gpu, n).unwrap();
             stream.copy_dtoh_async(&mut pinned, &y).unwrap();
-            assert_eq!(
-                pinned
-                    .as_slice()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect::<Vec<_>>(),
-                want
-            );
+            assert_eq!(bits(pinned.as_slice().unwrap()), want);
 
             // Driver errors carry the call, the code's name and the driver's message.
-            match module.function("missing") {
+            match axpb.module().function("missing") {
                 Err(Error::Driver(d)) => {
                     assert_eq!(
                         (d.call, d.code, d.name.as_str()),
