@@ -84,31 +84,26 @@ impl TestElem for f32 {
     }
 }
 
-impl TestElem for f16 {
-    fn poison() -> f16 {
-        f16::from_bits(0x7e5a)
-    }
-    fn bits(self) -> u32 {
-        u32::from(self.to_bits())
-    }
-    fn storage_ulp(v: f32) -> f32 {
-        let a = f16::from_f32(v.abs());
-        f16::from_bits(a.to_bits() + 1).to_f32() - a.to_f32()
-    }
+/// `TestElem` for a 16-bit float type with the NaN pattern `$poison`.
+macro_rules! half_test_elem {
+    ($t:ty, $poison:expr) => {
+        impl TestElem for $t {
+            fn poison() -> $t {
+                <$t>::from_bits($poison)
+            }
+            fn bits(self) -> u32 {
+                u32::from(self.to_bits())
+            }
+            fn storage_ulp(v: f32) -> f32 {
+                let a = <$t>::from_f32(v.abs());
+                <$t>::from_bits(a.to_bits() + 1).to_f32() - a.to_f32()
+            }
+        }
+    };
 }
 
-impl TestElem for bf16 {
-    fn poison() -> bf16 {
-        bf16::from_bits(0x7fda)
-    }
-    fn bits(self) -> u32 {
-        u32::from(self.to_bits())
-    }
-    fn storage_ulp(v: f32) -> f32 {
-        let a = bf16::from_f32(v.abs());
-        bf16::from_bits(a.to_bits() + 1).to_f32() - a.to_f32()
-    }
-}
+half_test_elem!(f16, 0x7e5a);
+half_test_elem!(bf16, 0x7fda);
 
 /// What a property test runs: the activation and which fused operands / form it uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

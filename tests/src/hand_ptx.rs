@@ -5,13 +5,15 @@
 //! - [`SPIN_PTX`]: `spin(out, iters)` sets `out[i]` to `v` after `iters` steps of
 //!   `v = fma(v, SPIN_MUL, SPIN_ADD)` from `v = i` (a loop long enough to time).
 //!
+//! - [`BROKEN_PTX`]: a module with an unknown instruction on line 8, which no JIT accepts.
+//!
 //! The host-side driver stand-in (`tests/fake-driver`) recognises both entries by name and
 //! computes the same values.
 
 use pagesift_gpu::__private::{self, arg_read, arg_write};
 use pagesift_gpu::{
-    DeviceRead, DeviceWrite, Error, Function, Gpu, KernelArg, KernelVariant, LaunchConfig, Module,
-    Result, Stream,
+    DeviceRead, DeviceWrite, DriverError, Error, Function, Gpu, KernelArg, KernelVariant,
+    LaunchConfig, Module, Result, Stream,
 };
 
 /// The `axpb` kernel (PTX 7.0, `sm_70`).
@@ -251,4 +253,33 @@ pub fn spin_reference(thread: u32, iters: u32) -> f32 {
 /// step, 5 after it (`ret` included).
 pub fn spin_instructions_per_thread(iters: u32) -> u64 {
     10 + 4 * u64::from(iters) + 5
+}
+
+/// A module whose line 8 holds an instruction that does not exist (`frobnicate`).
+pub const BROKEN_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry broken()\n{\n\t.reg .b32 %r<2>;\n\tfrobnicate.u32 %r1, 7;\n\tret;\n}\n";
+
+/// Loads `ptx` on `gpu` as the module `name`, which must fail with [`Error::ModuleLoad`] naming
+/// `name` and keeping the PTX in a file that holds exactly `ptx` (removed here); returns the
+/// driver's error and the JIT log.
+///
+/// # Panics
+/// When the load succeeds or fails otherwise.
+pub fn expect_module_load_error(gpu: &Gpu, name: &str, ptx: &str) -> (DriverError, String) {
+    match gpu.load_ptx(name, ptx) {
+        Err(Error::ModuleLoad {
+            kernel,
+            source,
+            jit_log,
+            ptx_path,
+        }) => {
+            assert_eq!(kernel, name);
+            let path = ptx_path.expect("the PTX is written for inspection");
+            let kept = std::fs::read_to_string(&path).expect("the PTX file reads back");
+            assert_eq!(kept, ptx, "the PTX file holds the module");
+            let _ = std::fs::remove_file(path);
+            (source, jit_log)
+        }
+        Err(e) => panic!("expected ModuleLoad, got {e}"),
+        Ok(_) => panic!("the broken PTX loaded"),
+    }
 }

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
 use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
-use pagesift_gpu::{DevicePtr, Result};
+use pagesift_gpu::{DeviceBuffer, DevicePtr, Error, Gpu, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -23,6 +23,32 @@ pub fn poison_f32() -> f32 {
 /// `n` elements of poison.
 pub fn poisoned_f32(n: usize) -> Vec<f32> {
     vec![poison_f32(); n]
+}
+
+/// `n` elements of device memory on `gpu`, filled with poison.
+///
+/// # Errors
+/// The allocation's or the fill's.
+pub fn poisoned_device(gpu: &Gpu, n: usize) -> Result<DeviceBuffer<f32>> {
+    let mut b = DeviceBuffer::alloc(gpu, n)?;
+    b.fill_u32(POISON_BITS)?;
+    Ok(b)
+}
+
+/// Asserts that `e` is a [`Error::LengthMismatch`] of `expected` against `actual` elements whose
+/// message names `what` (the argument at fault).
+///
+/// # Panics
+/// When it is not.
+pub fn assert_length_mismatch(e: &Error, expected: usize, actual: usize, what: &str) {
+    assert!(
+        matches!(
+            e,
+            Error::LengthMismatch { expected: x, actual: a, .. } if *x == expected && *a == actual
+        ),
+        "expected a length mismatch of {expected} against {actual}: {e}"
+    );
+    assert!(e.to_string().contains(what), "`{what}` not named: {e}");
 }
 
 /// The bit patterns of `v`, to compare results exactly (NaN included).

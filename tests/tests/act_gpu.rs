@@ -13,6 +13,7 @@
 use pagesift_gpu::ops::act::{activation, activation_inplace};
 use pagesift_gpu::{Act, ActArgs, DeviceBuffer, Error};
 use pagesift_tests::act_check::{check, launch_op, Lengths, Setup, TestElem};
+use pagesift_tests::util::assert_length_mismatch;
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
 /// Every bias / residual / in-place combination of one activation and storage type.
@@ -85,48 +86,15 @@ fn ops_reject_bad_lengths() {
     let bias = b.slice(..).unwrap();
 
     let e = activation(&stream, &ActArgs::new(Act::Relu), &x, &mut y5).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::LengthMismatch {
-                expected: 6,
-                actual: 5,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    assert!(e.to_string().contains("output"), "{e}");
+    assert_length_mismatch(&e, 6, 5, "output");
 
     let args = ActArgs::new(Act::Relu).with_bias(bias.slice(..2).unwrap(), 3);
     let e = activation(&stream, &args, &x, &mut y6).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::LengthMismatch {
-                expected: 3,
-                actual: 2,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    assert!(e.to_string().contains("bias"), "{e}");
+    assert_length_mismatch(&e, 3, 2, "bias");
 
     let args = ActArgs::new(Act::Relu).with_residual(r.slice(..).unwrap());
     let e = activation(&stream, &args, &x, &mut y6).unwrap_err();
-    assert!(
-        matches!(
-            e,
-            Error::LengthMismatch {
-                expected: 6,
-                actual: 7,
-                ..
-            }
-        ),
-        "{e}"
-    );
-    assert!(e.to_string().contains("residual"), "{e}");
+    assert_length_mismatch(&e, 6, 7, "residual");
     let e = activation_inplace(&stream, &args, &mut y6).unwrap_err();
     assert!(e.to_string().contains("residual"), "{e}");
 

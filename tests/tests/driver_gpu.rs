@@ -9,9 +9,12 @@ use pagesift_gpu::{
     DeviceBuffer, Error, Event, Gpu, KernelArg, KernelVariant, LaunchConfig, PinnedBuffer,
 };
 use pagesift_tests::hand_ptx::{
-    axpb_reference, axpb_variant, launch_axpb_variant, spin_reference, RawAxpb, AXPB_PTX, SPIN_PTX,
+    axpb_reference, axpb_variant, expect_module_load_error, launch_axpb_variant, spin_reference,
+    RawAxpb, AXPB_PTX, BROKEN_PTX, SPIN_PTX,
 };
-use pagesift_tests::util::{bits, poison_f32, poisoned_f32, random_f32, POISON_BITS};
+use pagesift_tests::util::{
+    bits, poison_f32, poisoned_device, poisoned_f32, random_f32, POISON_BITS,
+};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
 /// Tests take this shared; the memory test takes it exclusive, so no other test allocates while
@@ -24,6 +27,13 @@ const DATA: Range<f32> = -100.0..100.0;
 /// `axpb` of the shared hand-written PTX as a kernel variant, launched through the same path as
 /// the code `ptx_kernel!` generates.
 static AXPB: KernelVariant = axpb_variant(256, false);
+
+/// The sizes of [`sizes`], each with random data (seeds `seed`, `seed + 1`, ...).
+fn sized_data(gpu: &Gpu, seed: u64) -> impl Iterator<Item = (usize, Vec<f32>)> {
+    (seed..)
+        .zip(sizes(gpu))
+        .map(|(s, n)| (n, random_f32(n, s, DATA)))
+}
 
 fn sizes(gpu: &Gpu) -> Vec<usize> {
     // 64 MiB of f32 on a GPU; the emulated device copies host memory, so 1 MiB shows the same.
@@ -41,10 +51,8 @@ fn synchronous_copies_round_trip() {
         return;
     };
     let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
-    for (k, n) in sizes(&gpu).into_iter().enumerate() {
-        let host = random_f32(n, k as u64 + 1, DATA);
-        let mut dev = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-        dev.fill_u32(POISON_BITS).unwrap();
+    for (n, host) in sized_data(&gpu, 1) {
+        let mut dev = poisoned_device(&gpu, n).unwrap();
         dev.copy_from_host(&host).unwrap();
         let mut back = poisoned_f32(n);
         dev.copy_to_host(&mut back).unwrap();
@@ -84,11 +92,9 @@ fn pinned_asynchronous_copies_round_trip() {
     };
     let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let stream = gpu.new_stream().unwrap();
-    for (k, n) in sizes(&gpu).into_iter().enumerate() {
-        let host = random_f32(n, 100 + k as u64, DATA);
+    for (n, host) in sized_data(&gpu, 100) {
         let src = PinnedBuffer::from_slice(&gpu, &host).unwrap();
-        let mut dev = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-        dev.fill_u32(POISON_BITS).unwrap();
+        let mut dev = poisoned_device(&gpu, n).unwrap();
         stream.copy_htod_async(&mut dev, &src).unwrap();
         let mut dst = PinnedBuffer::<f32>::new(&gpu, n).unwrap();
         dst.as_mut_slice().unwrap().fill(poison_f32());
@@ -105,11 +111,9 @@ fn device_to_device_copies_round_trip() {
     };
     let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let stream = gpu.new_stream().unwrap();
-    for (k, n) in sizes(&gpu).into_iter().enumerate() {
-        let host = random_f32(n, 200 + k as u64, DATA);
+    for (n, host) in sized_data(&gpu, 200) {
         let src = DeviceBuffer::from_host(&gpu, &host).unwrap();
-        let mut dst = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-        dst.fill_u32(POISON_BITS).unwrap();
+        let mut dst = poisoned_device(&gpu, n).unwrap();
         dst.copy_from_device(&src).unwrap();
         assert_eq!(bits(&dst.to_host().unwrap()), bits(&host), "size {n}");
 
@@ -156,8 +160,7 @@ fn a_hand_written_ptx_kernel_runs() {
         let host = random_f32(n, 300 + n as u64, DATA);
         let (a, b) = (1.75f32, -0.375f32);
         let x = DeviceBuffer::from_host(&gpu, &host).unwrap();
-        let mut y = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-        y.fill_u32(POISON_BITS).unwrap();
+        let mut y = poisoned_device(&gpu, n).unwrap();
         axpb.launch(&stream, &x, &mut y, a, b, 256).unwrap();
         stream.synchronize().unwrap();
         assert_eq!(
@@ -214,28 +217,13 @@ fn a_ptx_syntax_error_is_a_module_load_error_with_the_jit_log() {
         return;
     };
     let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
-    let bad = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry broken()\n{\n\t.reg .b32 %r<2>;\n\tfrobnicate.u32 %r1, 7;\n\tret;\n}\n";
-    match gpu.load_ptx("broken", bad) {
-        Err(Error::ModuleLoad {
-            kernel,
-            source,
-            jit_log,
-            ptx_path,
-        }) => {
-            assert_eq!(kernel, "broken");
-            assert_eq!(source.call, "cuModuleLoadDataEx");
-            assert!(!jit_log.trim().is_empty(), "the JIT log is kept");
-            assert!(
-                jit_log.contains("line 8") || jit_log.contains(":8"),
-                "the log names line 8: {jit_log}"
-            );
-            let path = ptx_path.expect("the PTX is written for inspection");
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
-            let _ = std::fs::remove_file(path);
-        }
-        Err(e) => panic!("expected ModuleLoad, got {e}"),
-        Ok(_) => panic!("a PTX syntax error loaded"),
-    }
+    let (source, jit_log) = expect_module_load_error(&gpu, "broken", BROKEN_PTX);
+    assert_eq!(source.call, "cuModuleLoadDataEx");
+    assert!(!jit_log.trim().is_empty(), "the JIT log is kept");
+    assert!(
+        jit_log.contains("line 8") || jit_log.contains(":8"),
+        "the log names line 8: {jit_log}"
+    );
     // The device is still usable.
     assert_eq!(
         DeviceBuffer::from_host(&gpu, &[5u32, 6])
@@ -284,8 +272,7 @@ fn events_time_a_kernel() {
     } else {
         (128 * 1024, 20_000)
     };
-    let mut out = DeviceBuffer::<f32>::alloc(&gpu, threads as usize).unwrap();
-    out.fill_u32(POISON_BITS).unwrap();
+    let out = poisoned_device(&gpu, threads as usize).unwrap();
     let stream = gpu.new_stream().unwrap();
     let (start, end) = (Event::new(&gpu).unwrap(), Event::new(&gpu).unwrap());
     start.record(&stream).unwrap();
@@ -322,8 +309,7 @@ fn one_gpu_is_used_from_eight_threads_at_once() {
                     let n = 1000 + 37 * t as usize + round as usize;
                     let host = random_f32(n, 600 + 10 * t + round, DATA);
                     let x = DeviceBuffer::from_host(&gpu, &host).unwrap();
-                    let mut y = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-                    y.fill_u32(POISON_BITS).unwrap();
+                    let mut y = poisoned_device(&gpu, n).unwrap();
                     let a = t as f32 + 0.5;
                     let grid = LaunchConfig::grid_1d((n as u32).div_ceil(256));
                     launch_axpb_variant(&stream, &AXPB, &grid, &x, &mut y, a, 1.0).unwrap();

@@ -8,9 +8,10 @@ use std::process::Command;
 
 use pagesift_gpu::{available, driver, DeviceBuffer, Error, Gpu, KernelVariant};
 use pagesift_tests::hand_ptx::{
-    axpb_reference, axpb_variant, launch_axpb_variant, RawAxpb, AXPB_PTX,
+    axpb_reference, axpb_variant, expect_module_load_error, launch_axpb_variant, RawAxpb,
+    BROKEN_PTX,
 };
-use pagesift_tests::util::{bits, random_f32, POISON_BITS};
+use pagesift_tests::util::{bits, poisoned_device, random_f32, POISON_BITS};
 
 /// Set in the child process that runs a case's body.
 const CHILD: &str = "PAGESIFT_DRIVER_NOGPU_CHILD";
@@ -301,8 +302,7 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
             let host = random_f32(n, 7, -50.0..50.0);
             let x = DeviceBuffer::from_host(&gpu, &host).unwrap();
             assert_eq!(bits(&x.to_host().unwrap()), bits(&host));
-            let mut y = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
-            y.fill_u32(POISON_BITS).unwrap();
+            let mut y = poisoned_device(&gpu, n).unwrap();
             let (free_during, _) = gpu.mem_info().unwrap();
             assert_eq!(
                 free_before - free_during,
@@ -343,26 +343,12 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
                 other => panic!("expected a driver error, got {other:?}"),
             }
             // JIT failures carry the log from the option buffers.
-            let bad = AXPB_PTX.replace("ret;", "frobnicate.u32 %r1, 7;");
-            match gpu.load_ptx("broken", &bad) {
-                Err(Error::ModuleLoad {
-                    kernel,
-                    source,
-                    jit_log,
-                    ptx_path,
-                }) => {
-                    assert_eq!(kernel, "broken");
-                    assert_eq!(source.name, "CUDA_ERROR_INVALID_PTX");
-                    assert!(
-                        jit_log.contains("line 8") && jit_log.contains("frobnicate"),
-                        "{jit_log}"
-                    );
-                    let path = ptx_path.expect("PTX written");
-                    assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
-                    let _ = std::fs::remove_file(path);
-                }
-                other => panic!("expected ModuleLoad, got {other:?}"),
-            }
+            let (source, jit_log) = expect_module_load_error(&gpu, "broken", BROKEN_PTX);
+            assert_eq!(source.name, "CUDA_ERROR_INVALID_PTX");
+            assert!(
+                jit_log.contains("line 8") && jit_log.contains("frobnicate"),
+                "{jit_log}"
+            );
             // Out of memory is typed; the device stays usable.
             assert!(
                 matches!(DeviceBuffer::<u8>::alloc(&gpu, 3 << 30), Err(Error::OutOfMemory { bytes }) if bytes == 3 << 30)
