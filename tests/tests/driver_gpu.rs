@@ -3,7 +3,7 @@
 //! memory, events, threads, and memory returned after drops. Skips visibly without a device.
 
 use std::ops::Range;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use pagesift_gpu::{
     DeviceBuffer, Error, Event, Gpu, KernelArg, KernelVariant, LaunchConfig, PinnedBuffer,
@@ -20,6 +20,12 @@ use pagesift_tests::{gpu_or_skip, is_emulated};
 /// Tests take this shared; the memory test takes it exclusive, so no other test allocates while
 /// it compares free memory.
 static DEVICE: RwLock<()> = RwLock::new(());
+
+/// Opens the device for the test `test` (or skips it) and takes [`DEVICE`] shared.
+fn open(test: &str) -> Option<(Gpu, RwLockReadGuard<'static, ()>)> {
+    let gpu = gpu_or_skip(test)?;
+    Some((gpu, DEVICE.read().unwrap_or_else(|p| p.into_inner())))
+}
 
 /// The range of the random data.
 const DATA: Range<f32> = -100.0..100.0;
@@ -47,10 +53,9 @@ fn sizes(gpu: &Gpu) -> Vec<usize> {
 
 #[test]
 fn synchronous_copies_round_trip() {
-    let Some(gpu) = gpu_or_skip("synchronous_copies_round_trip") else {
+    let Some((gpu, _shared)) = open("synchronous_copies_round_trip") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     for (n, host) in sized_data(&gpu, 1) {
         let mut dev = poisoned_device(&gpu, n).unwrap();
         dev.copy_from_host(&host).unwrap();
@@ -87,10 +92,9 @@ fn synchronous_copies_round_trip() {
 
 #[test]
 fn pinned_asynchronous_copies_round_trip() {
-    let Some(gpu) = gpu_or_skip("pinned_asynchronous_copies_round_trip") else {
+    let Some((gpu, _shared)) = open("pinned_asynchronous_copies_round_trip") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let stream = gpu.new_stream().unwrap();
     for (n, host) in sized_data(&gpu, 100) {
         let src = PinnedBuffer::from_slice(&gpu, &host).unwrap();
@@ -106,10 +110,9 @@ fn pinned_asynchronous_copies_round_trip() {
 
 #[test]
 fn device_to_device_copies_round_trip() {
-    let Some(gpu) = gpu_or_skip("device_to_device_copies_round_trip") else {
+    let Some((gpu, _shared)) = open("device_to_device_copies_round_trip") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let stream = gpu.new_stream().unwrap();
     for (n, host) in sized_data(&gpu, 200) {
         let src = DeviceBuffer::from_host(&gpu, &host).unwrap();
@@ -150,10 +153,9 @@ fn device_to_device_copies_round_trip() {
 
 #[test]
 fn a_hand_written_ptx_kernel_runs() {
-    let Some(gpu) = gpu_or_skip("a_hand_written_ptx_kernel_runs") else {
+    let Some((gpu, _shared)) = open("a_hand_written_ptx_kernel_runs") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let axpb = RawAxpb::load(&gpu).unwrap();
     let stream = gpu.new_stream().unwrap();
     for n in [1usize, 3, 4097] {
@@ -181,10 +183,10 @@ fn a_hand_written_ptx_kernel_runs() {
 
 #[test]
 fn a_kernel_variant_launches_through_the_generated_code_path() {
-    let Some(gpu) = gpu_or_skip("a_kernel_variant_launches_through_the_generated_code_path") else {
+    let Some((gpu, _shared)) = open("a_kernel_variant_launches_through_the_generated_code_path")
+    else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let stream = gpu.default_stream();
     let n = 1000usize;
     let host = random_f32(n, 400, DATA);
@@ -212,11 +214,10 @@ fn a_kernel_variant_launches_through_the_generated_code_path() {
 
 #[test]
 fn a_ptx_syntax_error_is_a_module_load_error_with_the_jit_log() {
-    let Some(gpu) = gpu_or_skip("a_ptx_syntax_error_is_a_module_load_error_with_the_jit_log")
+    let Some((gpu, _shared)) = open("a_ptx_syntax_error_is_a_module_load_error_with_the_jit_log")
     else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let (source, jit_log) = expect_module_load_error(&gpu, "broken", BROKEN_PTX);
     assert_eq!(source.call, "cuModuleLoadDataEx");
     assert!(!jit_log.trim().is_empty(), "the JIT log is kept");
@@ -236,10 +237,9 @@ fn a_ptx_syntax_error_is_a_module_load_error_with_the_jit_log() {
 
 #[test]
 fn an_allocation_larger_than_the_device_is_out_of_memory() {
-    let Some(gpu) = gpu_or_skip("an_allocation_larger_than_the_device_is_out_of_memory") else {
+    let Some((gpu, _shared)) = open("an_allocation_larger_than_the_device_is_out_of_memory") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let (_, total) = gpu.mem_info().unwrap();
     let bytes = total + total / 2;
     match DeviceBuffer::<u8>::alloc(&gpu, bytes) {
@@ -261,10 +261,9 @@ fn an_allocation_larger_than_the_device_is_out_of_memory() {
 
 #[test]
 fn events_time_a_kernel() {
-    let Some(gpu) = gpu_or_skip("events_time_a_kernel") else {
+    let Some((gpu, _shared)) = open("events_time_a_kernel") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let module = gpu.load_ptx("spin", SPIN_PTX).unwrap();
     let spin = module.function("spin").unwrap();
     let (threads, iters) = if is_emulated(&gpu) {
@@ -295,10 +294,9 @@ fn events_time_a_kernel() {
 
 #[test]
 fn one_gpu_is_used_from_eight_threads_at_once() {
-    let Some(gpu) = gpu_or_skip("one_gpu_is_used_from_eight_threads_at_once") else {
+    let Some((gpu, _shared)) = open("one_gpu_is_used_from_eight_threads_at_once") else {
         return;
     };
-    let _shared = DEVICE.read().unwrap_or_else(|p| p.into_inner());
     let gpu = Arc::new(gpu);
     std::thread::scope(|s| {
         for t in 0..8u64 {
