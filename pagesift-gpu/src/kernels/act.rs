@@ -3,8 +3,8 @@
 //!
 //! Per storage type an out-of-place kernel (`act_f32`, ...: the input read through the
 //! non-coherent cache) and an in-place one (`act_inplace_f32`, ...: `y` read with coherent
-//! loads, as the kernel writes it), sharing one body; a variant per activation (`ACT`) and per
-//! fused operand (`HAS_BIAS`, `HAS_RES`). Each launch covers `n` elements split by the caller
+//! loads, as the kernel writes it), sharing one body; a variant per activation (`ACT`). Each
+//! launch covers `n` elements split by the caller
 //! ([`crate::ops::act`]) into a scalar head of `head` elements (up to the first 16-byte
 //! boundary), `nvec` 16-byte vectors and a scalar tail. Each thread takes one vector per turn of
 //! a grid-stride loop, and the caller's grid normally covers the data in one turn (many short
@@ -18,11 +18,15 @@
 //! branch: `exp` (Cody–Waite reduction, degree-6 polynomial, exact scaling, subnormal results
 //! rounded once), gelu as `x · erfc(-x/√2) / 2` with `erfc(a) = t e^{G(t) - a²}`,
 //! `t = 1 / (1 + a/2)` (G a fitted polynomial; a² exact from x²/2), gelu-tanh as
-//! `x · sigmoid(2u)` with `2u` in double-f32, tanh (odd polynomial below 0.6, `1 - 2e/(1+e)`
-//! above, both evaluated), hardswish / hardsigmoid with the division by 6 as a product and a
+//! `x · sigmoid(2u)` with `2u` in double-f32, tanh through `m = expm1(-2|x|)` as `-m / (2 + m)`
+//! (`1 - 2e / (2 + m)` near 1, both formed and one selected), hardswish / hardsigmoid with the division by 6 as a product and a
 //! residual step. The guaranteed bounds are [`crate::ops::act::max_error_ulps`]; measured
 //! maxima over [-9.5, 9.5] (emulated device, 1M points) are gelu 5 ulp, gelu-tanh and silu 3,
 //! sigmoid 2, tanh, hardswish and hardsigmoid 1, the rest exact.
+//!
+//! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
+//! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
+//! which keeps the driver's JIT of every variant (it compiles modules one at a time) short.
 
 use crate::ops::act::Act;
 use crate::ptx_kernel;
@@ -117,18 +121,22 @@ ptx_kernel! {
                 let c = column(e, n, cols, cmagic, cshift);
                 b = bias4_f32(bias, c, cols, bias_vec);
             }
-            let mut r = [-0.0f32; 4];
+            let mut v = [0.0f32; 4];
+            #[unroll]
+            for i in 0..4 {
+                v[i] = act::<ACT>(a[i] + b[i], slope);
+            }
             if has_res {
                 let rv = res.load4_nc(e);
                 #[unroll]
                 for i in 0..4 {
-                    r[i] = rv[i];
+                    v[i] = add_rn(v[i], rv[i]);
                 }
             }
             let mut o = a;
             #[unroll]
             for i in 0..4 {
-                o[i] = epi::<ACT>(a[i], b[i], r[i], slope);
+                o[i] = v[i];
             }
             y.store4(e, o);
             j += nt;
@@ -269,18 +277,22 @@ ptx_kernel! {
                 let c = column(e, n, cols, cmagic, cshift);
                 b = bias8_f16(bias, c, cols, bias_vec);
             }
-            let mut r = [-0.0f32; 8];
+            let mut v = [0.0f32; 8];
+            #[unroll]
+            for i in 0..8 {
+                v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+            }
             if has_res {
                 let rv = res.load8_nc(e);
                 #[unroll]
                 for i in 0..8 {
-                    r[i] = rv[i] as f32;
+                    v[i] = add_rn(v[i], rv[i] as f32);
                 }
             }
             let mut o = a;
             #[unroll]
             for i in 0..8 {
-                o[i] = epi::<ACT>(a[i] as f32, b[i], r[i], slope) as f16;
+                o[i] = v[i] as f16;
             }
             y.store8(e, o);
             j += nt;
@@ -423,18 +435,22 @@ ptx_kernel! {
                 let c = column(e, n, cols, cmagic, cshift);
                 b = bias8_bf16(bias, c, cols, bias_vec);
             }
-            let mut r = [-0.0f32; 8];
+            let mut v = [0.0f32; 8];
+            #[unroll]
+            for i in 0..8 {
+                v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+            }
             if has_res {
                 let rv = res.load8_nc(e);
                 #[unroll]
                 for i in 0..8 {
-                    r[i] = rv[i] as f32;
+                    v[i] = add_rn(v[i], rv[i] as f32);
                 }
             }
             let mut o = a;
             #[unroll]
             for i in 0..8 {
-                o[i] = epi::<ACT>(a[i] as f32, b[i], r[i], slope) as bf16;
+                o[i] = v[i] as bf16;
             }
             y.store8(e, o);
             j += nt;
@@ -516,7 +532,8 @@ ptx_kernel! {
         if s == cols { 0 } else { s }
     }
 
-    /// `act(x + b) + r`, each sum rounded on its own (an absent operand is -0.0).
+    /// `act(x + b) + r`, each sum rounded on its own (an absent operand is -0.0): the scalar
+    /// head and tail.
     fn epi<const A: Act>(x: f32, b: f32, r: f32, slope: f32) -> f32 {
         // The activation is rounded to f32 before the residual is added (as the reference
         // does): no fusing of a final multiply into this add.
@@ -542,8 +559,8 @@ ptx_kernel! {
             Act::LeakyRelu => if x >= 0.0 { x } else { x * slope },
             Act::Gelu => gelu(x),
             Act::GeluTanh => gelu_tanh(x),
-            Act::Silu => x_sigmoid(x, x, 0.0),
-            Act::Sigmoid => x_sigmoid(1.0, x, 0.0),
+            Act::Silu => x_sigmoid_exact(x, x),
+            Act::Sigmoid => x_sigmoid_exact(1.0, x),
             Act::Tanh => tanh_acc(x),
             Act::HardSwish => div6(x * (x + 3.0).max(0.0).min(6.0)),
             Act::HardSigmoid => div6((x + 3.0).max(0.0).min(6.0)),
@@ -612,6 +629,16 @@ ptx_kernel! {
         let e = (-e0).mul_add(svl, e0);
         let mut m = x;
         if neg {
+            m = x * e;
+        }
+        div_acc(m, 1.0 + e)
+    }
+
+    /// `x_sigmoid` for an exact argument `v` (no correction term).
+    fn x_sigmoid_exact(x: f32, v: f32) -> f32 {
+        let e = exp_neg(-v.abs());
+        let mut m = x;
+        if v < 0.0 {
             m = x * e;
         }
         div_acc(m, 1.0 + e)
