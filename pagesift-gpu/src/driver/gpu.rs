@@ -59,6 +59,22 @@ impl Gpu {
         Gpu::from_backend(super::default_backend()?, ordinal)
     }
 
+    /// Opens a new emulated device (feature `emulator`): the generated PTX runs on the CPU,
+    /// with every memory access and barrier checked. Each call creates a separate device with
+    /// its own memory.
+    ///
+    /// ```
+    /// # #[cfg(feature = "emulator")] {
+    /// use pagesift_gpu::driver::emulator::EmulatorConfig;
+    /// let gpu = pagesift_gpu::Gpu::emulated(EmulatorConfig::default()).unwrap();
+    /// assert_eq!(gpu.compute_capability(), (8, 0));
+    /// # }
+    /// ```
+    #[cfg(feature = "emulator")]
+    pub fn emulated(config: super::emulator::EmulatorConfig) -> Result<Gpu> {
+        Gpu::from_backend(Arc::new(super::emulator::Emulator::new(config)), 0)
+    }
+
     /// Opens device `ordinal` of an explicit backend.
     pub fn from_backend(backend: Arc<dyn Backend>, ordinal: usize) -> Result<Gpu> {
         let key = DeviceKey {
