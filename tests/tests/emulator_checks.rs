@@ -56,6 +56,8 @@ fn assert_check(r: Result<()>, check: &str, kernel: &str, ptx: &str, needle: &st
         message.contains(needle),
         "instruction text not quoted: {message}"
     );
+    // Shown with `--nocapture`: the error a user of the emulated device would read.
+    eprintln!("{check}: {err}");
     message.clone()
 }
 
