@@ -109,37 +109,25 @@ ptx_kernel! {
         let h = head as u64;
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
-        let bias_vec = (flags & 4) != 0;
         // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
         // residual is -0.0, which leaves every value as it is.
-        let mut j = t;
-        while j < nvec {
-            let e = h + 4 * j;
-            let a = ld4_f32::<NC>(x, e);
-            let mut b = [-0.0f32; 4];
-            if has_bias {
-                let c = column(e, n, cols, cmagic, cshift);
-                b = bias4_f32(bias, c, cols, bias_vec);
+        if n <= 0x8000_0000u64 {
+            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
+            let nvec32 = nvec as u32;
+            let nt32 = grid_dim_x() * block_dim_x();
+            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
+            while j < nvec32 {
+                let e = (head + 4 * j) as u64;
+                vec_f32::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt32;
             }
-            let mut v = [0.0f32; 4];
-            #[unroll]
-            for i in 0..4 {
-                v[i] = act::<ACT>(a[i] + b[i], slope);
+        } else {
+            let mut j = t;
+            while j < nvec {
+                let e = h + 4 * j;
+                vec_f32::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt;
             }
-            if has_res {
-                let rv = res.load4_nc(e);
-                #[unroll]
-                for i in 0..4 {
-                    v[i] = add_rn(v[i], rv[i]);
-                }
-            }
-            let mut o = a;
-            #[unroll]
-            for i in 0..4 {
-                o[i] = v[i];
-            }
-            y.store4(e, o);
-            j += nt;
         }
         // The scalar head [0, h) and tail [h + 4 nvec, n), as one index range.
         let tail = h + 4 * nvec;
@@ -153,7 +141,7 @@ ptx_kernel! {
             let mut b = -0.0f32;
             let mut r = -0.0f32;
             if has_bias {
-                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64);
+                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64);
             }
             if has_res {
                 r = res.load_nc(k);
@@ -161,6 +149,49 @@ ptx_kernel! {
             y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
             s += nt;
         }
+    }
+
+    /// One 16-byte vector of the f32 kernels at element `e` (`SMALL`: `n <= 2^31`).
+    fn vec_f32<const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[f32],
+        bias: &[f32],
+        res: &[f32],
+        y: &mut [f32],
+        e: u64,
+        n: u64,
+        cols: u32,
+        cmagic: u32,
+        cshift: u32,
+        flags: u32,
+        slope: f32,
+    ) {
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        let a = ld4_f32::<NC>(x, e);
+        let mut b = [-0.0f32; 4];
+        if has_bias {
+            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
+            b = bias4_f32(bias, c, cols, bias_vec);
+        }
+        let mut v = [0.0f32; 4];
+        #[unroll]
+        for i in 0..4 {
+            v[i] = act::<ACT>(a[i] + b[i], slope);
+        }
+        if has_res {
+            let rv = res.load4_nc(e);
+            #[unroll]
+            for i in 0..4 {
+                v[i] = add_rn(v[i], rv[i]);
+            }
+        }
+        let mut o = a;
+        #[unroll]
+        for i in 0..4 {
+            o[i] = v[i];
+        }
+        y.store4(e, o);
     }
 
     /// `x[e..e + 4]`, through the non-coherent cache when `NC`.
@@ -265,37 +296,25 @@ ptx_kernel! {
         let h = head as u64;
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
-        let bias_vec = (flags & 4) != 0;
         // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
         // residual is -0.0, which leaves every value as it is.
-        let mut j = t;
-        while j < nvec {
-            let e = h + 8 * j;
-            let a = ld8_f16::<NC>(x, e);
-            let mut b = [-0.0f32; 8];
-            if has_bias {
-                let c = column(e, n, cols, cmagic, cshift);
-                b = bias8_f16(bias, c, cols, bias_vec);
+        if n <= 0x8000_0000u64 {
+            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
+            let nvec32 = nvec as u32;
+            let nt32 = grid_dim_x() * block_dim_x();
+            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
+            while j < nvec32 {
+                let e = (head + 8 * j) as u64;
+                vec_f16::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt32;
             }
-            let mut v = [0.0f32; 8];
-            #[unroll]
-            for i in 0..8 {
-                v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+        } else {
+            let mut j = t;
+            while j < nvec {
+                let e = h + 8 * j;
+                vec_f16::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt;
             }
-            if has_res {
-                let rv = res.load8_nc(e);
-                #[unroll]
-                for i in 0..8 {
-                    v[i] = add_rn(v[i], rv[i] as f32);
-                }
-            }
-            let mut o = a;
-            #[unroll]
-            for i in 0..8 {
-                o[i] = v[i] as f16;
-            }
-            y.store8(e, o);
-            j += nt;
         }
         // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
         let tail = h + 8 * nvec;
@@ -309,7 +328,7 @@ ptx_kernel! {
             let mut b = -0.0f32;
             let mut r = -0.0f32;
             if has_bias {
-                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
+                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
             }
             if has_res {
                 r = res.load_nc(k) as f32;
@@ -317,6 +336,49 @@ ptx_kernel! {
             y[k] = epi::<ACT>(ld1_f16::<NC>(x, k) as f32, b, r, slope) as f16;
             s += nt;
         }
+    }
+
+    /// One 16-byte vector of the f16 kernels at element `e` (`SMALL`: `n <= 2^31`).
+    fn vec_f16<const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[f16],
+        bias: &[f16],
+        res: &[f16],
+        y: &mut [f16],
+        e: u64,
+        n: u64,
+        cols: u32,
+        cmagic: u32,
+        cshift: u32,
+        flags: u32,
+        slope: f32,
+    ) {
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        let a = ld8_f16::<NC>(x, e);
+        let mut b = [-0.0f32; 8];
+        if has_bias {
+            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
+            b = bias8_f16(bias, c, cols, bias_vec);
+        }
+        let mut v = [0.0f32; 8];
+        #[unroll]
+        for i in 0..8 {
+            v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+        }
+        if has_res {
+            let rv = res.load8_nc(e);
+            #[unroll]
+            for i in 0..8 {
+                v[i] = add_rn(v[i], rv[i] as f32);
+            }
+        }
+        let mut o = a;
+        #[unroll]
+        for i in 0..8 {
+            o[i] = v[i] as f16;
+        }
+        y.store8(e, o);
     }
 
     /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
@@ -423,37 +485,25 @@ ptx_kernel! {
         let h = head as u64;
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
-        let bias_vec = (flags & 4) != 0;
         // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
         // residual is -0.0, which leaves every value as it is.
-        let mut j = t;
-        while j < nvec {
-            let e = h + 8 * j;
-            let a = ld8_bf16::<NC>(x, e);
-            let mut b = [-0.0f32; 8];
-            if has_bias {
-                let c = column(e, n, cols, cmagic, cshift);
-                b = bias8_bf16(bias, c, cols, bias_vec);
+        if n <= 0x8000_0000u64 {
+            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
+            let nvec32 = nvec as u32;
+            let nt32 = grid_dim_x() * block_dim_x();
+            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
+            while j < nvec32 {
+                let e = (head + 8 * j) as u64;
+                vec_bf16::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt32;
             }
-            let mut v = [0.0f32; 8];
-            #[unroll]
-            for i in 0..8 {
-                v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+        } else {
+            let mut j = t;
+            while j < nvec {
+                let e = h + 8 * j;
+                vec_bf16::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                j += nt;
             }
-            if has_res {
-                let rv = res.load8_nc(e);
-                #[unroll]
-                for i in 0..8 {
-                    v[i] = add_rn(v[i], rv[i] as f32);
-                }
-            }
-            let mut o = a;
-            #[unroll]
-            for i in 0..8 {
-                o[i] = v[i] as bf16;
-            }
-            y.store8(e, o);
-            j += nt;
         }
         // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
         let tail = h + 8 * nvec;
@@ -467,7 +517,7 @@ ptx_kernel! {
             let mut b = -0.0f32;
             let mut r = -0.0f32;
             if has_bias {
-                b = bias.load_nc(column(k, n, cols, cmagic, cshift) as u64) as f32;
+                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
             }
             if has_res {
                 r = res.load_nc(k) as f32;
@@ -475,6 +525,49 @@ ptx_kernel! {
             y[k] = epi::<ACT>(ld1_bf16::<NC>(x, k) as f32, b, r, slope) as bf16;
             s += nt;
         }
+    }
+
+    /// One 16-byte vector of the bf16 kernels at element `e` (`SMALL`: `n <= 2^31`).
+    fn vec_bf16<const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[bf16],
+        bias: &[bf16],
+        res: &[bf16],
+        y: &mut [bf16],
+        e: u64,
+        n: u64,
+        cols: u32,
+        cmagic: u32,
+        cshift: u32,
+        flags: u32,
+        slope: f32,
+    ) {
+        let has_bias = (flags & 1) != 0;
+        let has_res = (flags & 2) != 0;
+        let bias_vec = (flags & 4) != 0;
+        let a = ld8_bf16::<NC>(x, e);
+        let mut b = [-0.0f32; 8];
+        if has_bias {
+            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
+            b = bias8_bf16(bias, c, cols, bias_vec);
+        }
+        let mut v = [0.0f32; 8];
+        #[unroll]
+        for i in 0..8 {
+            v[i] = act::<ACT>(a[i] as f32 + b[i], slope);
+        }
+        if has_res {
+            let rv = res.load8_nc(e);
+            #[unroll]
+            for i in 0..8 {
+                v[i] = add_rn(v[i], rv[i] as f32);
+            }
+        }
+        let mut o = a;
+        #[unroll]
+        for i in 0..8 {
+            o[i] = v[i] as bf16;
+        }
+        y.store8(e, o);
     }
 
     /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
@@ -513,17 +606,23 @@ ptx_kernel! {
     /// `q = (umulhi(e, cmagic) + e) >> cshift` is `e / cols` for every `e < 2^31` (the
     /// round-up method of division by an invariant integer; the caller computes `cmagic` and
     /// `cshift` from `cols`); longer data takes the 64-bit remainder (a uniform branch).
-    fn column(e: u64, n: u64, cols: u32, cmagic: u32, cshift: u32) -> u32 {
+    /// `SMALL`: the caller knows that `n <= 2^31`.
+    fn column<const SMALL: bool>(e: u64, n: u64, cols: u32, cmagic: u32, cshift: u32) -> u32 {
         let mut c = 0u32;
-        if n <= 0x8000_0000u64 {
-            let e32 = e as u32;
-            let hi: u32 = asm!("mul.hi.u32 {0}, {1}, {2};", out(u32), e32, cmagic);
-            let q = (hi + e32) >> cshift;
-            c = e32 - q * cols;
+        if SMALL {
+            c = column_small(e as u32, cols, cmagic, cshift);
+        } else if n <= 0x8000_0000u64 {
+            c = column_small(e as u32, cols, cmagic, cshift);
         } else {
             c = (e % cols as u64) as u32;
         }
         c
+    }
+
+    /// `e % cols` for `e < 2^31` by the multiply-high division (see `column`).
+    fn column_small(e: u32, cols: u32, cmagic: u32, cshift: u32) -> u32 {
+        let hi: u32 = asm!("mul.hi.u32 {0}, {1}, {2};", out(u32), e, cmagic);
+        e - ((hi + e) >> cshift) * cols
     }
 
     /// The column after `c`.
