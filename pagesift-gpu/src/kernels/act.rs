@@ -655,7 +655,9 @@ ptx_kernel! {
             Act::Identity => x,
             Act::Relu => x.max(0.0),
             Act::Relu6 => x.max(0.0).min(6.0),
-            Act::LeakyRelu => if x >= 0.0 { x } else { x * slope },
+            // A factor of 1 or `slope`: x * 1 is x exactly (also -0.0, inf and NaN), and the
+            // select keeps the register count of relu (full occupancy).
+            Act::LeakyRelu => x * if x >= 0.0 { 1.0 } else { slope },
             Act::Gelu => gelu(x),
             Act::GeluTanh => gelu_tanh(x),
             Act::Silu => x_sigmoid_exact(x, x),

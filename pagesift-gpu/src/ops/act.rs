@@ -571,9 +571,64 @@ const MAX_GRID: u64 = 1 << 20;
 /// Blocks per SM for the arithmetic-bound activations (see [`Geometry::new`]; on an H200 64 to
 /// 256 are within 1%, one vector per thread is 10-20% slower).
 const ARITH_BLOCKS_PER_SM: u64 = 128;
-/// Blocks per SM for the other activations on two-byte types (on an H200: 97% of the copy
-/// bandwidth, against 92% with one vector per thread).
+/// Blocks per SM for the other activations on two-byte types, or with fewer resident threads
+/// than the SM has slots (on an H200: 97% of the copy bandwidth, against 92-93% with one vector
+/// per thread).
 const HALF_BLOCKS_PER_SM: u64 = 256;
+
+/// Whether an SM holds as many threads of `variant` as it has thread slots (by its registers;
+/// measured on an H200: at 34 registers, 75% of the slots, a one-vector-per-thread grid
+/// reaches 93% of the copy bandwidth, a grid of 256 blocks per SM 97%). Loads the variant's
+/// module on first use; remembered per device and variant. True where the device reports no
+/// function (the emulated device).
+fn full_occupancy(gpu: &crate::Gpu, variant: &'static KernelVariant) -> Result<bool> {
+    type Key = (crate::BackendKind, usize, usize);
+    static CACHE: std::sync::Mutex<Vec<(Key, bool)>> = std::sync::Mutex::new(Vec::new());
+    let key = (
+        gpu.backend_kind(),
+        gpu.ordinal(),
+        variant as *const KernelVariant as usize,
+    );
+    if let Some(&(_, full)) = CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(k, _)| *k == key)
+    {
+        return Ok(full);
+    }
+    gpu.enter()?;
+    let slot = gpu.variant_function(variant)?;
+    let Some(loaded) = slot.loaded() else {
+        return Ok(true);
+    };
+    let regs = u64::from(
+        gpu.backend()
+            .function_attributes(loaded.function)?
+            .num_regs
+            .max(1),
+    );
+    let threads: u64 = variant
+        .block
+        .iter()
+        .map(|&b| u64::from(b))
+        .product::<u64>()
+        .max(1);
+    // 64K registers per SM on sm_70..sm_90, allocated per warp in units of 256.
+    let warp_regs = (regs * 32).div_ceil(256) * 256;
+    let blocks_by_regs = 65536 / (warp_regs * threads.div_ceil(32));
+    let sm_threads: u64 = match gpu.compute_capability() {
+        (7, 5) => 1024,
+        (8, 6) | (8, 7) | (8, 9) => 1536,
+        _ => 2048,
+    };
+    let full = blocks_by_regs * threads >= sm_threads;
+    CACHE
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((key, full));
+    Ok(full)
+}
 
 /// Whether `variant` computes an activation whose arithmetic, not its memory traffic, bounds
 /// its speed (exp, erfc or a reciprocal per element).
@@ -607,7 +662,9 @@ impl Geometry {
     /// [`MAX_GRID`] blocks (or `limit`), beyond which the kernels' grid-stride loops take
     /// over. Activations whose arithmetic outweighs their memory traffic get a grid of
     /// [`ARITH_BLOCKS_PER_SM`] blocks per SM instead, each thread taking several vectors (its
-    /// set-up amortized), and the others on f16 / bf16 [`HALF_BLOCKS_PER_SM`]. `variant` is the kernel to be launched (its block is [`BLOCK`]
+    /// set-up amortized), and the others on f16 / bf16, or with too many registers for every
+    /// thread slot of an SM, [`HALF_BLOCKS_PER_SM`]. Loads the variant's module on first use
+    /// (its register count decides). `variant` is the kernel to be launched (its block is [`BLOCK`]
     /// threads).
     pub fn new(
         stream: &Stream,
@@ -624,6 +681,9 @@ impl Geometry {
             // Two-byte types convert every element: their threads do enough work that a
             // bounded grid does better than one vector per thread.
             None if elem < 4 => sms * HALF_BLOCKS_PER_SM,
+            // One vector per thread needs every thread slot of the SM to keep enough loads in
+            // flight; with fewer (more registers), a bounded grid does better.
+            None if !full_occupancy(stream.gpu(), variant)? => sms * HALF_BLOCKS_PER_SM,
             None => MAX_GRID,
         };
         Ok(Geometry::with_max_blocks(
