@@ -5,6 +5,11 @@
 //! `cuMemcpyDtoD` of the same buffers. Reports GB/s (bytes read + written) and the percentage of
 //! the copy's bandwidth. Also f16 / bf16 for a few activations. Without a device it prints one
 //! line and exits 0.
+//!
+//! With `PAGESIFT_BENCH_SWEEP` set it also prints the percentage of the copy by grid size (8 to
+//! 256 blocks per SM, and one vector per thread) for a copy kernel in the activation kernels'
+//! memory pattern (1 to 8 vectors in flight per thread) and for every activation: the data
+//! behind the grid rules of [`pagesift_gpu::ops::act::Geometry`].
 
 use half::{bf16, f16};
 use pagesift_gpu::ops::act::{activation, activation_with_grid_limit, ActElement};
