@@ -56,13 +56,24 @@
 //! |---|---|
 //! | `#[launch(block = 256)]`, `block = (16, 16)`, `block = (32, BM / 8, 1)` | the block shape, required; emitted as `.reqntid`, folded into `block_dim_x()` etc., recorded in `KernelVariant::block`. At most 1024 threads. |
 //! | `#[launch(.., min_blocks = 2)]` | blocks per SM the register allocation must allow (`.minnctapersm`, default 1: ptxas may use all the registers it needs instead of spilling for occupancy). |
-//! | `#[launch(.., max_regs = 64)]` | a register cap per thread (`.maxnreg`, 24..=255). |
+//! | `#[launch(.., max_regs = 64)]` | a register cap per thread (`.maxnreg`, 24..=255; 0: no cap). |
 //! | `#[target(sm_80)]` | the PTX target: `sm_70` (default), `sm_75`, `sm_80`, `sm_86`, `sm_89`, `sm_90`, `sm_90a`. |
 //! | `#[variants(ACT in [Identity, Relu], BM in [64, 128])]` | the values of the const parameters; groups multiply (cross product). |
 //! | `#[variants((BM, BN) in [(64, 64), (128, 64)])]` | a group of several parameters with an explicit list of tuples. |
 //!
 //! Every const parameter must appear in exactly one `#[variants]` group. The values of
-//! `#[launch]` may use const parameters.
+//! `#[launch]` are evaluated per variant and may use its const parameters: expressions
+//! (`block = (32, BM / 8)`), `if` and `match` on consts, so that the variants of one kernel
+//! get their own launch bounds:
+//!
+//! ```ignore
+//! #[variants(ACT in [Relu, Gelu])]
+//! #[launch(block = 256,
+//!          min_blocks = match ACT { Act::Relu => 8, _ => 1 },
+//!          max_regs = match ACT { Act::Relu => 32, _ => 0 })] // 0: no cap
+//! ```
+//!
+//! A value out of range is reported at the attribute, naming the variant.
 //!
 //! # Types
 //!

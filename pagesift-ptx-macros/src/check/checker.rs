@@ -126,9 +126,20 @@ pub(super) fn check_variant(
                 min_blocks = ck.const_u32(e, "`min_blocks`").unwrap_or(1).max(1);
             }
             if let Some(e) = &l.max_regs {
-                max_regs = ck.const_u32(e, "`max_regs`");
-                if max_regs.is_some_and(|r| !(24..=255).contains(&r)) {
-                    cx.error(e.span, "`max_regs` is between 24 and 255");
+                // 0 means no cap, so that a `match` on a const can cap some variants only.
+                max_regs = ck.const_u32(e, "`max_regs`").filter(|&r| r != 0);
+                if let Some(r) = max_regs.filter(|r| !(24..=255).contains(r)) {
+                    let named: Vec<String> =
+                        consts.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+                    let of = if named.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (variant {}: {r})", named.join(", "))
+                    };
+                    cx.error(
+                        e.span,
+                        format!("`max_regs` is 0 (no cap) or between 24 and 255{of}"),
+                    );
                 }
             }
             let threads: u64 = ck.block.iter().map(|&d| d as u64).product();
@@ -209,8 +220,21 @@ impl Checker<'_> {
     /// Evaluates `e` as a constant u32 (block dimensions, array lengths).
     pub(super) fn const_u32(&mut self, e: &Expr, what: &str) -> Option<u32> {
         let t = self.check_expr(e, Some(&Ty::Scalar(Scalar::U32)));
-        match t.kind {
-            TKind::Const(ConstVal::Int(v)) if (0..=u32::MAX as i128).contains(&v) => Some(v as u32),
+        // `if` and `match` on constants resolve to a block holding only the taken value.
+        let mut k = &t.kind;
+        while let TKind::Block(TBlock {
+            stmts,
+            tail: Some(tail),
+            ..
+        }) = k
+        {
+            if !stmts.is_empty() {
+                break;
+            }
+            k = &tail.kind;
+        }
+        match k {
+            TKind::Const(ConstVal::Int(v)) if (0..=u32::MAX as i128).contains(v) => Some(*v as u32),
             _ if t.ty == Ty::Never => None,
             _ => {
                 self.cx.error(

@@ -186,3 +186,36 @@ fn constants_of_f32_type_fold_as_f32() {
     };
     assert_eq!(b.stmts.len(), 1);
 }
+
+#[test]
+fn launch_attributes_per_variant() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[variants(ACT in [Relu, Gelu], BM in [32, 64])]
+        #[launch(
+            block = 256,
+            min_blocks = if BM > 32 { 2 } else { 1 },
+            max_regs = match ACT { Act::Relu => 32, _ => 0 },
+        )]
+        pub fn k<const ACT: Act, const BM: u32>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let v = &v[0];
+    assert_eq!(v.len(), 4);
+    let by = |e: &str| v.iter().find(|x| x.entry == e).expect(e);
+    assert_eq!(by("k__ACT_Relu__BM_32").max_regs, Some(32));
+    assert_eq!(by("k__ACT_Relu__BM_32").min_blocks, 1);
+    assert_eq!(by("k__ACT_Gelu__BM_64").max_regs, None);
+    assert_eq!(by("k__ACT_Gelu__BM_64").min_blocks, 2);
+}
+
+#[test]
+fn max_regs_out_of_range_names_the_variant() {
+    let (_, errs) = checked(vec![parse_quote! {
+        #[variants(ACT in [Relu, Gelu])]
+        #[launch(block = 256, max_regs = match ACT { Act::Relu => 16, _ => 0 })]
+        pub fn k<const ACT: Act>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].contains("between 24 and 255"), "{errs:?}");
+    assert!(errs[0].contains("ACT = Relu"), "{errs:?}");
+}
