@@ -718,23 +718,6 @@ ptx_kernel! {
         (q * r).mul_add(r, r) + 1.0
     }
 
-    /// `(x · m) / (1 + e)` with e = e^{-|v|} and m = 1 for v >= 0, e for v < 0: x · sigmoid(v)
-    /// without overflow. `vl` is a small correction of v (e^{-|v + vl|} = e (1 - sign(v) vl)).
-    fn x_sigmoid(x: f32, v: f32, vl: f32) -> f32 {
-        let neg = v < 0.0;
-        let mut svl = vl;
-        if neg {
-            svl = -vl;
-        }
-        let e0 = exp_neg(-v.abs());
-        let e = (-e0).mul_add(svl, e0);
-        let mut m = x;
-        if neg {
-            m = x * e;
-        }
-        div_acc(m, 1.0 + e)
-    }
-
     /// `x_sigmoid` for an exact argument `v` (no correction term).
     fn x_sigmoid_exact(x: f32, v: f32) -> f32 {
         let e = exp_neg(-v.abs());
@@ -788,69 +771,92 @@ ptx_kernel! {
         x * phi
     }
 
-    /// gelu with the tanh approximation, as x · sigmoid(2u) (no cancellation for x < 0), with
-    /// 2u = x (c + k x²) in double-f32 (its rounding error would be amplified by e^{-|2u|}).
-    fn gelu_tanh(x: f32) -> f32 {
-        let c2 = 1.5957691669464111f32;
-        let c2l = -4.534068054340423e-08f32;
-        let k = 0.07135481387376785f32;
-        let kl = 2.3988324659995897e-09f32;
-        let x2 = x * x;
-        let x2l = x.mul_add(x, -x2);
-        // p rounded on its own, so that s = c2 + p is the rounded sum the two-sum below undoes.
-        let p = mul_rn(k, x2);
-        let pl = k.mul_add(x2, -p) + kl.mul_add(x2, k * x2l);
-        let s = c2 + p;
-        let bb = s - c2;
-        let sl = (c2 - (s - bb)) + (p - bb) + pl + c2l;
-        let v = x * s;
-        let vl = x.mul_add(s, -v) + x * sl;
-        x_sigmoid(x, v, vl)
+    /// 2^f for |f| <= 0.52: 1 + f p(f) with p a degree-5 minimax fit (relative error 2.6e-9).
+    fn exp2_poly(f: f32) -> f32 {
+        let mut p = f.mul_add(0.00015349114255513996, 0.001340413116849959);
+        p = p.mul_add(f, 0.009618490003049374);
+        p = p.mul_add(f, 0.05550319328904152);
+        p = p.mul_add(f, 0.24022647738456726);
+        p = p.mul_add(f, 0.6931471824645996);
+        p.mul_add(f, 1.0)
     }
 
-    /// tanh as -m / (2 + m) with m = expm1(-2|x|) = 2^k (e^r - 1) + (2^k - 1) below |x| = 0.9,
-    /// sign restored: e^r - 1 = r + r² q(r) keeps the relative accuracy near 0 (k = 0 there,
-    /// r = -2|x| exactly), and 2 + m lies in (1, 2] for the reciprocal. No branch, one
-    /// reciprocal.
+    /// e^r for |r| <= 0.36: 1 + r p(r) with p a degree-5 minimax fit (relative error 2.6e-9),
+    /// one fma per degree.
+    fn exp_horner(r: f32) -> f32 {
+        let mut p = r.mul_add(0.0013839947059750557, 0.008377335034310818);
+        p = p.mul_add(r, 0.04166822135448456);
+        p = p.mul_add(r, 0.16666392982006073);
+        p = p.mul_add(r, 0.4999999403953552);
+        p = p.mul_add(r, 1.0);
+        p.mul_add(r, 1.0)
+    }
+
+    /// gelu with the tanh approximation, as x · sigmoid(2u) = x · m / (1 + e) with
+    /// e = 2^{-|w|}, w = 2u log2 e = x (A + B x²), and m = 1 for x >= 0, e for x < 0 (no
+    /// cancellation, no overflow). For x < 0 the relative error of e is the relative error of
+    /// the result, so w is carried as h + r: h = |x| t rounded, t = A + B x² rounded, and r its
+    /// residual from exact fma parts (x² + x2l exactly, t's rounding error as B x² + (A - t),
+    /// with A a multiple of 2^-20 so that A - t is exact for t < 16, and the low parts of the
+    /// constants). e = 2^-k 2^f with k = round(h) and f = -(h - k) - r in [-0.52, 0.52].
+    fn gelu_tanh(x: f32) -> f32 {
+        // Beyond 10.5, e^{-|w|} < 2^-143: the result is x or below 2^-139.
+        let ax = x.abs().min(10.5);
+        let x2 = ax * ax;
+        let x2l = ax.mul_add(ax, -x2);
+        let t = 0.10294324159622192f32.mul_add(x2, 2.3022079467773438);
+        let h = ax * t;
+        let dt = 0.10294324159622192f32.mul_add(x2, 2.3022079467773438 - t);
+        let lo = (-2.016198319410023e-09f32).mul_add(x2, 2.513669699055754e-07);
+        let s = 0.10294324159622192f32.mul_add(x2l, dt + lo);
+        let r = ax.mul_add(s, ax.mul_add(t, -h));
+        // -k in shifted's low bits: -h + 1.5 · 2^23 rounds h to an integer.
+        let shifted = 12582912.0 - h;
+        let mk = shifted - 12582912.0;
+        let f = -((h + mk) + r);
+        // 2^(64-k), then 2^-64: one rounding where e is subnormal.
+        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
+        let e = exp2_poly(f) * scale * 5.421010862427522e-20;
+        let mut m = x;
+        if x < 0.0 {
+            m = -(ax * e);
+        }
+        // m / (1 + e) with the residual m - (1 + e) q0 as (m - q0) - e q0 (m - q0 is exact:
+        // q0 lies in [m/2, m]): the rounding of 1 + e only reaches the reciprocal.
+        let rc = rcp_approx(1.0 + e);
+        let q0 = m * rc;
+        let res = (-e).mul_add(q0, m - q0);
+        res.mul_add(rc, q0)
+    }
+
+    /// tanh, sign restored from |x|: below 0.6 an odd minimax polynomial x + x³ P(x²)
+    /// (degree 4 in x², relative error 3e-9); from 0.6 on (d - 2) / d with d = e^{2|x|} + 1
+    /// rounded once (d - 2 is then exact below |x| = 8.3, and tanh rounds to 1 from 9.01 on),
+    /// e^{2|x|} by Cody–Waite reduction and a degree-6 polynomial, the quotient by the
+    /// approximate reciprocal and one residual step. Both formed, one selected (a NaN takes
+    /// the polynomial and stays NaN).
     fn tanh_acc(x: f32) -> f32 {
-        let mut y = -2.0 * x.abs();
-        // Beyond, tanh is 1 in f32 (a NaN stays NaN: the comparison is false).
-        if y < -40.0 {
-            y = -40.0;
-        }
-        let shifted = y.mul_add(1.442695, 12582912.0);
+        let ax = x.abs();
+        let x2 = ax * ax;
+        let mut p = x2.mul_add(-0.005895158741623163, 0.020795973017811775);
+        p = p.mul_add(x2, -0.053783830255270004);
+        p = p.mul_add(x2, 0.13331924378871918);
+        p = p.mul_add(x2, -0.33333298563957214);
+        let small = (ax * x2).mul_add(p, ax);
+        let ac = ax.min(9.5);
+        let shifted = ac.mul_add(2.88539, 12582912.0);
         let k = shifted - 12582912.0;
-        let r = k.mul_add(-0.6931471824645996, y);
+        let r = k.mul_add(-0.6931471824645996, 2.0 * ac);
         let r = k.mul_add(1.904654299957768e-9, r);
-        let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
-        q = q.mul_add(r, 0.041666556149721146);
-        q = q.mul_add(r, 0.16666577756404877);
-        q = q.mul_add(r, 0.5);
-        let p = (q * r).mul_add(r, r);
         let sc = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 127) << 23);
-        let scm1 = sc - 1.0;
-        let m = sc.mul_add(p, scm1);
-        // m's rounding error: the numerator -m below is carried as -(m + ml).
-        let ml = sc.mul_add(p, scm1 - m);
-        // Near 1, m = e - 1 has lost the low bits of e = e^{-2|x|}: there tanh is
-        // 1 - 2 e / (2 + m), with e = 2^k (1 + p) rounded once (one reciprocal for both).
-        let small = x.abs() < 0.9;
-        let mut num = sc.mul_add(p, sc);
-        let mut numl = 0.0f32;
-        if small {
-            num = -m;
-            numl = -ml;
-        }
-        // The quotient by d + dl = 2 + m exactly (dl: the rounding error of d).
-        let d = 2.0 + m;
-        let dl = (2.0 - d) + m;
+        let d = exp_horner(r).mul_add(sc, 1.0);
+        let n = d - 2.0;
         let rd = rcp_approx(d);
-        let q0 = num * rd;
-        let res = ((-d).mul_add(q0, num) + numl) - dl * q0;
-        let q = res.mul_add(rd, q0);
-        let mut t = (-2.0f32).mul_add(q, 1.0);
-        if small {
-            t = q;
+        let q0 = n * rd;
+        let big = (-d).mul_add(q0, n).mul_add(rd, q0);
+        let mut t = small;
+        if ax >= 0.6 {
+            t = big;
         }
         t.copysign(x)
     }
