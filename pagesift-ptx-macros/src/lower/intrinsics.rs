@@ -214,36 +214,41 @@ impl Lower<'_> {
         span: Span,
     ) -> Val {
         let vals: Vec<Val> = inputs.iter().map(|x| self.expr(x)).collect();
-        let ins: Vec<String> = vals
-            .iter()
-            .map(|v| operand_text(&self.operand(v, span)))
-            .collect();
+        let ins: Vec<Operand> = vals.iter().map(|v| self.operand(v, span)).collect();
         let regs: Vec<(crate::ptx::Reg, Scalar)> =
             outs.iter().map(|s| (self.reg(s.reg_class()), *s)).collect();
-        let mut text = String::new();
+        // The operands stay operands of the IR instruction (in their order of appearance), so
+        // that the IR passes see what the instruction reads and writes.
+        let mut text = vec![String::new()];
+        let (mut args, mut written) = (Vec::new(), Vec::new());
         for p in pieces {
-            match p {
-                AsmPiece::Text(t) => text.push_str(t),
-                AsmPiece::In(k) => text.push_str(&ins[*k]),
-                AsmPiece::Out(k) => text.push_str(&operand_text(&Operand::Reg(regs[*k].0))),
-            }
+            let (arg, out) = match p {
+                AsmPiece::Text(t) => {
+                    if let Some(s) = text.last_mut() {
+                        s.push_str(t);
+                    }
+                    continue;
+                }
+                AsmPiece::In(k) => (ins[*k].clone(), false),
+                AsmPiece::Out(k) => (Operand::Reg(regs[*k].0), true),
+            };
+            args.push(arg);
+            written.push(out);
+            text.push(String::new());
         }
-        self.emit(Op::Asm(text), vec![], span);
+        self.emit(
+            Op::Asm {
+                pieces: text,
+                outs: written,
+            },
+            args,
+            span,
+        );
         match regs.as_slice() {
             [] => Val::Unit,
             [(r, s)] => Val::Reg(*r, *s),
             _ => Val::Arr(regs.iter().map(|(r, s)| Val::Reg(*r, *s)).collect()),
         }
-    }
-}
-
-fn operand_text(o: &Operand) -> String {
-    match o {
-        Operand::Reg(r) => format!("{}{}", r.class.decl().1, r.n),
-        Operand::Int(v) => v.to_string(),
-        Operand::F32(b) => format!("0f{b:08X}"),
-        Operand::F64(b) => format!("0d{b:016X}"),
-        _ => String::new(),
     }
 }
 

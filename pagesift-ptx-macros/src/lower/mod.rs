@@ -6,6 +6,7 @@ mod control;
 mod intrinsics;
 mod mem;
 mod ops;
+mod opt;
 
 use crate::check::{TBlock, TExpr, TKind, TStmt, VarId, Variant};
 use crate::ctxt::Ctxt;
@@ -162,6 +163,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
     if lw.failed {
         return None;
     }
+    opt::optimize(&mut lw.body);
     // Labels no branch targets (loop exits never taken, unrolled iterations) go.
     let used: std::collections::HashSet<u32> = lw
         .body

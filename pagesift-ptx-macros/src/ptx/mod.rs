@@ -164,8 +164,12 @@ pub enum Op {
     },
     /// `cvt.rna.tf32.f32`.
     CvtTf32,
-    /// One instruction spliced by `asm!`, operands already substituted.
-    Asm(String),
+    /// One instruction spliced by `asm!`: `pieces[i]` is the text before operand `args[i]`
+    /// (one more piece than operands), `outs[i]` whether `args[i]` is written.
+    Asm {
+        pieces: Vec<String>,
+        outs: Vec<bool>,
+    },
 }
 
 /// An instruction or a label.
@@ -256,7 +260,14 @@ pub fn inst_text(pred: &Option<(Reg, bool)>, op: &Op, args: &[Operand]) -> Resul
             p.n
         );
     }
-    if let Op::Asm(text) = op {
+    if let Op::Asm { pieces, .. } = op {
+        let mut text = String::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            text.push_str(piece);
+            if let Some(a) = args.get(i) {
+                operand(a, &mut text);
+            }
+        }
         s.push_str(text.trim().trim_end_matches(';'));
         s.push(';');
         return Ok(s);

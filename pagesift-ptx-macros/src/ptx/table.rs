@@ -223,7 +223,7 @@ pub fn opcode(op: &Op) -> Result<String, String> {
             format!("mma.sync.aligned.m16n8k{k}.row.col.{acc}.{t}.{t}.{acc}")
         }
         Op::CvtTf32 => "cvt.rna.tf32.f32".into(),
-        Op::Asm(text) => text.clone(),
+        Op::Asm { pieces, .. } => pieces.concat(),
     })
 }
 

@@ -231,7 +231,7 @@ fn sample_operands(op: &Op) -> Option<Vec<Operand>> {
             ]
         }
         Op::CvtTf32 => vec![r(C::B32, 1), r(C::F32, 2)],
-        Op::Asm(_) => return None,
+        Op::Asm { .. } => return None,
     })
 }
 
