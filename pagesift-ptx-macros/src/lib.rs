@@ -119,6 +119,8 @@
 //! - Float `+ - * /` and `sqrt` are correctly rounded (`.rn`); `!=` is true when either side
 //!   is NaN, the other comparisons false.
 //! - `&&` and `||` short-circuit (the right side is skipped when it could read memory).
+//! - `if c { a } else { b }` as a scalar value, with small arms that neither access memory nor
+//!   have effects, computes both arms and selects one (`selp`, no branch).
 //! - Element addresses are computed in 64 bits (`x[i + 4]` becomes an address offset), so an
 //!   index expression that would wrap around its integer type addresses past the wrap.
 //! - `as`: float -> int truncates toward zero and saturates, NaN gives 0 (as Rust);
@@ -216,6 +218,11 @@
 //! scalars by value. Each variant's `.version` is the lowest PTX ISA its target and
 //! instructions need (7.0 for sm_70..sm_80, 7.1 for sm_86, 7.8 for sm_89/sm_90 and bf16
 //! arithmetic, 8.0 for sm_90a).
+//!
+//! After lowering, IR passes (`lower/opt.rs`) multiply 32-bit indices to 64-bit offsets in one
+//! `mul.wide`, coalesce moves whose registers never hold different live values (so the arms of
+//! an `if` write the merged registers directly), and delete side-effect-free instructions
+//! whose results are never read.
 //!
 //! # Errors
 //!

@@ -3,8 +3,9 @@
 use super::{InlineCx, Lower, Store, Val};
 use crate::check::{Place, TBlock, TExpr, TKind, TStmt, VarId};
 use crate::ctxt::Sp as Span;
+use crate::parse::BinOp;
 use crate::ptx::{self, Item, Op, Operand};
-use crate::types::{ConstVal, RegClass, Ty};
+use crate::types::{ConstVal, RegClass, Scalar, Ty};
 
 impl Lower<'_> {
     pub(super) fn inline(
@@ -75,6 +76,22 @@ impl Lower<'_> {
             Val::Reg(p, _) => p,
             _ => return Val::Unit,
         };
+        // `if c { a } else { b }` of scalars that cannot fault or have effects: both sides
+        // are computed and one selected, with no branch.
+        if let (Ty::Scalar(s), Some(x)) = (ty, els) {
+            let then_tail = match (then.stmts.is_empty(), &then.tail) {
+                (true, Some(t)) => Some(t),
+                _ => None,
+            };
+            if let Some(t) =
+                then_tail.filter(|t| *s != Scalar::Bool && self.selectable(t) && self.selectable(x))
+            {
+                let a = self.expr(t);
+                let b = self.expr(x);
+                let (a, b) = (self.operand(&a, span), self.operand(&b, span));
+                return self.op_to(Op::Selp(*s), *s, vec![a, b, Operand::Reg(p)], span);
+            }
+        }
         let result = self.fresh_of(ty);
         let (else_l, end_l) = (self.label(), self.label());
         self.bra(if els.is_some() { else_l } else { end_l }, Some((p, true)));
@@ -293,4 +310,42 @@ fn overlaps(a: &Val, b: &Val) -> bool {
     regs(a, &mut ra);
     regs(b, &mut rb);
     ra.iter().any(|r| rb.contains(r))
+}
+
+impl Lower<'_> {
+    /// Whether an arm of an `if` value may be computed even when not taken: small (at most 8
+    /// operations), no memory access, no effects; nested `if`s of such arms and elements of
+    /// register arrays included.
+    fn selectable(&self, e: &TExpr) -> bool {
+        self.select_cost(e).is_some_and(|n| n <= 8)
+    }
+
+    fn select_cost(&self, e: &TExpr) -> Option<usize> {
+        let arm = |b: &TBlock| match (b.stmts.is_empty(), &b.tail) {
+            (true, Some(t)) => self.select_cost(t),
+            _ => None,
+        };
+        match &e.kind {
+            TKind::Const(_) | TKind::Var(_) => Some(0),
+            TKind::Intr {
+                intr: crate::check::Intr::Special(_),
+                ..
+            } => Some(1),
+            TKind::Unary(_, a) | TKind::Cast(a) => Some(1 + self.select_cost(a)?),
+            TKind::Binary(op, a, b) if !matches!(op, BinOp::Div | BinOp::Rem) => {
+                Some(1 + self.select_cost(a)? + self.select_cost(b)?)
+            }
+            TKind::Index { base, index } => match self.vars.get(base) {
+                Some(Store::Value(Val::Arr(_))) => self.select_cost(index),
+                _ => None,
+            },
+            TKind::Block(b) => arm(b),
+            TKind::If {
+                cond,
+                then,
+                els: Some(x),
+            } => Some(1 + self.select_cost(cond)? + arm(then)? + self.select_cost(x)?),
+            _ => None,
+        }
+    }
 }

@@ -4,17 +4,28 @@
 //!   `mul.wide.u32 d, r, 4` (and `.s32` for a sign-extended `i32`), which is exact: the product
 //!   of a 32-bit value and a small constant fits in 64 bits. Only when `a` has a single
 //!   definition and `r` is not written between the extension and the product.
+//! - **move coalescing**: `mov d, s` where `d` and `s` never hold different values while both
+//!   are live (Chaitin's interference test on per-instruction liveness) renames `s` to `d`, so
+//!   the values of an `if`'s arms, an inlined helper's result or an assignment land in their
+//!   final registers.
+//! - **dead definitions**: side-effect-free instructions whose results are never read (default
+//!   values overwritten on every path, copies made dead by coalescing) go.
 //!
 //! `asm!` instructions carry their operands (which of them are written), so they take part in
-//! the analysis like any other instruction.
+//! the analysis like any other instruction; they are never deleted.
 
-use crate::ptx::{BinKind, Item, Op, Operand, Reg};
+use crate::ptx::{BinKind, Item, Op, Operand, Reg, Space};
 use crate::types::Scalar;
 use std::collections::HashMap;
 
 /// Runs the clean-ups on a function body.
-pub fn optimize(body: &mut [Item]) {
+pub fn optimize(body: &mut Vec<Item>) {
     widen_index_products(body);
+    // Dead copies first: a copy that is overwritten before use still keeps its source live.
+    remove_dead_defs(body);
+    coalesce_moves(body);
+    remove_dead_defs(body);
+    remove_jumps_to_next(body);
 }
 
 /// Whether the operation writes the register(s) of its first operand.
@@ -29,6 +40,31 @@ fn has_dest(op: &Op) -> bool {
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
             | Op::Asm { .. }
+    )
+}
+
+/// Whether the instruction may be deleted when its results are never read.
+fn is_pure(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Mov(_)
+            | Op::MovBits(_)
+            | Op::Bin(..)
+            | Op::Un(..)
+            | Op::Fma(_)
+            | Op::Setp(..)
+            | Op::IsNan(_)
+            | Op::Selp(_)
+            | Op::Cvt { .. }
+            | Op::CvtaGlobal
+            | Op::MulWide { .. }
+            | Op::Bfe { .. }
+            | Op::Bfi
+            | Op::CvtTf32
+            | Op::Ld {
+                space: Space::Param,
+                ..
+            }
     )
 }
 
@@ -151,6 +187,286 @@ pub(super) fn widen_index_products(body: &mut [Item]) {
             }
         }
     }
+}
+
+/// The control-flow successors of each item (by index).
+fn successors(body: &[Item]) -> Vec<Vec<usize>> {
+    let labels: HashMap<u32, usize> = body
+        .iter()
+        .enumerate()
+        .filter_map(|(i, it)| match it {
+            Item::Label(l) => Some((*l, i)),
+            _ => None,
+        })
+        .collect();
+    let n = body.len();
+    body.iter()
+        .enumerate()
+        .map(|(i, it)| {
+            let next = (i + 1 < n).then_some(i + 1);
+            match it {
+                Item::Inst {
+                    op: Op::Bra,
+                    pred,
+                    args,
+                } => {
+                    let target = match args.first() {
+                        Some(Operand::Label(l)) => labels.get(l).copied(),
+                        _ => None,
+                    };
+                    let mut s: Vec<usize> = target.into_iter().collect();
+                    if pred.is_some() {
+                        s.extend(next);
+                    }
+                    s
+                }
+                Item::Inst { op: Op::Ret, .. } => Vec::new(),
+                _ => next.into_iter().collect(),
+            }
+        })
+        .collect()
+}
+
+/// Per-instruction liveness over dense register indices.
+struct Liveness {
+    words: usize,
+    /// Live-in bit sets, `words` per item.
+    live_in: Vec<u64>,
+    succ: Vec<Vec<usize>>,
+}
+
+impl Liveness {
+    fn compute(
+        body: &[Item],
+        index: &HashMap<Reg, usize>,
+        du: &[(Vec<usize>, Vec<usize>)],
+    ) -> Self {
+        let n = body.len();
+        let words = index.len().div_ceil(64).max(1);
+        let succ = successors(body);
+        let mut live_in = vec![0u64; n * words];
+        let mut out = vec![0u64; words];
+        loop {
+            let mut changed = false;
+            for i in (0..n).rev() {
+                out.iter_mut().for_each(|w| *w = 0);
+                for &s in &succ[i] {
+                    for (w, x) in out.iter_mut().zip(&live_in[s * words..(s + 1) * words]) {
+                        *w |= x;
+                    }
+                }
+                let (defs, uses) = &du[i];
+                for &d in defs {
+                    out[d / 64] &= !(1 << (d % 64));
+                }
+                for &u in uses {
+                    out[u / 64] |= 1 << (u % 64);
+                }
+                let cur = &mut live_in[i * words..(i + 1) * words];
+                if cur != out.as_slice() {
+                    cur.copy_from_slice(&out);
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Liveness {
+            words,
+            live_in,
+            succ,
+        }
+    }
+
+    /// Whether register `r` is live right after item `i`.
+    fn live_out(&self, i: usize, r: usize) -> bool {
+        self.succ[i]
+            .iter()
+            .any(|&s| self.live_in[s * self.words + r / 64] & (1 << (r % 64)) != 0)
+    }
+}
+
+/// Dense register indices and each item's (defs, uses) in them.
+#[allow(clippy::type_complexity)]
+fn index_regs(body: &[Item]) -> (HashMap<Reg, usize>, Vec<Reg>, Vec<(Vec<usize>, Vec<usize>)>) {
+    let mut index = HashMap::new();
+    let mut regs = Vec::new();
+    let mut id = |r: Reg| {
+        *index.entry(r).or_insert_with(|| {
+            regs.push(r);
+            regs.len() - 1
+        })
+    };
+    let du = body
+        .iter()
+        .map(|it| {
+            let (d, u) = defs_uses(it);
+            (
+                d.into_iter().map(&mut id).collect(),
+                u.into_iter().map(&mut id).collect(),
+            )
+        })
+        .collect();
+    (index, regs, du)
+}
+
+/// An unpredicated `mov` between two registers of one class: (destination, source).
+fn plain_move(item: &Item) -> Option<(Reg, Reg)> {
+    match item {
+        Item::Inst {
+            pred: None,
+            op: Op::Mov(_),
+            args,
+        } => match args.as_slice() {
+            [Operand::Reg(d), Operand::Reg(s)] if d.class == s.class => Some((*d, *s)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn find(parent: &mut [usize], mut x: usize) -> usize {
+    while parent[x] != x {
+        parent[x] = parent[parent[x]];
+        x = parent[x];
+    }
+    x
+}
+
+/// Renames the source of a move to its destination where the two never interfere.
+pub(super) fn coalesce_moves(body: &mut Vec<Item>) {
+    let (index, regs, du) = index_regs(body);
+    if regs.is_empty() {
+        return;
+    }
+    let live = Liveness::compute(body, &index, &du);
+    let n = regs.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    let mut members: Vec<Vec<usize>> = (0..n).map(|r| vec![r]).collect();
+    let mut def_sites: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, (defs, _)) in du.iter().enumerate() {
+        for &d in defs {
+            def_sites[d].push(i);
+        }
+    }
+    let moves: Vec<Option<(usize, usize)>> = body
+        .iter()
+        .map(|it| plain_move(it).map(|(d, s)| (index[&d], index[&s])))
+        .collect();
+    for m in 0..body.len() {
+        let Some((d, s)) = moves[m] else { continue };
+        let (gd, gs) = (find(&mut parent, d), find(&mut parent, s));
+        if gd == gs {
+            continue;
+        }
+        // Group `a` is written at a definition site while a member of group `b` is live after
+        // it, unless the site copies a member of `b` (then both hold the same value).
+        let clash = |parent: &mut [usize], a: usize, b: usize| {
+            def_sites[a].iter().any(|&i| {
+                if let Some((_, src)) = moves[i] {
+                    if find(parent, src) == b {
+                        return false;
+                    }
+                }
+                members[b].iter().any(|&r| live.live_out(i, r))
+            })
+        };
+        if clash(&mut parent, gs, gd) || clash(&mut parent, gd, gs) {
+            continue;
+        }
+        parent[gs] = gd;
+        let moved = std::mem::take(&mut members[gs]);
+        members[gd].extend(moved);
+        let sites = std::mem::take(&mut def_sites[gs]);
+        def_sites[gd].extend(sites);
+    }
+    let rename: HashMap<Reg, Reg> = (0..n)
+        .filter_map(|r| {
+            let g = find(&mut parent, r);
+            (g != r).then(|| (regs[r], regs[g]))
+        })
+        .collect();
+    if rename.is_empty() {
+        return;
+    }
+    for item in body.iter_mut() {
+        if let Item::Inst { pred, args, .. } = item {
+            if let Some((p, _)) = pred {
+                if let Some(q) = rename.get(p) {
+                    *p = *q;
+                }
+            }
+            args.iter_mut().for_each(|a| rename_operand(a, &rename));
+        }
+    }
+    body.retain(|it| !matches!(plain_move(it), Some((d, s)) if d == s));
+}
+
+fn rename_operand(o: &mut Operand, rename: &HashMap<Reg, Reg>) {
+    match o {
+        Operand::Reg(r) => {
+            if let Some(q) = rename.get(r) {
+                *r = *q;
+            }
+        }
+        Operand::Addr(b, _) => rename_operand(b, rename),
+        Operand::Vec(items) => items.iter_mut().for_each(|x| rename_operand(x, rename)),
+        _ => {}
+    }
+}
+
+/// Deletes side-effect-free instructions none of whose results is read afterwards.
+pub(super) fn remove_dead_defs(body: &mut Vec<Item>) {
+    // Each round may make the operands of deleted instructions dead in turn.
+    for _ in 0..8 {
+        let (index, _, du) = index_regs(body);
+        let live = Liveness::compute(body, &index, &du);
+        let mut keep = Vec::with_capacity(body.len());
+        let mut removed = false;
+        for (i, item) in body.iter().enumerate() {
+            let dead = match item {
+                Item::Inst { op, .. } if is_pure(op) => {
+                    let defs = &du[i].0;
+                    !defs.is_empty() && defs.iter().all(|&d| !live.live_out(i, d))
+                }
+                _ => false,
+            };
+            removed |= dead;
+            keep.push(!dead);
+        }
+        if !removed {
+            return;
+        }
+        let mut k = keep.into_iter();
+        body.retain(|_| k.next().unwrap_or(true));
+    }
+}
+
+/// Deletes branches to a label that follows with only labels in between.
+pub(super) fn remove_jumps_to_next(body: &mut Vec<Item>) {
+    let mut keep = vec![true; body.len()];
+    for (i, item) in body.iter().enumerate() {
+        let Item::Inst {
+            op: Op::Bra, args, ..
+        } = item
+        else {
+            continue;
+        };
+        let Some(Operand::Label(l)) = args.first() else {
+            continue;
+        };
+        let mut j = i + 1;
+        while let Some(Item::Label(m)) = body.get(j) {
+            if m == l {
+                keep[i] = false;
+                break;
+            }
+            j += 1;
+        }
+    }
+    let mut k = keep.into_iter();
+    body.retain(|_| k.next().unwrap_or(true));
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 use super::*;
-use crate::ptx::{inst_text, Space};
+use crate::compile_for_test;
+use crate::ptx::{inst_text, CmpKind};
 use crate::types::RegClass;
+use quote::quote;
 
 fn r(class: RegClass, n: u32) -> Operand {
     Operand::Reg(Reg { class, n })
@@ -11,11 +13,27 @@ fn r32(n: u32) -> Operand {
 fn rd(n: u32) -> Operand {
     r(RegClass::B64, n)
 }
+fn f(n: u32) -> Operand {
+    r(RegClass::F32, n)
+}
+fn p(n: u32) -> Reg {
+    Reg {
+        class: RegClass::Pred,
+        n,
+    }
+}
 fn inst(op: Op, args: Vec<Operand>) -> Item {
     Item::Inst {
         pred: None,
         op,
         args,
+    }
+}
+fn bra(label: u32, pred: Option<(Reg, bool)>) -> Item {
+    Item::Inst {
+        pred,
+        op: Op::Bra,
+        args: vec![Operand::Label(label)],
     }
 }
 fn param(dst: Operand, ty: Scalar, i: u32) -> Item {
@@ -27,6 +45,16 @@ fn param(dst: Operand, ty: Scalar, i: u32) -> Item {
             nc: false,
         },
         vec![dst, crate::lower::addr(Operand::Name(format!("p{i}")), 0)],
+    )
+}
+fn store(a: Operand, v: Operand) -> Item {
+    inst(
+        Op::St {
+            space: Space::Global,
+            ty: Scalar::F32,
+            vec: 1,
+        },
+        vec![crate::lower::addr(a, 0), v],
     )
 }
 fn text(body: &[Item]) -> Vec<String> {
@@ -99,4 +127,198 @@ fn an_extension_of_a_reassigned_register_holds_only_until_it_changes() {
     let before = text(&body);
     widen_index_products(&mut body);
     assert_eq!(text(&body), before);
+}
+
+/// `let mut v = -0.0; if c { v = a } else { v = b }; y[0] = v` as the lowering emits it.
+#[test]
+fn arms_write_the_merged_register_and_the_dead_default_goes() {
+    let mut body = vec![
+        param(f(1), Scalar::F32, 0),
+        param(rd(1), Scalar::U64, 1),
+        inst(
+            Op::Setp(CmpKind::Gt, Scalar::F32),
+            vec![Operand::Reg(p(1)), f(1), Operand::F32(0)],
+        ),
+        inst(Op::Mov(Scalar::F32), vec![f(2), Operand::F32(0x8000_0000)]),
+        bra(1, Some((p(1), true))),
+        inst(Op::Bin(BinKind::Mul, Scalar::F32), vec![f(3), f(1), f(1)]),
+        inst(Op::Mov(Scalar::F32), vec![f(2), f(3)]),
+        bra(2, None),
+        Item::Label(1),
+        inst(Op::Bin(BinKind::Add, Scalar::F32), vec![f(4), f(1), f(1)]),
+        inst(Op::Mov(Scalar::F32), vec![f(2), f(4)]),
+        Item::Label(2),
+        store(rd(1), f(2)),
+        inst(Op::Ret, vec![]),
+    ];
+    super::optimize(&mut body);
+    let t = text(&body);
+    assert!(!t.iter().any(|s| s.starts_with("mov")), "{t:#?}");
+    assert!(
+        t.contains(&"mul.rn.f32 %f2, %f1, %f1;".to_string()),
+        "{t:#?}"
+    );
+    assert!(
+        t.contains(&"add.rn.f32 %f2, %f1, %f1;".to_string()),
+        "{t:#?}"
+    );
+    assert!(
+        t.contains(&"st.global.f32 [%rd1], %f2;".to_string()),
+        "{t:#?}"
+    );
+}
+
+#[test]
+fn a_copy_whose_source_changes_while_it_is_live_stays() {
+    // d = s; s = s * s; y[0] = d; y[1] = s
+    let mut body = vec![
+        param(f(1), Scalar::F32, 0),
+        param(rd(1), Scalar::U64, 1),
+        inst(Op::Mov(Scalar::F32), vec![f(2), f(1)]),
+        inst(Op::Bin(BinKind::Mul, Scalar::F32), vec![f(1), f(1), f(1)]),
+        store(rd(1), f(2)),
+        store(rd(1), f(1)),
+        inst(Op::Ret, vec![]),
+    ];
+    let before = text(&body);
+    super::optimize(&mut body);
+    assert_eq!(text(&body), before);
+}
+
+#[test]
+fn a_default_kept_on_the_path_that_skips_the_assignment() {
+    // v = -0.0; if c { v = x * x }; y[0] = v: the default is live where the branch is skipped,
+    // and a predicated write is not a kill.
+    let mut body = vec![
+        param(f(1), Scalar::F32, 0),
+        param(rd(1), Scalar::U64, 1),
+        inst(
+            Op::Setp(CmpKind::Gt, Scalar::F32),
+            vec![Operand::Reg(p(1)), f(1), Operand::F32(0)],
+        ),
+        inst(Op::Mov(Scalar::F32), vec![f(2), Operand::F32(0x8000_0000)]),
+        Item::Inst {
+            pred: Some((p(1), false)),
+            op: Op::Mov(Scalar::F32),
+            args: vec![f(2), f(1)],
+        },
+        bra(1, Some((p(1), true))),
+        inst(Op::Bin(BinKind::Mul, Scalar::F32), vec![f(3), f(1), f(1)]),
+        inst(Op::Mov(Scalar::F32), vec![f(2), f(3)]),
+        Item::Label(1),
+        store(rd(1), f(2)),
+        inst(Op::Ret, vec![]),
+    ];
+    super::optimize(&mut body);
+    let t = text(&body);
+    assert!(
+        t.contains(&"mov.f32 %f2, 0f80000000;".to_string()),
+        "{t:#?}"
+    );
+    assert!(t.contains(&"@%p1 mov.f32 %f2, %f1;".to_string()), "{t:#?}");
+    assert!(
+        t.contains(&"mul.rn.f32 %f2, %f1, %f1;".to_string()),
+        "{t:#?}"
+    );
+}
+
+#[test]
+fn unread_results_of_side_effect_free_instructions_go() {
+    let mut body = vec![
+        param(f(1), Scalar::F32, 0),
+        param(rd(1), Scalar::U64, 1),
+        inst(Op::Bin(BinKind::Mul, Scalar::F32), vec![f(2), f(1), f(1)]),
+        inst(Op::Bin(BinKind::Add, Scalar::F32), vec![f(3), f(2), f(1)]),
+        // A load is kept even when unread.
+        inst(
+            Op::Ld {
+                space: Space::Global,
+                ty: Scalar::F32,
+                vec: 1,
+                nc: false,
+            },
+            vec![f(4), crate::lower::addr(rd(1), 0)],
+        ),
+        store(rd(1), f(1)),
+        bra(5, None),
+        Item::Label(5),
+        inst(Op::Ret, vec![]),
+    ];
+    super::optimize(&mut body);
+    let t = text(&body);
+    assert_eq!(
+        t,
+        [
+            "ld.param.f32 %f1, [p0];",
+            "ld.param.u64 %rd1, [p1];",
+            "ld.global.f32 %f4, [%rd1];",
+            "st.global.f32 [%rd1], %f1;",
+            "L5:",
+            "ret;",
+        ]
+    );
+}
+
+fn ptx_body(tokens: proc_macro2::TokenStream) -> String {
+    match compile_for_test(tokens) {
+        Ok(v) => v.into_iter().map(|(_, t)| t).collect(),
+        Err(e) => panic!("errors: {e:#?}"),
+    }
+}
+
+#[test]
+fn kernels_index_with_wide_products_and_select_values() {
+    let ptx = ptx_body(quote! {
+        #[launch(block = 128)]
+        pub fn k(x: &[f32], y: &mut [f32], z: &mut [f32], n: u32, m: i32, big: u64) {
+            let i = block_idx_x() * 128 + thread_idx_x();
+            let e = (i * 4) as u64;
+            let v = x.load4_nc(e);
+            let s = x[m as u64];
+            let w = if v[0] > 0.0 { v[1] } else { v[2] * 2.0 };
+            let c = if i + 1 == n { 0 } else { i + 1 };
+            y[e] = w + s;
+            y[c] = 1.0;
+            z[big] = 2.0;
+        }
+    });
+    assert!(ptx.contains("mul.wide.u32"), "{ptx}");
+    assert!(ptx.contains("mul.wide.s32"), "{ptx}");
+    // The 64-bit parameter index keeps the 64-bit product.
+    assert!(ptx.contains("mul.lo.u64"), "{ptx}");
+    assert!(!ptx.contains("cvt.u64.u32"), "{ptx}");
+    assert!(ptx.contains("selp.f32"), "{ptx}");
+    assert!(ptx.contains("selp.b32"), "{ptx}");
+    assert!(!ptx.contains(" bra "), "{ptx}");
+}
+
+#[test]
+fn merged_array_values_need_no_moves() {
+    let ptx = ptx_body(quote! {
+        #[launch(block = 128)]
+        pub fn k(x: &[f32], y: &mut [f32], flags: u32) {
+            let i = (block_idx_x() * 128 + thread_idx_x()) * 4;
+            let a = x.load4_nc(i);
+            let mut v = [-0.0f32; 4];
+            if (flags & 1) != 0 {
+                v = x.load4_nc(i + 512);
+            } else {
+                #[unroll]
+                for j in 0..4 {
+                    v[j] = a[j] * a[j];
+                }
+            }
+            let mut o = a;
+            #[unroll]
+            for j in 0..4 {
+                o[j] = v[j] + a[j];
+            }
+            y.store4(i, o);
+        }
+    });
+    let movs = ptx
+        .lines()
+        .filter(|l| l.trim().starts_with("mov.f32"))
+        .count();
+    assert_eq!(movs, 0, "{ptx}");
 }
