@@ -194,7 +194,7 @@ fn launch_attributes_per_variant() {
         #[launch(
             block = 256,
             min_blocks = if BM > 32 { 2 } else { 1 },
-            max_regs = match ACT { Act::Relu => 32, _ => 0 },
+            max_regs = match ACT { Act::Identity | Act::Relu => 32, _ => 0 },
         )]
         pub fn k<const ACT: Act, const BM: u32>(y: &mut [f32]) { y[0] = 1.0; }
     }]);
