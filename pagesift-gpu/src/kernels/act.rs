@@ -48,7 +48,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     pub fn act_f32<const ACT: Act>(
         x: &[f32],
         bias: &[f32],
@@ -72,7 +72,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     pub fn act_inplace_f32<const ACT: Act>(
         bias: &[f32],
         res: &[f32],
@@ -235,7 +235,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     pub fn act_f16<const ACT: Act>(
         x: &[f16],
         bias: &[f16],
@@ -259,7 +259,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     pub fn act_inplace_f16<const ACT: Act>(
         bias: &[f16],
         res: &[f16],
@@ -422,7 +422,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     #[target(sm_80)]
     pub fn act_bf16<const ACT: Act>(
         x: &[bf16],
@@ -447,7 +447,7 @@ ptx_kernel! {
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
-    #[launch(block = 256)]
+    #[launch(block = 256, max_regs = 32)]
     #[target(sm_80)]
     pub fn act_inplace_bf16<const ACT: Act>(
         bias: &[bf16],
@@ -737,11 +737,12 @@ ptx_kernel! {
     /// G - x²/2 - n ln2 takes -x²/2 - n ln2_hi exactly in one fma before adding G.
     fn gelu(x: f32) -> f32 {
         let xc = x.abs().min(14.0);
-        let a = xc * 0.70710677;
-        let d = a.mul_add(0.5, 1.0);
+        // t' = 2^-65 t, from d' = 2^65 (1 + a/2) in one fma: the 2^-65 (2^-64 of the scaling
+        // below and the halving of erfc) rides on t instead of a multiply of its own.
+        let d = xc.mul_add(1.3043817602097349e19, 3.6893488147419103e19);
         let r0 = rcp_approx(d);
-        let t = r0.mul_add((-d).mul_add(r0, 1.0), r0);
-        let s = t - 0.5833333;
+        let tp = r0.mul_add((-d).mul_add(r0, 1.0), r0);
+        let s = tp.mul_add(3.6893488147419103e19, -0.5833333);
         let mut g = s.mul_add(-0.1530061513185501, 0.1449953317642212);
         g = g.mul_add(s, 0.14647932350635529);
         g = g.mul_add(s, -0.24509058892726898);
@@ -761,9 +762,8 @@ ptx_kernel! {
         let r = n.mul_add(-0.693145751953125, mh);
         let r = n.mul_add(-1.4286068203094172e-6, r + g);
         let r = (-0.5f32).mul_add(x2l, r);
-        // 2^(n+64), then 2^-65 (with the halving of erfc): one rounding for subnormal results.
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
-        let h = t * exp_poly(r) * scale * 2.710505431213761e-20;
+        // 2^(n+64) on t' e^r (normal): one rounding for subnormal results.
+        let h = tp * exp_horner(r) * pow2_bits(shifted, 191 << 23);
         let mut phi = 1.0 - h;
         if x < 0.0 {
             phi = h;
@@ -771,14 +771,21 @@ ptx_kernel! {
         x * phi
     }
 
-    /// 2^f for |f| <= 0.52: 1 + f p(f) with p a degree-5 minimax fit (relative error 2.6e-9).
-    fn exp2_poly(f: f32) -> f32 {
-        let mut p = f.mul_add(0.00015349114255513996, 0.001340413116849959);
-        p = p.mul_add(f, 0.009618490003049374);
-        p = p.mul_add(f, 0.05550319328904152);
-        p = p.mul_add(f, 0.24022647738456726);
-        p = p.mul_add(f, 0.6931471824645996);
-        p.mul_add(f, 1.0)
+    /// 2^-64 · 2^f for |f| <= 0.52: 2^-64 (1 + f p(f)) with p a degree-5 minimax fit
+    /// (relative error 2.6e-9), the 2^-64 in the coefficients (exact, all normal).
+    fn exp2_poly_m64(f: f32) -> f32 {
+        let mut p = f.mul_add(8.32077151077825e-24, 7.266394066583959e-23);
+        p = p.mul_add(f, 5.2141938786681185e-22);
+        p = p.mul_add(f, 3.0088341371930843e-21);
+        p = p.mul_add(f, 1.3022703433444386e-20);
+        p = p.mul_add(f, 3.757558405401626e-20);
+        p.mul_add(f, 5.421010862427522e-20)
+    }
+
+    /// 2^(k + bias) for `shifted` = 1.5 · 2^23 + k (k a small integer, k + bias in [1, 254]):
+    /// k in the low bits of `shifted`, whose high bits vanish in the shift.
+    fn pow2_bits(shifted: f32, bias_bits: u32) -> f32 {
+        f32::from_bits((shifted.to_bits() << 23) + bias_bits)
     }
 
     /// e^r for |r| <= 0.36: 1 + r p(r) with p a degree-5 minimax fit (relative error 2.6e-9),
@@ -790,6 +797,16 @@ ptx_kernel! {
         p = p.mul_add(r, 0.4999999403953552);
         p = p.mul_add(r, 1.0);
         p.mul_add(r, 1.0)
+    }
+
+    /// e^{2u} for |u| <= 0.18: [`exp_horner`] at 2u, the powers of 2 in its coefficients.
+    fn exp_horner_2x(u: f32) -> f32 {
+        let mut p = u.mul_add(0.08857566118240356, 0.26807472109794617);
+        p = p.mul_add(u, 0.6666915416717529);
+        p = p.mul_add(u, 1.3333114385604858);
+        p = p.mul_add(u, 1.999999761581421);
+        p = p.mul_add(u, 2.0);
+        p.mul_add(u, 1.0)
     }
 
     /// gelu with the tanh approximation, as x · sigmoid(2u) = x · m / (1 + e) with
@@ -814,12 +831,11 @@ ptx_kernel! {
         let shifted = 12582912.0 - h;
         let mk = shifted - 12582912.0;
         let f = -((h + mk) + r);
-        // 2^(64-k), then 2^-64: one rounding where e is subnormal.
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
-        let e = exp2_poly(f) * scale * 5.421010862427522e-20;
+        // 2^-64 2^f (normal), then 2^(64-k): one rounding where e is subnormal.
+        let e = exp2_poly_m64(f) * pow2_bits(shifted, 191 << 23);
         let mut m = x;
         if x < 0.0 {
-            m = -(ax * e);
+            m = (-ax) * e;
         }
         // m / (1 + e) with the residual m - (1 + e) q0 as (m - q0) - e q0 (m - q0 is exact:
         // q0 lies in [m/2, m]): the rounding of 1 + e only reaches the reciprocal.
@@ -846,10 +862,10 @@ ptx_kernel! {
         let ac = ax.min(9.5);
         let shifted = ac.mul_add(2.88539, 12582912.0);
         let k = shifted - 12582912.0;
-        let r = k.mul_add(-0.6931471824645996, 2.0 * ac);
-        let r = k.mul_add(1.904654299957768e-9, r);
-        let sc = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 127) << 23);
-        let d = exp_horner(r).mul_add(sc, 1.0);
+        // u = |x| - k ln2 / 2 (the halves of the Cody–Waite constants), e^{2|x|} = 2^k e^{2u}.
+        let u = k.mul_add(-0.3465735912322998, ac);
+        let u = k.mul_add(9.523271060629668e-10, u);
+        let d = exp_horner_2x(u).mul_add(pow2_bits(shifted, 127 << 23), 1.0);
         let n = d - 2.0;
         let rd = rcp_approx(d);
         let q0 = n * rd;

@@ -91,7 +91,7 @@ pub fn run(_args: &[String]) -> i32 {
         if emulated { ", emulated" } else { "" }
     );
     let started = Instant::now();
-    let reports = vec![activations(&gpu, emulated)];
+    let reports = vec![activations(&gpu, emulated), accuracy_scan(&gpu, emulated)];
 
     println!();
     println!(
@@ -314,6 +314,101 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
             }
         }
     }
+}
+
+/// The inputs of the accuracy scan: `dense` points evenly over [-9.5, 9.5], `dense / 16` over
+/// each far tail [-16, -9.5] and [9.5, 16], and `dense / 64` magnitudes from 2^-30 to 1 of
+/// each sign (geometric: where the odd functions are x + O(x³)).
+fn scan_points(dense: usize) -> Vec<f32> {
+    let mut x = Vec::with_capacity(dense + dense / 8 + dense / 32 + 1);
+    let step = |lo: f64, hi: f64, n: usize, i: usize| (lo + (hi - lo) * i as f64 / n as f64) as f32;
+    x.extend((0..=dense).map(|i| step(-9.5, 9.5, dense, i)));
+    let tail = dense / 16;
+    x.extend((0..tail).map(|i| step(-16.0, -9.5, tail, i)));
+    x.extend((1..=tail).map(|i| step(9.5, 16.0, tail, i)));
+    let small = dense / 64;
+    for i in 0..small {
+        let m = step(-30.0, 0.0, small, i).exp2();
+        x.push(m);
+        x.push(-m);
+    }
+    x
+}
+
+/// Every f32 activation over a dense scan of inputs ([`scan_points`]: 2^22 + 3% points on the
+/// emulated device, 2^24 + 3% on a GPU), without bias or residual: the largest error in ulp
+/// of the activation value (after the absolute allowance of 2^-124), printed per activation
+/// with its tolerance, the worst ratio into the report.
+fn accuracy_scan(gpu: &Gpu, emulated: bool) -> FamilyReport {
+    let mut report = FamilyReport {
+        family: "act scan",
+        variants: 0,
+        worst: (0.0, String::new()),
+        failures: Vec::new(),
+        throughput: None,
+    };
+    let x = scan_points(if emulated { 1 << 22 } else { 1 << 24 });
+    let stream = gpu.default_stream();
+    let run = |act: Act| -> Result<Vec<f32>> {
+        let xb = DeviceBuffer::from_host(gpu, &x)?;
+        let mut y = DeviceBuffer::from_host(gpu, &vec![f32::NAN; x.len()])?;
+        activation(&stream, &ActArgs::new(act).with_slope(0.2), &xb, &mut y)?;
+        stream.synchronize()?;
+        y.to_host()
+    };
+    println!(
+        "accuracy scan: {} f32 points over [-9.5, 9.5], [-16, -9.5], [9.5, 16] and 2^-30..1",
+        x.len()
+    );
+    for act in Act::ALL {
+        let out = match run(act) {
+            Ok(out) => out,
+            Err(e) => {
+                report.failures.push(format!("scan {}: {e}", act.name()));
+                continue;
+            }
+        };
+        report.variants += 1;
+        let mut worst = (0.0f64, 0.0f32);
+        for (&xi, &got) in x.iter().zip(&out) {
+            let want = act_f32(act, 0.2, xi);
+            let err = if got.is_nan() || want.is_nan() {
+                if got.is_nan() == want.is_nan() {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else if got == want {
+                0.0
+            } else {
+                let over = f64::from((got - want).abs()) - f64::from(4.0 * f32::MIN_POSITIVE);
+                over.max(0.0) / f64::from(ulp_f32(want))
+            };
+            if err > worst.0 {
+                worst = (err, xi);
+            }
+        }
+        let tol = f64::from(max_error_ulps(act));
+        println!(
+            "  {:<12} max {:>6.3} ulp (at x = {:e}), tolerance {tol}",
+            act.name(),
+            worst.0,
+            worst.1
+        );
+        let ratio = if tol == 0.0 {
+            if worst.0 == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            worst.0 / tol
+        };
+        if ratio > report.worst.0 {
+            report.worst = (ratio, format!("{} f32 scan", act.name()));
+        }
+    }
+    report
 }
 
 /// GB/s of gelu with a bias over `len` f32 (read + write) and of a device-to-device copy of the
