@@ -408,7 +408,82 @@ fn accuracy_scan(gpu: &Gpu, emulated: bool) -> FamilyReport {
             report.worst = (ratio, format!("{} f32 scan", act.name()));
         }
     }
+    let f16_inputs: Vec<half::f16> = (0..=u16::MAX)
+        .map(half::f16::from_bits)
+        .filter(|v| v.is_finite())
+        .collect();
+    scan_half(gpu, &f16_inputs, &mut report);
+    let bf16_inputs: Vec<half::bf16> = (0..=u16::MAX)
+        .map(half::bf16::from_bits)
+        .filter(|v| v.is_finite())
+        .collect();
+    scan_half(gpu, &bf16_inputs, &mut report);
     report
+}
+
+/// Every finite input of a 16-bit type through every activation: the largest error beyond
+/// the f32 allowance, in storage ulps of the f32 reference (at most 1 passes), and how many
+/// results are not the storage value nearest to the reference.
+fn scan_half<T: ActElement>(gpu: &Gpu, inputs: &[T], report: &mut FamilyReport) {
+    let stream = gpu.default_stream();
+    let run = |act: Act| -> Result<Vec<T>> {
+        let xb = DeviceBuffer::from_host(gpu, inputs)?;
+        let mut y = DeviceBuffer::from_host(gpu, &vec![T::from_f32(f32::NAN); inputs.len()])?;
+        activation(&stream, &ActArgs::new(act).with_slope(0.2), &xb, &mut y)?;
+        stream.synchronize()?;
+        y.to_host()
+    };
+    let mut line = format!(
+        "  {} exhaustive ({} inputs), storage ulps beyond the f32 allowance (results other \
+         than the nearest to the reference):",
+        T::NAME,
+        inputs.len()
+    );
+    for act in Act::ALL {
+        let out = match run(act) {
+            Ok(out) => out,
+            Err(e) => {
+                report
+                    .failures
+                    .push(format!("scan {} {}: {e}", act.name(), T::NAME));
+                continue;
+            }
+        };
+        report.variants += 1;
+        let tol = max_error_ulps(act);
+        let mut worst = 0.0f64;
+        let mut not_nearest = 0usize;
+        for (x, got) in inputs.iter().zip(&out) {
+            let want = act_f32(act, 0.2, x.to_f32());
+            let got = got.to_f32();
+            if got != T::from_f32(want).to_f32() && !(got.is_nan() && want.is_nan()) {
+                not_nearest += 1;
+            }
+            let err = if got.is_nan() || want.is_nan() {
+                if got.is_nan() == want.is_nan() {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else if tol == 0.0 {
+                if got == T::from_f32(want).to_f32() {
+                    0.0
+                } else {
+                    f64::INFINITY
+                }
+            } else {
+                let allowance = tol * ulp_f32(want) + 4.0 * f32::MIN_POSITIVE;
+                let over = (f64::from((got - want).abs()) - f64::from(allowance)).max(0.0);
+                over / f64::from(storage_ulp::<T>(want))
+            };
+            worst = worst.max(err);
+        }
+        line += &format!(" {} {worst:.2} ({not_nearest})", act.name());
+        if worst > report.worst.0 {
+            report.worst = (worst, format!("{} {} scan", act.name(), T::NAME));
+        }
+    }
+    println!("{line}");
 }
 
 /// GB/s of gelu with a bias over `len` f32 (read + write) and of a device-to-device copy of the
