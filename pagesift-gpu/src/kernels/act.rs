@@ -130,10 +130,33 @@ ptx_kernel! {
             let nvec32 = nvec as u32;
             let nt32 = grid_dim_x() * block_dim_x();
             let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            while j < nvec32 {
-                let e = (head + 4 * j) as u64;
-                vec_f32::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt32;
+            // The common forms (a vector bias without residual, neither) get loops of their
+            // own with the flags as constants: the other forms' code, predicated off, would
+            // still take issue slots in every turn.
+            if flags == 5u32 {
+                while j < nvec32 {
+                    let e = (head + 4 * j) as u64;
+                    vec_f32::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else if flags == 0u32 {
+                while j < nvec32 {
+                    let e = (head + 4 * j) as u64;
+                    vec_f32::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else {
+                while j < nvec32 {
+                    let e = (head + 4 * j) as u64;
+                    vec_f32::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                    );
+                    j += nt32;
+                }
             }
         } else {
             let mut j = t;
@@ -317,10 +340,33 @@ ptx_kernel! {
             let nvec32 = nvec as u32;
             let nt32 = grid_dim_x() * block_dim_x();
             let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            while j < nvec32 {
-                let e = (head + 8 * j) as u64;
-                vec_f16::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt32;
+            // The common forms (a vector bias without residual, neither) get loops of their
+            // own with the flags as constants: the other forms' code, predicated off, would
+            // still take issue slots in every turn.
+            if flags == 5u32 {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_f16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else if flags == 0u32 {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_f16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_f16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                    );
+                    j += nt32;
+                }
             }
         } else {
             let mut j = t;
@@ -508,10 +554,33 @@ ptx_kernel! {
             let nvec32 = nvec as u32;
             let nt32 = grid_dim_x() * block_dim_x();
             let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            while j < nvec32 {
-                let e = (head + 8 * j) as u64;
-                vec_bf16::<ACT, NC, true>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt32;
+            // The common forms (a vector bias without residual, neither) get loops of their
+            // own with the flags as constants: the other forms' code, predicated off, would
+            // still take issue slots in every turn.
+            if flags == 5u32 {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_bf16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else if flags == 0u32 {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_bf16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
+                    );
+                    j += nt32;
+                }
+            } else {
+                while j < nvec32 {
+                    let e = (head + 8 * j) as u64;
+                    vec_bf16::<ACT, NC, true>(
+                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                    );
+                    j += nt32;
+                }
             }
         } else {
             let mut j = t;
