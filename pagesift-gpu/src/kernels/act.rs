@@ -908,12 +908,12 @@ ptx_kernel! {
     /// G - x²/2 - n ln2 takes -x²/2 - n ln2_hi exactly in one fma before adding G.
     fn gelu(x: f32) -> f32 {
         let xc = x.abs().min(14.0);
-        // t' = 2^-65 t, from d' = 2^65 (1 + a/2) in one fma: the 2^-65 (2^-64 of the scaling
-        // below and the halving of erfc) rides on t instead of a multiply of its own.
-        let d = xc.mul_add(1.3043817602097349e19, 3.6893488147419103e19);
+        // t' = 2^63 t, from d' = 2^-63 (1 + a/2) in one fma: the scaling below adds n to its
+        // exponent field, and the rest (2^-64, and 2^-1 for the halving of erfc) rides on t.
+        let d = xc.mul_add(3.8332334761054374e-20, 1.0842021724855044e-19);
         let r0 = rcp_approx(d);
         let tp = r0.mul_add((-d).mul_add(r0, 1.0), r0);
-        let s = tp.mul_add(3.6893488147419103e19, -0.5833333);
+        let s = tp.mul_add(1.0842021724855044e-19, -0.5833333);
         let mut g = s.mul_add(-0.1530061513185501, 0.1449953317642212);
         g = g.mul_add(s, 0.14647932350635529);
         g = g.mul_add(s, -0.24509058892726898);
@@ -933,8 +933,10 @@ ptx_kernel! {
         let r = n.mul_add(-0.693145751953125, mh);
         let r = n.mul_add(-1.4286068203094172e-6, r + g);
         let r = (-0.5f32).mul_add(x2l, r);
-        // 2^(n+64) on t' e^r (normal): one rounding for subnormal results.
-        let h = tp * exp_horner(r) * pow2_bits(shifted, 191 << 23);
+        // t 2^(n+63) (normal: n >= -144) as an integer add to the exponent field of t', times
+        // 2^-64 e^r: one rounding for subnormal results.
+        let tn = f32::from_bits((shifted.to_bits() << 23) + tp.to_bits());
+        let h = tn * exp_horner_m64(r);
         // x Φ(x) = max(x, 0) - |x| h for both signs (x h below 0, x - x h above, one rounding);
         // the clamped |x| keeps h = 0 · inf away (the term is below 2^-140 from |x| = 14 on).
         (-xc).mul_add(h, x.max(0.0))
@@ -966,6 +968,16 @@ ptx_kernel! {
         p = p.mul_add(r, 0.4999999403953552);
         p = p.mul_add(r, 1.0);
         p.mul_add(r, 1.0)
+    }
+
+    /// 2^-64 e^r: [`exp_horner`] with the 2^-64 in its coefficients (exact, all normal).
+    fn exp_horner_m64(r: f32) -> f32 {
+        let mut p = r.mul_add(7.502650334632962e-23, 4.541362421919358e-22);
+        p = p.mul_add(r, 2.2588388058069523e-21);
+        p = p.mul_add(r, 9.034869739294074e-21);
+        p = p.mul_add(r, 2.7105051080963343e-20);
+        p = p.mul_add(r, 5.421010862427522e-20);
+        p.mul_add(r, 5.421010862427522e-20)
     }
 
     /// e^{2u} for |u| <= 0.18: [`exp_horner`] at 2u, the powers of 2 in its coefficients.
