@@ -394,7 +394,7 @@ ptx_kernel! {
                 r = res.load_nc(k) as f32;
             }
             let xk = ld1_f16::<NC>(x, k) as f32;
-            let mut yk = act_half::<ACT>(xk + b, slope);
+            let mut yk = act_half::<ACT, false>(xk + b, slope);
             if has_res {
                 yk = epi::<ACT>(xk, b, r, slope);
             }
@@ -437,7 +437,7 @@ ptx_kernel! {
         } else {
             #[unroll]
             for i in 0..8 {
-                o[i] = act_half::<ACT>(a[i] as f32 + b[i], slope) as f16;
+                o[i] = act_half::<ACT, false>(a[i] as f32 + b[i], slope) as f16;
             }
         }
         y.store8(e, o);
@@ -608,7 +608,7 @@ ptx_kernel! {
                 r = res.load_nc(k) as f32;
             }
             let xk = ld1_bf16::<NC>(x, k) as f32;
-            let mut yk = act_half::<ACT>(xk + b, slope);
+            let mut yk = act_half::<ACT, true>(xk + b, slope);
             if has_res {
                 yk = epi::<ACT>(xk, b, r, slope);
             }
@@ -651,7 +651,7 @@ ptx_kernel! {
         } else {
             #[unroll]
             for i in 0..8 {
-                o[i] = act_half::<ACT>(a[i] as f32 + b[i], slope) as bf16;
+                o[i] = act_half::<ACT, true>(a[i] as f32 + b[i], slope) as bf16;
             }
         }
         y.store8(e, o);
@@ -726,26 +726,23 @@ ptx_kernel! {
         add_rn(act::<A>(x + b, slope), r)
     }
 
-    /// The activation for f16 / bf16 storage: the exact functions as in f32, the
-    /// transcendental ones through the approximate `ex2` and `rcp` without correction steps,
-    /// within a relative 2^-15 of the f32 reference (a sixteenth of an f16 ulp, under a
-    /// hundredth of a bf16 one; the approximate instructions add at most 2^-22): rounded to
-    /// the storage type, the result stays within one storage ulp of the reference, which is
-    /// what the 16-bit outputs promise, at half the f32 functions' arithmetic. Not with a
-    /// residual: the sum may cancel the activation's leading digits, which then need the f32
-    /// accuracy.
-    fn act_half<const A: Act>(x: f32, slope: f32) -> f32 {
+    /// The activation for f16 (`SUB` false) / bf16 (`SUB` true) storage: the exact functions
+    /// as in f32, the transcendental ones through the approximate `ex2` and `rcp` without
+    /// correction steps, within a relative 2^-15 of the f32 reference (a sixteenth of an f16
+    /// ulp, under a hundredth of a bf16 one; the approximate instructions add at most 2^-22):
+    /// rounded to the storage type, the result stays within one storage ulp of the reference,
+    /// which is what the 16-bit outputs promise, at half the f32 functions' arithmetic. Not
+    /// with a residual: the sum may cancel the activation's leading digits, which then need
+    /// the f32 accuracy.
+    fn act_half<const A: Act, const SUB: bool>(x: f32, slope: f32) -> f32 {
         match A {
             Act::Gelu => gelu_half(x),
-            Act::GeluTanh => {
-                // w = 2u log2 e = x (A + B x²) in plain f32 (a relative 3 · 2^-24: 2^-16 of
-                // the result where |w| reaches 127).
-                let w = x * (x * x).mul_add(0.10294324, 2.3022082);
-                x_sigmoid_half(x, w)
-            }
-            Act::Silu => x_sigmoid_half(x, x * 1.442695),
+            // 2u log2 e = x (A + B x²) in plain f32 (a relative 3 · 2^-24: 2^-16 of the result
+            // where it reaches 127).
+            Act::GeluTanh => x_sigmoid_half::<SUB>(x, (x * x).mul_add(0.10294324, 2.3022082)),
+            Act::Silu => x_sigmoid_half::<SUB>(x, 1.442695),
             Act::Sigmoid => {
-                let e = ex2_approx(-(x * 1.442695).abs());
+                let e = exp2_neg_half::<SUB>(x, 1.442695);
                 let mut m = 1.0f32;
                 if x < 0.0 {
                     m = e;
@@ -757,16 +754,29 @@ ptx_kernel! {
         }
     }
 
-    /// 2^x, approximate (2 ulp), subnormal results kept (an underflowing sigmoid or erfc term
-    /// in bf16's range).
-    fn ex2_approx(x: f32) -> f32 {
-        asm!("ex2.approx.f32 {0}, {1};", out(f32), x)
+    /// 2^x, approximate (2 ulp), results below 2^-126 flushed to 0.
+    fn ex2_ftz(x: f32) -> f32 {
+        asm!("ex2.approx.ftz.f32 {0}, {1};", out(f32), x)
     }
 
-    /// x · sigmoid(v) for w = v log2 e of the sign of x: x / (1 + e) for x >= 0, x e / (1 + e)
-    /// below, e = 2^-|w| (no overflow).
-    fn x_sigmoid_half(x: f32, w: f32) -> f32 {
-        let e = ex2_approx(-w.abs());
+    /// 2^{-|x| c} for c >= 0, approximate. With `SUB` (bf16, whose range has the subnormals)
+    /// down into the subnormal range: 2^{32 - |x| c} (the offset rounds the exponent to
+    /// 2^-20 near 0, a relative 2^-20.5) times 2^-32, rounded once there; else flushed to 0
+    /// below 2^-126 (f16 rounds all of those to 0).
+    fn exp2_neg_half<const SUB: bool>(x: f32, c: f32) -> f32 {
+        let mut e = 0.0f32;
+        if SUB {
+            e = ex2_ftz(x.abs().mul_add(-c, 32.0)) * 2.3283064365386963e-10;
+        } else {
+            e = ex2_ftz(-(x.abs() * c));
+        }
+        e
+    }
+
+    /// x · sigmoid(v) for v log2 e = x c (c > 0): x / (1 + e) for x >= 0, x e / (1 + e)
+    /// below, e = 2^{-|x| c} (no overflow).
+    fn x_sigmoid_half<const SUB: bool>(x: f32, c: f32) -> f32 {
+        let e = exp2_neg_half::<SUB>(x, c);
         let mut m = x;
         if x < 0.0 {
             m = x * e;
@@ -776,17 +786,19 @@ ptx_kernel! {
 
     /// gelu for 16-bit storage: max(x, 0) - |x| erfc(|x|/√2) / 2 as in [`gelu`], with
     /// erfc(a)/2 = t 2^{G(t) - 1 - a² log2 e} and G a degree-5 fit in log2 units (2^-16.5
-    /// absolute), t and the power of 2 approximate.
+    /// absolute), t and the power of 2 approximate. The power of 2 is taken 2^32 higher (never
+    /// below 2^-110, so no flush) and t' = 2^-32 t takes the 2^32 back: subnormal results are
+    /// rounded once, for f16 and bf16 alike.
     fn gelu_half(x: f32) -> f32 {
         let xc = x.abs().min(14.0);
-        let t = rcp_approx(xc.mul_add(0.35355338, 1.0));
-        let s = t - 0.5840372;
+        let tp = rcp_approx(xc.mul_add(1518500224.0, 4294967296.0));
+        let s = tp.mul_add(4294967296.0, -0.5840372);
         let mut g = s.mul_add(0.3300747, -0.059266783);
         g = g.mul_add(s, -0.57978988);
         g = g.mul_add(s, 0.13008006);
         g = g.mul_add(s, 1.974678);
-        g = g.mul_add(s, -1.8044962);
-        let h = t * ex2_approx((xc * xc).mul_add(-0.72134752, g));
+        g = g.mul_add(s, 30.195504);
+        let h = tp * ex2_ftz((xc * xc).mul_add(-0.72134752, g));
         (-xc).mul_add(h, x.max(0.0))
     }
 
