@@ -802,21 +802,16 @@ ptx_kernel! {
         (-xc).mul_add(h, x.max(0.0))
     }
 
-    /// tanh for 16-bit storage, sign restored from |x|: below 0.55 x + x³ P(x²) (degree 2,
-    /// relative 2^-19.5), above (d - 2) / d with d = 2^{2|x| log2 e} + 1 (|x| clamped at 9.5,
-    /// where tanh is 1 in every storage type).
+    /// tanh for 16-bit storage, sign restored from |x|: (e - 1) / (e + 1) with
+    /// e = 2^{2|x| log2 e} (|x| clamped at 9.5, where tanh is 1 in every storage type; e - 1
+    /// exact below e = 2, so the approximate ex2's absolute 2^-22 near 1 is a relative 2^-16
+    /// from |x| = 2^-7 on), and |x| itself below 2^-7 (a relative x²/3 < 2^-15.5).
     fn tanh_half(x: f32) -> f32 {
         let ax = x.abs();
-        let x2 = ax * ax;
-        let p = x2.mul_add(-0.043099645525217056, 0.13152356445789337);
-        let p = p.mul_add(x2, -0.3332451283931732);
-        let small = (ax * x2).mul_add(p, ax);
-        let e: f32 = asm!("ex2.approx.ftz.f32 {0}, {1};", out(f32), ax.min(9.5) * 2.8853901);
-        let d = 1.0 + e;
-        let big = (d - 2.0) * rcp_approx(d);
-        let mut t = small;
-        if ax >= 0.55 {
-            t = big;
+        let e = ex2_ftz(ax.min(9.5) * 2.8853901);
+        let mut t = (e - 1.0) * rcp_approx(e + 1.0);
+        if ax < 0.0078125 {
+            t = ax;
         }
         t.copysign(x)
     }
