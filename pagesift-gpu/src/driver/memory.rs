@@ -116,7 +116,7 @@ fn resolve(op: &'static str, range: impl RangeBounds<usize>, len: usize) -> Resu
     }
 }
 
-fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
+pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
     if expected != actual {
         return Err(Error::LengthMismatch {
             what: what.to_string(),
@@ -144,7 +144,17 @@ struct Region<'a, T> {
     _t: PhantomData<T>,
 }
 
-impl<T: DeviceRepr> Region<'_, T> {
+impl<'a, T: DeviceRepr> Region<'a, T> {
+    /// The region a buffer or view covers.
+    fn of(m: &'a impl DeviceRead<T>) -> Self {
+        Region {
+            gpu: m.gpu(),
+            ptr: m.device_ptr(),
+            len: m.len(),
+            _t: PhantomData,
+        }
+    }
+
     fn copy_from_host(&self, src: &[T]) -> Result<()> {
         check_len("copy_from_host", self.len, src.len())?;
         if self.len == 0 {
@@ -237,18 +247,38 @@ impl<T: DeviceRepr> Region<'_, T> {
     }
 }
 
+/// The inherent accessors of a buffer or view (`$what` names it in the docs).
+macro_rules! view_accessors {
+    ($what:literal) => {
+        /// The number of elements.
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        #[doc = concat!("Whether the ", $what, " has no elements.")]
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+
+        /// The device address of the first element (0 when empty).
+        pub fn device_ptr(&self) -> DevicePtr {
+            self.ptr
+        }
+    };
+}
+
 macro_rules! copy_methods {
     (read) => {
         /// Copies the whole range to `dst` (same length), synchronously.
         ///
         /// Errors: [`Error::LengthMismatch`], or the driver's.
         pub fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
-            self.region().copy_to_host(dst)
+            Region::of(self).copy_to_host(dst)
         }
 
         /// Copies the whole range into a new `Vec`, synchronously.
         pub fn to_host(&self) -> Result<Vec<T>> {
-            self.region().to_host()
+            Region::of(self).to_host()
         }
     };
     (write) => {
@@ -256,26 +286,26 @@ macro_rules! copy_methods {
         ///
         /// Errors: [`Error::LengthMismatch`], or the driver's.
         pub fn copy_from_host(&mut self, src: &[T]) -> Result<()> {
-            self.region().copy_from_host(src)
+            Region::of(self).copy_from_host(src)
         }
 
         /// Copies device memory of the same device and length into the range, synchronously.
         ///
         /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
         pub fn copy_from_device(&mut self, src: &impl DeviceRead<T>) -> Result<()> {
-            self.region().copy_from_device(src)
+            Region::of(self).copy_from_device(src)
         }
 
         /// Sets every byte of the range to `value`, synchronously.
         pub fn memset_bytes(&mut self, value: u8) -> Result<()> {
-            self.region().memset_bytes(value)
+            Region::of(self).memset_bytes(value)
         }
 
         /// Sets every 32-bit word of the range to `word` (e.g. a NaN pattern to poison outputs),
         /// synchronously. The range must be a whole number of aligned 32-bit words
         /// ([`Error::InvalidArgument`] otherwise).
         pub fn fill_u32(&mut self, word: u32) -> Result<()> {
-            self.region().fill_u32(word)
+            Region::of(self).fill_u32(word)
         }
     };
 }
@@ -355,20 +385,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Ok(b)
     }
 
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the buffer has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The device address of the first element (0 when empty).
-    pub fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
+    view_accessors!("buffer");
 
     /// The device the buffer lives on.
     pub fn gpu(&self) -> &Gpu {
@@ -379,35 +396,20 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     ///
     /// Errors: [`Error::InvalidArgument`] for a range outside `0..len`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
-        let (s, e) = resolve("DeviceBuffer::slice", range, self.len)?;
-        Ok(DeviceSlice {
-            gpu: &self.gpu,
-            ptr: offset::<T>(self.ptr, s),
-            len: e - s,
-            _t: PhantomData,
-        })
+        DeviceSlice::of_range("DeviceBuffer::slice", &self.gpu, self.ptr, self.len, range)
     }
 
     /// A writable view of `range`.
     ///
     /// Errors: [`Error::InvalidArgument`] for a range outside `0..len`.
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
-        let (s, e) = resolve("DeviceBuffer::slice_mut", range, self.len)?;
-        Ok(DeviceSliceMut {
-            gpu: &self.gpu,
-            ptr: offset::<T>(self.ptr, s),
-            len: e - s,
-            _t: PhantomData,
-        })
-    }
-
-    fn region(&self) -> Region<'_, T> {
-        Region {
-            gpu: &self.gpu,
-            ptr: self.ptr,
-            len: self.len,
-            _t: PhantomData,
-        }
+        DeviceSliceMut::of_range(
+            "DeviceBuffer::slice_mut",
+            &self.gpu,
+            self.ptr,
+            self.len,
+            range,
+        )
     }
 
     copy_methods!(read);
@@ -458,42 +460,33 @@ pub struct DeviceSlice<'a, T: DeviceRepr> {
 }
 
 impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the view has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The device address of the first element (0 when empty).
-    pub fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
+    view_accessors!("view");
 
     /// A narrower view of `range` (relative to this view).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, T>> {
-        let (s, e) = resolve("DeviceSlice::slice", range, self.len)?;
+        DeviceSlice::of_range("DeviceSlice::slice", self.gpu, self.ptr, self.len, range)
+    }
+
+    copy_methods!(read);
+}
+
+impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
+    /// The view of `range` of the `len` elements at `ptr`, or `InvalidArgument` naming `op`.
+    fn of_range(
+        op: &'static str,
+        gpu: &'a Gpu,
+        ptr: DevicePtr,
+        len: usize,
+        range: impl RangeBounds<usize>,
+    ) -> Result<Self> {
+        let (s, e) = resolve(op, range, len)?;
         Ok(DeviceSlice {
-            gpu: self.gpu,
-            ptr: offset::<T>(self.ptr, s),
+            gpu,
+            ptr: offset::<T>(ptr, s),
             len: e - s,
             _t: PhantomData,
         })
     }
-
-    fn region(&self) -> Region<'_, T> {
-        Region {
-            gpu: self.gpu,
-            ptr: self.ptr,
-            len: self.len,
-            _t: PhantomData,
-        }
-    }
-
-    copy_methods!(read);
 }
 
 /// A writable view of part of a [`DeviceBuffer`].
@@ -505,94 +498,71 @@ pub struct DeviceSliceMut<'a, T: DeviceRepr> {
 }
 
 impl<T: DeviceRepr> DeviceSliceMut<'_, T> {
-    /// The number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the view has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The device address of the first element (0 when empty).
-    pub fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
+    view_accessors!("view");
 
     /// A read-only view of `range` (relative to this view).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
-        let (s, e) = resolve("DeviceSliceMut::slice", range, self.len)?;
-        Ok(DeviceSlice {
-            gpu: self.gpu,
-            ptr: offset::<T>(self.ptr, s),
-            len: e - s,
-            _t: PhantomData,
-        })
+        DeviceSlice::of_range("DeviceSliceMut::slice", self.gpu, self.ptr, self.len, range)
     }
 
     /// A narrower writable view of `range` (relative to this view).
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
-        let (s, e) = resolve("DeviceSliceMut::slice_mut", range, self.len)?;
-        Ok(DeviceSliceMut {
-            gpu: self.gpu,
-            ptr: offset::<T>(self.ptr, s),
-            len: e - s,
-            _t: PhantomData,
-        })
-    }
-
-    fn region(&self) -> Region<'_, T> {
-        Region {
-            gpu: self.gpu,
-            ptr: self.ptr,
-            len: self.len,
-            _t: PhantomData,
-        }
+        DeviceSliceMut::of_range(
+            "DeviceSliceMut::slice_mut",
+            self.gpu,
+            self.ptr,
+            self.len,
+            range,
+        )
     }
 
     copy_methods!(read);
     copy_methods!(write);
 }
 
+impl<'a, T: DeviceRepr> DeviceSliceMut<'a, T> {
+    /// The writable view of `range` of the `len` elements at `ptr`, or `InvalidArgument` naming
+    /// `op`.
+    fn of_range(
+        op: &'static str,
+        gpu: &'a Gpu,
+        ptr: DevicePtr,
+        len: usize,
+        range: impl RangeBounds<usize>,
+    ) -> Result<Self> {
+        let (s, e) = resolve(op, range, len)?;
+        Ok(DeviceSliceMut {
+            gpu,
+            ptr: offset::<T>(ptr, s),
+            len: e - s,
+            _t: PhantomData,
+        })
+    }
+}
+
 impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<T> {}
 impl<T: DeviceRepr> sealed::Sealed for DeviceSlice<'_, T> {}
 impl<T: DeviceRepr> sealed::Sealed for DeviceSliceMut<'_, T> {}
 
-impl<T: DeviceRepr> DeviceRead<T> for DeviceBuffer<T> {
-    fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn gpu(&self) -> &Gpu {
-        &self.gpu
-    }
+/// `DeviceRead` for a buffer or view whose `gpu` field is `$gpu` (with `$s` for `self`).
+macro_rules! impl_device_read {
+    ($ty:ty, $s:ident => $gpu:expr) => {
+        impl<T: DeviceRepr> DeviceRead<T> for $ty {
+            fn device_ptr(&self) -> DevicePtr {
+                self.ptr
+            }
+            fn len(&self) -> usize {
+                self.len
+            }
+            fn gpu(&$s) -> &Gpu {
+                $gpu
+            }
+        }
+    };
 }
+
+impl_device_read!(DeviceBuffer<T>, self => &self.gpu);
+impl_device_read!(DeviceSlice<'_, T>, self => self.gpu);
+impl_device_read!(DeviceSliceMut<'_, T>, self => self.gpu);
 impl<T: DeviceRepr> DeviceWrite<T> for DeviceBuffer<T> {}
-
-impl<T: DeviceRepr> DeviceRead<T> for DeviceSlice<'_, T> {
-    fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn gpu(&self) -> &Gpu {
-        self.gpu
-    }
-}
-
-impl<T: DeviceRepr> DeviceRead<T> for DeviceSliceMut<'_, T> {
-    fn device_ptr(&self) -> DevicePtr {
-        self.ptr
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn gpu(&self) -> &Gpu {
-        self.gpu
-    }
-}
 impl<T: DeviceRepr> DeviceWrite<T> for DeviceSliceMut<'_, T> {}

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::backend::{KernelArg, LaunchRequest, RawHandle};
 use super::gpu::Gpu;
-use super::memory::{byte_len, DeviceRead, DeviceRepr, DeviceWrite};
+use super::memory::{byte_len, check_len, DeviceRead, DeviceRepr, DeviceWrite};
 use super::module::Function;
 use crate::error::{Error, Result};
 
@@ -233,17 +233,6 @@ impl std::fmt::Debug for Stream {
             .field("gpu", &self.gpu)
             .finish()
     }
-}
-
-fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
-    if expected != actual {
-        return Err(Error::LengthMismatch {
-            what: what.to_string(),
-            expected,
-            actual,
-        });
-    }
-    Ok(())
 }
 
 /// A point in a stream's work, for waiting and timing. Created with timing enabled.
