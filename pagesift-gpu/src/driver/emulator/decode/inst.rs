@@ -228,6 +228,21 @@ impl Ctx<'_> {
     }
 }
 
+/// The state space and the vector width (`.v2`, `.v4`, else 1) of a load or store; its cache
+/// hints are ignored.
+fn access_of(m: &mut Mods<'_>) -> (MemSpace, u8) {
+    let space = space_of(m);
+    m.ignore_hints();
+    let n = if m.take("v2") {
+        2
+    } else if m.take("v4") {
+        4
+    } else {
+        1
+    };
+    (space, n)
+}
+
 fn space_of(m: &mut Mods<'_>) -> MemSpace {
     if m.take("global") {
         MemSpace::Global
@@ -299,15 +314,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             }
         }
         "ld" | "ldu" => {
-            let space = space_of(&mut m);
-            m.ignore_hints();
-            let n = if m.take("v2") {
-                2
-            } else if m.take("v4") {
-                4
-            } else {
-                1
-            };
+            let (space, n) = access_of(&mut m);
             let ty = m.ty()?;
             want(2)?;
             let (d, count) = ctx.vec_dst(&ops[0])?;
@@ -325,15 +332,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             }
         }
         "st" => {
-            let space = space_of(&mut m);
-            m.ignore_hints();
-            let n = if m.take("v2") {
-                2
-            } else if m.take("v4") {
-                4
-            } else {
-                1
-            };
+            let (space, n) = access_of(&mut m);
             let ty = m.ty()?;
             want(2)?;
             let (b, off, _) = ctx.addr(&ops[0])?;

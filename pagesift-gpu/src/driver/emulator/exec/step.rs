@@ -50,6 +50,23 @@ fn addr_of(r: &[u64], base: Slot, off: i64) -> u64 {
     r[base as usize].wrapping_add(off as u64)
 }
 
+/// The address of each of the `n` elements of `size` bytes of an access at `addr`; a vector
+/// access (`n > 1`) must be aligned to its whole size.
+#[inline(always)]
+fn vector_elems(
+    mem: &mut Mem<'_, '_>,
+    space: MemSpace,
+    addr: u64,
+    size: u32,
+    n: u8,
+    what: &str,
+) -> Result<impl Iterator<Item = u64>, String> {
+    if n > 1 {
+        mem.resolve(space, addr, size * n as u32, what)?;
+    }
+    Ok((0..n as u32).map(move |i| addr.wrapping_add((i * size) as u64)))
+}
+
 /// Executes one (unguarded or guard-true) instruction of a thread.
 #[inline(always)]
 pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow, String> {
@@ -151,14 +168,10 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             base,
             off,
         } => {
-            let addr = addr_of(r, base, off);
             let size = ty.bytes();
-            if n > 1 {
-                // The whole vector must be aligned to its size.
-                mem.resolve(space, addr, size * n as u32, "vector load")?;
-            }
-            for (i, &ds) in d.iter().enumerate().take(n as usize) {
-                let v = mem.load(space, addr.wrapping_add((i as u32 * size) as u64), size)?;
+            let elems = vector_elems(mem, space, addr_of(r, base, off), size, n, "vector load")?;
+            for (ea, &ds) in elems.zip(&d) {
+                let v = mem.load(space, ea, size)?;
                 let v = if ty.is_signed() {
                     sext(v, ty.bits()) as u64
                 } else {
@@ -175,18 +188,10 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             base,
             off,
         } => {
-            let addr = addr_of(r, base, off);
             let size = ty.bytes();
-            if n > 1 {
-                mem.resolve(space, addr, size * n as u32, "vector store")?;
-            }
-            for (i, &ss) in s.iter().enumerate().take(n as usize) {
-                mem.store(
-                    space,
-                    addr.wrapping_add((i as u32 * size) as u64),
-                    size,
-                    g!(ss) & mask(size * 8),
-                )?;
+            let elems = vector_elems(mem, space, addr_of(r, base, off), size, n, "vector store")?;
+            for (ea, &ss) in elems.zip(&s) {
+                mem.store(space, ea, size, g!(ss) & mask(size * 8))?;
             }
         }
         Op::Atom {
