@@ -676,27 +676,21 @@ pub(super) fn decode_entry(
                     Space::Shared if v.count == Some(0) => {
                         dynamic.push((v.name.clone(), v.align.max(1)))
                     }
-                    Space::Shared => {
-                        shared = shared.div_ceil(align) * align;
+                    Space::Shared | Space::Local => {
+                        let top = if v.space == Space::Shared {
+                            &mut shared
+                        } else {
+                            &mut local
+                        };
+                        let addr = top.div_ceil(align) * align;
                         ctx.local_syms.insert(
                             v.name.clone(),
                             Sym {
-                                space: Space::Shared,
-                                addr: shared,
+                                space: v.space,
+                                addr,
                             },
                         );
-                        shared += var_bytes(v);
-                    }
-                    Space::Local => {
-                        local = local.div_ceil(align) * align;
-                        ctx.local_syms.insert(
-                            v.name.clone(),
-                            Sym {
-                                space: Space::Local,
-                                addr: local,
-                            },
-                        );
-                        local += var_bytes(v);
+                        *top = addr + var_bytes(v);
                     }
                     _ => {
                         return Err(DecodeError {
