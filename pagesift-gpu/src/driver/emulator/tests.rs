@@ -59,6 +59,11 @@ fn f32_bits(x: f32) -> u64 {
     x.to_bits() as u64
 }
 
+/// `cvt` with rounding `rnd` only: no integer rounding of floats, no saturation, no flush.
+fn cvt_plain(dty: Ty, sty: Ty, rnd: Rnd, a: u64) -> u64 {
+    num::cvt(dty, sty, rnd, false, false, false, a)
+}
+
 const RN: FMode = FMode {
     rnd: Rnd::Rn,
     ftz: false,
@@ -112,13 +117,10 @@ fn cvt_float_to_int_rounding_and_saturation() {
 #[test]
 fn cvt_int_to_int_and_int_to_float() {
     assert_eq!(
-        num::cvt(Ty::S32, Ty::S8, Rnd::Default, false, false, false, 0xff) as u32,
+        cvt_plain(Ty::S32, Ty::S8, Rnd::Default, 0xff) as u32,
         0xffff_ffff
     );
-    assert_eq!(
-        num::cvt(Ty::U32, Ty::U8, Rnd::Default, false, false, false, 0xff),
-        0xff
-    );
+    assert_eq!(cvt_plain(Ty::U32, Ty::U8, Rnd::Default, 0xff), 0xff);
     assert_eq!(
         num::cvt(Ty::S8, Ty::S32, Rnd::Default, false, true, false, 1000),
         127
@@ -138,24 +140,24 @@ fn cvt_int_to_int_and_int_to_float() {
     // 2^24 + 1 is not representable in f32: nearest-even goes down, .rp goes up.
     let x = (1u64 << 24) + 1;
     assert_eq!(
-        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rn, false, false, false, x) as u32),
+        f32::from_bits(cvt_plain(Ty::F32, Ty::U32, Rnd::Rn, x) as u32),
         16777216.0
     );
     assert_eq!(
-        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rp, false, false, false, x) as u32),
+        f32::from_bits(cvt_plain(Ty::F32, Ty::U32, Rnd::Rp, x) as u32),
         16777218.0
     );
     assert_eq!(
-        f32::from_bits(num::cvt(Ty::F32, Ty::U32, Rnd::Rz, false, false, false, x) as u32),
+        f32::from_bits(cvt_plain(Ty::F32, Ty::U32, Rnd::Rz, x) as u32),
         16777216.0
     );
     let neg = (-((1i64 << 24) + 1)) as u64;
     assert_eq!(
-        f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rm, false, false, false, neg) as u32),
+        f32::from_bits(cvt_plain(Ty::F32, Ty::S64, Rnd::Rm, neg) as u32),
         -16777218.0
     );
     assert_eq!(
-        f32::from_bits(num::cvt(Ty::F32, Ty::S64, Rnd::Rz, false, false, false, neg) as u32),
+        f32::from_bits(cvt_plain(Ty::F32, Ty::S64, Rnd::Rz, neg) as u32),
         -16777216.0
     );
 }
@@ -163,49 +165,21 @@ fn cvt_int_to_int_and_int_to_float() {
 #[test]
 fn cvt_float_narrowing_modes() {
     let x = 1.0f64 + f64::EPSILON; // between two f32 values, just above 1
-    let r = |rnd| {
-        f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, x.to_bits()) as u32)
-    };
+    let r = |rnd| f32::from_bits(cvt_plain(Ty::F32, Ty::F64, rnd, x.to_bits()) as u32);
     assert_eq!(r(Rnd::Rn), 1.0);
     assert_eq!(r(Rnd::Rz), 1.0);
     assert_eq!(r(Rnd::Rm), 1.0);
     assert_eq!(r(Rnd::Rp), 1.0 + f32::EPSILON);
     let big = f64::MAX;
-    let r = |rnd| {
-        f32::from_bits(num::cvt(Ty::F32, Ty::F64, rnd, false, false, false, big.to_bits()) as u32)
-    };
+    let r = |rnd| f32::from_bits(cvt_plain(Ty::F32, Ty::F64, rnd, big.to_bits()) as u32);
     assert_eq!(r(Rnd::Rn), f32::INFINITY);
     assert_eq!(r(Rnd::Rz), f32::MAX);
     // f32 -> f16 / bf16 and back.
-    let h = num::cvt(
-        Ty::F16,
-        Ty::F32,
-        Rnd::Rn,
-        false,
-        false,
-        false,
-        f32_bits(1.0 / 3.0),
-    );
+    let h = cvt_plain(Ty::F16, Ty::F32, Rnd::Rn, f32_bits(1.0 / 3.0));
     assert_eq!(h as u16, half::f16::from_f32(1.0 / 3.0).to_bits());
-    let hz = num::cvt(
-        Ty::F16,
-        Ty::F32,
-        Rnd::Rz,
-        false,
-        false,
-        false,
-        f32_bits(65519.0),
-    );
+    let hz = cvt_plain(Ty::F16, Ty::F32, Rnd::Rz, f32_bits(65519.0));
     assert_eq!(half::f16::from_bits(hz as u16).to_f32(), 65504.0);
-    let hn = num::cvt(
-        Ty::F16,
-        Ty::F32,
-        Rnd::Rn,
-        false,
-        false,
-        false,
-        f32_bits(65520.0),
-    );
+    let hn = cvt_plain(Ty::F16, Ty::F32, Rnd::Rn, f32_bits(65520.0));
     assert!(half::f16::from_bits(hn as u16).to_f32().is_infinite());
     let b = num::cvt(
         Ty::BF16,
@@ -221,13 +195,10 @@ fn cvt_float_narrowing_modes() {
         1.0,
         "ties to even"
     );
-    let back = num::cvt(
+    let back = cvt_plain(
         Ty::F32,
         Ty::BF16,
         Rnd::Default,
-        false,
-        false,
-        false,
         half::bf16::from_f32(-2.5).to_bits() as u64,
     );
     assert_eq!(f32::from_bits(back as u32), -2.5);
