@@ -161,16 +161,17 @@ impl Scalar {
             Scalar::I16 => "s16",
             Scalar::I32 => "s32",
             Scalar::I64 => "s64",
-            Scalar::U8 => "u8",
-            Scalar::U16 => "u16",
-            Scalar::U32 => "u32",
-            Scalar::U64 => "u64",
-            Scalar::F16 => "f16",
-            Scalar::Bf16 => "bf16",
-            Scalar::F32 => "f32",
-            Scalar::F64 => "f64",
-            Scalar::F16x2 => "f16x2",
-            Scalar::Bf16x2 => "bf16x2",
+            // Unsigned, float and packed types: PTX spells them as the language does.
+            Scalar::U8
+            | Scalar::U16
+            | Scalar::U32
+            | Scalar::U64
+            | Scalar::F16
+            | Scalar::Bf16
+            | Scalar::F32
+            | Scalar::F64
+            | Scalar::F16x2
+            | Scalar::Bf16x2 => self.name(),
         }
     }
 
