@@ -668,47 +668,26 @@ fn conversions_match_rust_as() {
             v
         }};
     }
-    let int_expect = |x: f64| (f16::from_f64(x), bf16::from_f32(x as f32));
-    check_casts!(&gpu, casts_from_i8, ints!(i8), |x: i8| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_i16, ints!(i16), |x: i16| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_i32, ints!(i32), |x: i32| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_i64, ints!(i64), |x: i64| casts_of!(
-        x,
-        f16::from_f64(x as f64),
-        bf16::from_f32(x as f32)
-    ));
-    check_casts!(&gpu, casts_from_u8, ints!(u8), |x: u8| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_u16, ints!(u16), |x: u16| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_u32, ints!(u32), |x: u32| casts_of!(
-        x,
-        int_expect(x as f64).0,
-        int_expect(x as f64).1
-    ));
-    check_casts!(&gpu, casts_from_u64, ints!(u64), |x: u64| casts_of!(
-        x,
-        f16::from_f64(x as f64),
-        bf16::from_f32(x as f32)
-    ));
+    // `x as f32` of an integer of 32 bits or fewer equals `x as f64 as f32` (the f64 is exact).
+    macro_rules! check_ints {
+        ($($kernel:ident: $t:ty),*) => {$(
+            check_casts!(&gpu, $kernel, ints!($t), |x: $t| casts_of!(
+                x,
+                f16::from_f64(x as f64),
+                bf16::from_f32(x as f32)
+            ));
+        )*};
+    }
+    check_ints!(
+        casts_from_i8: i8,
+        casts_from_i16: i16,
+        casts_from_i32: i32,
+        casts_from_i64: i64,
+        casts_from_u8: u8,
+        casts_from_u16: u16,
+        casts_from_u32: u32,
+        casts_from_u64: u64
+    );
     let floats = float_inputs(&mut rng);
     let f32s: Vec<f32> = floats.iter().map(|&x| x as f32).collect();
     check_casts!(&gpu, casts_from_f32, f32s, |x: f32| casts_of!(
