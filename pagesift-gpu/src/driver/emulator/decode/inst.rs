@@ -219,6 +219,17 @@ impl Ctx<'_> {
             }
         }
     }
+    /// A destination that may be a pair `a|b` (`setp`, `shfl`); the second is `S_SINK` when
+    /// absent.
+    pub(super) fn dst_pair(&mut self, op: &Operand) -> Result<(Slot, Slot), String> {
+        match op {
+            Operand::Pair(a, b) => Ok((
+                self.dst(&Operand::Name(a.clone()))?,
+                self.dst(&Operand::Name(b.clone()))?,
+            )),
+            other => Ok((self.dst(other)?, S_SINK)),
+        }
+    }
     /// A predicate operand, possibly negated.
     pub(super) fn pred(&mut self, op: &Operand) -> Result<(Slot, bool), String> {
         match op {
@@ -601,13 +612,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             if ops.len() < 3 {
                 return Err(format!("expected 3 or 4 operands, found {}", ops.len()));
             }
-            let (p, q) = match &ops[0] {
-                Operand::Pair(p, q) => (
-                    ctx.dst(&Operand::Name(p.clone()))?,
-                    ctx.dst(&Operand::Name(q.clone()))?,
-                ),
-                other => (ctx.dst(other)?, S_SINK),
-            };
+            let (p, q) = ctx.dst_pair(&ops[0])?;
             let (a, b) = (ctx.src(&ops[1], ty)?, ctx.src(&ops[2], ty)?);
             let (c, cneg) = if bop != BoolOp::None {
                 want(4)?;
@@ -802,13 +807,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             };
             m.ty()?;
             want(5)?;
-            let (d, p) = match &ops[0] {
-                Operand::Pair(d, p) => (
-                    ctx.dst(&Operand::Name(d.clone()))?,
-                    ctx.dst(&Operand::Name(p.clone()))?,
-                ),
-                other => (ctx.dst(other)?, S_SINK),
-            };
+            let (d, p) = ctx.dst_pair(&ops[0])?;
             Op::Shfl {
                 mode,
                 d,
