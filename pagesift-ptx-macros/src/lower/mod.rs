@@ -80,41 +80,13 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         let span = Span::call_site();
         match &v.vars[*id].ty {
             Ty::Slice { elem, .. } => {
-                params.push(ParamDecl {
-                    name: name.clone(),
-                    ty: "u64",
-                });
-                let raw = lw.reg(RegClass::B64);
-                lw.emit(
-                    Op::Ld {
-                        space: Space::Param,
-                        ty: Scalar::U64,
-                        vec: 1,
-                        nc: false,
-                    },
-                    vec![raw.into(), addr(Operand::Name(name), 0)],
-                    span,
-                );
+                let raw = lw.load_param(&mut params, name, Scalar::U64, RegClass::B64);
                 let g = lw.reg(RegClass::B64);
                 lw.emit(Op::CvtaGlobal, vec![g.into(), raw.into()], span);
                 lw.vars.insert(*id, Store::Global(g, *elem));
             }
             Ty::Scalar(Scalar::Bool) => {
-                params.push(ParamDecl {
-                    name: name.clone(),
-                    ty: "u8",
-                });
-                let raw = lw.reg(RegClass::B16);
-                lw.emit(
-                    Op::Ld {
-                        space: Space::Param,
-                        ty: Scalar::U8,
-                        vec: 1,
-                        nc: false,
-                    },
-                    vec![raw.into(), addr(Operand::Name(name), 0)],
-                    span,
-                );
+                let raw = lw.load_param(&mut params, name, Scalar::U8, RegClass::B16);
                 let p = lw.reg(RegClass::Pred);
                 lw.emit(
                     Op::Setp(ptx::CmpKind::Ne, Scalar::U16),
@@ -124,22 +96,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
                 lw.vars.insert(*id, Store::Value(Val::Reg(p, Scalar::Bool)));
             }
             Ty::Scalar(s) => {
-                let mem = mem_scalar(*s);
-                params.push(ParamDecl {
-                    name: name.clone(),
-                    ty: mem.ptx(),
-                });
-                let r = lw.reg(s.reg_class());
-                lw.emit(
-                    Op::Ld {
-                        space: Space::Param,
-                        ty: mem,
-                        vec: 1,
-                        nc: false,
-                    },
-                    vec![r.into(), addr(Operand::Name(name), 0)],
-                    span,
-                );
+                let r = lw.load_param(&mut params, name, mem_scalar(*s), s.reg_class());
                 lw.vars.insert(*id, Store::Value(Val::Reg(r, *s)));
             }
             _ => return None,
@@ -225,6 +182,33 @@ impl Lower<'_> {
         let n = self.regs.entry(class).or_insert(0);
         *n += 1;
         Reg { class, n: *n }
+    }
+
+    /// Declares the kernel parameter `name` of type `ty` and loads it into a new register of
+    /// `class`.
+    fn load_param(
+        &mut self,
+        params: &mut Vec<ParamDecl>,
+        name: String,
+        ty: Scalar,
+        class: RegClass,
+    ) -> Reg {
+        params.push(ParamDecl {
+            name: name.clone(),
+            ty: ty.ptx(),
+        });
+        let r = self.reg(class);
+        self.emit(
+            Op::Ld {
+                space: Space::Param,
+                ty,
+                vec: 1,
+                nc: false,
+            },
+            vec![r.into(), addr(Operand::Name(name), 0)],
+            Span::call_site(),
+        );
+        r
     }
 
     pub(super) fn label(&mut self) -> u32 {
