@@ -2,69 +2,54 @@ use super::*;
 
 #[test]
 fn opcodes_come_from_the_tables() {
-    assert_eq!(
-        opcode(&Op::Bin(BinKind::Add, Scalar::F32)).as_deref(),
-        Ok("add.rn.f32")
-    );
-    assert_eq!(
-        opcode(&Op::Bin(BinKind::Mul, Scalar::U32)).as_deref(),
-        Ok("mul.lo.u32")
-    );
-    assert_eq!(
-        opcode(&Op::Bin(BinKind::Shr, Scalar::I32)).as_deref(),
-        Ok("shr.s32")
-    );
-    assert_eq!(
-        opcode(&Op::Bin(BinKind::Div, Scalar::F32)).as_deref(),
-        Ok("div.rn.f32")
-    );
-    assert_eq!(
-        opcode(&Op::Cvt {
-            to: Scalar::F32,
-            from: Scalar::U32
-        })
-        .as_deref(),
-        Ok("cvt.rn.f32.u32")
-    );
-    assert_eq!(
-        opcode(&Op::Cvt {
-            to: Scalar::I32,
-            from: Scalar::F32
-        })
-        .as_deref(),
-        Ok("cvt.rzi.s32.f32")
-    );
-    assert_eq!(
-        opcode(&Op::Cvt {
-            to: Scalar::F32,
-            from: Scalar::F16
-        })
-        .as_deref(),
-        Ok("cvt.f32.f16")
-    );
-    assert_eq!(
-        opcode(&Op::Ld {
-            space: Space::Global,
-            ty: Scalar::F32,
-            vec: 4,
-            nc: true
-        })
-        .as_deref(),
-        Ok("ld.global.nc.v4.f32")
-    );
-    assert_eq!(
-        opcode(&Op::Shfl(ShflKind::Bfly)).as_deref(),
-        Ok("shfl.sync.bfly.b32")
-    );
-    assert_eq!(
-        opcode(&Op::Atom {
-            space: Space::Shared,
-            kind: AtomKind::Cas,
-            ty: Scalar::U32
-        })
-        .as_deref(),
-        Ok("atom.shared.cas.b32")
-    );
+    let cases = [
+        (Op::Bin(BinKind::Add, Scalar::F32), "add.rn.f32"),
+        (Op::Bin(BinKind::Mul, Scalar::U32), "mul.lo.u32"),
+        (Op::Bin(BinKind::Shr, Scalar::I32), "shr.s32"),
+        (Op::Bin(BinKind::Div, Scalar::F32), "div.rn.f32"),
+        (
+            Op::Cvt {
+                to: Scalar::F32,
+                from: Scalar::U32,
+            },
+            "cvt.rn.f32.u32",
+        ),
+        (
+            Op::Cvt {
+                to: Scalar::I32,
+                from: Scalar::F32,
+            },
+            "cvt.rzi.s32.f32",
+        ),
+        (
+            Op::Cvt {
+                to: Scalar::F32,
+                from: Scalar::F16,
+            },
+            "cvt.f32.f16",
+        ),
+        (
+            Op::Ld {
+                space: Space::Global,
+                ty: Scalar::F32,
+                vec: 4,
+                nc: true,
+            },
+            "ld.global.nc.v4.f32",
+        ),
+        (Op::Shfl(ShflKind::Bfly), "shfl.sync.bfly.b32"),
+        (
+            Op::Atom {
+                space: Space::Shared,
+                kind: AtomKind::Cas,
+                ty: Scalar::U32,
+            },
+            "atom.shared.cas.b32",
+        ),
+    ];
+    for (op, want) in cases {
+        assert_eq!(opcode(&op).as_deref(), Ok(want), "{op:?}");
+    }
 }
 
 #[test]
