@@ -3,7 +3,7 @@
 //! the hot path allocates nothing.
 
 use super::backend::{DeviceProps, KernelArg, LaunchRequest};
-use super::memory::{DeviceRead, DeviceRepr, DeviceWrite};
+use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
 use crate::error::{Error, Result};
 use crate::kernel::{KernelVariant, LaunchConfig};
@@ -155,22 +155,14 @@ fn rename(e: Error, variant: &KernelVariant) -> Error {
 /// The kernel argument for device memory a kernel reads; checks it belongs to the stream's
 /// device ([`Error::DeviceMismatch`]).
 pub fn arg_read<T: DeviceRepr>(stream: &Stream, x: &impl DeviceRead<T>) -> Result<KernelArg> {
-    if !stream.gpu().same_device(x.gpu()) {
-        return Err(Error::DeviceMismatch {
-            what: "kernel argument".into(),
-        });
-    }
+    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
     Ok(KernelArg::ptr(x.device_ptr()))
 }
 
 /// The kernel argument for device memory a kernel writes; checks it belongs to the stream's
 /// device ([`Error::DeviceMismatch`]).
 pub fn arg_write<T: DeviceRepr>(stream: &Stream, x: &mut impl DeviceWrite<T>) -> Result<KernelArg> {
-    if !stream.gpu().same_device(x.gpu()) {
-        return Err(Error::DeviceMismatch {
-            what: "kernel argument".into(),
-        });
-    }
+    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
     Ok(KernelArg::ptr(x.device_ptr_mut()))
 }
 

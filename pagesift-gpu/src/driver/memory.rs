@@ -127,7 +127,8 @@ pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()
     Ok(())
 }
 
-fn check_same(gpu: &Gpu, other: &Gpu, what: &str) -> Result<()> {
+/// `DeviceMismatch` naming `what` unless `other` is the device of `gpu`.
+pub(crate) fn check_same(gpu: &Gpu, other: &Gpu, what: &str) -> Result<()> {
     if !gpu.same_device(other) {
         return Err(Error::DeviceMismatch {
             what: what.to_string(),

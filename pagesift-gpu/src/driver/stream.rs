@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::backend::{KernelArg, LaunchRequest, RawHandle};
 use super::gpu::Gpu;
-use super::memory::{byte_len, check_len, DeviceRead, DeviceRepr, DeviceWrite};
+use super::memory::{byte_len, check_len, check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::module::Function;
 use crate::error::{Error, Result};
 
@@ -201,12 +201,7 @@ impl Stream {
     }
 
     fn check_gpu(&self, other: &Gpu, what: &str) -> Result<()> {
-        if !self.gpu.same_device(other) {
-            return Err(Error::DeviceMismatch {
-                what: what.to_string(),
-            });
-        }
-        Ok(())
+        check_same(&self.gpu, other, what)
     }
 }
 
@@ -258,11 +253,7 @@ impl Event {
 
     /// Records the event at the current end of `stream`'s work.
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        if !self.gpu.same_device(stream.gpu()) {
-            return Err(Error::DeviceMismatch {
-                what: "Event::record".into(),
-            });
-        }
+        check_same(&self.gpu, stream.gpu(), "Event::record")?;
         self.gpu.enter()?;
         self.gpu.backend().event_record(self.handle, stream.raw())
     }
@@ -275,11 +266,7 @@ impl Event {
 
     /// Milliseconds from `start` to this event (both recorded; this one completed).
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
-        if !self.gpu.same_device(&start.gpu) {
-            return Err(Error::DeviceMismatch {
-                what: "Event::elapsed_ms".into(),
-            });
-        }
+        check_same(&self.gpu, &start.gpu, "Event::elapsed_ms")?;
         self.gpu.enter()?;
         self.gpu
             .backend()
