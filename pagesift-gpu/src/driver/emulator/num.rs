@@ -639,7 +639,13 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
                 Rnd::Rn | Rnd::Default => x.round_ties_even(),
             };
             if r.is_nan() {
-                return 0;
+                // NaN converts to 0, except into a signed 64-bit integer, where the hardware
+                // gives the most negative value (seen on an H200, sm_90).
+                return if dty.is_signed() && dty.mask() == u64::MAX {
+                    i64::MIN as u64
+                } else {
+                    0
+                };
             }
             let v = if dty.is_signed() {
                 r.clamp(i64::MIN as f64, i64::MAX as f64) as i128

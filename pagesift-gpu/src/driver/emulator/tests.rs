@@ -92,6 +92,17 @@ fn cvt_float_to_int_rounding_and_saturation() {
     assert_eq!(c(Rnd::Rz, 3e10), i32::MAX);
     assert_eq!(c(Rnd::Rz, -3e10), i32::MIN);
     assert_eq!(c(Rnd::Rz, f32::NAN), 0);
+    // A signed 64-bit result of NaN is the most negative value, as on the hardware.
+    let nan_s64 = num::cvt(
+        Ty::S64,
+        Ty::F32,
+        Rnd::Rz,
+        true,
+        false,
+        false,
+        f32_bits(f32::NAN),
+    );
+    assert_eq!(nan_s64 as i64, i64::MIN);
     let u = num::cvt(
         Ty::U8,
         Ty::F32,
