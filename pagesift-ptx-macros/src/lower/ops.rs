@@ -404,8 +404,22 @@ impl Lower<'_> {
             let m = self.cast(v, Scalar::I32, span);
             return self.cast(m, to, span);
         }
+        // f16 -> 64-bit goes through f32, where the NaN guard below applies.
+        if from == Scalar::F16 && to.is_int() && to.bytes() == 8 {
+            let m = self.cast(v, Scalar::F32, span);
+            return self.cast(m, to, span);
+        }
         let a = self.operand_reg(&v, span);
-        self.op_to(Op::Cvt { to, from }, to, vec![a], span)
+        let converted = self.op_to(Op::Cvt { to, from }, to, vec![a.clone()], span);
+        // Rust's `as` turns NaN into 0. The device does so for 32-bit and narrower results,
+        // but a 64-bit result of NaN is the most negative integer (seen on sm_90), so select 0.
+        if matches!(from, Scalar::F32 | Scalar::F64) && to.is_int() && to.bytes() == 8 {
+            let nan = self.op_to(Op::IsNan(from), Scalar::Bool, vec![a], span);
+            let p = self.operand_reg(&nan, span);
+            let c = self.operand_reg(&converted, span);
+            return self.op_to(Op::Selp(to), to, vec![Operand::Int(0), c, p], span);
+        }
+        converted
     }
 }
 
