@@ -53,7 +53,18 @@ pub const FLAG_RES: u32 = 2;
 /// the lanes of a vector, the bias 16-byte aligned).
 pub const FLAG_BIAS_VEC: u32 = 4;
 
-ptx_kernel! {
+/// The activation kernels as one `ptx_kernel!` invocation: the f32 kernels, the helpers, and
+/// per 16-bit storage type (`$ty`, whose activation is `act_half::<_, $sub>`, for the PTX
+/// target `$target`) an out-of-place and an in-place kernel with their own helpers, named by
+/// the caller. The body keeps the indentation of a plain invocation.
+macro_rules! act_kernels {
+    ($(
+        $ty:ident, sub = $sub:tt, target = $target:tt,
+        names(
+            $kernel:ident, $inplace:ident, $run:ident, $vec:ident,
+            $ld8:ident, $ld1:ident, $bias8:ident
+        );
+    )*) => { ptx_kernel! {
     /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of 4 elements, loads through the
     /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
     /// flags rather than variants: one module per activation, and a uniform branch costs
@@ -263,7 +274,11 @@ ptx_kernel! {
         b
     }
 
-    /// f16: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32, rounded once to f16;
+    $(
+    #[doc = concat!(
+        " ", stringify!($ty), ": `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32,",
+        " rounded once to ", stringify!($ty), ";"
+    )]
     /// 16-byte vectors of 8 elements, loads through the
     /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
     /// flags rather than variants: one module per activation, and a uniform branch costs
@@ -273,11 +288,12 @@ ptx_kernel! {
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
     #[launch(block = 256, max_regs = 32)]
-    pub fn act_f16<const ACT: Act>(
-        x: &[f16],
-        bias: &[f16],
-        res: &[f16],
-        y: &mut [f16],
+    #[target($target)]
+    pub fn $kernel<const ACT: Act>(
+        x: &[$ty],
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -287,20 +303,24 @@ ptx_kernel! {
         flags: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
-    /// f16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
+    #[doc = concat!(
+        " ", stringify!($ty), ", in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]`",
+        " (`y` read with coherent"
+    )]
     /// loads, since the kernel writes it).
     #[variants(ACT in [
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
     #[launch(block = 256, max_regs = 32)]
-    pub fn act_inplace_f16<const ACT: Act>(
-        bias: &[f16],
-        res: &[f16],
-        y: &mut [f16],
+    #[target($target)]
+    pub fn $inplace<const ACT: Act>(
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -310,15 +330,15 @@ ptx_kernel! {
         flags: u32,
         slope: f32,
     ) {
-        run_f16::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
-    /// The body of the f16 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_f16<const ACT: Act, const NC: bool>(
-        x: &[f16],
-        bias: &[f16],
-        res: &[f16],
-        y: &mut [f16],
+    /// The body of the 16-bit kernels: `x` may be `y` itself when `NC` is false.
+    fn $run<const ACT: Act, const NC: bool>(
+        x: &[$ty],
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -346,7 +366,7 @@ ptx_kernel! {
             if flags == 5u32 {
                 while j < nvec32 {
                     let e = (head + 8 * j) as u64;
-                    vec_f16::<ACT, NC, true>(
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
                     );
                     j += nt32;
@@ -354,7 +374,7 @@ ptx_kernel! {
             } else if flags == 0u32 {
                 while j < nvec32 {
                     let e = (head + 8 * j) as u64;
-                    vec_f16::<ACT, NC, true>(
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
                     );
                     j += nt32;
@@ -362,7 +382,7 @@ ptx_kernel! {
             } else {
                 while j < nvec32 {
                     let e = (head + 8 * j) as u64;
-                    vec_f16::<ACT, NC, true>(
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
                     );
                     j += nt32;
@@ -372,7 +392,7 @@ ptx_kernel! {
             let mut j = t;
             while j < nvec {
                 let e = h + 8 * j;
-                vec_f16::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                $vec::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
                 j += nt;
             }
         }
@@ -393,22 +413,22 @@ ptx_kernel! {
             if has_res {
                 r = res.load_nc(k) as f32;
             }
-            let xk = ld1_f16::<NC>(x, k) as f32;
-            let mut yk = act_half::<ACT, false>(xk + b, slope);
+            let xk = $ld1::<NC>(x, k) as f32;
+            let mut yk = act_half::<ACT, $sub>(xk + b, slope);
             if has_res {
                 yk = epi::<ACT>(xk, b, r, slope);
             }
-            y[k] = yk as f16;
+            y[k] = yk as $ty;
             s += nt;
         }
     }
 
-    /// One 16-byte vector of the f16 kernels at element `e` (`SMALL`: `n <= 2^31`).
-    fn vec_f16<const ACT: Act, const NC: bool, const SMALL: bool>(
-        x: &[f16],
-        bias: &[f16],
-        res: &[f16],
-        y: &mut [f16],
+    /// One 16-byte vector of the 16-bit kernels at element `e` (`SMALL`: `n <= 2^31`).
+    fn $vec<const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[$ty],
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         e: u64,
         n: u64,
         cols: u32,
@@ -420,11 +440,11 @@ ptx_kernel! {
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
         let bias_vec = (flags & 4) != 0;
-        let a = ld8_f16::<NC>(x, e);
+        let a = $ld8::<NC>(x, e);
         let mut b = [-0.0f32; 8];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias8_f16(bias, c, cols, bias_vec);
+            b = $bias8(bias, c, cols, bias_vec);
         }
         let mut o = a;
         if has_res {
@@ -432,31 +452,31 @@ ptx_kernel! {
             let rv = res.load8_nc(e);
             #[unroll]
             for i in 0..8 {
-                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as f16;
+                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as $ty;
             }
         } else {
             #[unroll]
             for i in 0..8 {
-                o[i] = act_half::<ACT, false>(a[i] as f32 + b[i], slope) as f16;
+                o[i] = act_half::<ACT, $sub>(a[i] as f32 + b[i], slope) as $ty;
             }
         }
         y.store8(e, o);
     }
 
     /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
-    fn ld8_f16<const NC: bool>(x: &[f16], e: u64) -> [f16; 8] {
+    fn $ld8<const NC: bool>(x: &[$ty], e: u64) -> [$ty; 8] {
         if NC { x.load8_nc(e) } else { x.load8(e) }
     }
 
     /// `x[e]`, through the non-coherent cache when `NC`.
-    fn ld1_f16<const NC: bool>(x: &[f16], e: u64) -> f16 {
+    fn $ld1<const NC: bool>(x: &[$ty], e: u64) -> $ty {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
     /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
     /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
     /// bias 16-byte aligned), else per element.
-    fn bias8_f16(bias: &[f16], c: u32, cols: u32, vec: bool) -> [f32; 8] {
+    fn $bias8(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; 8] {
         let mut b = [0.0f32; 8];
         if vec {
             let v = bias.load8_nc(c as u64);
@@ -475,219 +495,7 @@ ptx_kernel! {
         b
     }
 
-    /// bf16: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32, rounded once to bf16;
-    /// 16-byte vectors of 8 elements, loads through the
-    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
-    /// flags rather than variants: one module per activation, and a uniform branch costs
-    /// nothing here).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
-    #[launch(block = 256, max_regs = 32)]
-    #[target(sm_80)]
-    pub fn act_bf16<const ACT: Act>(
-        x: &[bf16],
-        bias: &[bf16],
-        res: &[bf16],
-        y: &mut [bf16],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        run_bf16::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
-    }
-
-    /// bf16, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
-    /// loads, since the kernel writes it).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
-    #[launch(block = 256, max_regs = 32)]
-    #[target(sm_80)]
-    pub fn act_inplace_bf16<const ACT: Act>(
-        bias: &[bf16],
-        res: &[bf16],
-        y: &mut [bf16],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        run_bf16::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
-    }
-
-    /// The body of the bf16 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_bf16<const ACT: Act, const NC: bool>(
-        x: &[bf16],
-        bias: &[bf16],
-        res: &[bf16],
-        y: &mut [bf16],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
-        let nt = (grid_dim_x() * block_dim_x()) as u64;
-        let h = head as u64;
-        let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
-        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
-        // residual is -0.0, which leaves every value as it is.
-        if n <= 0x8000_0000u64 {
-            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
-            let nvec32 = nvec as u32;
-            let nt32 = grid_dim_x() * block_dim_x();
-            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            // The common forms (a vector bias without residual, neither) get loops of their
-            // own with the flags as constants: the other forms' code, predicated off, would
-            // still take issue slots in every turn.
-            if flags == 5u32 {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    vec_bf16::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
-                    );
-                    j += nt32;
-                }
-            } else if flags == 0u32 {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    vec_bf16::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
-                    );
-                    j += nt32;
-                }
-            } else {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    vec_bf16::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
-                    );
-                    j += nt32;
-                }
-            }
-        } else {
-            let mut j = t;
-            while j < nvec {
-                let e = h + 8 * j;
-                vec_bf16::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt;
-            }
-        }
-        // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
-        let tail = h + 8 * nvec;
-        let ns = h + (n - tail);
-        let mut s = t;
-        while s < ns {
-            let mut k = s;
-            if s >= h {
-                k = s - h + tail;
-            }
-            let mut b = -0.0f32;
-            let mut r = -0.0f32;
-            if has_bias {
-                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
-            }
-            if has_res {
-                r = res.load_nc(k) as f32;
-            }
-            let xk = ld1_bf16::<NC>(x, k) as f32;
-            let mut yk = act_half::<ACT, true>(xk + b, slope);
-            if has_res {
-                yk = epi::<ACT>(xk, b, r, slope);
-            }
-            y[k] = yk as bf16;
-            s += nt;
-        }
-    }
-
-    /// One 16-byte vector of the bf16 kernels at element `e` (`SMALL`: `n <= 2^31`).
-    fn vec_bf16<const ACT: Act, const NC: bool, const SMALL: bool>(
-        x: &[bf16],
-        bias: &[bf16],
-        res: &[bf16],
-        y: &mut [bf16],
-        e: u64,
-        n: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
-        let bias_vec = (flags & 4) != 0;
-        let a = ld8_bf16::<NC>(x, e);
-        let mut b = [-0.0f32; 8];
-        if has_bias {
-            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias8_bf16(bias, c, cols, bias_vec);
-        }
-        let mut o = a;
-        if has_res {
-            // A residual may cancel the activation's leading digits: the f32 functions.
-            let rv = res.load8_nc(e);
-            #[unroll]
-            for i in 0..8 {
-                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as bf16;
-            }
-        } else {
-            #[unroll]
-            for i in 0..8 {
-                o[i] = act_half::<ACT, true>(a[i] as f32 + b[i], slope) as bf16;
-            }
-        }
-        y.store8(e, o);
-    }
-
-    /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
-    fn ld8_bf16<const NC: bool>(x: &[bf16], e: u64) -> [bf16; 8] {
-        if NC { x.load8_nc(e) } else { x.load8(e) }
-    }
-
-    /// `x[e]`, through the non-coherent cache when `NC`.
-    fn ld1_bf16<const NC: bool>(x: &[bf16], e: u64) -> bf16 {
-        if NC { x.load_nc(e) } else { x[e] }
-    }
-
-    /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
-    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
-    /// bias 16-byte aligned), else per element.
-    fn bias8_bf16(bias: &[bf16], c: u32, cols: u32, vec: bool) -> [f32; 8] {
-        let mut b = [0.0f32; 8];
-        if vec {
-            let v = bias.load8_nc(c as u64);
-            #[unroll]
-            for i in 0..8 {
-                b[i] = v[i] as f32;
-            }
-        } else {
-            let mut cc = c;
-            #[unroll]
-            for i in 0..8 {
-                b[i] = bias.load_nc(cc as u64) as f32;
-                cc = next_col(cc, cols);
-            }
-        }
-        b
-    }
+    )*
 
     /// The bias column `e % cols` of element `e`. Below 2^31 elements without a division:
     /// `q = (umulhi(e, cmagic) + e) >> cshift` is `e / cols` for every `e < 2^31` (the
@@ -1064,4 +872,12 @@ ptx_kernel! {
         }
         t.copysign(x)
     }
+    } };
+}
+
+act_kernels! {
+    f16, sub = false, target = sm_70,
+    names(act_f16, act_inplace_f16, run_f16, vec_f16, ld8_f16, ld1_f16, bias8_f16);
+    bf16, sub = true, target = sm_80,
+    names(act_bf16, act_inplace_bf16, run_bf16, vec_bf16, ld8_bf16, ld1_bf16, bias8_bf16);
 }
