@@ -53,19 +53,28 @@ pub const FLAG_RES: u32 = 2;
 /// the lanes of a vector, the bias 16-byte aligned).
 pub const FLAG_BIAS_VEC: u32 = 4;
 
-/// The activation kernels as one `ptx_kernel!` invocation: the f32 kernels, the helpers, and
-/// per 16-bit storage type (`$ty`, whose activation is `act_half::<_, $sub>`, for the PTX
-/// target `$target`) an out-of-place and an in-place kernel with their own helpers, named by
-/// the caller. The body keeps the indentation of a plain invocation.
+/// The activation kernels as one `ptx_kernel!` invocation. `kernels`: per storage type `$ty`
+/// (16-byte vectors of `$lanes` elements, the PTX target `$target`) an out-of-place and an
+/// in-place kernel and their body, which takes a vector (`$vec`) and a scalar element
+/// (`$one`) from the type's helpers; `halves`: those helpers for each 16-bit type `$hty`,
+/// whose activation is `act_half::<_, $sub>` (the f32 ones are written out). The names are
+/// the caller's. The body keeps the indentation of a plain invocation.
 macro_rules! act_kernels {
-    ($(
-        $ty:ident, sub = $sub:tt, target = $target:tt,
-        names(
-            $kernel:ident, $inplace:ident, $run:ident, $vec:ident,
-            $ld8:ident, $ld1:ident, $bias8:ident
-        );
-    )*) => { ptx_kernel! {
-    /// f32: `y[i] = act(x[i] + bias[i % cols]) + res[i]`; 16-byte vectors of 4 elements, loads through the
+    (
+        kernels {$(
+            $ty:ident, lanes = $lanes:tt, target = $target:tt, rounding = $rounding:tt,
+            names($kernel:ident, $inplace:ident, $run:ident, $vec:ident, $one:ident);
+        )*}
+        halves {$(
+            $hty:ident, sub = $sub:tt,
+            names($hvec:ident, $ld8:ident, $ld1:ident, $bias8:ident, $hone:ident);
+        )*}
+    ) => { ptx_kernel! {
+    $(
+    #[doc = concat!(
+        " ", stringify!($ty), ": `y[i] = act(x[i] + bias[i % cols]) + res[i]`", $rounding, ";"
+    )]
+    #[doc = concat!(" 16-byte vectors of ", $lanes, " elements, loads through the")]
     /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
     /// flags rather than variants: one module per activation, and a uniform branch costs
     /// nothing here).
@@ -74,11 +83,12 @@ macro_rules! act_kernels {
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
     #[launch(block = 256, max_regs = 32)]
-    pub fn act_f32<const ACT: Act>(
-        x: &[f32],
-        bias: &[f32],
-        res: &[f32],
-        y: &mut [f32],
+    #[target($target)]
+    pub fn $kernel<const ACT: Act>(
+        x: &[$ty],
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -88,20 +98,24 @@ macro_rules! act_kernels {
         flags: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
-    /// f32, in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent
+    #[doc = concat!(
+        " ", stringify!($ty), ", in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]`",
+        " (`y` read with coherent"
+    )]
     /// loads, since the kernel writes it).
     #[variants(ACT in [
         Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
         Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
     ])]
     #[launch(block = 256, max_regs = 32)]
-    pub fn act_inplace_f32<const ACT: Act>(
-        bias: &[f32],
-        res: &[f32],
-        y: &mut [f32],
+    #[target($target)]
+    pub fn $inplace<const ACT: Act>(
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -111,15 +125,15 @@ macro_rules! act_kernels {
         flags: u32,
         slope: f32,
     ) {
-        run_f32::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
     }
 
-    /// The body of the f32 kernels: `x` may be `y` itself when `NC` is false.
-    fn run_f32<const ACT: Act, const NC: bool>(
-        x: &[f32],
-        bias: &[f32],
-        res: &[f32],
-        y: &mut [f32],
+    /// The body of the kernels: `x` may be `y` itself when `NC` is false.
+    fn $run<const ACT: Act, const NC: bool>(
+        x: &[$ty],
+        bias: &[$ty],
+        res: &[$ty],
+        y: &mut [$ty],
         n: u64,
         head: u32,
         nvec: u64,
@@ -146,24 +160,24 @@ macro_rules! act_kernels {
             // still take issue slots in every turn.
             if flags == 5u32 {
                 while j < nvec32 {
-                    let e = (head + 4 * j) as u64;
-                    vec_f32::<ACT, NC, true>(
+                    let e = (head + $lanes * j) as u64;
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
                     );
                     j += nt32;
                 }
             } else if flags == 0u32 {
                 while j < nvec32 {
-                    let e = (head + 4 * j) as u64;
-                    vec_f32::<ACT, NC, true>(
+                    let e = (head + $lanes * j) as u64;
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
                     );
                     j += nt32;
                 }
             } else {
                 while j < nvec32 {
-                    let e = (head + 4 * j) as u64;
-                    vec_f32::<ACT, NC, true>(
+                    let e = (head + $lanes * j) as u64;
+                    $vec::<ACT, NC, true>(
                         x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
                     );
                     j += nt32;
@@ -172,13 +186,13 @@ macro_rules! act_kernels {
         } else {
             let mut j = t;
             while j < nvec {
-                let e = h + 4 * j;
-                vec_f32::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
+                let e = h + $lanes * j;
+                $vec::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
                 j += nt;
             }
         }
-        // The scalar head [0, h) and tail [h + 4 nvec, n), as one index range.
-        let tail = h + 4 * nvec;
+        // The scalar head [0, h) and tail [h + lanes · nvec, n), as one index range.
+        let tail = h + $lanes * nvec;
         let ns = h + (n - tail);
         let mut s = t;
         while s < ns {
@@ -186,17 +200,39 @@ macro_rules! act_kernels {
             if s >= h {
                 k = s - h + tail;
             }
-            let mut b = -0.0f32;
-            let mut r = -0.0f32;
-            if has_bias {
-                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64);
-            }
-            if has_res {
-                r = res.load_nc(k);
-            }
-            y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
+            $one::<ACT, NC>(
+                x, bias, res, y, k, n, cols, cmagic, cshift, has_bias, has_res, slope,
+            );
             s += nt;
         }
+    }
+
+    )*
+
+    /// Element `k` of the f32 kernels (the scalar head and tail).
+    fn one_f32<const ACT: Act, const NC: bool>(
+        x: &[f32],
+        bias: &[f32],
+        res: &[f32],
+        y: &mut [f32],
+        k: u64,
+        n: u64,
+        cols: u32,
+        cmagic: u32,
+        cshift: u32,
+        has_bias: bool,
+        has_res: bool,
+        slope: f32,
+    ) {
+        let mut b = -0.0f32;
+        let mut r = -0.0f32;
+        if has_bias {
+            b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64);
+        }
+        if has_res {
+            r = res.load_nc(k);
+        }
+        y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
     }
 
     /// One 16-byte vector of the f32 kernels at element `e` (`SMALL`: `n <= 2^31`).
@@ -273,162 +309,44 @@ macro_rules! act_kernels {
         }
         b
     }
-
     $(
-    #[doc = concat!(
-        " ", stringify!($ty), ": `y[i] = act(x[i] + bias[i % cols]) + res[i]`; computed in f32,",
-        " rounded once to ", stringify!($ty), ";"
-    )]
-    /// 16-byte vectors of 8 elements, loads through the
-    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
-    /// flags rather than variants: one module per activation, and a uniform branch costs
-    /// nothing here).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
-    #[launch(block = 256, max_regs = 32)]
-    #[target($target)]
-    pub fn $kernel<const ACT: Act>(
-        x: &[$ty],
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
+    /// Element `k` of the 16-bit kernels (the scalar head and tail).
+    fn $hone<const ACT: Act, const NC: bool>(
+        x: &[$hty],
+        bias: &[$hty],
+        res: &[$hty],
+        y: &mut [$hty],
+        k: u64,
         n: u64,
-        head: u32,
-        nvec: u64,
         cols: u32,
         cmagic: u32,
         cshift: u32,
-        flags: u32,
+        has_bias: bool,
+        has_res: bool,
         slope: f32,
     ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
-    }
-
-    #[doc = concat!(
-        " ", stringify!($ty), ", in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]`",
-        " (`y` read with coherent"
-    )]
-    /// loads, since the kernel writes it).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
-    #[launch(block = 256, max_regs = 32)]
-    #[target($target)]
-    pub fn $inplace<const ACT: Act>(
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
-    }
-
-    /// The body of the 16-bit kernels: `x` may be `y` itself when `NC` is false.
-    fn $run<const ACT: Act, const NC: bool>(
-        x: &[$ty],
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
-        let nt = (grid_dim_x() * block_dim_x()) as u64;
-        let h = head as u64;
-        let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
-        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
-        // residual is -0.0, which leaves every value as it is.
-        if n <= 0x8000_0000u64 {
-            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
-            let nvec32 = nvec as u32;
-            let nt32 = grid_dim_x() * block_dim_x();
-            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            // The common forms (a vector bias without residual, neither) get loops of their
-            // own with the flags as constants: the other forms' code, predicated off, would
-            // still take issue slots in every turn.
-            if flags == 5u32 {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
-                    );
-                    j += nt32;
-                }
-            } else if flags == 0u32 {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
-                    );
-                    j += nt32;
-                }
-            } else {
-                while j < nvec32 {
-                    let e = (head + 8 * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
-                    );
-                    j += nt32;
-                }
-            }
-        } else {
-            let mut j = t;
-            while j < nvec {
-                let e = h + 8 * j;
-                $vec::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt;
-            }
+        let mut b = -0.0f32;
+        let mut r = -0.0f32;
+        if has_bias {
+            b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
         }
-        // The scalar head [0, h) and tail [h + 8 nvec, n), as one index range.
-        let tail = h + 8 * nvec;
-        let ns = h + (n - tail);
-        let mut s = t;
-        while s < ns {
-            let mut k = s;
-            if s >= h {
-                k = s - h + tail;
-            }
-            let mut b = -0.0f32;
-            let mut r = -0.0f32;
-            if has_bias {
-                b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
-            }
-            if has_res {
-                r = res.load_nc(k) as f32;
-            }
-            let xk = $ld1::<NC>(x, k) as f32;
-            let mut yk = act_half::<ACT, $sub>(xk + b, slope);
-            if has_res {
-                yk = epi::<ACT>(xk, b, r, slope);
-            }
-            y[k] = yk as $ty;
-            s += nt;
+        if has_res {
+            r = res.load_nc(k) as f32;
         }
+        let xk = $ld1::<NC>(x, k) as f32;
+        let mut yk = act_half::<ACT, $sub>(xk + b, slope);
+        if has_res {
+            yk = epi::<ACT>(xk, b, r, slope);
+        }
+        y[k] = yk as $hty;
     }
 
     /// One 16-byte vector of the 16-bit kernels at element `e` (`SMALL`: `n <= 2^31`).
-    fn $vec<const ACT: Act, const NC: bool, const SMALL: bool>(
-        x: &[$ty],
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
+    fn $hvec<const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[$hty],
+        bias: &[$hty],
+        res: &[$hty],
+        y: &mut [$hty],
         e: u64,
         n: u64,
         cols: u32,
@@ -452,31 +370,31 @@ macro_rules! act_kernels {
             let rv = res.load8_nc(e);
             #[unroll]
             for i in 0..8 {
-                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as $ty;
+                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as $hty;
             }
         } else {
             #[unroll]
             for i in 0..8 {
-                o[i] = act_half::<ACT, $sub>(a[i] as f32 + b[i], slope) as $ty;
+                o[i] = act_half::<ACT, $sub>(a[i] as f32 + b[i], slope) as $hty;
             }
         }
         y.store8(e, o);
     }
 
     /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
-    fn $ld8<const NC: bool>(x: &[$ty], e: u64) -> [$ty; 8] {
+    fn $ld8<const NC: bool>(x: &[$hty], e: u64) -> [$hty; 8] {
         if NC { x.load8_nc(e) } else { x.load8(e) }
     }
 
     /// `x[e]`, through the non-coherent cache when `NC`.
-    fn $ld1<const NC: bool>(x: &[$ty], e: u64) -> $ty {
+    fn $ld1<const NC: bool>(x: &[$hty], e: u64) -> $hty {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
     /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
     /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
     /// bias 16-byte aligned), else per element.
-    fn $bias8(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; 8] {
+    fn $bias8(bias: &[$hty], c: u32, cols: u32, vec: bool) -> [f32; 8] {
         let mut b = [0.0f32; 8];
         if vec {
             let v = bias.load8_nc(c as u64);
@@ -496,6 +414,7 @@ macro_rules! act_kernels {
     }
 
     )*
+
 
     /// The bias column `e % cols` of element `e`. Below 2^31 elements without a division:
     /// `q = (umulhi(e, cmagic) + e) >> cshift` is `e / cols` for every `e < 2^31` (the
@@ -876,8 +795,16 @@ macro_rules! act_kernels {
 }
 
 act_kernels! {
-    f16, sub = false, target = sm_70,
-    names(act_f16, act_inplace_f16, run_f16, vec_f16, ld8_f16, ld1_f16, bias8_f16);
-    bf16, sub = true, target = sm_80,
-    names(act_bf16, act_inplace_bf16, run_bf16, vec_bf16, ld8_bf16, ld1_bf16, bias8_bf16);
+    kernels {
+        f32, lanes = 4, target = sm_70, rounding = "",
+        names(act_f32, act_inplace_f32, run_f32, vec_f32, one_f32);
+        f16, lanes = 8, target = sm_70, rounding = "; computed in f32, rounded once to f16",
+        names(act_f16, act_inplace_f16, run_f16, vec_f16, one_f16);
+        bf16, lanes = 8, target = sm_80, rounding = "; computed in f32, rounded once to bf16",
+        names(act_bf16, act_inplace_bf16, run_bf16, vec_bf16, one_bf16);
+    }
+    halves {
+        f16, sub = false, names(vec_f16, ld8_f16, ld1_f16, bias8_f16, one_f16);
+        bf16, sub = true, names(vec_bf16, ld8_bf16, ld1_bf16, bias8_bf16, one_bf16);
+    }
 }
