@@ -53,21 +53,28 @@ pub const FLAG_RES: u32 = 2;
 /// the lanes of a vector, the bias 16-byte aligned).
 pub const FLAG_BIAS_VEC: u32 = 4;
 
-/// The activation kernels as one `ptx_kernel!` invocation. `kernels`: per storage type `$ty`
-/// (16-byte vectors of `$lanes` elements, the PTX target `$target`) an out-of-place and an
-/// in-place kernel and their body, which takes a vector (`$vec`) and a scalar element
-/// (`$one`) from the type's helpers; `halves`: those helpers for each 16-bit type `$hty`,
-/// whose activation is `act_half::<_, $sub>` (the f32 ones are written out). The names are
-/// the caller's. The body keeps the indentation of a plain invocation.
+/// The activation kernels as one `ptx_kernel!` invocation, a variant per activation of
+/// `acts`. `kernels`: per storage type `$ty` (16-byte vectors of `$lanes` elements read by
+/// `$loadv` / `$loadv_nc`, the PTX target `$target`) an out-of-place and an in-place kernel,
+/// their body, and the loads of a vector, an element and a bias vector; the body takes a
+/// vector (`$vec`) and a scalar element (`$one`) from the type's own helpers: written out for
+/// f32, and from `halves` for each 16-bit type `$hty`, whose activation is
+/// `act_half::<_, $sub>`. The names are the caller's (one helper per type and name). The body
+/// keeps the indentation of a plain invocation.
 macro_rules! act_kernels {
     (
+        acts = $acts:tt;
         kernels {$(
             $ty:ident, lanes = $lanes:tt, target = $target:tt, rounding = $rounding:tt,
-            names($kernel:ident, $inplace:ident, $run:ident, $vec:ident, $one:ident);
+            loads($loadv:ident, $loadv_nc:ident),
+            names(
+                $kernel:ident, $inplace:ident, $run:ident, $vec:ident, $one:ident,
+                $ldv:ident, $ld1:ident, $biasv:ident
+            );
         )*}
         halves {$(
             $hty:ident, sub = $sub:tt,
-            names($hvec:ident, $ld8:ident, $ld1:ident, $bias8:ident, $hone:ident);
+            names($hvec:ident, $hldv:ident, $hld1:ident, $hbiasv:ident, $hone:ident);
         )*}
     ) => { ptx_kernel! {
     $(
@@ -78,10 +85,7 @@ macro_rules! act_kernels {
     /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
     /// flags rather than variants: one module per activation, and a uniform branch costs
     /// nothing here).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
+    #[variants(ACT in $acts)]
     #[launch(block = 256, max_regs = 32)]
     #[target($target)]
     pub fn $kernel<const ACT: Act>(
@@ -106,10 +110,7 @@ macro_rules! act_kernels {
         " (`y` read with coherent"
     )]
     /// loads, since the kernel writes it).
-    #[variants(ACT in [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ])]
+    #[variants(ACT in $acts)]
     #[launch(block = 256, max_regs = 32)]
     #[target($target)]
     pub fn $inplace<const ACT: Act>(
@@ -207,6 +208,37 @@ macro_rules! act_kernels {
         }
     }
 
+    /// `x[e..e + lanes]`, through the non-coherent cache when `NC`.
+    fn $ldv<const NC: bool>(x: &[$ty], e: u64) -> [$ty; $lanes] {
+        if NC { x.$loadv_nc(e) } else { x.$loadv(e) }
+    }
+
+    /// `x[e]`, through the non-coherent cache when `NC`.
+    fn $ld1<const NC: bool>(x: &[$ty], e: u64) -> $ty {
+        if NC { x.load_nc(e) } else { x[e] }
+    }
+
+    /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
+    /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
+    /// no head, the bias 16-byte aligned), else per element.
+    fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
+        let mut b = [0.0f32; $lanes];
+        if vec {
+            let v = bias.$loadv_nc(c as u64);
+            #[unroll]
+            for i in 0..$lanes {
+                b[i] = v[i] as f32;
+            }
+        } else {
+            let mut cc = c;
+            #[unroll]
+            for i in 0..$lanes {
+                b[i] = bias.load_nc(cc as u64) as f32;
+                cc = next_col(cc, cols);
+            }
+        }
+        b
+    }
     )*
 
     /// Element `k` of the f32 kernels (the scalar head and tail).
@@ -278,37 +310,6 @@ macro_rules! act_kernels {
         y.store4(e, o);
     }
 
-    /// `x[e..e + 4]`, through the non-coherent cache when `NC`.
-    fn ld4_f32<const NC: bool>(x: &[f32], e: u64) -> [f32; 4] {
-        if NC { x.load4_nc(e) } else { x.load4(e) }
-    }
-
-    /// `x[e]`, through the non-coherent cache when `NC`.
-    fn ld1_f32<const NC: bool>(x: &[f32], e: u64) -> f32 {
-        if NC { x.load_nc(e) } else { x[e] }
-    }
-
-    /// The bias of 4 consecutive elements whose first column is `c`, in f32: one 16-byte
-    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 4, no head, the
-    /// bias 16-byte aligned), else per element.
-    fn bias4_f32(bias: &[f32], c: u32, cols: u32, vec: bool) -> [f32; 4] {
-        let mut b = [0.0f32; 4];
-        if vec {
-            let v = bias.load4_nc(c as u64);
-            #[unroll]
-            for i in 0..4 {
-                b[i] = v[i];
-            }
-        } else {
-            let mut cc = c;
-            #[unroll]
-            for i in 0..4 {
-                b[i] = bias.load_nc(cc as u64);
-                cc = next_col(cc, cols);
-            }
-        }
-        b
-    }
     $(
     /// Element `k` of the 16-bit kernels (the scalar head and tail).
     fn $hone<const ACT: Act, const NC: bool>(
@@ -333,7 +334,7 @@ macro_rules! act_kernels {
         if has_res {
             r = res.load_nc(k) as f32;
         }
-        let xk = $ld1::<NC>(x, k) as f32;
+        let xk = $hld1::<NC>(x, k) as f32;
         let mut yk = act_half::<ACT, $sub>(xk + b, slope);
         if has_res {
             yk = epi::<ACT>(xk, b, r, slope);
@@ -358,11 +359,11 @@ macro_rules! act_kernels {
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
         let bias_vec = (flags & 4) != 0;
-        let a = $ld8::<NC>(x, e);
+        let a = $hldv::<NC>(x, e);
         let mut b = [-0.0f32; 8];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = $bias8(bias, c, cols, bias_vec);
+            b = $hbiasv(bias, c, cols, bias_vec);
         }
         let mut o = a;
         if has_res {
@@ -381,37 +382,6 @@ macro_rules! act_kernels {
         y.store8(e, o);
     }
 
-    /// `x[e..e + 8]`, through the non-coherent cache when `NC`.
-    fn $ld8<const NC: bool>(x: &[$hty], e: u64) -> [$hty; 8] {
-        if NC { x.load8_nc(e) } else { x.load8(e) }
-    }
-
-    /// `x[e]`, through the non-coherent cache when `NC`.
-    fn $ld1<const NC: bool>(x: &[$hty], e: u64) -> $hty {
-        if NC { x.load_nc(e) } else { x[e] }
-    }
-
-    /// The bias of 8 consecutive elements whose first column is `c`, in f32: one 16-byte
-    /// load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of 8, no head, the
-    /// bias 16-byte aligned), else per element.
-    fn $bias8(bias: &[$hty], c: u32, cols: u32, vec: bool) -> [f32; 8] {
-        let mut b = [0.0f32; 8];
-        if vec {
-            let v = bias.load8_nc(c as u64);
-            #[unroll]
-            for i in 0..8 {
-                b[i] = v[i] as f32;
-            }
-        } else {
-            let mut cc = c;
-            #[unroll]
-            for i in 0..8 {
-                b[i] = bias.load_nc(cc as u64) as f32;
-                cc = next_col(cc, cols);
-            }
-        }
-        b
-    }
 
     )*
 
@@ -795,13 +765,23 @@ macro_rules! act_kernels {
 }
 
 act_kernels! {
+    acts = [
+        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
+        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
+    ];
     kernels {
         f32, lanes = 4, target = sm_70, rounding = "",
-        names(act_f32, act_inplace_f32, run_f32, vec_f32, one_f32);
+        loads(load4, load4_nc),
+        names(act_f32, act_inplace_f32, run_f32, vec_f32, one_f32, ld4_f32, ld1_f32, bias4_f32);
         f16, lanes = 8, target = sm_70, rounding = "; computed in f32, rounded once to f16",
-        names(act_f16, act_inplace_f16, run_f16, vec_f16, one_f16);
+        loads(load8, load8_nc),
+        names(act_f16, act_inplace_f16, run_f16, vec_f16, one_f16, ld8_f16, ld1_f16, bias8_f16);
         bf16, lanes = 8, target = sm_80, rounding = "; computed in f32, rounded once to bf16",
-        names(act_bf16, act_inplace_bf16, run_bf16, vec_bf16, one_bf16);
+        loads(load8, load8_nc),
+        names(
+            act_bf16, act_inplace_bf16, run_bf16, vec_bf16, one_bf16, ld8_bf16, ld1_bf16,
+            bias8_bf16
+        );
     }
     halves {
         f16, sub = false, names(vec_f16, ld8_f16, ld1_f16, bias8_f16, one_f16);
