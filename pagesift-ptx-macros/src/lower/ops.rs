@@ -404,16 +404,16 @@ impl Lower<'_> {
             let m = self.cast(v, Scalar::I32, span);
             return self.cast(m, to, span);
         }
-        // f16 -> 64-bit goes through f32, where the NaN guard below applies.
-        if from == Scalar::F16 && to.is_int() && to.bytes() == 8 {
+        // f16 -> integer goes through f32 (exact), where the NaN guard below applies.
+        if from == Scalar::F16 && to.is_int() {
             let m = self.cast(v, Scalar::F32, span);
             return self.cast(m, to, span);
         }
         let a = self.operand_reg(&v, span);
         let converted = self.op_to(Op::Cvt { to, from }, to, vec![a.clone()], span);
-        // Rust's `as` turns NaN into 0. The device does so for 32-bit and narrower results,
-        // but a 64-bit result of NaN is the most negative integer (seen on sm_90), so select 0.
-        if matches!(from, Scalar::F32 | Scalar::F64) && to.is_int() && to.bytes() == 8 {
+        // Rust's `as` turns NaN into 0; the device does not always (an sm_90 gives the most
+        // negative value for f32 -> s64 and f64 -> s8), so every float -> integer cast selects 0.
+        if matches!(from, Scalar::F32 | Scalar::F64) && to.is_int() {
             let nan = self.op_to(Op::IsNan(from), Scalar::Bool, vec![a], span);
             let p = self.operand_reg(&nan, span);
             let c = self.operand_reg(&converted, span);

@@ -639,10 +639,11 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
                 Rnd::Rn | Rnd::Default => x.round_ties_even(),
             };
             if r.is_nan() {
-                // NaN converts to 0, except into a signed 64-bit integer, where the hardware
-                // gives the most negative value (seen on an H200, sm_90).
-                return if dty.is_signed() && dty.mask() == u64::MAX {
-                    i64::MIN as u64
+                // NaN converts to 0, except where an H200 (sm_90) was seen to give the most
+                // negative value: f32 -> s64, and f64 -> a signed integer (seen for s8).
+                let most_negative = dty.is_signed() && (dty.mask() == u64::MAX || sf == Fmt::F64);
+                return if most_negative {
+                    (clamp_int(i64::MIN as i128, dty) as u64) & dty.mask()
                 } else {
                     0
                 };

@@ -103,6 +103,16 @@ fn cvt_float_to_int_rounding_and_saturation() {
         f32_bits(f32::NAN),
     );
     assert_eq!(nan_s64 as i64, i64::MIN);
+    let nan_f64_s8 = num::cvt(
+        Ty::S8,
+        Ty::F64,
+        Rnd::Rz,
+        true,
+        false,
+        false,
+        f64::NAN.to_bits(),
+    );
+    assert_eq!(nan_f64_s8 as u8 as i8, i8::MIN);
     let u = num::cvt(
         Ty::U8,
         Ty::F32,
