@@ -26,7 +26,9 @@ fn log_line(line: &str) {
             .append(true)
             .open(path)
         {
-            let _ = writeln!(f, "{line}");
+            // One write per line: tests run in parallel threads and processes, and an append
+            // of a whole line cannot interleave with another.
+            let _ = f.write_all(format!("{line}\n").as_bytes());
         }
     }
 }
