@@ -188,6 +188,9 @@ CUresult cuEventRecord(void *e, void *s) {
     return 0;
 }
 CUresult cuEventSynchronize(void *e) { return ((struct event *)e)->recorded ? 0 : 400; }
+CUresult cuEventQuery(void *e) { (void)e; return 0; }
+CUresult cuStreamWaitEvent(void *s, void *e, unsigned flags) { (void)s; (void)e; return flags ? 1 : 0; }
+CUresult cuStreamQuery(void *s) { (void)s; return 0; }
 CUresult cuEventElapsedTime(float *ms, void *a, void *b) {
     struct event *s = a, *e = b;
     if ((s->flags & 2) || (e->flags & 2) || !s->recorded || !e->recorded) return 400;

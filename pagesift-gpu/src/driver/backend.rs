@@ -185,6 +185,14 @@ pub trait Backend: Send + Sync + 'static {
     fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr>;
     /// Frees device memory from [`Backend::mem_alloc`].
     fn mem_free(&self, ptr: DevicePtr) -> Result<()>;
+    /// Allocates device memory ordered on `stream` (`cuMemAllocAsync`; plain `cuMemAlloc` where
+    /// the driver lacks the stream-ordered allocator): work on `stream` may use it at once,
+    /// other streams after an event recorded on `stream` after this call. `bytes` is never 0.
+    fn mem_alloc_async(&self, bytes: usize, stream: RawHandle) -> Result<DevicePtr>;
+    /// Frees memory from [`Backend::mem_alloc`] or [`Backend::mem_alloc_async`] in stream
+    /// order: the memory stays valid for every piece of work `stream` runs before it reaches
+    /// the free (`cuMemFreeAsync`; where the driver lacks it, after waiting for `stream`).
+    fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()>;
     /// Allocates page-locked host memory; `bytes` is never 0.
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8>;
     /// Frees memory from [`Backend::host_alloc`].
@@ -241,6 +249,12 @@ pub trait Backend: Send + Sync + 'static {
     /// Waits until all work on `stream` is done.
     fn stream_synchronize(&self, stream: RawHandle) -> Result<()>;
 
+    /// Whether all work queued on `stream` is done (never waits).
+    fn stream_query(&self, stream: RawHandle) -> Result<bool>;
+    /// Makes work queued on `stream` after this call wait until `event`'s recorded point is
+    /// reached (an event never recorded is already reached).
+    fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()>;
+
     /// Creates an event (with timing when `timing`).
     fn event_create(&self, timing: bool) -> Result<RawHandle>;
     /// Destroys an event.
@@ -249,6 +263,9 @@ pub trait Backend: Send + Sync + 'static {
     fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()>;
     /// Waits for an event.
     fn event_synchronize(&self, event: RawHandle) -> Result<()>;
+    /// Whether the work before `event`'s recorded point is done (never waits; an event never
+    /// recorded is done).
+    fn event_query(&self, event: RawHandle) -> Result<bool>;
     /// Milliseconds between two recorded events.
     fn event_elapsed_ms(&self, start: RawHandle, end: RawHandle) -> Result<f32>;
 

@@ -150,6 +150,12 @@ impl Backend for Fake {
         self.mem.lock().unwrap().remove(&ptr).expect("double free");
         Ok(())
     }
+    fn mem_alloc_async(&self, bytes: usize, _s: RawHandle) -> Result<DevicePtr> {
+        self.mem_alloc(bytes)
+    }
+    fn mem_free_async(&self, ptr: DevicePtr, _s: RawHandle) -> Result<()> {
+        self.mem_free(ptr)
+    }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
         let layout = std::alloc::Layout::from_size_align(bytes, 64).unwrap();
         // SAFETY: bytes > 0 (contract of the trait).
@@ -218,6 +224,12 @@ impl Backend for Fake {
     fn stream_synchronize(&self, _stream: RawHandle) -> Result<()> {
         Ok(())
     }
+    fn stream_query(&self, _stream: RawHandle) -> Result<bool> {
+        Ok(true)
+    }
+    fn stream_wait_event(&self, _stream: RawHandle, _event: RawHandle) -> Result<()> {
+        Ok(())
+    }
     fn event_create(&self, _timing: bool) -> Result<RawHandle> {
         Ok(RawHandle(0x9000 + self.next.fetch_add(1, Ordering::SeqCst)))
     }
@@ -230,6 +242,9 @@ impl Backend for Fake {
     fn event_synchronize(&self, _event: RawHandle) -> Result<()> {
         self.n.event_sync.fetch_add(1, Ordering::SeqCst);
         Ok(())
+    }
+    fn event_query(&self, _event: RawHandle) -> Result<bool> {
+        Ok(true)
     }
     fn event_elapsed_ms(&self, _start: RawHandle, _end: RawHandle) -> Result<f32> {
         Ok(0.5)

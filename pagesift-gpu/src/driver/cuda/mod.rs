@@ -191,6 +191,24 @@ impl Backend for CudaBackend {
         Ok(unsafe { self.driver.mem_free(ptr) }?)
     }
 
+    fn mem_alloc_async(&self, bytes: usize, stream: RawHandle) -> Result<DevicePtr> {
+        if !self.driver.has_async_alloc() {
+            return self.mem_alloc(bytes);
+        }
+        // SAFETY: the safe layer made a context current and passes a live stream.
+        unsafe { self.driver.mem_alloc_async(bytes, ptr(stream)) }
+    }
+
+    fn mem_free_async(&self, dptr: DevicePtr, stream: RawHandle) -> Result<()> {
+        if !self.driver.has_async_alloc() {
+            // `cuMemFree` waits for the device; the stream's work is done once it returns.
+            return self.mem_free(dptr);
+        }
+        // SAFETY: the safe layer frees each allocation once, ordered after every piece of work
+        // that uses it, and passes a live stream.
+        unsafe { self.driver.mem_free_async(dptr, ptr(stream)) }
+    }
+
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
         // SAFETY: the safe layer made a context current.
         unsafe { self.driver.mem_host_alloc(bytes) }
@@ -275,6 +293,16 @@ impl Backend for CudaBackend {
         Ok(unsafe { self.driver.stream_synchronize(ptr(stream)) }?)
     }
 
+    fn stream_query(&self, stream: RawHandle) -> Result<bool> {
+        // SAFETY: the safe layer passes a live stream.
+        Ok(unsafe { self.driver.stream_query(ptr(stream)) }?)
+    }
+
+    fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()> {
+        // SAFETY: the safe layer passes a live stream and event.
+        Ok(unsafe { self.driver.stream_wait_event(ptr(stream), ptr(event)) }?)
+    }
+
     fn event_create(&self, timing: bool) -> Result<RawHandle> {
         // SAFETY: the safe layer made a context current.
         Ok(handle(unsafe { self.driver.event_create(timing) }?))
@@ -293,6 +321,11 @@ impl Backend for CudaBackend {
     fn event_synchronize(&self, event: RawHandle) -> Result<()> {
         // SAFETY: the safe layer passes a live event.
         Ok(unsafe { self.driver.event_synchronize(ptr(event)) }?)
+    }
+
+    fn event_query(&self, event: RawHandle) -> Result<bool> {
+        // SAFETY: the safe layer passes a live event.
+        Ok(unsafe { self.driver.event_query(ptr(event)) }?)
     }
 
     fn event_elapsed_ms(&self, start: RawHandle, end: RawHandle) -> Result<f32> {

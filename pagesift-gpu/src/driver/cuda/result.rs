@@ -541,6 +541,83 @@ impl Driver {
         })
     }
 
+    /// `cuEventQuery`: `true` when the work before the recorded point is done.
+    ///
+    /// # Safety
+    /// `e` is live.
+    pub unsafe fn event_query(&self, e: CUevent) -> std::result::Result<bool, DriverError> {
+        // SAFETY: by the caller.
+        let code = unsafe { (self.fns.cuEventQuery)(e) };
+        if code == sys::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        self.check("cuEventQuery", code).map(|()| true)
+    }
+
+    /// `cuStreamQuery`: `true` when all work queued on the stream is done.
+    ///
+    /// # Safety
+    /// `s` is live (or null).
+    pub unsafe fn stream_query(&self, s: CUstream) -> std::result::Result<bool, DriverError> {
+        // SAFETY: by the caller.
+        let code = unsafe { (self.fns.cuStreamQuery)(s) };
+        if code == sys::CUDA_ERROR_NOT_READY {
+            return Ok(false);
+        }
+        self.check("cuStreamQuery", code).map(|()| true)
+    }
+
+    /// `cuStreamWaitEvent`: later work on `s` waits for the point `e` recorded.
+    ///
+    /// # Safety
+    /// `s` (or null) and `e` are live.
+    pub unsafe fn stream_wait_event(
+        &self,
+        s: CUstream,
+        e: CUevent,
+    ) -> std::result::Result<(), DriverError> {
+        // SAFETY: by the caller.
+        self.check("cuStreamWaitEvent", unsafe {
+            (self.fns.cuStreamWaitEvent)(s, e, 0)
+        })
+    }
+
+    /// Whether the driver has the stream-ordered allocator (`cuMemAllocAsync` and
+    /// `cuMemFreeAsync`).
+    pub fn has_async_alloc(&self) -> bool {
+        self.fns.cuMemAllocAsync.is_some() && self.fns.cuMemFreeAsync.is_some()
+    }
+
+    /// `cuMemAllocAsync`, ordered on `s`; lack of memory is [`Error::OutOfMemory`].
+    ///
+    /// # Safety
+    /// A context is current; `s` is live (or null); the driver has the call
+    /// ([`Driver::has_async_alloc`]).
+    pub unsafe fn mem_alloc_async(&self, bytes: usize, s: CUstream) -> Result<CUdeviceptr> {
+        let Some(f) = self.fns.cuMemAllocAsync else {
+            return Err(missing_async(&self.library));
+        };
+        let mut p: CUdeviceptr = 0;
+        // SAFETY: writes one device pointer.
+        let code = unsafe { f(&mut p, bytes, s) };
+        self.check("cuMemAllocAsync", code)
+            .map_err(|e| alloc_error(e, bytes))?;
+        Ok(p)
+    }
+
+    /// `cuMemFreeAsync`, ordered on `s`.
+    ///
+    /// # Safety
+    /// `p` is device memory of the current context that no work reaches after `s` reaches the
+    /// free, and it is not used afterwards.
+    pub unsafe fn mem_free_async(&self, p: CUdeviceptr, s: CUstream) -> Result<()> {
+        let Some(f) = self.fns.cuMemFreeAsync else {
+            return Err(missing_async(&self.library));
+        };
+        // SAFETY: by the caller.
+        Ok(self.check("cuMemFreeAsync", unsafe { f(p, s) })?)
+    }
+
     /// `cuEventElapsedTime_v2` (or `cuEventElapsedTime` on drivers before CUDA 12.8), in
     /// milliseconds.
     ///
@@ -834,5 +911,12 @@ mod tests {
         );
         assert_eq!(jit_log(&[0; 4], &[0; 4]), "");
         assert_eq!(jit_log(b"only error", &[0]), "only error");
+    }
+}
+
+fn missing_async(library: &str) -> Error {
+    Error::Unsupported {
+        kernel: "stream-ordered allocation".into(),
+        reason: format!("{library} lacks cuMemAllocAsync / cuMemFreeAsync (CUDA 11.2)"),
     }
 }

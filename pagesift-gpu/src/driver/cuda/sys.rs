@@ -34,6 +34,8 @@ pub type CUjit_option = c_int;
 pub const CUDA_SUCCESS: CUresult = 0;
 /// `CUDA_ERROR_OUT_OF_MEMORY`.
 pub const CUDA_ERROR_OUT_OF_MEMORY: CUresult = 2;
+/// `CUDA_ERROR_NOT_READY`: queried work is not complete yet.
+pub const CUDA_ERROR_NOT_READY: CUresult = 600;
 
 /// `CU_STREAM_NON_BLOCKING`: no implicit synchronization with the legacy default stream.
 pub const CU_STREAM_NON_BLOCKING: c_uint = 1;
@@ -199,6 +201,9 @@ function_table! {
         cuEventDestroy_v2: fn(CUevent) -> CUresult;
         cuEventRecord: fn(CUevent, CUstream) -> CUresult;
         cuEventSynchronize: fn(CUevent) -> CUresult;
+        cuEventQuery: fn(CUevent) -> CUresult;
+        cuStreamWaitEvent: fn(CUstream, CUevent, c_uint) -> CUresult;
+        cuStreamQuery: fn(CUstream) -> CUresult;
         cuModuleLoadDataEx: fn(*mut CUmodule, *const c_void, c_uint, *mut CUjit_option, *mut *mut c_void) -> CUresult;
         cuModuleUnload: fn(CUmodule) -> CUresult;
         cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
@@ -212,6 +217,9 @@ function_table! {
         // future driver may drop the plain symbol.
         cuEventElapsedTime_v2: fn(*mut f32, CUevent, CUevent) -> CUresult;
         cuEventElapsedTime: fn(*mut f32, CUevent, CUevent) -> CUresult;
+        // The stream-ordered allocator (CUDA 11.2).
+        cuMemAllocAsync: fn(*mut CUdeviceptr, usize, CUstream) -> CUresult;
+        cuMemFreeAsync: fn(CUdeviceptr, CUstream) -> CUresult;
     }
 }
 

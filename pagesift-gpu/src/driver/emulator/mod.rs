@@ -488,6 +488,14 @@ impl Backend for Emulator {
             ))
         }
     }
+    fn mem_alloc_async(&self, bytes: usize, stream: RawHandle) -> Result<DevicePtr> {
+        self.check_stream("cuMemAllocAsync", stream)?;
+        self.mem_alloc(bytes)
+    }
+    fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()> {
+        self.check_stream("cuMemFreeAsync", stream)?;
+        self.mem_free(ptr)
+    }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
         if bytes > self.config.memory_capacity.max(1 << 30) {
             return Err(Error::OutOfMemory { bytes });
@@ -632,6 +640,13 @@ impl Backend for Emulator {
     fn stream_synchronize(&self, stream: RawHandle) -> Result<()> {
         self.check_stream("cuStreamSynchronize", stream)
     }
+    fn stream_query(&self, stream: RawHandle) -> Result<bool> {
+        self.check_stream("cuStreamQuery", stream).map(|()| true)
+    }
+    fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()> {
+        self.check_stream("cuStreamWaitEvent", stream)?;
+        self.event_synchronize(event)
+    }
     fn event_create(&self, _timing: bool) -> Result<RawHandle> {
         let mut h = self.handles("cuEventCreate")?;
         let id = h.fresh();
@@ -664,6 +679,9 @@ impl Backend for Emulator {
         } else {
             Err(invalid_handle("cuEventSynchronize", event))
         }
+    }
+    fn event_query(&self, event: RawHandle) -> Result<bool> {
+        self.event_synchronize(event).map(|()| true)
     }
     fn event_elapsed_ms(&self, start: RawHandle, end: RawHandle) -> Result<f32> {
         let h = self.handles("cuEventElapsedTime")?;
