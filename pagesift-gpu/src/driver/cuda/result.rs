@@ -823,6 +823,13 @@ pub fn driver_error(
     }
 }
 
+fn missing_async(library: &str) -> Error {
+    Error::Unsupported {
+        kernel: "stream-ordered allocation".into(),
+        reason: format!("{library} lacks cuMemAllocAsync / cuMemFreeAsync (CUDA 11.2)"),
+    }
+}
+
 /// An allocation failure: lack of memory becomes [`Error::OutOfMemory`], anything else stays a
 /// driver error.
 pub fn alloc_error(e: DriverError, bytes: usize) -> Error {
@@ -911,12 +918,5 @@ mod tests {
         );
         assert_eq!(jit_log(&[0; 4], &[0; 4]), "");
         assert_eq!(jit_log(b"only error", &[0]), "only error");
-    }
-}
-
-fn missing_async(library: &str) -> Error {
-    Error::Unsupported {
-        kernel: "stream-ordered allocation".into(),
-        reason: format!("{library} lacks cuMemAllocAsync / cuMemFreeAsync (CUDA 11.2)"),
     }
 }
