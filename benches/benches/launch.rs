@@ -72,7 +72,7 @@ fn run(gpu: &Gpu) -> pagesift_gpu::Result<()> {
     };
     let variant = || {
         for _ in 0..BATCH {
-            __private::launch(&stream, &EMPTY, &cfg, &[])?;
+            __private::launch(&stream, &EMPTY, &cfg, &[], &[])?;
         }
         Ok(())
     };

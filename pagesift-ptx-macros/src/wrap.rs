@@ -68,7 +68,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 let e = scalar_tokens(*elem);
                 (
                     quote!(&impl #p::DeviceRead<#e>),
-                    quote!(#p::arg_read(stream, #arg)?),
+                    quote!(#p::arg_read(stream, #arg)?.ptr),
                     format!("&[{elem}]"),
                 )
             }
@@ -79,7 +79,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 let e = scalar_tokens(*elem);
                 (
                     quote!(&mut impl #p::DeviceWrite<#e>),
-                    quote!(#p::arg_write(stream, #arg)?),
+                    quote!(#p::arg_write(stream, #arg)?.ptr),
                     format!("&mut [{elem}]"),
                 )
             }
@@ -225,7 +225,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             ) -> #p::Result<()> {
                 #select
                 let __args: [#p::KernelArg; #n_args] = [#(#kernel_args),*];
-                #p::launch(stream, __variant, &cfg, &__args)
+                #p::launch(stream, __variant, &cfg, &__args, &[])
             }
         }
     }
@@ -274,7 +274,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains(":: pagesift_gpu :: __private :: arg_write (stream , y) ?"),
+            out.contains(":: pagesift_gpu :: __private :: arg_write (stream , y) ? . ptr"),
             "{out}"
         );
         assert!(

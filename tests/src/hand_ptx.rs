@@ -118,13 +118,13 @@ pub fn launch_axpb_variant(
 ) -> Result<()> {
     let n = elements(x.len(), y.len())?;
     let args = [
-        arg_read(stream, x)?,
-        arg_write(stream, y)?,
+        arg_read(stream, x)?.ptr,
+        arg_write(stream, y)?.ptr,
         a.into(),
         b.into(),
         n.into(),
     ];
-    __private::launch(stream, variant, cfg, &args)
+    __private::launch(stream, variant, cfg, &args, &[])
 }
 
 /// The element count `n` of an `axpb` launch over `x_len` inputs into `y_len` outputs.

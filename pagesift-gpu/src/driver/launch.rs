@@ -76,7 +76,9 @@ pub fn launch(
     variant: &'static KernelVariant,
     cfg: &LaunchConfig,
     args: &[KernelArg],
+    accesses: &[Access<'_>],
 ) -> Result<()> {
+    let _ = accesses;
     let gpu = stream.gpu();
     let props = gpu.props();
     check_limits(
@@ -152,18 +154,63 @@ fn rename(e: Error, variant: &KernelVariant) -> Error {
     }
 }
 
-/// The kernel argument for device memory a kernel reads; checks it belongs to the stream's
-/// device ([`Error::DeviceMismatch`]).
-pub fn arg_read<T: DeviceRepr>(stream: &Stream, x: &impl DeviceRead<T>) -> Result<KernelArg> {
-    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
-    Ok(KernelArg::ptr(x.device_ptr()))
+/// A device slice as a kernel receives it: its address and its length in elements (both
+/// kernel parameters), and the use the launch makes of its buffer.
+pub struct SliceArg<'a> {
+    /// The device address of the first element.
+    pub ptr: KernelArg,
+    /// The number of elements, as a `u64` parameter.
+    pub len: KernelArg,
+    /// How the launch uses the buffer (read, or read and write).
+    pub access: Access<'a>,
 }
 
-/// The kernel argument for device memory a kernel writes; checks it belongs to the stream's
+/// One buffer a launch uses: the launch is ordered after the buffer's pending work and becomes
+/// its latest use.
+pub struct Access<'a> {
+    pub(crate) write: bool,
+    pub(crate) _buffer: std::marker::PhantomData<&'a ()>,
+}
+
+impl Access<'_> {
+    /// Whether the launch may write the buffer.
+    pub fn writes(&self) -> bool {
+        self.write
+    }
+}
+
+/// The kernel arguments for device memory a kernel reads; checks it belongs to the stream's
 /// device ([`Error::DeviceMismatch`]).
-pub fn arg_write<T: DeviceRepr>(stream: &Stream, x: &mut impl DeviceWrite<T>) -> Result<KernelArg> {
+pub fn arg_read<'a, T: DeviceRepr>(
+    stream: &Stream,
+    x: &'a impl DeviceRead<T>,
+) -> Result<SliceArg<'a>> {
     check_same(stream.gpu(), x.gpu(), "kernel argument")?;
-    Ok(KernelArg::ptr(x.device_ptr_mut()))
+    Ok(SliceArg {
+        ptr: KernelArg::ptr(x.device_ptr()),
+        len: KernelArg::from(x.len() as u64),
+        access: Access {
+            write: false,
+            _buffer: std::marker::PhantomData,
+        },
+    })
+}
+
+/// The kernel arguments for device memory a kernel writes; checks it belongs to the stream's
+/// device ([`Error::DeviceMismatch`]).
+pub fn arg_write<'a, T: DeviceRepr>(
+    stream: &Stream,
+    x: &'a mut impl DeviceWrite<T>,
+) -> Result<SliceArg<'a>> {
+    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
+    Ok(SliceArg {
+        ptr: KernelArg::ptr(x.device_ptr_mut()),
+        len: KernelArg::from(x.len() as u64),
+        access: Access {
+            write: true,
+            _buffer: std::marker::PhantomData,
+        },
+    })
 }
 
 /// The error for const values no compiled variant of `kernel` matches.

@@ -520,11 +520,11 @@ fn variants_load_once_and_launch_with_their_block() {
     let cfg = LaunchConfig::grid_1d(3);
     for _ in 0..3 {
         let args = [
-            launch::arg_read(&stream, &x).unwrap(),
-            launch::arg_write(&stream, &mut y).unwrap(),
+            launch::arg_read(&stream, &x).unwrap().ptr,
+            launch::arg_write(&stream, &mut y).unwrap().ptr,
             300u32.into(),
         ];
-        launch::launch(&stream, &SCALE, &cfg, &args).unwrap();
+        launch::launch(&stream, &SCALE, &cfg, &args, &[]).unwrap();
     }
     assert_eq!(f.n.module_load.load(Ordering::SeqCst), 1);
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
@@ -547,10 +547,11 @@ fn variants_load_once_and_launch_with_their_block() {
         &SCALE,
         &LaunchConfig::grid([0, 1, 1]),
         &[0u64.into(), 0u64.into(), 0u32.into()],
+        &[],
     )
     .unwrap();
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
-    match launch::launch(&stream, &SCALE, &cfg, &[1u32.into()]) {
+    match launch::launch(&stream, &SCALE, &cfg, &[1u32.into()], &[]) {
         Err(Error::Launch { kernel, message }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
@@ -588,6 +589,7 @@ fn concurrent_first_launches_load_the_module_once() {
                     &V,
                     &LaunchConfig::grid_1d(1),
                     &[0u64.into(), 0u64.into(), 1u32.into()],
+                    &[],
                 )
                 .unwrap();
             });
@@ -608,6 +610,7 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
         &SCALE,
         &LaunchConfig::grid_1d(1).with_shared_mem(8 * 1024),
         &args,
+        &[],
     )
     .unwrap();
     assert_eq!(
@@ -616,12 +619,12 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
         "47 KiB fit the default"
     );
     let big = LaunchConfig::grid_1d(1).with_shared_mem(80 * 1024);
-    launch::launch(&stream, &SCALE, &big, &args).unwrap();
-    launch::launch(&stream, &SCALE, &big, &args).unwrap();
+    launch::launch(&stream, &SCALE, &big, &args, &[]).unwrap();
+    launch::launch(&stream, &SCALE, &big, &args, &[]).unwrap();
     assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 1);
     let too_big = LaunchConfig::grid_1d(1).with_shared_mem(96 * 1024);
     assert!(matches!(
-        launch::launch(&stream, &SCALE, &too_big, &args),
+        launch::launch(&stream, &SCALE, &too_big, &args, &[]),
         Err(Error::Launch { .. })
     ));
 }
@@ -635,7 +638,7 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
     let gpu = gpu_of(&f);
     let stream = gpu.default_stream();
     let args = [0u64.into(), 0u64.into(), 1u32.into()];
-    match launch::launch(&stream, &NEW_PTX, &LaunchConfig::grid_1d(1), &args) {
+    match launch::launch(&stream, &NEW_PTX, &LaunchConfig::grid_1d(1), &args, &[]) {
         Err(Error::Unsupported { kernel, reason }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
@@ -645,7 +648,7 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
         }
         other => panic!("expected Unsupported, got {other:?}"),
     }
-    match launch::launch(&stream, &HOPPER, &LaunchConfig::grid_1d(1), &args) {
+    match launch::launch(&stream, &HOPPER, &LaunchConfig::grid_1d(1), &args, &[]) {
         Err(Error::Unsupported { reason, .. }) => {
             assert!(reason.contains("9.0") && reason.contains("8.0"), "{reason}")
         }
@@ -676,6 +679,7 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
         &BAD,
         &LaunchConfig::grid_1d(1),
         &[0u64.into(), 0u64.into(), 1u32.into()],
+        &[],
     ) {
         Err(Error::ModuleLoad {
             kernel,
