@@ -162,10 +162,12 @@ impl<'e> EmuKernel<'e> {
         })
     }
 
-    /// Launches the entry on the null stream with `shared` bytes of dynamic shared memory.
+    /// Launches the entry on the null stream with `shared` bytes of dynamic shared memory and
+    /// synchronizes the stream (the emulated device queues launches).
     ///
     /// # Errors
-    /// The emulator's (its run-time checks report as [`pagesift_gpu::Error::Emulator`]).
+    /// The emulator's (its run-time checks report as [`pagesift_gpu::Error::Emulator`], from
+    /// the synchronization).
     pub fn launch(
         &self,
         grid: [u32; 3],
@@ -181,7 +183,8 @@ impl<'e> EmuKernel<'e> {
             shared_mem_bytes: shared,
             stream: RawHandle::NULL,
             args,
-        })
+        })?;
+        self.emu.stream_synchronize(RawHandle::NULL)
     }
 
     /// Unloads the module.

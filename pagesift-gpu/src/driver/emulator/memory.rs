@@ -23,10 +23,45 @@ pub(super) struct Allocation {
     words: Box<[AtomicU64]>,
 }
 
+/// `n` zeroed words, or `None` when the host cannot provide them. Zeroed allocation is lazy
+/// (the host maps zero pages on first touch), so a large device allocation costs nothing until
+/// used, and a failure is an error here instead of an abort.
+fn zeroed_words(n: usize) -> Option<Box<[AtomicU64]>> {
+    if n == 0 {
+        return Some(Box::new([]));
+    }
+    let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
+    // SAFETY: `layout` has a non-zero size (n > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) } as *mut AtomicU64;
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` is a live allocation of the global allocator with the layout of
+    // `[AtomicU64; n]`, and all-zero bytes are a valid `AtomicU64` (it has the bit validity of
+    // `u64`), so the box owns `n` initialized words and frees them with that same layout.
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) })
+}
+
+/// The host's physical memory in bytes (Linux `/proc/meminfo`), read once; `u64::MAX` where
+/// unknown. A device allocation larger than this could never be touched in full.
+fn host_memory() -> u64 {
+    static HOST: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                kib.checked_mul(1024)
+            })
+            .unwrap_or(u64::MAX)
+    })
+}
+
 impl Allocation {
-    fn new(base: u64, size: u64) -> Allocation {
-        let words = (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
-        Allocation { base, size, words }
+    fn new(base: u64, size: u64) -> Option<Allocation> {
+        let words = zeroed_words(usize::try_from(size.div_ceil(8)).ok()?)?;
+        Some(Allocation { base, size, words })
     }
 
     /// Reads `size` (1, 2, 4 or 8) bytes at byte offset `off`, naturally aligned.
@@ -115,21 +150,24 @@ impl Memory {
         }
     }
 
-    /// Allocates `bytes`; `None` past capacity. Addresses are never reused.
+    /// Allocates `bytes`; `None` past capacity, past the host's memory, or when the host
+    /// allocation fails (a capacity configured above host RAM is not an abort). Addresses are
+    /// never reused.
     pub fn alloc(&mut self, bytes: u64) -> Option<u64> {
         let rounded = bytes.div_ceil(ALIGN).checked_mul(ALIGN)?;
-        if self.used.checked_add(rounded)? > self.capacity {
+        if self.used.checked_add(rounded)? > self.capacity || rounded > host_memory() {
             return None;
         }
         let base = self.next;
-        self.next = base
+        let next = base
             .checked_add(rounded)?
             .checked_add(GUARD)?
             .div_ceil(ALIGN)
             * ALIGN;
+        let a = Allocation::new(base, bytes)?;
+        self.next = next;
         self.used += rounded;
-        self.allocs
-            .insert(base, Arc::new(Allocation::new(base, bytes)));
+        self.allocs.insert(base, Arc::new(a));
         Some(base)
     }
 
@@ -142,6 +180,11 @@ impl Memory {
             }
             None => false,
         }
+    }
+
+    /// Whether `ptr` is the start of a live allocation.
+    pub fn is_allocation(&self, ptr: u64) -> bool {
+        self.allocs.contains_key(&ptr)
     }
 
     pub fn used(&self) -> u64 {

@@ -2,25 +2,36 @@
 //!
 //! Modules are parsed from their PTX text (`ptx`) and pre-decoded into compact instructions with
 //! register slots and resolved labels (`decode`); anything the emulator does not implement fails
-//! the load with a log line naming the instruction and PTX line. Launches run the whole grid
-//! synchronously, blocks spread over host threads (`exec`), with the checks of a sanitizer:
+//! the load with a log line naming the instruction and PTX line. A launch runs the whole grid,
+//! blocks spread over host threads (`exec`), with the checks of a sanitizer:
 //! out-of-bounds and misaligned global and shared accesses, barriers not reached by every thread,
 //! reads of shared memory no thread wrote, and shared-memory data races between two barriers. A
 //! failed check is [`Error::Emulator`], whose message names the check, the kernel, the block, the
 //! thread and the PTX line.
 //!
+//! Streams run asynchronously (`queue`): launches, copies on a stream, memsets, event records,
+//! stream waits and stream-ordered frees are queued and run at synchronization points, streams
+//! interleaved by a seeded PRNG, so a missing synchronization shows as stale data or a race.
+//! The failure of queued work is reported by the synchronization call that covers it.
+//!
 //! Environment: `PAGESIFT_EMU_MEMORY` (capacity, e.g. `512M`), `PAGESIFT_EMU_THREADS` (host
-//! threads), `PAGESIFT_EMU_CC` (the compute capability reported, e.g. `9.0`; default 8.0).
+//! threads), `PAGESIFT_EMU_CC` (the compute capability reported, e.g. `9.0`; default 8.0),
+//! `PAGESIFT_EMU_SEED` (the interleaving of streams), `PAGESIFT_EMU_MAX_LAUNCH_THREADS` (the
+//! total-work cap of one launch).
 //!
 //! Device memory is host memory behind device-style addresses (from `0x7000_0000_0000`, 256-byte
-//! aligned, a guard gap after every allocation, addresses never reused). Streams and events are
-//! trivial: every operation completes before it returns; events record a host timestamp.
+//! aligned, a guard gap after every allocation, addresses never reused), allocated lazily and
+//! fallibly. Events record a host timestamp when the stream reaches them.
 
 mod decode;
 mod exec;
+mod launch;
 mod memory;
 mod num;
 mod ptx;
+mod queue;
+#[cfg(test)]
+mod stream_tests;
 mod tensor;
 #[cfg(test)]
 mod tests;
@@ -32,10 +43,10 @@ use super::backend::{
 use crate::error::{DriverError, Error, Result};
 use decode::Kernel;
 use memory::Memory;
+use queue::{Queues, Work};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
 /// Thread-instructions executed by every emulated device of the process.
 static TOTAL_EXECUTED: AtomicU64 = AtomicU64::new(0);
@@ -74,7 +85,16 @@ pub struct EmulatorConfig {
     /// The most instructions one thread may execute between two synchronization points before
     /// the launch fails as an endless loop (default 2^32).
     pub max_thread_instructions: u64,
+    /// The most threads (grid blocks x block threads) one launch may have; a larger launch is
+    /// refused with [`Error::Launch`] (default 2^32; `PAGESIFT_EMU_MAX_LAUNCH_THREADS`).
+    pub max_launch_threads: u64,
+    /// Seeds the order in which streams with ready work are interleaved at a synchronization
+    /// point (default a fixed value, so runs are reproducible; `PAGESIFT_EMU_SEED`).
+    pub seed: u64,
 }
+
+/// The default [`EmulatorConfig::seed`].
+pub const DEFAULT_SEED: u64 = 0x5eed_5eed;
 
 impl Default for EmulatorConfig {
     fn default() -> EmulatorConfig {
@@ -87,6 +107,8 @@ impl Default for EmulatorConfig {
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             name: "pagesift emulated device".to_string(),
             max_thread_instructions: 1 << 32,
+            max_launch_threads: 1 << 32,
+            seed: DEFAULT_SEED,
         }
     }
 }
@@ -109,8 +131,8 @@ fn parse_bytes(s: &str) -> Option<usize> {
 
 impl EmulatorConfig {
     /// The default configuration with `PAGESIFT_EMU_MEMORY` (bytes, with an optional `K`/`M`/`G`
-    /// suffix), `PAGESIFT_EMU_THREADS` and `PAGESIFT_EMU_CC` (a compute capability such as `9.0`)
-    /// applied.
+    /// suffix), `PAGESIFT_EMU_THREADS`, `PAGESIFT_EMU_CC` (a compute capability such as `9.0`),
+    /// `PAGESIFT_EMU_SEED` and `PAGESIFT_EMU_MAX_LAUNCH_THREADS` (integers) applied.
     pub fn from_env() -> Result<EmulatorConfig> {
         let mut c = EmulatorConfig::default();
         if let Ok(v) = std::env::var("PAGESIFT_EMU_MEMORY") {
@@ -129,6 +151,20 @@ impl EmulatorConfig {
                         op: "PAGESIFT_EMU_THREADS",
                         message: format!("`{v}` is not a positive thread count"),
                     })?;
+        }
+        let number = |var: &'static str, v: &str| {
+            ptx::parse_int(v.trim())
+                .and_then(|n| u64::try_from(n).ok())
+                .ok_or_else(|| Error::InvalidArgument {
+                    op: var,
+                    message: format!("`{v}` is not a non-negative integer"),
+                })
+        };
+        if let Ok(v) = std::env::var("PAGESIFT_EMU_SEED") {
+            c.seed = number("PAGESIFT_EMU_SEED", &v)?;
+        }
+        if let Ok(v) = std::env::var("PAGESIFT_EMU_MAX_LAUNCH_THREADS") {
+            c.max_launch_threads = number("PAGESIFT_EMU_MAX_LAUNCH_THREADS", &v)?;
         }
         if let Ok(v) = std::env::var("PAGESIFT_EMU_CC") {
             c.compute_capability = parse_cc(&v).ok_or_else(|| Error::InvalidArgument {
@@ -169,8 +205,6 @@ struct Handles {
     next: usize,
     modules: HashMap<usize, LoadedModule>,
     functions: HashMap<usize, Function>,
-    streams: HashMap<usize, ()>,
-    events: HashMap<usize, Option<Instant>>,
     host: HashMap<usize, usize>,
 }
 
@@ -182,12 +216,20 @@ impl Handles {
 }
 
 /// The emulated device. One device (ordinal 0), one context.
+///
+/// Locks are taken in the order `running`, `handles`, `queues`, `memory`, each held briefly
+/// except `running`, which a drain holds while queued work runs.
 pub struct Emulator {
     config: EmulatorConfig,
     memory: RwLock<Memory>,
     handles: Mutex<Handles>,
+    queues: Mutex<Queues>,
+    running: Mutex<()>,
     executed: AtomicU64,
 }
+
+/// The host buffer of chunked copies and fills (a multiple of 8, so chunks stay word-aligned).
+const CHUNK: usize = 1 << 20;
 
 fn driver_error(call: &'static str, code: i32, name: &str, message: impl Into<String>) -> Error {
     Error::Driver(DriverError {
@@ -234,9 +276,11 @@ impl Emulator {
     pub fn new(config: EmulatorConfig) -> Emulator {
         let capacity = config.memory_capacity as u64;
         Emulator {
-            config,
+            config: config.clone(),
             memory: RwLock::new(Memory::new(capacity)),
             handles: Mutex::new(Handles::default()),
+            queues: Mutex::new(Queues::new(config.seed)),
+            running: Mutex::new(()),
             executed: AtomicU64::new(0),
         }
     }
@@ -266,10 +310,97 @@ impl Emulator {
     }
 
     fn check_stream(&self, call: &'static str, s: RawHandle) -> Result<()> {
-        if s == RawHandle::NULL || self.handles(call)?.streams.contains_key(&s.0) {
+        if self.queues(call)?.has_stream(s) {
             Ok(())
         } else {
             Err(invalid_handle(call, s))
+        }
+    }
+
+    /// Runs `s` up to the work queued so far; its unreported error.
+    fn sync_stream(&self, call: &'static str, s: RawHandle) -> Result<()> {
+        let target = self.queues(call)?.stream_target(call, s)?;
+        self.drain(call, &target)?;
+        self.queues(call)?.take_error(s)
+    }
+
+    /// Runs every stream up to the work queued so far (a device-wide wait; errors stay queued).
+    fn drain_all(&self, call: &'static str) -> Result<()> {
+        let target = self.queues(call)?.all_target();
+        self.drain(call, &target)
+    }
+
+    /// Checks that `[addr, addr+bytes)` lies in one live allocation.
+    fn check_range(&self, call: &'static str, addr: DevicePtr, bytes: usize) -> Result<()> {
+        if self.read_mem(call)?.contains(addr, bytes as u64) {
+            Ok(())
+        } else {
+            Err(mem_fault(call, addr, bytes))
+        }
+    }
+
+    fn write_device(&self, call: &'static str, dst: DevicePtr, src: &[u8]) -> Result<()> {
+        self.read_mem(call)?
+            .write(dst, src)
+            .map_err(|_| mem_fault(call, dst, src.len()))
+    }
+
+    fn read_device(&self, call: &'static str, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        let len = dst.len();
+        self.read_mem(call)?
+            .read(src, dst)
+            .map_err(|_| mem_fault(call, src, len))
+    }
+
+    /// Device-to-device copy through a bounded host buffer (in chunks, so a large copy needs
+    /// no large host allocation).
+    fn copy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: usize) -> Result<()> {
+        const CALL: &str = "cuMemcpyDtoDAsync_v2";
+        self.check_range(CALL, src, bytes)?;
+        self.check_range(CALL, dst, bytes)?;
+        let mut tmp = vec![0u8; bytes.min(CHUNK)];
+        let mut done = 0usize;
+        while done < bytes {
+            let n = (bytes - done).min(CHUNK);
+            self.read_device(CALL, &mut tmp[..n], src + done as u64)?;
+            self.write_device(CALL, dst + done as u64, &tmp[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Sets `count` elements of `width` (1 or 4) bytes to `value`, in bounded chunks.
+    fn fill(&self, dst: DevicePtr, value: u32, width: u8, count: usize) -> Result<()> {
+        let call = if width == 1 {
+            "cuMemsetD8Async"
+        } else {
+            "cuMemsetD32Async"
+        };
+        let bytes = count.saturating_mul(width as usize);
+        self.check_range(call, dst, bytes)?;
+        let pattern = value.to_le_bytes();
+        let buf: Vec<u8> = (0..bytes.min(CHUNK))
+            .map(|i| pattern[i % width as usize])
+            .collect();
+        let mut done = 0usize;
+        while done < bytes {
+            let n = (bytes - done).min(CHUNK);
+            self.write_device(call, dst + done as u64, &buf[..n])?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Frees an allocation now.
+    fn free_now(&self, call: &'static str, ptr: DevicePtr) -> Result<()> {
+        let mut mem = self.memory.write().map_err(|_| poisoned(call))?;
+        if mem.free(ptr) {
+            Ok(())
+        } else {
+            Err(invalid_value(
+                call,
+                format!("{ptr:#x} is not the start of a live allocation"),
+            ))
         }
     }
 
@@ -305,21 +436,24 @@ impl Emulator {
         }
         let mut globals = Vec::new();
         let placed = {
-            let mut alloc =
-                |v: &ptx::VarDecl, bytes: Vec<u8>| -> std::result::Result<DevicePtr, String> {
-                    let mut mem = self
-                        .memory
-                        .write()
-                        .map_err(|_| "emulator state poisoned".to_string())?;
-                    let ptr = mem
-                        .alloc(bytes.len().max(1) as u64)
-                        .ok_or(format!("out of device memory for `{}`", v.name))?;
-                    mem.write(ptr, &bytes)
-                        .map_err(|_| "initializer outside its variable".to_string())?;
-                    globals.push(ptr);
-                    Ok(ptr)
-                };
-            decode::place_module_vars(&module.vars, &mut alloc)
+            let mut alloc = |v: &ptx::VarDecl,
+                             bytes: u64,
+                             init: &[u8]|
+             -> std::result::Result<DevicePtr, String> {
+                let mut mem = self
+                    .memory
+                    .write()
+                    .map_err(|_| "emulator state poisoned".to_string())?;
+                let ptr = mem.alloc(bytes.max(1)).ok_or(format!(
+                    "out of device memory for `{}` ({bytes} bytes)",
+                    v.name
+                ))?;
+                mem.write(ptr, init)
+                    .map_err(|_| "initializer outside its variable".to_string())?;
+                globals.push(ptr);
+                Ok(ptr)
+            };
+            decode::place_module_vars(&module.vars, self.config.memory_capacity as u64, &mut alloc)
         };
         let free_all = |globals: &[DevicePtr]| {
             if let Ok(mut mem) = self.memory.write() {
@@ -337,8 +471,20 @@ impl Emulator {
         };
         let source: Vec<&str> = ptx_text.lines().collect();
         let mut kernels = Vec::new();
+        let optin = self.config.max_shared_per_block_optin;
         for e in &module.entries {
             match decode::decode_entry(e, &syms, module_shared, &source) {
+                // As ptxas does, static shared memory past the device's limit fails the load.
+                Ok(k) if k.static_shared > optin => {
+                    free_all(&globals);
+                    return Err(bad(
+                        0,
+                        format!(
+                            "entry `{}` uses {} bytes of static shared memory, more than the device's {optin} bytes per block",
+                            e.name, k.static_shared
+                        ),
+                    ));
+                }
                 Ok(k) => kernels.push(Arc::new(k)),
                 Err(err) => {
                     free_all(&globals);
@@ -350,69 +496,6 @@ impl Emulator {
             }
         }
         Ok(LoadedModule { kernels, globals })
-    }
-
-    fn run(&self, kernel: &Kernel, req: &LaunchRequest<'_>, params: &[u8]) -> Result<()> {
-        let global = self.read_mem("cuLaunchKernel")?.snapshot();
-        let launch = exec::Launch {
-            kernel,
-            global: &global,
-            params,
-            grid: req.grid,
-            block: req.block,
-            shared_bytes: kernel.static_shared.saturating_add(req.shared_mem_bytes),
-            sm_count: self.config.sm_count,
-            max_steps: self.config.max_thread_instructions,
-        };
-        let [gx, gy, gz] = req.grid;
-        let nblocks = gx as u64 * gy as u64 * gz as u64;
-        let workers = (self.config.threads.max(1) as u64).min(nblocks) as usize;
-        let next = AtomicU64::new(0);
-        let stop = AtomicBool::new(false);
-        let first_error: Mutex<Option<(u64, String)>> = Mutex::new(None);
-        let executed = AtomicU64::new(0);
-        let work = || {
-            let mut runner = exec::Runner::new();
-            while !stop.load(Ordering::Relaxed) {
-                let b = next.fetch_add(1, Ordering::Relaxed);
-                if b >= nblocks {
-                    break;
-                }
-                let block = [
-                    (b % gx as u64) as u32,
-                    ((b / gx as u64) % gy as u64) as u32,
-                    (b / (gx as u64 * gy as u64)) as u32,
-                ];
-                if let Err(msg) = runner.run_block(&launch, block) {
-                    stop.store(true, Ordering::Relaxed);
-                    if let Ok(mut slot) = first_error.lock() {
-                        if slot.as_ref().is_none_or(|(fb, _)| b < *fb) {
-                            *slot = Some((b, msg));
-                        }
-                    }
-                }
-            }
-            executed.fetch_add(runner.steps, Ordering::Relaxed);
-        };
-        if workers <= 1 {
-            work();
-        } else {
-            std::thread::scope(|s| {
-                for _ in 0..workers {
-                    s.spawn(work);
-                }
-            });
-        }
-        let steps = executed.load(Ordering::Relaxed);
-        self.executed.fetch_add(steps, Ordering::Relaxed);
-        TOTAL_EXECUTED.fetch_add(steps, Ordering::Relaxed);
-        match first_error.into_inner().ok().flatten() {
-            Some((_, message)) => Err(Error::Emulator {
-                kernel: req.name.to_string(),
-                message,
-            }),
-            None => Ok(()),
-        }
     }
 }
 
@@ -464,7 +547,9 @@ impl Backend for Emulator {
         Ok(())
     }
     fn synchronize(&self) -> Result<()> {
-        Ok(())
+        const CALL: &str = "cuCtxSynchronize";
+        self.drain_all(CALL)?;
+        self.queues(CALL)?.take_any_error()
     }
     fn mem_info(&self) -> Result<(usize, usize)> {
         let mem = self.read_mem("cuMemGetInfo")?;
@@ -478,29 +563,35 @@ impl Backend for Emulator {
         mem.alloc(bytes as u64).ok_or(Error::OutOfMemory { bytes })
     }
     fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
-        let mut mem = self.memory.write().map_err(|_| poisoned("cuMemFree_v2"))?;
-        if mem.free(ptr) {
-            Ok(())
-        } else {
-            Err(invalid_value(
-                "cuMemFree_v2",
-                format!("{ptr:#x} is not the start of a live allocation"),
-            ))
-        }
+        // As cuMemFree: waits for all work of the device, so nothing queued uses the memory.
+        self.drain_all("cuMemFree_v2")?;
+        self.free_now("cuMemFree_v2", ptr)
     }
     fn mem_alloc_async(&self, bytes: usize, stream: RawHandle) -> Result<DevicePtr> {
+        // Allocated at once: it is usable by the stream's later work, which is all it promises.
         self.check_stream("cuMemAllocAsync", stream)?;
         self.mem_alloc(bytes)
     }
     fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()> {
-        self.check_stream("cuMemFreeAsync", stream)?;
-        self.mem_free(ptr)
+        const CALL: &str = "cuMemFreeAsync";
+        if !self.read_mem(CALL)?.is_allocation(ptr) {
+            return Err(invalid_value(
+                CALL,
+                format!("{ptr:#x} is not the start of a live allocation"),
+            ));
+        }
+        self.queues(CALL)?.enqueue(CALL, stream, Work::Free { ptr })
     }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
         if bytes > self.config.memory_capacity.max(1 << 30) {
             return Err(Error::OutOfMemory { bytes });
         }
-        let buf: Box<[u8]> = vec![0u8; bytes.max(1)].into_boxed_slice();
+        // Fallible, so a request the host cannot meet is out-of-memory, not an abort.
+        let mut v: Vec<u8> = Vec::new();
+        v.try_reserve_exact(bytes.max(1))
+            .map_err(|_| Error::OutOfMemory { bytes })?;
+        v.resize(bytes.max(1), 0);
+        let buf = v.into_boxed_slice();
         let len = buf.len();
         let ptr = Box::into_raw(buf) as *mut u8;
         self.handles("cuMemHostAlloc")?
@@ -521,15 +612,14 @@ impl Backend for Emulator {
         Ok(())
     }
     fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
-        self.read_mem("cuMemcpyHtoD_v2")?
-            .write(dst, src)
-            .map_err(|_| mem_fault("cuMemcpyHtoD_v2", dst, src.len()))
+        // Synchronous copies are ordered after the default stream only: created streams are
+        // non-blocking, so their queued work is not waited for.
+        self.sync_stream("cuMemcpyHtoD_v2", RawHandle::NULL)?;
+        self.write_device("cuMemcpyHtoD_v2", dst, src)
     }
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
-        let len = dst.len();
-        self.read_mem("cuMemcpyDtoH_v2")?
-            .read(src, dst)
-            .map_err(|_| mem_fault("cuMemcpyDtoH_v2", src, len))
+        self.sync_stream("cuMemcpyDtoH_v2", RawHandle::NULL)?;
+        self.read_device("cuMemcpyDtoH_v2", dst, src)
     }
     fn memcpy_dtod(
         &self,
@@ -538,16 +628,12 @@ impl Backend for Emulator {
         bytes: usize,
         stream: RawHandle,
     ) -> Result<()> {
-        self.check_stream("cuMemcpyDtoDAsync_v2", stream)?;
-        let mem = self.read_mem("cuMemcpyDtoDAsync_v2")?;
-        if !mem.contains(src, bytes as u64) {
-            return Err(mem_fault("cuMemcpyDtoDAsync_v2", src, bytes));
-        }
-        let mut tmp = vec![0u8; bytes];
-        mem.read(src, &mut tmp)
-            .map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", src, bytes))?;
-        mem.write(dst, &tmp)
-            .map_err(|_| mem_fault("cuMemcpyDtoDAsync_v2", dst, bytes))
+        const CALL: &str = "cuMemcpyDtoDAsync_v2";
+        self.check_stream(CALL, stream)?;
+        self.check_range(CALL, src, bytes)?;
+        self.check_range(CALL, dst, bytes)?;
+        self.queues(CALL)?
+            .enqueue(CALL, stream, Work::CopyDtoD { dst, src, bytes })
     }
     unsafe fn memcpy_htod_async(
         &self,
@@ -556,14 +642,19 @@ impl Backend for Emulator {
         bytes: usize,
         stream: RawHandle,
     ) -> Result<()> {
-        self.check_stream("cuMemcpyHtoDAsync_v2", stream)?;
+        const CALL: &str = "cuMemcpyHtoDAsync_v2";
+        self.check_stream(CALL, stream)?;
         if bytes == 0 {
             return Ok(());
         }
-        // SAFETY: the caller promises `src..src+bytes` is valid and unchanged until the stream
-        // passes this copy; the emulator completes the copy before returning.
-        let src = unsafe { std::slice::from_raw_parts(src, bytes) };
-        self.memcpy_htod(dst, src)
+        self.check_range(CALL, dst, bytes)?;
+        // The host memory is read when the stream reaches the copy, as on a GPU.
+        let work = Work::CopyHtoD {
+            dst,
+            src: src as usize,
+            bytes,
+        };
+        self.queues(CALL)?.enqueue(CALL, stream, work)
     }
     unsafe fn memcpy_dtoh_async(
         &self,
@@ -572,27 +663,30 @@ impl Backend for Emulator {
         bytes: usize,
         stream: RawHandle,
     ) -> Result<()> {
-        self.check_stream("cuMemcpyDtoHAsync_v2", stream)?;
+        const CALL: &str = "cuMemcpyDtoHAsync_v2";
+        self.check_stream(CALL, stream)?;
         if bytes == 0 {
             return Ok(());
         }
-        // SAFETY: the caller promises `dst..dst+bytes` is valid and not otherwise accessed until
-        // the stream passes this copy; the emulator completes the copy before returning.
-        let dst = unsafe { std::slice::from_raw_parts_mut(dst, bytes) };
-        self.memcpy_dtoh(dst, src)
+        self.check_range(CALL, src, bytes)?;
+        let work = Work::CopyDtoH {
+            dst: dst as usize,
+            src,
+            bytes,
+        };
+        self.queues(CALL)?.enqueue(CALL, stream, work)
     }
     fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: RawHandle) -> Result<()> {
-        self.check_stream("cuMemsetD8Async", stream)?;
-        if !self
-            .read_mem("cuMemsetD8Async")?
-            .contains(dst, bytes as u64)
-        {
-            return Err(mem_fault("cuMemsetD8Async", dst, bytes));
-        }
-        let buf = vec![value; bytes];
-        self.read_mem("cuMemsetD8Async")?
-            .write(dst, &buf)
-            .map_err(|_| mem_fault("cuMemsetD8Async", dst, bytes))
+        const CALL: &str = "cuMemsetD8Async";
+        self.check_stream(CALL, stream)?;
+        self.check_range(CALL, dst, bytes)?;
+        let work = Work::Memset {
+            dst,
+            value: value as u32,
+            width: 1,
+            count: bytes,
+        };
+        self.queues(CALL)?.enqueue(CALL, stream, work)
     }
     fn memset_d32(
         &self,
@@ -601,99 +695,112 @@ impl Backend for Emulator {
         count: usize,
         stream: RawHandle,
     ) -> Result<()> {
-        self.check_stream("cuMemsetD32Async", stream)?;
+        const CALL: &str = "cuMemsetD32Async";
+        self.check_stream(CALL, stream)?;
         if dst % 4 != 0 {
             return Err(invalid_value(
-                "cuMemsetD32Async",
+                CALL,
                 format!("{dst:#x} is not 4-byte aligned"),
             ));
         }
-        if !self
-            .read_mem("cuMemsetD32Async")?
-            .contains(dst, (count as u64).saturating_mul(4))
-        {
-            return Err(mem_fault("cuMemsetD32Async", dst, count.saturating_mul(4)));
-        }
-        let buf: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), count)
-            .flatten()
-            .collect();
-        self.read_mem("cuMemsetD32Async")?
-            .write(dst, &buf)
-            .map_err(|_| mem_fault("cuMemsetD32Async", dst, count.saturating_mul(4)))
+        self.check_range(CALL, dst, count.saturating_mul(4))?;
+        let work = Work::Memset {
+            dst,
+            value,
+            width: 4,
+            count,
+        };
+        self.queues(CALL)?.enqueue(CALL, stream, work)
     }
     fn stream_create(&self) -> Result<RawHandle> {
-        let mut h = self.handles("cuStreamCreate")?;
-        let id = h.fresh();
-        h.streams.insert(id, ());
+        let id = self.handles("cuStreamCreate")?.fresh();
+        self.queues("cuStreamCreate")?.add_stream(id);
         Ok(RawHandle(id))
     }
     fn stream_destroy(&self, stream: RawHandle) -> Result<()> {
-        match self
-            .handles("cuStreamDestroy_v2")?
-            .streams
-            .remove(&stream.0)
-        {
-            Some(()) => Ok(()),
-            None => Err(invalid_handle("cuStreamDestroy_v2", stream)),
+        const CALL: &str = "cuStreamDestroy_v2";
+        if stream == RawHandle::NULL {
+            return Err(invalid_handle(CALL, stream));
+        }
+        // Its queued work still runs (as on a GPU); an error it had not reported is returned
+        // here, the last call that names the stream.
+        let target = self.queues(CALL)?.stream_target(CALL, stream)?;
+        self.drain(CALL, &target)?;
+        match self.queues(CALL)?.remove_stream(stream.0) {
+            Some(None) => Ok(()),
+            Some(Some(e)) => Err(e),
+            None => Err(invalid_handle(CALL, stream)),
         }
     }
     fn stream_synchronize(&self, stream: RawHandle) -> Result<()> {
-        self.check_stream("cuStreamSynchronize", stream)
+        self.sync_stream("cuStreamSynchronize", stream)
     }
     fn stream_query(&self, stream: RawHandle) -> Result<bool> {
-        self.check_stream("cuStreamQuery", stream).map(|()| true)
+        // Runs one piece of the work the stream waits for, so a polling loop always finishes
+        // and, single-threaded, deterministically under the seed.
+        const CALL: &str = "cuStreamQuery";
+        let target = self.queues(CALL)?.stream_target(CALL, stream)?;
+        if !self.try_step(CALL, &target)? {
+            return Ok(false);
+        }
+        self.queues(CALL)?.take_error(stream).map(|()| true)
     }
     fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()> {
-        self.check_stream("cuStreamWaitEvent", stream)?;
-        self.event_synchronize(event)
+        self.queues("cuStreamWaitEvent")?
+            .wait("cuStreamWaitEvent", stream, event)
     }
     fn event_create(&self, _timing: bool) -> Result<RawHandle> {
-        let mut h = self.handles("cuEventCreate")?;
-        let id = h.fresh();
-        h.events.insert(id, None);
+        let id = self.handles("cuEventCreate")?.fresh();
+        self.queues("cuEventCreate")?.add_event(id);
         Ok(RawHandle(id))
     }
     fn event_destroy(&self, event: RawHandle) -> Result<()> {
-        match self.handles("cuEventDestroy_v2")?.events.remove(&event.0) {
-            Some(_) => Ok(()),
-            None => Err(invalid_handle("cuEventDestroy_v2", event)),
+        // A pending record of a destroyed event still runs; waits on it still hold.
+        if self.queues("cuEventDestroy_v2")?.remove_event(event.0) {
+            Ok(())
+        } else {
+            Err(invalid_handle("cuEventDestroy_v2", event))
         }
     }
     fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()> {
-        self.check_stream("cuEventRecord", stream)?;
-        match self.handles("cuEventRecord")?.events.get_mut(&event.0) {
-            Some(t) => {
-                *t = Some(Instant::now());
-                Ok(())
-            }
-            None => Err(invalid_handle("cuEventRecord", event)),
-        }
+        self.queues("cuEventRecord")?
+            .record("cuEventRecord", event, stream)
     }
     fn event_synchronize(&self, event: RawHandle) -> Result<()> {
-        if self
-            .handles("cuEventSynchronize")?
-            .events
-            .contains_key(&event.0)
-        {
-            Ok(())
-        } else {
-            Err(invalid_handle("cuEventSynchronize", event))
+        const CALL: &str = "cuEventSynchronize";
+        // Bound first: a guard in an `if let` scrutinee would live through the drain.
+        let target = self.queues(CALL)?.event_target(CALL, event)?;
+        if let Some(target) = target {
+            self.drain(CALL, &target)?;
         }
+        self.queues(CALL)?.take_event_error(event)
     }
     fn event_query(&self, event: RawHandle) -> Result<bool> {
-        self.event_synchronize(event).map(|()| true)
+        const CALL: &str = "cuEventQuery";
+        let target = self.queues(CALL)?.event_target(CALL, event)?;
+        if let Some(target) = target {
+            if !self.try_step(CALL, &target)? {
+                return Ok(false);
+            }
+        }
+        self.queues(CALL)?.take_event_error(event).map(|()| true)
     }
     fn event_elapsed_ms(&self, start: RawHandle, end: RawHandle) -> Result<f32> {
-        let h = self.handles("cuEventElapsedTime")?;
-        let get = |e: RawHandle| match h.events.get(&e.0) {
-            Some(Some(t)) => Ok(*t),
-            Some(None) => Err(driver_error(
-                "cuEventElapsedTime",
+        const CALL: &str = "cuEventElapsedTime";
+        let q = self.queues(CALL)?;
+        let get = |e: RawHandle| match q.event_time(e) {
+            Some(Ok(t)) => Ok(t),
+            Some(Err(pending)) => Err(driver_error(
+                CALL,
                 600,
                 "CUDA_ERROR_NOT_READY",
-                "event not recorded",
+                if pending {
+                    "the event's stream has not reached it"
+                } else {
+                    "event not recorded"
+                },
             )),
-            None => Err(invalid_handle("cuEventElapsedTime", e)),
+            None => Err(invalid_handle(CALL, e)),
         };
         let (a, b) = (get(start)?, get(end)?);
         Ok(match b.checked_duration_since(a) {
@@ -723,6 +830,8 @@ impl Backend for Emulator {
         Ok(RawHandle(id))
     }
     fn module_unload(&self, module: RawHandle) -> Result<()> {
+        // Queued launches of the module may still use its globals.
+        self.drain_all("cuModuleUnload")?;
         let m = self
             .handles("cuModuleUnload")?
             .modules
@@ -802,85 +911,6 @@ impl Backend for Emulator {
         Ok(())
     }
     fn launch(&self, req: &LaunchRequest<'_>) -> Result<()> {
-        let launch_err = |message: String| Error::Launch {
-            kernel: req.name.to_string(),
-            message,
-        };
-        self.check_stream("cuLaunchKernel", req.stream)?;
-        let (kernel, max_dynamic) = {
-            let h = self.handles("cuLaunchKernel")?;
-            let f = h
-                .functions
-                .get(&req.function.0)
-                .ok_or_else(|| invalid_handle("cuLaunchKernel", req.function))?;
-            (f.kernel.clone(), f.max_dynamic_shared)
-        };
-        let [bx, by, bz] = req.block;
-        let threads = bx as u64 * by as u64 * bz as u64;
-        if threads == 0 || threads > 1024 || bz > 64 {
-            return Err(launch_err(format!(
-                "block {:?} is outside the device limits (1..=1024 threads, z <= 64)",
-                req.block
-            )));
-        }
-        if req.grid.contains(&0)
-            || req.grid[1] > 65535
-            || req.grid[2] > 65535
-            || req.grid[0] > i32::MAX as u32
-        {
-            return Err(launch_err(format!(
-                "grid {:?} is outside the device limits",
-                req.grid
-            )));
-        }
-        if let Some(r) = kernel.reqntid {
-            if r != req.block {
-                return Err(launch_err(format!(
-                    "the kernel requires block {r:?} (.reqntid), launched with {:?}",
-                    req.block
-                )));
-            }
-        }
-        if let Some(m) = kernel.maxntid {
-            if threads > (m[0] * m[1] * m[2]) as u64 {
-                return Err(launch_err(format!(
-                    "block {:?} exceeds the kernel's .maxntid {m:?}",
-                    req.block
-                )));
-            }
-        }
-        if req.shared_mem_bytes > max_dynamic {
-            return Err(launch_err(format!(
-                "{} bytes of dynamic shared memory exceed the function's limit of {max_dynamic} bytes (raise it with the max dynamic shared memory attribute)",
-                req.shared_mem_bytes
-            )));
-        }
-        let optin = self.config.max_shared_per_block_optin as u64;
-        if kernel.static_shared as u64 + req.shared_mem_bytes as u64 > optin {
-            return Err(launch_err(format!(
-                "{} bytes of static and {} bytes of dynamic shared memory exceed the device's {optin} bytes per block",
-                kernel.static_shared, req.shared_mem_bytes
-            )));
-        }
-        if req.args.len() != kernel.params.len() {
-            return Err(launch_err(format!(
-                "{} arguments for {} kernel parameters",
-                req.args.len(),
-                kernel.params.len()
-            )));
-        }
-        let mut params = vec![0u8; kernel.param_bytes as usize];
-        for (i, (arg, slot)) in req.args.iter().zip(&kernel.params).enumerate() {
-            let b = arg.as_bytes();
-            if b.len() != slot.size as usize {
-                return Err(launch_err(format!(
-                    "argument {i} has {} bytes, the parameter has {}",
-                    b.len(),
-                    slot.size
-                )));
-            }
-            params[slot.offset as usize..slot.offset as usize + b.len()].copy_from_slice(b);
-        }
-        self.run(&kernel, req, &params)
+        self.queue_launch(req)
     }
 }

@@ -17,6 +17,10 @@ pub(super) struct ParseError {
 
 type PResult<T> = Result<T, ParseError>;
 
+/// The deepest nesting of `{ }` blocks in a kernel body: PTX needs a handful, and the recursive
+/// parser must not exhaust the host stack on hostile input.
+const MAX_NESTING: u32 = 256;
+
 fn err<T>(line: u32, message: impl Into<String>) -> PResult<T> {
     Err(ParseError {
         line,
@@ -249,10 +253,19 @@ impl<'a> Parser<'a> {
     fn number(&mut self) -> PResult<u64> {
         let line = self.line();
         let t = self.next()?;
-        parse_int(t).map(|v| v as u64).ok_or(ParseError {
-            line,
-            message: format!("expected a number, found `{t}`"),
-        })
+        // Out-of-range literals are errors, never wrapped or truncated into a small size.
+        parse_int(t)
+            .and_then(|v| u64::try_from(v).ok())
+            .ok_or(ParseError {
+                line,
+                message: format!("expected a number from 0 to {}, found `{t}`", u64::MAX),
+            })
+    }
+    /// A number that must fit 32 bits (dimensions, alignments, register counts).
+    fn number_u32(&mut self) -> PResult<u32> {
+        let line = self.line();
+        let n = self.number()?;
+        u32::try_from(n).or(err(line, format!("{n} does not fit 32 bits")))
     }
     /// Skips to just past the next `;`.
     fn skip_statement(&mut self) -> PResult<()> {
@@ -351,14 +364,24 @@ pub(super) fn parse_module(src: &str) -> PResult<Module> {
     Ok(m)
 }
 
+/// `.reqntid` / `.maxntid` dimensions: each at least 1, at most 1024 threads in all (so later
+/// products of the three cannot overflow).
 fn parse_dims(p: &mut Parser<'_>) -> PResult<[u32; 3]> {
+    let line = p.line();
     let mut d = [1u32; 3];
-    d[0] = p.number()? as u32;
+    d[0] = p.number_u32()?;
     for v in d.iter_mut().skip(1) {
         if !p.eat(",") {
             break;
         }
-        *v = p.number()? as u32;
+        *v = p.number_u32()?;
+    }
+    let total = d.iter().try_fold(1u64, |acc, &x| acc.checked_mul(x as u64));
+    if d.contains(&0) || total.is_none_or(|t| t > 1024) {
+        return err(
+            line,
+            format!("block dimensions {d:?} are outside 1..=1024 threads"),
+        );
     }
     Ok(d)
 }
@@ -385,7 +408,7 @@ fn parse_entry(p: &mut Parser<'_>) -> PResult<Entry> {
                 let line = p.line();
                 let t = p.next()?;
                 match t {
-                    ".align" => prm.align = p.number()? as u32,
+                    ".align" => prm.align = p.number_u32()?,
                     ".ptr" | ".global" | ".shared" | ".const" | ".local" => {}
                     _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => {
                         prm.ty = strip_dot(t).to_string()
@@ -425,7 +448,7 @@ fn parse_entry(p: &mut Parser<'_>) -> PResult<Entry> {
             t => return err(line, format!("unsupported entry directive `{t}`")),
         }
     }
-    parse_body(p, &mut e.body)?;
+    parse_body(p, &mut e.body, 1)?;
     Ok(e)
 }
 
@@ -450,7 +473,7 @@ fn parse_var(p: &mut Parser<'_>) -> PResult<VarDecl> {
             ".shared" => v.space = Space::Shared,
             ".local" => v.space = Space::Local,
             ".const" => v.space = Space::Const,
-            ".align" => v.align = p.number()? as u32,
+            ".align" => v.align = p.number_u32()?,
             ".v2" => v.vec = 2,
             ".v4" => v.vec = 4,
             _ if t.starts_with('.') && TYPE_NAMES.contains(&strip_dot(t)) => {
@@ -496,13 +519,20 @@ fn parse_var(p: &mut Parser<'_>) -> PResult<VarDecl> {
     Ok(v)
 }
 
-fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>) -> PResult<()> {
+/// Parses statements up to the `}` closing a block opened at nesting `depth`.
+fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>, depth: u32) -> PResult<()> {
     loop {
         let line = p.line();
         let t = p.next()?;
         match t {
             "}" => return Ok(()),
-            "{" => parse_body(p, body)?,
+            "{" if depth >= MAX_NESTING => {
+                return err(
+                    line,
+                    format!("blocks nested deeper than {MAX_NESTING} levels"),
+                )
+            }
+            "{" => parse_body(p, body, depth + 1)?,
             ".reg" => {
                 let ty_tok = p.next()?;
                 let ty = strip_dot(ty_tok).to_string();
@@ -519,7 +549,7 @@ fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>) -> PResult<()> {
                 loop {
                     let name = p.next()?.to_string();
                     let count = if p.eat("<") {
-                        let n = p.number()? as u32;
+                        let n = p.number_u32()?;
                         p.expect(">")?;
                         Some(n)
                     } else {
@@ -581,7 +611,7 @@ fn parse_inst(p: &mut Parser<'_>, opcode: &str, line: u32) -> PResult<RawInst> {
     let mut operands = Vec::new();
     if !p.eat(";") {
         loop {
-            operands.push(parse_operand(p)?);
+            operands.push(parse_operand(p, true)?);
             if p.eat(";") {
                 break;
             }
@@ -596,17 +626,20 @@ fn parse_inst(p: &mut Parser<'_>, opcode: &str, line: u32) -> PResult<RawInst> {
     })
 }
 
-fn parse_operand(p: &mut Parser<'_>) -> PResult<Operand> {
+/// One operand; `{a, b}` vectors only where `vector` (they do not nest, so the recursion is one
+/// level deep whatever the input).
+fn parse_operand(p: &mut Parser<'_>, vector: bool) -> PResult<Operand> {
     let line = p.line();
     let t = p.next()?;
     match t {
+        "{" if !vector => err(line, "nested vector operands are not supported"),
         "!" => Ok(Operand::Not(p.next()?.to_string())),
         "-" => Ok(Operand::Imm(format!("-{}", p.next()?))),
         "_" => Ok(Operand::Sink),
         "{" => {
             let mut v = Vec::new();
             loop {
-                v.push(parse_operand(p)?);
+                v.push(parse_operand(p, false)?);
                 if p.eat("}") {
                     break;
                 }

@@ -35,7 +35,9 @@ fn launch(
         shared_mem_bytes: shared,
         stream: RawHandle::NULL,
         args,
-    })
+    })?;
+    // Launches are queued: a failed check is reported when the stream is synchronized.
+    e.stream_synchronize(RawHandle::NULL)
 }
 
 fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {

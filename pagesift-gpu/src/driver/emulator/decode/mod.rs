@@ -40,6 +40,11 @@ const FIRST_FREE: Slot = 27;
 const MAX_SLOTS: usize = 1 << 16;
 /// The most local memory per thread, in bytes (the hardware limit).
 const MAX_LOCAL: u64 = 512 * 1024;
+/// The most kernel parameter bytes (the limit of sm_70 and later with CUDA 12.1).
+const MAX_PARAM_BYTES: u64 = 32764;
+/// The most static shared memory a module or kernel may declare before the device's own limit
+/// is applied at load: keeps every shared offset inside the 32-bit shared window.
+pub(super) const MAX_SHARED: u64 = u32::MAX as u64 / 2;
 
 fn special(name: &str) -> Option<Slot> {
     let comp = |base: Slot, c: &str| match c {
@@ -535,26 +540,52 @@ pub(super) struct Sym {
     addr: u64,
 }
 
-/// The byte size of a variable.
-pub(super) fn var_bytes(v: &VarDecl) -> u64 {
+/// The byte size of a variable; an error when element size x vector width x count overflows.
+pub(super) fn var_bytes(v: &VarDecl) -> Result<u64, String> {
     let elem = Ty::parse(&v.ty).map_or(1, |t| t.bytes() as u64) * v.vec as u64;
-    elem * v.count.unwrap_or(1)
+    elem.checked_mul(v.count.unwrap_or(1))
+        .ok_or(format!("the size of `{}` overflows 64 bits", v.name))
 }
 
-/// The initial bytes of a `.global` / `.const` variable.
-pub(super) fn var_init(v: &VarDecl) -> Result<Vec<u8>, String> {
-    let ty = Ty::parse(&v.ty).ok_or(format!("unsupported variable type .{}", v.ty))?;
-    let mut out = vec![0u8; var_bytes(v) as usize];
-    let esize = ty.bytes() as usize;
-    for (i, lit) in v.init.iter().enumerate() {
-        let bits = imm_bits(lit, ty).ok_or(format!("bad initializer `{lit}`"))?;
-        let at = i * esize;
-        if at + esize > out.len() {
-            return Err(format!("too many initializers for `{}`", v.name));
-        }
-        out[at..at + esize].copy_from_slice(&bits.to_le_bytes()[..esize]);
+/// `top` rounded up to `align` (a power of two), then `bytes` added: the next free offset of a
+/// state space, or an error when that overflows.
+fn place(top: u64, align: u64, bytes: u64, name: &str) -> Result<(u64, u64), String> {
+    if !align.is_power_of_two() {
+        return Err(format!(
+            "alignment {align} of `{name}` is not a power of two"
+        ));
     }
-    Ok(out)
+    let addr = top
+        .checked_next_multiple_of(align)
+        .ok_or(format!("`{name}` does not fit its state space"))?;
+    let end = addr
+        .checked_add(bytes)
+        .ok_or(format!("`{name}` does not fit its state space"))?;
+    Ok((addr, end))
+}
+
+/// The size of a `.global` / `.const` variable, which must fit `max_bytes` (the device's
+/// memory), and the bytes of its initializer (the rest is zero): no host buffer of the full
+/// size is built, so a huge array costs nothing here and fails, if at all, as an allocation.
+pub(super) fn var_init(v: &VarDecl, max_bytes: u64) -> Result<(u64, Vec<u8>), String> {
+    let ty = Ty::parse(&v.ty).ok_or(format!("unsupported variable type .{}", v.ty))?;
+    let bytes = var_bytes(v)?;
+    if bytes > max_bytes {
+        return Err(format!(
+            "out of device memory for `{}`: {bytes} bytes, the device has {max_bytes}",
+            v.name
+        ));
+    }
+    let esize = ty.bytes() as usize;
+    if (v.init.len() as u64).saturating_mul(esize as u64) > bytes {
+        return Err(format!("too many initializers for `{}`", v.name));
+    }
+    let mut out = Vec::with_capacity(v.init.len() * esize);
+    for lit in &v.init {
+        let bits = imm_bits(lit, ty).ok_or(format!("bad initializer `{lit}`"))?;
+        out.extend_from_slice(&bits.to_le_bytes()[..esize]);
+    }
+    Ok((bytes, out))
 }
 
 /// The bits of a literal as an operand of type `ty`.
@@ -616,28 +647,40 @@ pub(super) fn decode_entry(
         template: vec![0; FIRST_FREE as usize],
         mmas: Vec::new(),
     };
-    // Parameters.
+    // Parameters, in u64 arithmetic checked against the device's parameter space.
     let mut params = Vec::new();
-    let mut off = 0u32;
+    let mut off = 0u64;
     for p in &e.params {
         let ty = Ty::parse(&p.ty).ok_or(DecodeError {
             line: 0,
             message: format!("unsupported parameter type .{}", p.ty),
         })?;
-        let size = ty.bytes() * p.count.unwrap_or(1) as u32;
-        let align = if p.align > 0 { p.align } else { ty.bytes() };
-        off = off.div_ceil(align) * align;
+        let size = (ty.bytes() as u64).saturating_mul(p.count.unwrap_or(1));
+        let align = if p.align > 0 { p.align } else { ty.bytes() } as u64;
+        let (addr, end) = place(off, align, size, &p.name)
+            .ok()
+            .filter(|&(_, end)| end <= MAX_PARAM_BYTES)
+            .ok_or_else(|| DecodeError {
+                line: 0,
+                message: format!(
+                    "the parameters of `{}` exceed {MAX_PARAM_BYTES} bytes (at `{}`)",
+                    e.name, p.name
+                ),
+            })?;
         ctx.local_syms.insert(
             p.name.clone(),
             Sym {
                 space: Space::Param,
-                addr: off as u64,
+                addr,
             },
         );
-        params.push(ParamSlot { offset: off, size });
-        off += size;
+        params.push(ParamSlot {
+            offset: addr as u32,
+            size: size as u32,
+        });
+        off = end;
     }
-    let param_bytes = off;
+    let param_bytes = off as u32;
     // Declarations and labels.
     let mut shared = module_shared as u64;
     let mut local = 0u64;
@@ -672,6 +715,10 @@ pub(super) fn decode_entry(
             }
             Stmt::Var(v) => {
                 let align = v.align.max(1) as u64;
+                let bad = |message: String| DecodeError {
+                    line: v.line,
+                    message,
+                };
                 match v.space {
                     Space::Shared if v.count == Some(0) => {
                         dynamic.push((v.name.clone(), v.align.max(1)))
@@ -682,7 +729,8 @@ pub(super) fn decode_entry(
                         } else {
                             &mut local
                         };
-                        let addr = top.div_ceil(align) * align;
+                        let bytes = var_bytes(v).map_err(bad)?;
+                        let (addr, end) = place(*top, align, bytes, &v.name).map_err(bad)?;
                         ctx.local_syms.insert(
                             v.name.clone(),
                             Sym {
@@ -690,7 +738,7 @@ pub(super) fn decode_entry(
                                 addr,
                             },
                         );
-                        *top = addr + var_bytes(v);
+                        *top = end;
                     }
                     _ => {
                         return Err(DecodeError {
@@ -721,10 +769,10 @@ pub(super) fn decode_entry(
             ),
         });
     }
-    if shared > u32::MAX as u64 / 2 {
+    if shared > MAX_SHARED {
         return Err(DecodeError {
             line: 0,
-            message: format!("too much shared memory in `{}`", e.name),
+            message: format!("too much shared memory in `{}`: {shared} bytes", e.name),
         });
     }
     // Dynamic shared memory starts after the static part, at the strictest alignment asked.
@@ -788,12 +836,16 @@ pub(super) fn decode_entry(
 }
 
 /// Allocates a module-level `.global` / `.const` variable and writes its initial bytes.
-pub(super) type VarAlloc<'a> = dyn FnMut(&VarDecl, Vec<u8>) -> Result<u64, String> + 'a;
+/// Receives the variable, its size in bytes and its initialized first bytes.
+pub(super) type VarAlloc<'a> = dyn FnMut(&VarDecl, u64, &[u8]) -> Result<u64, String> + 'a;
 
 /// Places module-level variables: `.shared` at offsets from 0, `.global`/`.const` at addresses
 /// given by `alloc` (which also receives their initial bytes).
+/// `max_global` bounds each `.global`/`.const` variable (the device's memory); module-level
+/// `.shared` totals more than [`MAX_SHARED`] are errors, never truncated.
 pub(super) fn place_module_vars(
     vars: &[VarDecl],
+    max_global: u64,
     alloc: &mut VarAlloc<'_>,
 ) -> DResult<(HashMap<String, Sym>, u32)> {
     let mut syms = HashMap::new();
@@ -806,19 +858,26 @@ pub(super) fn place_module_vars(
         match v.space {
             Space::Shared => {
                 let align = v.align.max(1) as u64;
-                shared = shared.div_ceil(align) * align;
+                let bytes = var_bytes(v).map_err(e)?;
+                let (addr, end) = place(shared, align, bytes, &v.name).map_err(e)?;
+                if end > MAX_SHARED {
+                    return Err(e(format!(
+                        "too much shared memory: `{}` ends at byte {end}",
+                        v.name
+                    )));
+                }
                 syms.insert(
                     v.name.clone(),
                     Sym {
                         space: Space::Shared,
-                        addr: shared,
+                        addr,
                     },
                 );
-                shared += var_bytes(v);
+                shared = end;
             }
             Space::Global | Space::Const => {
-                let bytes = var_init(v).map_err(e)?;
-                let addr = alloc(v, bytes).map_err(e)?;
+                let (bytes, init) = var_init(v, max_global).map_err(e)?;
+                let addr = alloc(v, bytes, &init).map_err(e)?;
                 syms.insert(
                     v.name.clone(),
                     Sym {

@@ -1,0 +1,339 @@
+//! Streams of the emulated device run asynchronously: a missing synchronization reads stale data
+//! or races, deterministically under a seed; the documented synchronizations fix it.
+
+use super::{Emulator, EmulatorConfig};
+use crate::driver::backend::{Backend, DevicePtr, KernelArg, LaunchRequest, RawHandle};
+use crate::error::Error;
+
+const NULL: RawHandle = RawHandle::NULL;
+
+fn emu_seeded(seed: u64) -> Emulator {
+    Emulator::new(EmulatorConfig {
+        threads: 2,
+        memory_capacity: 64 << 20,
+        seed,
+        ..EmulatorConfig::default()
+    })
+}
+
+/// `fill(y, v, n)`: `y[i] = v` for `i < n`; one thread per element.
+const FILL: &str = r#"
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry fill(.param .u64 y, .param .u32 v, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [y];
+    ld.param.u32 %r1, [v];
+    ld.param.u32 %r2, [n];
+    mov.u32 %r3, %ctaid.x;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %tid.x;
+    mad.lo.s32 %r3, %r3, %r4, %r5;
+    setp.ge.u32 %p1, %r3, %r2;
+    @%p1 bra $L__done;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+$L__done:
+    ret;
+}
+"#;
+
+const N: usize = 300;
+
+struct Fill {
+    function: RawHandle,
+}
+
+impl Fill {
+    fn load(e: &Emulator) -> Fill {
+        let m = e.module_load(FILL).expect("fill loads");
+        Fill {
+            function: e.module_function(m, "fill").expect("entry"),
+        }
+    }
+
+    /// Queues `y[0..n] = v` on `stream`.
+    fn queue(&self, e: &Emulator, stream: RawHandle, y: DevicePtr, v: u32, n: usize) {
+        e.launch(&LaunchRequest {
+            function: self.function,
+            name: "fill",
+            grid: [n.div_ceil(128) as u32, 1, 1],
+            block: [128, 1, 1],
+            shared_mem_bytes: 0,
+            stream,
+            args: &[
+                KernelArg::ptr(y),
+                KernelArg::from(v),
+                KernelArg::from(n as u32),
+            ],
+        })
+        .expect("the launch is queued");
+    }
+}
+
+fn zeroed(e: &Emulator, n: usize) -> DevicePtr {
+    let p = e.mem_alloc(n * 4).expect("alloc");
+    e.memcpy_htod(p, &vec![0u8; n * 4]).expect("zero");
+    p
+}
+
+fn read(e: &Emulator, p: DevicePtr, n: usize) -> Vec<u32> {
+    let mut b = vec![0u8; n * 4];
+    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    b.chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// A kernel on a created stream, read back with a synchronous copy and no synchronization of
+/// that stream: the copy is ordered after the default stream only, so it reads the old data
+/// under every seed; after `stream_synchronize` it reads the kernel's.
+#[test]
+fn a_synchronous_copy_does_not_wait_for_a_created_stream() {
+    for seed in 0..8 {
+        let e = emu_seeded(seed);
+        let fill = Fill::load(&e);
+        let y = zeroed(&e, N);
+        let s = e.stream_create().expect("stream");
+        fill.queue(&e, s, y, 7, N);
+        assert_eq!(
+            read(&e, y, N),
+            vec![0; N],
+            "seed {seed}: the stream ran unasked"
+        );
+        e.stream_synchronize(s).expect("sync");
+        assert_eq!(read(&e, y, N), vec![7; N], "seed {seed}");
+    }
+}
+
+/// The same kernel on the default stream is finished before a synchronous copy reads.
+#[test]
+fn a_synchronous_copy_waits_for_the_default_stream() {
+    let e = emu_seeded(1);
+    let fill = Fill::load(&e);
+    let y = zeroed(&e, N);
+    fill.queue(&e, NULL, y, 9, N);
+    assert_eq!(read(&e, y, N), vec![9; N]);
+}
+
+/// Stream A fills `y`, stream B copies `y` to `z`. Without an event the copy races the fill:
+/// which wins depends on the seed (both outcomes appear over a few seeds, each reproducible);
+/// with `stream_wait_event` B always copies the filled data.
+#[test]
+fn unordered_streams_race_and_an_event_orders_them() {
+    let run = |seed: u64, ordered: bool| -> u32 {
+        let e = emu_seeded(seed);
+        let fill = Fill::load(&e);
+        let (y, z) = (zeroed(&e, N), zeroed(&e, N));
+        let a = e.stream_create().expect("stream a");
+        let b = e.stream_create().expect("stream b");
+        let ev = e.event_create(false).expect("event");
+        fill.queue(&e, a, y, 5, N);
+        if ordered {
+            e.event_record(ev, a).expect("record");
+            e.stream_wait_event(b, ev).expect("wait");
+        }
+        e.memcpy_dtod(z, y, N * 4, b).expect("dtod");
+        e.synchronize().expect("sync");
+        let out = read(&e, z, N);
+        assert!(
+            out.iter().all(|&v| v == out[0]),
+            "a copy is one piece of work"
+        );
+        out[0]
+    };
+    let unordered: Vec<u32> = (0..16).map(|s| run(s, false)).collect();
+    assert!(
+        unordered.contains(&0) && unordered.contains(&5),
+        "seeds 0..16 must show both orders: {unordered:?}"
+    );
+    assert_eq!(
+        (0..16).map(|s| run(s, false)).collect::<Vec<_>>(),
+        unordered,
+        "a seed gives one interleaving"
+    );
+    for seed in 0..16 {
+        assert_eq!(
+            run(seed, true),
+            5,
+            "seed {seed}: the wait must order the copy"
+        );
+    }
+}
+
+/// A wait is on the record current when it was queued: re-recording the event later neither
+/// holds the waiting stream back nor is run by synchronizing it.
+#[test]
+fn a_wait_holds_at_the_record_current_when_it_was_queued() {
+    for seed in 0..8 {
+        let e = emu_seeded(seed);
+        let fill = Fill::load(&e);
+        let (y, z) = (zeroed(&e, N), zeroed(&e, N));
+        let a = e.stream_create().expect("stream a");
+        let b = e.stream_create().expect("stream b");
+        let ev = e.event_create(false).expect("event");
+        fill.queue(&e, a, y, 1, N);
+        e.event_record(ev, a).expect("record 1");
+        e.stream_wait_event(b, ev).expect("wait");
+        e.memcpy_dtod(z, y, N * 4, b).expect("dtod");
+        fill.queue(&e, a, y, 2, N);
+        e.event_record(ev, a).expect("record 2");
+        // Synchronizing b runs a only up to the first record.
+        e.stream_synchronize(b).expect("sync b");
+        assert_eq!(read(&e, z, N), vec![1; N], "seed {seed}");
+        assert_eq!(
+            read(&e, y, N),
+            vec![1; N],
+            "seed {seed}: a ran past the record"
+        );
+        e.event_synchronize(ev).expect("event sync");
+        assert_eq!(read(&e, y, N), vec![2; N], "seed {seed}");
+    }
+}
+
+/// Waiting on an event never recorded waits for nothing.
+#[test]
+fn a_wait_on_an_event_never_recorded_is_reached() {
+    let e = emu_seeded(3);
+    let fill = Fill::load(&e);
+    let y = zeroed(&e, N);
+    let s = e.stream_create().expect("stream");
+    let ev = e.event_create(false).expect("event");
+    e.stream_wait_event(s, ev).expect("wait");
+    fill.queue(&e, s, y, 4, N);
+    assert!(e.event_query(ev).expect("query"));
+    e.event_synchronize(ev).expect("sync");
+    e.stream_synchronize(s).expect("sync");
+    assert_eq!(read(&e, y, N), vec![4; N]);
+}
+
+/// Polling `stream_query` makes progress and finishes; `event_query` likewise.
+#[test]
+fn queries_make_progress() {
+    let e = emu_seeded(4);
+    let fill = Fill::load(&e);
+    let y = zeroed(&e, N);
+    let s = e.stream_create().expect("stream");
+    for v in 1..=5 {
+        fill.queue(&e, s, y, v, N);
+    }
+    let ev = e.event_create(false).expect("event");
+    e.event_record(ev, s).expect("record");
+    let mut polls = 0;
+    while !e.event_query(ev).expect("event query") {
+        polls += 1;
+        assert!(polls < 100, "event_query never finishes");
+    }
+    assert!(polls >= 5, "one piece of work per query: {polls}");
+    assert!(e.stream_query(s).expect("stream query"));
+    assert_eq!(read(&e, y, N), vec![5; N]);
+}
+
+/// A failed check in queued work is returned by the synchronization that covers its stream,
+/// once; a synchronous copy (default stream only) does not see it.
+#[test]
+fn a_failure_of_queued_work_reaches_the_synchronization_of_its_stream() {
+    let e = emu_seeded(5);
+    let fill = Fill::load(&e);
+    let y = zeroed(&e, N);
+    let s = e.stream_create().expect("stream");
+    fill.queue(&e, s, y, 3, N + 1);
+    let ev = e.event_create(false).expect("event");
+    e.event_record(ev, s).expect("record");
+    read(&e, y, N);
+    let err = e.event_synchronize(ev).expect_err("the overrun fails");
+    let Error::Emulator { kernel, message } = &err else {
+        panic!("not an emulator error: {err}")
+    };
+    assert_eq!(kernel, "fill");
+    assert!(message.contains("out-of-bounds"), "{message}");
+    e.stream_synchronize(s).expect("reported once");
+    e.synchronize().expect("reported once");
+    // The stream is usable again, and a later failure is reported by `synchronize`.
+    fill.queue(&e, s, y, 3, N + 1);
+    assert!(matches!(e.synchronize(), Err(Error::Emulator { .. })));
+    fill.queue(&e, s, y, 6, N);
+    e.stream_synchronize(s).expect("a good launch");
+    assert_eq!(read(&e, y, N), vec![6; N]);
+}
+
+/// Events take their timestamp when the stream reaches them, so the time between two measures
+/// the work queued between them; before that it is not ready.
+#[test]
+fn events_time_the_work_between_them() {
+    let e = emu_seeded(6);
+    let fill = Fill::load(&e);
+    let n = 1 << 16;
+    let y = zeroed(&e, n);
+    let s = e.stream_create().expect("stream");
+    let (start, end) = (e.event_create(true).unwrap(), e.event_create(true).unwrap());
+    e.event_record(start, s).expect("record");
+    for v in 0..4 {
+        fill.queue(&e, s, y, v, n);
+    }
+    e.event_record(end, s).expect("record");
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    let not_ready = e.event_elapsed_ms(start, end).expect_err("not reached yet");
+    assert!(not_ready.to_string().contains("NOT_READY"), "{not_ready}");
+    e.event_synchronize(end).expect("sync");
+    let ms = e.event_elapsed_ms(start, end).expect("elapsed");
+    assert!(ms > 0.0, "{ms}");
+}
+
+/// `mem_free_async` frees when the stream reaches it: work queued before it still sees the
+/// memory, work queued after it is out of bounds; async host copies touch host memory only
+/// when the stream reaches them.
+#[test]
+fn stream_order_governs_frees_and_async_host_copies() {
+    let e = emu_seeded(7);
+    let fill = Fill::load(&e);
+    let s = e.stream_create().expect("stream");
+    let y = e.mem_alloc_async(N * 4, s).expect("alloc");
+    fill.queue(&e, s, y, 8, N);
+    let mut host = vec![0u8; N * 4];
+    // SAFETY: `host` outlives the synchronization below and is not touched before it.
+    unsafe { e.memcpy_dtoh_async(host.as_mut_ptr(), y, N * 4, s) }.expect("dtoh");
+    e.mem_free_async(y, s).expect("free");
+    e.stream_synchronize(s)
+        .expect("the kernel and copy ran before the free");
+    assert!(host.chunks_exact(4).all(|c| c == 8u32.to_le_bytes()));
+
+    let z = e.mem_alloc(N * 4).expect("alloc");
+    e.mem_free_async(z, s).expect("free");
+    fill.queue(&e, s, z, 1, N);
+    assert!(matches!(
+        e.stream_synchronize(s),
+        Err(Error::Emulator { .. })
+    ));
+
+    let w = zeroed(&e, N);
+    let src = vec![1u8; N * 4];
+    // SAFETY: `src` lives until the synchronization below and is not modified.
+    unsafe { e.memcpy_htod_async(w, src.as_ptr(), N * 4, s) }.expect("htod");
+    assert_eq!(read(&e, w, N), vec![0; N], "the copy waits for its stream");
+    e.stream_synchronize(s).expect("sync");
+    assert_eq!(read(&e, w, N), vec![0x0101_0101; N]);
+}
+
+/// The default stream's synchronous forms keep working: a memset then `stream_synchronize`,
+/// and a destroyed stream runs its work first.
+#[test]
+fn default_stream_forms_and_stream_destroy() {
+    let e = emu_seeded(8);
+    let fill = Fill::load(&e);
+    let y = zeroed(&e, N);
+    e.memset_d32(y, 0xabcd, N, NULL).expect("memset");
+    e.stream_synchronize(NULL).expect("sync");
+    assert_eq!(read(&e, y, N), vec![0xabcd; N]);
+    let s = e.stream_create().expect("stream");
+    fill.queue(&e, s, y, 2, N);
+    e.stream_destroy(s).expect("destroy");
+    assert_eq!(read(&e, y, N), vec![2; N]);
+    assert!(e.stream_synchronize(s).is_err(), "destroyed");
+    assert!(e.stream_destroy(NULL).is_err(), "the default stream stays");
+}
