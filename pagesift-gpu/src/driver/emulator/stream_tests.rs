@@ -337,3 +337,34 @@ fn default_stream_forms_and_stream_destroy() {
     assert!(e.stream_synchronize(s).is_err(), "destroyed");
     assert!(e.stream_destroy(NULL).is_err(), "the default stream stays");
 }
+
+/// `PAGESIFT_EMU_SEED` and `PAGESIFT_EMU_MAX_LAUNCH_THREADS` reach the configuration; bad
+/// values are errors naming the variable.
+#[test]
+fn seed_and_work_cap_come_from_the_environment() {
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |name: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    let c = EmulatorConfig::from_vars(vars(&[
+        ("PAGESIFT_EMU_SEED", "0x2a"),
+        ("PAGESIFT_EMU_MAX_LAUNCH_THREADS", "1000"),
+    ]))
+    .expect("config");
+    assert_eq!((c.seed, c.max_launch_threads), (42, 1000));
+    let d = EmulatorConfig::from_vars(vars(&[])).expect("config");
+    assert_eq!(
+        (d.seed, d.max_launch_threads),
+        (super::DEFAULT_SEED, 1 << 32)
+    );
+    let Err(Error::InvalidArgument { op, .. }) =
+        EmulatorConfig::from_vars(vars(&[("PAGESIFT_EMU_MAX_LAUNCH_THREADS", "-1")]))
+    else {
+        panic!("a negative cap is accepted")
+    };
+    assert_eq!(op, "PAGESIFT_EMU_MAX_LAUNCH_THREADS");
+}
