@@ -12,10 +12,13 @@
 //! kept on its stream with the position of the failing work, and reported once, by the first
 //! synchronization call that covers it (`stream_synchronize` / `stream_query` of that stream,
 //! `event_synchronize` / `event_query` of an event recorded on it after the failure,
-//! `synchronize`, and for the default stream the synchronous copies). It is not sticky for the
-//! device: later work still runs (every access is checked, so it cannot corrupt the host), and
-//! once reported the stream is usable again. Device-wide waits that are not synchronization
-//! calls of the user (`mem_free`, `module_unload`) leave errors where they are.
+//! `synchronize`, `stream_destroy`, and for the default stream the synchronous copies). It is
+//! not sticky for the device: later work still runs (every access is checked, so it cannot
+//! corrupt the host), and once reported the stream is usable again. The default stream is
+//! shared by every thread, so its failures go to a synchronization call of the thread that
+//! queued the failed work (tests running in parallel on one device each get their own).
+//! Device-wide waits that are not synchronization calls of the user (`mem_free`,
+//! `module_unload`) leave errors where they are.
 
 use super::decode::Kernel;
 use super::{invalid_handle, poisoned, Emulator};
@@ -23,6 +26,7 @@ use crate::driver::backend::{DevicePtr, RawHandle};
 use crate::error::{DriverError, Error, Result};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, MutexGuard, TryLockError};
+use std::thread::ThreadId;
 use std::time::Instant;
 
 /// A launch whose arguments were checked when it was queued.
@@ -76,14 +80,28 @@ pub(super) enum Work {
     },
 }
 
+/// Which thread queued a piece of work on the default stream (`None` on created streams): the
+/// default stream is shared by every user of the device, so its failures are reported to the
+/// thread whose work failed, not to whichever thread happens to synchronize it first.
+type Owner = Option<ThreadId>;
+
+fn owner_for(s: usize) -> Owner {
+    (s == RawHandle::NULL.0).then(|| std::thread::current().id())
+}
+
+/// Whether an error of `owner` is for the calling thread.
+fn is_mine(owner: &Owner) -> bool {
+    owner.is_none_or(|o| o == std::thread::current().id())
+}
+
 struct Stream {
-    queue: VecDeque<(u64, Work)>,
+    queue: VecDeque<(u64, Owner, Work)>,
     /// Pieces of work queued so far; each gets the next number, from 1.
     queued: u64,
     /// Pieces finished: work runs in order, so exactly numbers `1..=done`.
     done: u64,
-    /// The first failure not yet reported, with the number of the work that failed.
-    error: Option<(u64, Error)>,
+    /// The first failure not yet reported of each owner, with the number of the failed work.
+    errors: Vec<(u64, Owner, Error)>,
 }
 
 impl Stream {
@@ -92,7 +110,7 @@ impl Stream {
             queue: VecDeque::new(),
             queued: 0,
             done: 0,
-            error: None,
+            errors: Vec::new(),
         }
     }
 }
@@ -123,7 +141,7 @@ pub(super) enum Target {
 /// The next step of a drain.
 enum Next {
     Done,
-    Run(usize, u64, Work),
+    Run(usize, u64, Owner, Work),
 }
 
 /// Streams, events and the interleaving PRNG of one emulated device.
@@ -176,7 +194,15 @@ impl Queues {
 
     /// Removes a drained stream; its unreported error, if any.
     pub fn remove_stream(&mut self, id: usize) -> Option<Option<Error>> {
-        self.streams.remove(&id).map(|s| s.error.map(|e| e.1))
+        let st = self.streams.remove(&id)?;
+        // Records queued after the drain (by another thread) count as reached, so no drain
+        // waits for a stream that is gone.
+        for (_, _, w) in &st.queue {
+            if let Work::Record { id, .. } = w {
+                self.pending.remove(id);
+            }
+        }
+        Some(st.errors.into_iter().next().map(|e| e.2))
     }
 
     fn push(&mut self, call: &'static str, s: RawHandle, work: Work) -> Result<u64> {
@@ -185,7 +211,7 @@ impl Queues {
             .get_mut(&s.0)
             .ok_or_else(|| invalid_handle(call, s))?;
         st.queued += 1;
-        st.queue.push_back((st.queued, work));
+        st.queue.push_back((st.queued, owner_for(s.0), work));
         Ok(st.queued)
     }
 
@@ -282,7 +308,7 @@ impl Queues {
                 let s = need[i];
                 i += 1;
                 match self.streams.get(&s).and_then(|st| st.queue.front()) {
-                    Some((_, Work::Wait { id })) if self.pending.contains_key(id) => {
+                    Some((_, _, Work::Wait { id })) if self.pending.contains_key(id) => {
                         let owner = self.pending[id];
                         if !need.contains(&owner) {
                             need.push(owner);
@@ -302,7 +328,7 @@ impl Queues {
                 ready[(self.random() % ready.len() as u64) as usize]
             };
             let st = self.streams.get_mut(&s).expect("a ready stream exists");
-            let (seq, work) = st.queue.pop_front().expect("a ready stream has work");
+            let (seq, owner, work) = st.queue.pop_front().expect("a ready stream has work");
             match work {
                 Work::Record { event, id } => {
                     st.done = seq;
@@ -314,44 +340,55 @@ impl Queues {
                     }
                 }
                 Work::Wait { .. } => st.done = seq,
-                work => return Ok(Next::Run(s, seq, work)),
+                work => return Ok(Next::Run(s, seq, owner, work)),
             }
         }
     }
 
-    fn finish(&mut self, s: usize, seq: u64, result: Result<()>) {
+    fn finish(&mut self, s: usize, seq: u64, owner: Owner, result: Result<()>) {
         if let Some(st) = self.streams.get_mut(&s) {
             st.done = seq;
             if let Err(e) = result {
-                st.error.get_or_insert((seq, e));
+                if !st.errors.iter().any(|(_, o, _)| *o == owner) {
+                    st.errors.push((seq, owner, e));
+                }
             }
         }
     }
 
-    /// Takes the unreported error of `s`.
-    pub fn take_error(&mut self, s: RawHandle) -> Result<()> {
-        match self.streams.get_mut(&s.0).and_then(|st| st.error.take()) {
-            Some((_, e)) => Err(e),
+    /// Takes the calling thread's first unreported error of `s` that failed before work
+    /// number `before`.
+    fn take_before(&mut self, s: usize, before: u64) -> Result<()> {
+        let Some(st) = self.streams.get_mut(&s) else {
+            return Ok(());
+        };
+        match st
+            .errors
+            .iter()
+            .position(|(seq, o, _)| *seq < before && is_mine(o))
+        {
+            Some(i) => Err(st.errors.remove(i).2),
             None => Ok(()),
         }
     }
 
-    /// Takes the first unreported error of any stream (the others stay for later calls).
+    /// Takes the unreported error of `s` (on the default stream, the calling thread's).
+    pub fn take_error(&mut self, s: RawHandle) -> Result<()> {
+        self.take_before(s.0, u64::MAX)
+    }
+
+    /// Takes the first unreported error of any stream for the calling thread (the others stay
+    /// for later calls).
     pub fn take_any_error(&mut self) -> Result<()> {
-        match self.streams.values_mut().find_map(|st| st.error.take()) {
-            Some((_, e)) => Err(e),
-            None => Ok(()),
-        }
+        let ids: Vec<usize> = self.streams.keys().copied().collect();
+        ids.into_iter()
+            .try_for_each(|s| self.take_before(s, u64::MAX))
     }
 
     /// Takes the error of the stream `event` was last recorded on, if it failed before the record.
     pub fn take_event_error(&mut self, event: RawHandle) -> Result<()> {
-        let Some(r) = self.events.get(&event.0).and_then(|e| e.latest) else {
-            return Ok(());
-        };
-        let st = self.streams.get_mut(&r.stream);
-        match st.and_then(|st| st.error.take_if(|(seq, _)| *seq < r.seq)) {
-            Some((_, e)) => Err(e),
+        match self.events.get(&event.0).and_then(|e| e.latest) {
+            Some(r) => self.take_before(r.stream, r.seq),
             None => Ok(()),
         }
     }
@@ -416,11 +453,11 @@ impl Emulator {
             .queues(call)?
             .next(target)
             .map_err(|m| stuck(call, m))?;
-        let Next::Run(s, seq, work) = next else {
+        let Next::Run(s, seq, owner, work) = next else {
             return Ok(false);
         };
         let result = self.execute(work);
-        self.queues(call)?.finish(s, seq, result);
+        self.queues(call)?.finish(s, seq, owner, result);
         Ok(true)
     }
 

@@ -368,3 +368,30 @@ fn seed_and_work_cap_come_from_the_environment() {
     };
     assert_eq!(op, "PAGESIFT_EMU_MAX_LAUNCH_THREADS");
 }
+
+/// The default stream is shared by every thread: a failure there is reported to the thread
+/// that queued the failed work, even when another thread's synchronization ran it.
+#[test]
+fn a_default_stream_failure_goes_to_the_thread_that_queued_it() {
+    let e = emu_seeded(9);
+    let fill = Fill::load(&e);
+    let (y, z) = (zeroed(&e, N), zeroed(&e, N));
+    let queued = std::sync::Barrier::new(2);
+    let synced = std::sync::Barrier::new(2);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            fill.queue(&e, NULL, y, 1, N + 1);
+            queued.wait();
+            synced.wait();
+            let err = e.stream_synchronize(NULL).expect_err("my overrun");
+            assert!(matches!(err, Error::Emulator { .. }), "{err}");
+        });
+        queued.wait();
+        fill.queue(&e, NULL, z, 2, N);
+        e.stream_synchronize(NULL)
+            .expect("the other thread's failure is not mine");
+        assert_eq!(read(&e, z, N), vec![2; N]);
+        synced.wait();
+    });
+    e.synchronize().expect("reported once");
+}
