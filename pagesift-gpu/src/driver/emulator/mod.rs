@@ -26,6 +26,8 @@
 mod config;
 mod decode;
 mod exec;
+#[cfg(test)]
+mod input_tests;
 mod launch;
 mod memory;
 mod num;
