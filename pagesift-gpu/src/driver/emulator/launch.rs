@@ -108,6 +108,8 @@ impl Emulator {
             grid: req.grid,
             block: req.block,
             params,
+            first_block: 0,
+            run_to: u64::MAX,
         };
         self.queues("cuLaunchKernel")?.enqueue(
             "cuLaunchKernel",
@@ -116,8 +118,8 @@ impl Emulator {
         )
     }
 
-    /// Runs a queued launch to completion, blocks spread over the host threads; the first
-    /// failed check (lowest block) is the error.
+    /// Runs blocks `first_block..run_to` of a queued launch (in linear block order), spread
+    /// over the host threads; the first failed check (lowest block) is the error.
     pub(super) fn run(&self, req: &QueuedLaunch) -> Result<()> {
         // The allocations live when the launch runs, not when it was queued: memory freed in
         // stream order before it is out of bounds.
@@ -133,10 +135,11 @@ impl Emulator {
             sm_count: self.config.sm_count,
             max_steps: self.config.max_thread_instructions,
         };
-        let [gx, gy, gz] = req.grid;
-        let nblocks = gx as u64 * gy as u64 * gz as u64;
-        let workers = (self.config.threads.max(1) as u64).min(nblocks) as usize;
-        let next = AtomicU64::new(0);
+        let [gx, gy, _] = req.grid;
+        let nblocks = req.blocks().min(req.run_to);
+        let first = req.first_block.min(nblocks);
+        let workers = (self.config.threads.max(1) as u64).min(nblocks - first) as usize;
+        let next = AtomicU64::new(first);
         let stop = AtomicBool::new(false);
         let first_error: Mutex<Option<(u64, String)>> = Mutex::new(None);
         let executed = AtomicU64::new(0);

@@ -6,7 +6,8 @@
 //! record that was current when the wait was queued has run (a never-recorded event is already
 //! reached). A drain runs only the work its caller waits for: the target streams up to their
 //! length at the call, and whatever those wait on. When several of them have ready work, a PRNG
-//! seeded by [`super::EmulatorConfig::seed`] picks which piece runs next.
+//! seeded by [`super::EmulatorConfig::seed`] picks which piece runs next, and a kernel picked
+//! then runs a random share of its remaining blocks, so other streams' work lands between them.
 //!
 //! Errors: a failure of queued work (a failed check in a kernel, a copy outside live memory) is
 //! kept on its stream with the position of the failing work, and reported once, by the first
@@ -38,6 +39,18 @@ pub(super) struct QueuedLaunch {
     /// Static plus dynamic shared memory, in bytes.
     pub shared_bytes: u32,
     pub params: Vec<u8>,
+    /// Blocks already run (in linear order): a launch can run in pieces, so that work of
+    /// another stream lands between its blocks, as on a GPU running both at once.
+    pub first_block: u64,
+    /// Where the next piece ends (set by the scheduler).
+    pub run_to: u64,
+}
+
+impl QueuedLaunch {
+    /// The blocks of the grid.
+    pub fn blocks(&self) -> u64 {
+        self.grid.iter().map(|&g| g as u64).product()
+    }
 }
 
 /// One piece of queued work. Host addresses are kept as integers: the caller of the async copy
@@ -340,8 +353,27 @@ impl Queues {
                     }
                 }
                 Work::Wait { .. } => st.done = seq,
+                Work::Launch(mut l) => {
+                    // With other streams ready, run a random share of the remaining blocks and
+                    // put the rest back: their work then interleaves with this kernel's blocks.
+                    let left = l.blocks() - l.first_block;
+                    l.run_to = if ready.len() > 1 && left > 1 {
+                        l.first_block + 1 + self.random() % left
+                    } else {
+                        u64::MAX
+                    };
+                    return Ok(Next::Run(s, seq, owner, Work::Launch(l)));
+                }
                 work => return Ok(Next::Run(s, seq, owner, work)),
             }
+        }
+    }
+
+    /// Puts the unrun blocks of a launch back at the head of its stream.
+    fn requeue(&mut self, s: usize, seq: u64, owner: Owner, mut l: Box<QueuedLaunch>) {
+        if let Some(st) = self.streams.get_mut(&s) {
+            l.first_block = l.run_to;
+            st.queue.push_front((seq, owner, Work::Launch(l)));
         }
     }
 
@@ -456,6 +488,16 @@ impl Emulator {
         let Next::Run(s, seq, owner, work) = next else {
             return Ok(false);
         };
+        if let Work::Launch(l) = work {
+            let result = self.run(&l);
+            let mut q = self.queues(call)?;
+            if result.is_ok() && l.run_to < l.blocks() {
+                q.requeue(s, seq, owner, l);
+            } else {
+                q.finish(s, seq, owner, result);
+            }
+            return Ok(true);
+        }
         let result = self.execute(work);
         self.queues(call)?.finish(s, seq, owner, result);
         Ok(true)
