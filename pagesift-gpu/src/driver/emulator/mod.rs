@@ -2,7 +2,7 @@
 //!
 //! Modules are parsed from their PTX text (`ptx`) and pre-decoded into compact instructions with
 //! register slots and resolved labels (`decode`); anything the emulator does not implement fails
-//! the load with a log line naming the instruction and PTX line. A launch runs the whole grid,
+//! the load with a log line naming the instruction and PTX line. A launch runs its grid's
 //! blocks spread over host threads (`exec`), with the checks of a sanitizer:
 //! out-of-bounds and misaligned global and shared accesses, barriers not reached by every thread,
 //! reads of shared memory no thread wrote, and shared-memory data races between two barriers. A
