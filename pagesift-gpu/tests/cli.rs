@@ -83,3 +83,54 @@ fn ptx_prints_a_variant_or_refuses_an_unknown_name() {
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
 }
+
+/// Runs `args` with stdout a pipe whose reader is gone before anything is written (as
+/// `pagesift-gpu help | head -c 0`), and returns the exit status and stderr.
+fn with_closed_stdout(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let mut child = cli()
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the CLI");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait for the CLI");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_closed_stdout_ends_the_cli_quietly() {
+    for args in [&["help"][..], &["kernels"], &["ptx", "act_f32__ACT_Relu"]] {
+        let (status, stderr) = with_closed_stdout(args);
+        assert!(
+            !stderr.contains("panicked"),
+            "{args:?}: no panic on a closed stdout: {stderr}"
+        );
+        assert_eq!(status.code(), Some(0), "{args:?}: quiet exit: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: nothing on stderr: {stderr}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_a_clean_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIPPED a_full_stdout_is_a_clean_error: no /dev/full");
+        return;
+    };
+    for args in [&["help"][..], &["kernels"]] {
+        let out = cli()
+            .args(args)
+            .stdout(full.try_clone().expect("dup /dev/full"))
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(74), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+    }
+}

@@ -153,9 +153,13 @@ pub struct ModuleLoadError {
 
 /// A device implementation: the NVIDIA driver, or the emulated device.
 ///
+/// Crate-private: its methods take raw handles and addresses that nothing checks (a made-up
+/// stream handle, a freed or foreign address), so no safe code outside the crate may call them
+/// or implement them. The safe types are the only users.
+///
 /// Methods that act on device state assume the context of the device is current on the calling
 /// thread (see [`Backend::set_current`]); the safe layer guarantees this.
-pub trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: Send + Sync + 'static {
     /// Which implementation this is.
     fn kind(&self) -> BackendKind;
     /// The library (or emulator description) this backend was loaded from.
@@ -193,7 +197,8 @@ pub trait Backend: Send + Sync + 'static {
     /// order: the memory stays valid for every piece of work `stream` runs before it reaches
     /// the free (`cuMemFreeAsync`; where the driver lacks it, after waiting for `stream`).
     fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()>;
-    /// Allocates page-locked host memory; `bytes` is never 0.
+    /// Allocates page-locked host memory; `bytes` is never 0. The memory is `bytes` long and
+    /// aligned to at least 16 bytes (the safe layer writes all of it).
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8>;
     /// Frees memory from [`Backend::host_alloc`].
     ///

@@ -43,21 +43,26 @@
 
 pub mod backend;
 pub mod cuda;
+// The emulated device's `from_env` names the crate-private `Backend`; nothing outside the
+// crate can call or implement its methods.
 #[cfg(feature = "emulator")]
+#[allow(private_interfaces)]
 pub mod emulator;
 mod gpu;
 pub mod launch;
 mod memory;
 mod module;
 mod stream;
+mod track;
 
 #[cfg(test)]
 mod tests;
 
 use std::sync::{Arc, OnceLock};
 
+pub(crate) use backend::Backend;
 pub use backend::{
-    Backend, BackendKind, DeviceProps, DevicePtr, FunctionAttributes, KernelArg, LaunchRequest,
+    BackendKind, DeviceProps, DevicePtr, FunctionAttributes, KernelArg, LaunchRequest,
     ModuleLoadError, RawHandle,
 };
 pub use gpu::Gpu;
@@ -79,17 +84,20 @@ pub const LIBRARY_ENV: &str = "PAGESIFT_GPU_LIB";
 ///
 /// Errors: [`Error::DriverNotFound`] / [`Error::MissingSymbol`] / [`Error::Driver`] when the
 /// driver cannot be loaded and initialized; [`Error::Unsupported`] when the emulated device is
-/// asked for but not compiled in, or for an unknown `PAGESIFT_GPU_DEVICE` value.
-pub fn default_backend() -> Result<Arc<dyn Backend>> {
-    let device = std::env::var(DEVICE_ENV).unwrap_or_default();
-    match device.as_str() {
+/// asked for but not compiled in; [`Error::Config`] for an unknown `PAGESIFT_GPU_DEVICE` value.
+pub(crate) fn default_backend() -> Result<Arc<dyn Backend>> {
+    backend_for(&std::env::var(DEVICE_ENV).unwrap_or_default())
+}
+
+/// The backend for a value of `PAGESIFT_GPU_DEVICE`.
+fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
+    match device {
         "" | "cuda" => Ok(cuda::CudaBackend::global()?),
         "emulated" => emulated_backend(),
-        other => Err(Error::Unsupported {
-            kernel: "device selection".into(),
-            reason: format!(
-                "{DEVICE_ENV}={other} is not a known device (use `cuda` or `emulated`)"
-            ),
+        other => Err(Error::Config {
+            variable: DEVICE_ENV,
+            value: other.to_string(),
+            message: "not a known device (use `cuda` or `emulated`)".into(),
         }),
     }
 }
@@ -113,6 +121,32 @@ fn emulated_backend() -> Result<Arc<dyn Backend>> {
         reason: format!(
             "{DEVICE_ENV}=emulated needs pagesift-gpu built with the `emulator` feature"
         ),
+    })
+}
+
+/// What the default backend reports about its driver, for tools (`pagesift-gpu info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// The CUDA version the driver supports, as `cuDriverGetVersion` reports it (13000 = 13.0).
+    pub version: i32,
+    /// The full driver version string (e.g. `580.95.05`), where NVML reports it.
+    pub version_string: Option<String>,
+    /// The library the driver was loaded from (or the emulated device's description).
+    pub library: String,
+    /// The number of devices.
+    pub device_count: usize,
+}
+
+/// Loads the default backend and describes its driver.
+///
+/// Errors: as [`Gpu::new`] without a usable driver.
+pub fn driver_info() -> Result<DriverInfo> {
+    let b = default_backend()?;
+    Ok(DriverInfo {
+        version: b.driver_version()?,
+        version_string: b.driver_version_string(),
+        library: b.library().to_string(),
+        device_count: b.device_count()?,
     })
 }
 
