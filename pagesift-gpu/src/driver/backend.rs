@@ -1,7 +1,7 @@
 //! The one narrow interface between the runtime and a device implementation.
 //!
 //! Everything above this trait (buffers, streams, the module cache, launch wrappers, ops) talks
-//! to a device only through [`Backend`]. Two implementations exist: the NVIDIA driver
+//! to a device only through `Backend`. Two implementations exist: the NVIDIA driver
 //! (`libcuda`, in `driver::cuda`) and, with the `emulator` feature, an emulated device that
 //! executes the PTX text on the CPU (`driver::emulator`).
 //!
@@ -23,7 +23,7 @@ impl RawHandle {
     pub const NULL: RawHandle = RawHandle(0);
 }
 
-/// Which implementation stands behind a [`Backend`].
+/// Which implementation stands behind a `Backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendKind {
     /// The NVIDIA driver, `libcuda`.
@@ -126,7 +126,7 @@ impl From<half::bf16> for KernelArg {
 /// A kernel launch as the backend receives it; the caller has already checked the limits.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchRequest<'a> {
-    /// The function, from [`Backend::module_function`].
+    /// The function, from `Backend::module_function`.
     pub function: RawHandle,
     /// The kernel's entry name, for error messages.
     pub name: &'a str,

@@ -52,7 +52,7 @@ fn backend_id(backend: &Arc<dyn Backend>) -> usize {
 }
 
 impl Gpu {
-    /// Opens device `ordinal` of the default backend ([`super::default_backend`]: the NVIDIA
+    /// Opens device `ordinal` of the default backend (`super::default_backend`: the NVIDIA
     /// driver, or the emulated device when `PAGESIFT_GPU_DEVICE=emulated`).
     ///
     /// Errors: [`Error::DriverNotFound`] / [`Error::MissingSymbol`] without a usable driver,

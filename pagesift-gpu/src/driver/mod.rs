@@ -1,8 +1,9 @@
 //! The device layer: the only home of FFI and `unsafe` in the crate.
 //!
-//! `backend` is the narrow interface a device implementation provides; `cuda` implements it over
-//! `libcuda` (through libloading); the safe types ([`Gpu`], buffers, streams, events, the module
-//! cache and launches) are built on the interface alone.
+//! `backend` is the narrow interface a device implementation provides (crate-private: its
+//! methods take raw handles and addresses); `cuda` implements it over `libcuda` (through
+//! libloading); the safe types ([`Gpu`], buffers, streams, events, the module cache and
+//! launches) are built on the interface alone, and are the only way in from outside the crate.
 //!
 //! - [`Gpu`]: one device and its primary context; cheap to clone, usable from any thread.
 //! - [`DeviceBuffer`] / [`DeviceSlice`] / [`DeviceSliceMut`]: typed device memory and views,
@@ -11,12 +12,47 @@
 //!   page-locked host memory asynchronous copies use. A pinned buffer cannot be read, written
 //!   or freed while a copy that uses it is in flight: every access waits for it.
 //! - Kernel variants from [`crate::ptx_kernel!`] load on first launch, once per device
-//!   ([`launch`]); raw PTX loads with [`Gpu::load_ptx`] and launches with [`Stream::launch`].
+//!   ([`launch`]); raw PTX loads with [`Gpu::load_ptx`] and launches with the `unsafe`
+//!   [`Stream::launch`].
 //!
-//! Errors: no driver is [`Error::DriverNotFound`], a library that is not a driver is
-//! [`Error::MissingSymbol`], a failed call is [`Error::Driver`] naming the call, allocation
-//! failure is [`Error::OutOfMemory`]; a failure inside a `Drop` comes back from the next call on
-//! the same device as [`Error::Deferred`].
+//! # Stream-ordered buffers
+//!
+//! Every [`DeviceBuffer`] remembers the stream of its last write and the streams that read it
+//! since (views share their buffer's record). From that:
+//!
+//! - a launch of a generated kernel, [`Stream::copy_htod_async`], [`Stream::copy_dtoh_async`],
+//!   [`Stream::copy_dtod_async`] and [`Stream::memset_async`] on stream `s` first make `s` wait,
+//!   on the device, for the conflicting work on other streams (a read for the last write, a
+//!   write for the last write and every read): an event is recorded at that moment at the tail
+//!   of the other stream and `s` waits for it. Then the use is recorded.
+//! - the synchronous copies (`to_host`, `copy_to_host`, `copy_from_host`, `copy_from_device`,
+//!   `memset_bytes`, `fill_u32`) first synchronize the streams of the conflicting work, so
+//!   they never read a result that is still being written, nor overwrite data a queued kernel
+//!   still reads.
+//! - dropping a buffer never waits: it frees the memory with the stream-ordered free on the
+//!   stream of one pending use, after making that stream wait for the others (the default
+//!   stream when nothing is pending). Where the driver lacks `cuMemFreeAsync` the free waits
+//!   for that stream only. Allocation is stream-ordered on the default stream and counts as a
+//!   write there.
+//!
+//! A buffer holds its streams by reference count, so a [`Stream`] dropped while work on it is
+//! pending stays alive (in the driver) until the last buffer that waits on it is gone. On one
+//! stream nothing is recorded and nothing waits (a launch compares the stream with the
+//! buffer's last one); events exist only where another stream or the host must wait, and the
+//! wait may cover more than the buffer's own work (never less).
+//!
+//! [`Stream::launch`] takes raw addresses, so no buffer knows about it: its caller orders it
+//! (see its `# Safety`).
+//!
+//! # Errors
+//!
+//! No driver is [`Error::DriverNotFound`], a library that is not a driver is
+//! [`Error::MissingSymbol`], a `PAGESIFT_GPU_LIB` that is not a regular file or an unknown
+//! `PAGESIFT_GPU_DEVICE` is [`Error::Config`], a failed call is [`Error::Driver`] naming the
+//! call, allocation failure is [`Error::OutOfMemory`]. A failure inside a `Drop` (a free, a
+//! destroy) cannot be returned: the device keeps it until [`Gpu::take_deferred_errors`] or
+//! [`Gpu::synchronize`] (which returns [`Error::Deferred`] after synchronizing); no other call
+//! reports it or fails because of it.
 //!
 //! ```no_run
 //! use pagesift_gpu::{DeviceBuffer, Event, Gpu, PinnedBuffer};

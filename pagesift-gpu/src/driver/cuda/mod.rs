@@ -1,6 +1,6 @@
 //! The NVIDIA driver backend: `libcuda` through libloading, in three layers: [`sys`] (the
 //! function table), [`result`] (one thin `unsafe fn` per call returning `Result`) and
-//! [`CudaBackend`] (the [`Backend`] implementation the safe types use).
+//! [`CudaBackend`] (the `Backend` implementation the safe types use).
 //!
 //! The driver is loaded and initialized once per process, on first use; the outcome, success
 //! or the error, is remembered.
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 /// The most kernel parameters passed without a heap allocation.
 const STACK_ARGS: usize = 32;
 
-/// The [`Backend`] over the NVIDIA driver. There is one per process: [`CudaBackend::global`].
+/// The `Backend` over the NVIDIA driver. There is one per process: `CudaBackend::global`.
 pub struct CudaBackend {
     driver: Driver,
     version_string: OnceLock<Option<String>>,
