@@ -9,8 +9,18 @@
 use std::time::Instant;
 
 use pagesift_gpu::ops::act::{activation, activation_inplace};
-use pagesift_gpu::{Act, ActArgs, DeviceBuffer, Event, Gpu};
+use pagesift_gpu::{Act, ActArgs, DeviceBuffer, Event, Gpu, KernelVariant, LaunchConfig, Stream};
+use pagesift_tests::hand_ptx::{axpb_variant, launch_axpb_variant};
 use pagesift_tests::{gpu_or_skip, is_emulated};
+
+/// `y = 2 x` by the hand-written `axpb` kernel, launched with its buffer uses as generated
+/// wrappers launch (independent of the compiler's kernels).
+static AXPB: KernelVariant = axpb_variant(256, false);
+
+fn double_into(stream: &Stream, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>) {
+    let cfg = LaunchConfig::grid_1d(u32::try_from(x.len().div_ceil(256)).unwrap());
+    launch_axpb_variant(stream, &AXPB, &cfg, x, y, 2.0, 0.0).unwrap();
+}
 
 /// Queued launches per test.
 const LAUNCHES: usize = 200;
@@ -188,4 +198,97 @@ fn a_stream_dropped_under_work_still_orders_its_buffers() {
         LAUNCHES / 4
     );
     assert_eq!(bad, 0);
+}
+
+/// 200 launches between two buffers, alternating (`p -> q`, `q -> p`, ...), each on the
+/// stream `streams[k % streams.len()]`; the result is read with no synchronize.
+fn ping_pong(test: &str, streams: usize) {
+    let Some(gpu) = gpu_or_skip(test) else {
+        return;
+    };
+    let n = size(&gpu);
+    let x = data(n);
+    let streams: Vec<Stream> = (0..streams).map(|_| gpu.new_stream().unwrap()).collect();
+    let mut p = DeviceBuffer::from_host(&gpu, &x).unwrap();
+    let mut q = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
+    let start = Instant::now();
+    for k in 0..LAUNCHES {
+        let s = &streams[k % streams.len()];
+        if k % 2 == 0 {
+            double_into(s, &p, &mut q);
+        } else {
+            double_into(s, &q, &mut p);
+        }
+    }
+    let queued = start.elapsed();
+    let got = p.to_host().unwrap();
+    let total = start.elapsed();
+    let bad = not_final(&got, &x, LAUNCHES);
+    println!(
+        "{test}: {LAUNCHES} axpb launches on {} stream(s), {n} elements ({}): queued in {} µs, read after {} µs, {bad} elements not final",
+        streams.len(),
+        gpu.name(),
+        queued.as_micros(),
+        total.as_micros()
+    );
+    assert_eq!(bad, 0);
+}
+
+#[test]
+fn tracked_launches_on_one_stream_are_final_when_read() {
+    ping_pong("tracked_launches_on_one_stream_are_final_when_read", 1);
+}
+
+#[test]
+fn tracked_launches_alternating_streams_are_ordered() {
+    ping_pong("tracked_launches_alternating_streams_are_ordered", 2);
+}
+
+#[test]
+fn tracked_drop_under_queued_work_returns_at_once() {
+    let Some(gpu) = gpu_or_skip("tracked_drop_under_queued_work_returns_at_once") else {
+        return;
+    };
+    let n = size(&gpu);
+    let x = data(n);
+    let stream = gpu.new_stream().unwrap();
+    let mut p = DeviceBuffer::from_host(&gpu, &x).unwrap();
+    let mut q = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
+    let (begin, end) = (Event::new(&gpu).unwrap(), Event::new(&gpu).unwrap());
+    begin.record(&stream).unwrap();
+    for k in 0..LAUNCHES {
+        if k % 2 == 0 {
+            double_into(&stream, &p, &mut q);
+        } else {
+            double_into(&stream, &q, &mut p);
+        }
+    }
+    end.record(&stream).unwrap();
+    let t = Instant::now();
+    drop(q);
+    let drop_us = t.elapsed().as_secs_f64() * 1e6;
+    let still_running = !end.query().unwrap();
+    let pattern: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut z = DeviceBuffer::<f32>::alloc(&gpu, n).unwrap();
+    z.copy_from_host(&pattern).unwrap();
+    let got = p.to_host().unwrap();
+    let late = z.to_host().unwrap();
+    let work_us = f64::from(end.elapsed_ms(&begin).unwrap()) * 1e3;
+    let bad = not_final(&got, &x, LAUNCHES);
+    let corrupt = late
+        .iter()
+        .zip(&pattern)
+        .filter(|(a, b)| a.to_bits() != b.to_bits())
+        .count();
+    println!(
+        "tracked drop under {LAUNCHES} queued launches on {n} elements ({}): drop took {drop_us:.1} µs, the queued work {work_us:.1} µs (still running at the drop: {still_running}); {bad} not final, {corrupt} corrupted in the next buffer",
+        gpu.name()
+    );
+    assert_eq!((bad, corrupt), (0, 0));
+    if !is_emulated(&gpu) {
+        assert!(
+            drop_us < work_us / 10.0,
+            "drop took {drop_us:.1} µs against {work_us:.1} µs of queued work"
+        );
+    }
 }
