@@ -257,14 +257,17 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Whether all work queued on `stream` is done (never waits).
     fn stream_query(&self, stream: RawHandle) -> Result<bool>;
     /// Makes work queued on `stream` after this call wait until `event`'s recorded point is
-    /// reached (an event never recorded is already reached).
+    /// reached (an event never recorded is already reached). The wait is for the record made
+    /// most recently before this call: recording the event again later (the stream-ordered
+    /// buffers re-record one event per stream) does not change it, as in CUDA.
     fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()>;
 
     /// Creates an event (with timing when `timing`).
     fn event_create(&self, timing: bool) -> Result<RawHandle>;
     /// Destroys an event.
     fn event_destroy(&self, event: RawHandle) -> Result<()>;
-    /// Records an event on a stream.
+    /// Records an event on a stream (replacing its previous record for later waits and
+    /// queries; waits queued before keep the point they were given).
     fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()>;
     /// Waits for an event.
     fn event_synchronize(&self, event: RawHandle) -> Result<()>;

@@ -221,14 +221,15 @@ impl Gpu {
         )
     }
 
-    /// The default (legacy) stream. Work on it is ordered with the synchronous copies of
-    /// buffers; dropping it destroys nothing.
+    /// The default (legacy) stream, one per device (every call returns a handle of the same
+    /// stream); dropping it destroys nothing.
     pub fn default_stream(&self) -> Stream {
         Stream::default_of(self.clone())
     }
 
-    /// A new stream, not ordered with the default stream: synchronize it (or the device)
-    /// before reading what its work wrote with a synchronous copy.
+    /// A new stream, not implicitly ordered with the default stream or any other: buffers
+    /// order their uses across streams and with synchronous copies themselves (see
+    /// [`super`]), so no explicit synchronization is needed to read what its work wrote.
     pub fn new_stream(&self) -> Result<Stream> {
         Stream::new(self)
     }
