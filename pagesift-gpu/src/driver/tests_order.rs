@@ -271,3 +271,51 @@ fn an_unknown_device_variable_is_a_configuration_error() {
         Ok(_) => panic!("expected a configuration error"),
     }
 }
+
+#[test]
+fn the_bookkeeping_of_a_single_stream_launch_is_cheap() {
+    let f = fake();
+    let gpu = gpu_of(&f);
+    let s = gpu.new_stream().unwrap();
+    let (x, mut y) = buffers(&gpu);
+    y.memset_bytes(0).unwrap();
+    let untracked = |s: &Stream, x: &DeviceBuffer<f32>, y: &mut DeviceBuffer<f32>| {
+        let args = [
+            launch::arg_read(s, x)?.ptr,
+            launch::arg_write(s, y)?.ptr,
+            300u32.into(),
+        ];
+        launch::launch(s, &SCALE, &LaunchConfig::grid_1d(3), &args, &[])
+    };
+    const N: u32 = 20_000;
+    let time = |tracked: bool, y: &mut DeviceBuffer<f32>| {
+        let t = std::time::Instant::now();
+        for _ in 0..N {
+            if tracked {
+                scale(&s, &x, y).unwrap();
+            } else {
+                untracked(&s, &x, y).unwrap();
+            }
+        }
+        f.take_log();
+        t.elapsed().as_secs_f64() * 1e9 / f64::from(N)
+    };
+    time(true, &mut y);
+    let (mut with, mut without) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        with = with.min(time(true, &mut y));
+        without = without.min(time(false, &mut y));
+    }
+    println!(
+        "launch bookkeeping, one stream, one read and one written buffer: {:.0} ns with, {:.0} ns without ({:+.0} ns){}",
+        with,
+        without,
+        with - without,
+        if cfg!(debug_assertions) { " [debug build]" } else { "" }
+    );
+    assert_eq!(
+        f.take_log(),
+        vec![],
+        "nothing recorded or waited on one stream"
+    );
+}
