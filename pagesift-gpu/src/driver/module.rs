@@ -423,7 +423,7 @@ impl Function {
     }
 
     /// The backend handle.
-    pub fn raw(&self) -> RawHandle {
+    pub(crate) fn raw(&self) -> RawHandle {
         self.handle
     }
 
