@@ -319,3 +319,32 @@ fn the_bookkeeping_of_a_single_stream_launch_is_cheap() {
         "nothing recorded or waited on one stream"
     );
 }
+
+/// The wrappers `ptx_kernel!` generates must hand their buffer uses to `launch`; with them, a
+/// write on one stream after a write on another waits for it.
+#[test]
+#[ignore = "needs generated wrappers that pass their slices' `Access`es to `__private::launch` (the compiler's side of the interface)"]
+fn generated_wrappers_pass_their_buffer_uses() {
+    use crate::ops::act::{activation_inplace, Act, ActArgs};
+    let f = fake();
+    let gpu = gpu_of(&f);
+    let (a, b) = (gpu.new_stream().unwrap(), gpu.new_stream().unwrap());
+    let mut y = DeviceBuffer::<f32>::zeroed(&gpu, 1024).unwrap();
+    activation_inplace(&a, &ActArgs::new(Act::Relu), &mut y).unwrap();
+    f.take_log();
+    activation_inplace(&b, &ActArgs::new(Act::Relu), &mut y).unwrap();
+    let log = f.take_log();
+    let (ha, hb) = (a.raw().0, b.raw().0);
+    let wait = log
+        .iter()
+        .position(|op| matches!(op, Op::Wait(w, _) if *w == hb))
+        .unwrap_or_else(|| panic!("no wait on b: {log:?}"));
+    assert!(
+        matches!(log[..wait], [.., Op::Record(_, r)] if r == ha),
+        "the wait is for a's tail: {log:?}"
+    );
+    assert!(
+        matches!(log[wait..], [.., Op::Launch(l)] if l == hb),
+        "then the launch on b: {log:?}"
+    );
+}
