@@ -78,6 +78,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod backend;
+mod copy;
 pub mod cuda;
 // The emulated device's `from_env` names the crate-private `Backend`; nothing outside the
 // crate can call or implement its methods.
