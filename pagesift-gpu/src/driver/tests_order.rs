@@ -73,12 +73,38 @@ fn a_read_on_another_stream_waits_for_the_write_on_the_device() {
         panic!("expected record on a, wait on b, launch on b: {log:?}");
     };
     assert_eq!((ra, wb, ev2, lb), (ha, hb, ev, hb));
-    // A write of y on a waits for b's read.
+    // A second read on b waits for nothing more; a write of y on a waits for b's read.
+    scale(&b, &y, &mut z).unwrap();
+    assert_eq!(f.take_log(), vec![Op::Launch(hb)]);
     scale(&a, &x, &mut y).unwrap();
     let log = f.take_log();
     assert!(
         matches!(log[..], [Op::Record(_, r), Op::Wait(w, _), Op::Launch(l)] if r == hb && w == ha && l == ha),
         "a write waits for the reads of other streams: {log:?}"
+    );
+}
+
+#[test]
+fn a_write_waits_for_the_writer_streams_later_reads() {
+    let f = fake();
+    let gpu = gpu_of(&f);
+    let (a, b) = (gpu.new_stream().unwrap(), gpu.new_stream().unwrap());
+    let (x, mut y) = buffers(&gpu);
+    let mut z = DeviceBuffer::<f32>::zeroed(&gpu, 300).unwrap();
+    y.memset_bytes(0).unwrap();
+    // y: written on a, read on b, read again on a; then written on b: b must wait for a.
+    scale(&a, &x, &mut y).unwrap();
+    scale(&b, &y, &mut z).unwrap();
+    let mut w = DeviceBuffer::<f32>::zeroed(&gpu, 300).unwrap();
+    scale(&a, &y, &mut w).unwrap();
+    f.take_log();
+    scale(&b, &x, &mut y).unwrap();
+    let log = f.take_log();
+    assert!(
+        log.iter()
+            .any(|op| matches!(op, Op::Record(_, r) if *r == a.raw().0))
+            && log.contains(&Op::Launch(b.raw().0)),
+        "the write on b waits for a's read: {log:?}"
     );
 }
 

@@ -126,8 +126,11 @@ impl Tracking {
         write: bool,
     ) -> Result<()> {
         let uses = self.lock();
+        // A read on a stream among the readers needs no new wait: it waited for the last write
+        // when it first read. (A write does: the writer's stream may have read since.)
+        let waited = !write && uses.readers.iter().any(|r| Arc::ptr_eq(r, stream));
         if let Some(w) = &uses.writer {
-            if !Arc::ptr_eq(w, stream) {
+            if !waited && !Arc::ptr_eq(w, stream) {
                 stream.wait_for(w, backend)?;
             }
         }
