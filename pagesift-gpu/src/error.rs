@@ -111,11 +111,25 @@ pub enum Error {
         /// What was wrong.
         message: String,
     },
-    /// A buffer of one device was passed to another device's operation.
-    #[error("device mismatch in {what}: buffer belongs to another device or context")]
+    /// An object (buffer, event, stream, function, pinned buffer) of one device was passed to
+    /// another device's operation.
+    #[error("device mismatch in {what}: the {object} belongs to another device or context")]
     DeviceMismatch {
         /// Where it was found.
         what: String,
+        /// What kind of object was at fault: `buffer`, `event`, `stream`, `function` or
+        /// `pinned buffer`.
+        object: &'static str,
+    },
+    /// An environment variable (or other setting) holds a value the runtime cannot use.
+    #[error("invalid configuration: {variable}={value:?}: {message}")]
+    Config {
+        /// The variable, e.g. `PAGESIFT_GPU_DEVICE` or `PAGESIFT_GPU_LIB`.
+        variable: &'static str,
+        /// The value found.
+        value: String,
+        /// What is wrong and what would be accepted.
+        message: String,
     },
     /// A kernel failed while running on the emulated device.
     #[error("emulated kernel `{kernel}` failed: {message}")]
@@ -125,9 +139,19 @@ pub enum Error {
         /// What went wrong, where (block, thread, PTX line).
         message: String,
     },
-    /// An earlier operation failed where it could not report (for example a free in `Drop`).
-    #[error("a deferred error from an earlier operation: {0}")]
-    Deferred(Box<Error>),
+    /// Operations failed where they could not report (a free or destroy in `Drop`); returned by
+    /// [`crate::Gpu::synchronize`] after it synchronized, and listed one by one by
+    /// [`crate::Gpu::take_deferred_errors`].
+    #[error("{} deferred error(s) from drops on this device: {}", .0.len(), list(.0))]
+    Deferred(Vec<Error>),
+}
+
+fn list(errors: &[Error]) -> String {
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn ptx_note(path: &Option<std::path::PathBuf>) -> String {

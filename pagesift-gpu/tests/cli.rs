@@ -83,3 +83,65 @@ fn ptx_prints_a_variant_or_refuses_an_unknown_name() {
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
 }
+
+/// Runs `args` with stdout a pipe whose reader has exited before the program writes (as
+/// `pagesift-gpu help | head -c 0`), and returns the exit code and the rest of stderr.
+#[cfg(unix)]
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"{ sleep 0.2; "$0" "$@"; echo "exit=$?" >&2; } | true"#)
+        .arg(env!("CARGO_BIN_EXE_pagesift-gpu"))
+        .args(args)
+        .env("PAGESIFT_GPU_LIB", MISSING)
+        .env_remove("PAGESIFT_GPU_DEVICE")
+        .output()
+        .expect("run the CLI through sh");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let code = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("exit="))
+        .and_then(|c| c.trim().parse().ok());
+    let rest = stderr
+        .lines()
+        .filter(|l| !l.starts_with("exit="))
+        .collect::<Vec<_>>()
+        .join("\n");
+    (code, rest)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_the_cli_quietly() {
+    let first = pagesift_gpu::kernels::registry()[0].display_name();
+    for args in [&["help"][..], &["kernels"], &["ptx", &first]] {
+        let (status, stderr) = with_closed_stdout(args);
+        assert!(
+            !stderr.contains("panicked"),
+            "{args:?}: no panic on a closed stdout: {stderr}"
+        );
+        assert_eq!(status, Some(0), "{args:?}: quiet exit: {stderr}");
+        assert!(stderr.is_empty(), "{args:?}: nothing on stderr: {stderr}");
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_a_clean_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("SKIPPED a_full_stdout_is_a_clean_error: no /dev/full");
+        return;
+    };
+    for args in [&["help"][..], &["kernels"]] {
+        let out = cli()
+            .args(args)
+            .stdout(full.try_clone().expect("dup /dev/full"))
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(out.status.code(), Some(74), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: one line: {stderr}");
+        assert!(stderr.contains("cannot write to stdout"), "{stderr}");
+    }
+}

@@ -103,7 +103,8 @@ pub const fn axpb_variant(block: u32, dynamic_shared: bool) -> KernelVariant {
 }
 
 /// Launches `variant` (one of [`axpb_variant`]) as generated code does: `y = fma(x, a, b)` over
-/// the `x.len()` elements.
+/// the `x.len()` elements, with the buffer uses (so the launch is stream-ordered with the
+/// other work on `x` and `y`).
 ///
 /// # Errors
 /// [`Error::LengthMismatch`] when `y` is shorter than `x`; else the launch's.
@@ -117,14 +118,9 @@ pub fn launch_axpb_variant(
     b: f32,
 ) -> Result<()> {
     let n = elements(x.len(), y.len())?;
-    let args = [
-        arg_read(stream, x)?.ptr,
-        arg_write(stream, y)?.ptr,
-        a.into(),
-        b.into(),
-        n.into(),
-    ];
-    __private::launch(stream, variant, cfg, &args, &[])
+    let (xa, ya) = (arg_read(stream, x)?, arg_write(stream, y)?);
+    let args = [xa.ptr, ya.ptr, a.into(), b.into(), n.into()];
+    __private::launch(stream, variant, cfg, &args, &[xa.access, ya.access])
 }
 
 /// The element count `n` of an `axpb` launch over `x_len` inputs into `y_len` outputs.

@@ -1,13 +1,14 @@
 //! Data and device helpers the integration tests share: seeded random data that is never all
 //! zero, the poison pattern outputs are filled with before each run, exact bit comparison, and
-//! the emulated device driven directly through its [`Backend`] (allocate, copy, load
-//! hand-written PTX and launch it).
+//! an emulated device driven by address ([`Emu`]: allocate, copy, load hand-written PTX and
+//! launch it through the safe API and `Stream::launch`).
 
 use std::ops::Range;
+use std::sync::Mutex;
 
-use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::{Backend, KernelArg, LaunchRequest, RawHandle};
-use pagesift_gpu::{DeviceBuffer, DevicePtr, Error, Gpu, Result};
+use pagesift_gpu::driver::emulator::EmulatorConfig;
+use pagesift_gpu::driver::KernelArg;
+use pagesift_gpu::{DeviceBuffer, DevicePtr, Error, Function, Gpu, Module, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -75,9 +76,120 @@ pub fn random_f32(n: usize, seed: u64, range: Range<f32>) -> Vec<f32> {
     random_f32_from(&mut StdRng::seed_from_u64(seed), n, range)
 }
 
+/// An emulated device whose buffers the tests name by device address, as hand-written PTX
+/// takes them: each upload is a [`DeviceBuffer`] kept alive until [`Emu::mem_free`] or the
+/// end of the device.
+pub struct Emu {
+    /// The device.
+    pub gpu: Gpu,
+    buffers: Mutex<Vec<DeviceBuffer<u8>>>,
+}
+
+/// Why a module did not load: the emulator's log (it names the line and the instruction).
+#[derive(Debug)]
+pub struct LoadFailure {
+    /// The load log.
+    pub log: String,
+}
+
+impl Emu {
+    /// A new emulated device with `config`.
+    ///
+    /// # Panics
+    /// When the device cannot be opened.
+    pub fn new(config: EmulatorConfig) -> Emu {
+        Emu {
+            gpu: Gpu::emulated(config).expect("emulated device"),
+            buffers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Allocates `bytes` bytes (at least one) and returns their address.
+    ///
+    /// # Errors
+    /// The allocation's.
+    pub fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        let b = DeviceBuffer::<u8>::alloc(&self.gpu, bytes.max(1))?;
+        let p = b.device_ptr();
+        self.buffers.lock().expect("buffers").push(b);
+        Ok(p)
+    }
+
+    /// Frees the allocation at `ptr` (later accesses to it are out of bounds).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when no allocation starts at `ptr`.
+    pub fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
+        let mut buffers = self.buffers.lock().expect("buffers");
+        let i = buffers
+            .iter()
+            .position(|b| b.device_ptr() == ptr)
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "Emu::mem_free",
+                message: format!("no allocation at {ptr:#x}"),
+            })?;
+        drop(buffers.swap_remove(i));
+        Ok(())
+    }
+
+    /// Runs `f` on the `bytes` bytes at `ptr`, inside one allocation.
+    fn with_range<R>(
+        &self,
+        ptr: DevicePtr,
+        bytes: usize,
+        f: impl FnOnce(&mut DeviceBuffer<u8>, usize) -> Result<R>,
+    ) -> Result<R> {
+        let mut buffers = self.buffers.lock().expect("buffers");
+        let b = buffers
+            .iter_mut()
+            .find(|b| {
+                ptr >= b.device_ptr() && ptr + bytes as u64 <= b.device_ptr() + b.len() as u64
+            })
+            .ok_or_else(|| Error::InvalidArgument {
+                op: "Emu",
+                message: format!("{bytes} bytes at {ptr:#x} are not allocated"),
+            })?;
+        let start = (ptr - b.device_ptr()) as usize;
+        f(b, start)
+    }
+
+    /// Copies `bytes` to `ptr`.
+    ///
+    /// # Errors
+    /// The copy's, or [`Error::InvalidArgument`] outside the allocations.
+    pub fn memcpy_htod(&self, ptr: DevicePtr, bytes: &[u8]) -> Result<()> {
+        self.with_range(ptr, bytes.len(), |b, s| {
+            b.slice_mut(s..s + bytes.len())?.copy_from_host(bytes)
+        })
+    }
+
+    /// Copies the bytes at `ptr` into `dst`.
+    ///
+    /// # Errors
+    /// The copy's, or [`Error::InvalidArgument`] outside the allocations.
+    pub fn memcpy_dtoh(&self, dst: &mut [u8], ptr: DevicePtr) -> Result<()> {
+        self.with_range(ptr, dst.len(), |b, s| {
+            b.slice(s..s + dst.len())?.copy_to_host(dst)
+        })
+    }
+
+    /// Loads hand-written PTX.
+    ///
+    /// # Errors
+    /// The load log when the emulator rejects it.
+    pub fn module_load(&self, ptx: &str) -> std::result::Result<Module, LoadFailure> {
+        self.gpu.load_ptx("hand-written", ptx).map_err(|e| match e {
+            Error::ModuleLoad { jit_log, .. } => LoadFailure { log: jit_log },
+            other => LoadFailure {
+                log: other.to_string(),
+            },
+        })
+    }
+}
+
 /// An emulated device of `memory_capacity` bytes, otherwise as configured by default.
-pub fn emulator(memory_capacity: usize) -> Emulator {
-    Emulator::new(EmulatorConfig {
+pub fn emulator(memory_capacity: usize) -> Emu {
+    Emu::new(EmulatorConfig {
         memory_capacity,
         ..EmulatorConfig::default()
     })
@@ -113,7 +225,7 @@ impl Word for u32 {
 ///
 /// # Panics
 /// When the emulator cannot allocate or copy.
-pub fn emu_upload<T: Word>(e: &Emulator, v: &[T]) -> DevicePtr {
+pub fn emu_upload<T: Word>(e: &Emu, v: &[T]) -> DevicePtr {
     let p = e.mem_alloc(v.len().max(1) * 4).expect("alloc");
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le()).collect();
     e.memcpy_htod(p, &bytes).expect("htod");
@@ -124,7 +236,7 @@ pub fn emu_upload<T: Word>(e: &Emulator, v: &[T]) -> DevicePtr {
 ///
 /// # Panics
 /// When the copy fails.
-pub fn emu_download<T: Word>(e: &Emulator, p: DevicePtr, n: usize) -> Vec<T> {
+pub fn emu_download<T: Word>(e: &Emu, p: DevicePtr, n: usize) -> Vec<T> {
     let mut b = vec![0u8; n * 4];
     e.memcpy_dtoh(&mut b, p).expect("dtoh");
     b.chunks_exact(4)
@@ -134,10 +246,8 @@ pub fn emu_download<T: Word>(e: &Emulator, p: DevicePtr, n: usize) -> Vec<T> {
 
 /// One entry of a hand-written PTX module loaded on the emulated device.
 pub struct EmuKernel<'e> {
-    emu: &'e Emulator,
-    module: RawHandle,
-    function: RawHandle,
-    entry: String,
+    emu: &'e Emu,
+    function: Function,
 }
 
 impl<'e> EmuKernel<'e> {
@@ -149,25 +259,19 @@ impl<'e> EmuKernel<'e> {
     ///
     /// # Errors
     /// The emulator's, when `entry` is not in the module.
-    pub fn load(e: &'e Emulator, ptx: &str, entry: &str) -> Result<EmuKernel<'e>> {
+    pub fn load(e: &'e Emu, ptx: &str, entry: &str) -> Result<EmuKernel<'e>> {
         let module = e
             .module_load(ptx)
             .unwrap_or_else(|err| panic!("{entry} does not load: {}", err.log));
-        let function = e.module_function(module, entry)?;
-        Ok(EmuKernel {
-            emu: e,
-            module,
-            function,
-            entry: entry.to_owned(),
-        })
+        let function = module.function(entry)?;
+        Ok(EmuKernel { emu: e, function })
     }
 
-    /// Launches the entry on the null stream with `shared` bytes of dynamic shared memory and
-    /// synchronizes the stream (the emulated device queues launches).
+    /// Launches the entry on the default stream with `shared` bytes of dynamic shared memory
+    /// and waits for it.
     ///
     /// # Errors
-    /// The emulator's (its run-time checks report as [`pagesift_gpu::Error::Emulator`], from
-    /// the synchronization).
+    /// The emulator's (its run-time checks report as [`pagesift_gpu::Error::Emulator`]).
     pub fn launch(
         &self,
         grid: [u32; 3],
@@ -175,24 +279,21 @@ impl<'e> EmuKernel<'e> {
         shared: u32,
         args: &[KernelArg],
     ) -> Result<()> {
-        self.emu.launch(&LaunchRequest {
-            function: self.function,
-            name: &self.entry,
-            grid,
-            block,
-            shared_mem_bytes: shared,
-            stream: RawHandle::NULL,
-            args,
-        })?;
-        self.emu.stream_synchronize(RawHandle::NULL)
+        let stream = self.emu.gpu.default_stream();
+        // SAFETY: test kernels on the emulated device, whose memory is its own (not the
+        // process's) and which checks every access a kernel makes against its allocations;
+        // the callers keep the buffers alive (`Emu`) and wait for the launch below.
+        unsafe { stream.launch(&self.function, grid, block, shared, args) }?;
+        stream.synchronize()
     }
 
-    /// Unloads the module.
+    /// Unloads the module (when no other function of it is alive).
     ///
     /// # Errors
-    /// The emulator's.
+    /// None today; kept for the callers' symmetry with the load.
     pub fn unload(self) -> Result<()> {
-        self.emu.module_unload(self.module)
+        drop(self.function);
+        Ok(())
     }
 }
 
@@ -204,7 +305,7 @@ impl<'e> EmuKernel<'e> {
 /// # Errors
 /// The lookup's or the unload's error, else the launch's.
 pub fn emu_launch(
-    e: &Emulator,
+    e: &Emu,
     ptx: &str,
     entry: &str,
     grid: [u32; 3],

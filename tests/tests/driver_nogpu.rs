@@ -103,14 +103,8 @@ fn missing_library_is_driver_not_found_from_every_entry_point() {
             assert_not_found(&Gpu::new(3).unwrap_err(), "Gpu::new(3)");
             assert_not_found(&Gpu::device_count().unwrap_err(), "Gpu::device_count");
             assert_not_found(
-                &driver::default_backend().err().expect("no backend"),
-                "default_backend",
-            );
-            assert_not_found(
-                &driver::cuda::CudaBackend::global()
-                    .err()
-                    .expect("no driver"),
-                "CudaBackend::global",
+                &driver::driver_info().expect_err("no backend"),
+                "driver_info",
             );
             // Again: the remembered failure is reported the same way, never a panic.
             assert_not_found(&Gpu::new(0).unwrap_err(), "Gpu::new, second call");
@@ -135,8 +129,8 @@ fn a_library_that_is_not_a_driver_is_missing_symbol() {
                 ("Gpu::new", Gpu::new(0).unwrap_err()),
                 ("Gpu::device_count", Gpu::device_count().unwrap_err()),
                 (
-                    "default_backend",
-                    driver::default_backend().err().expect("no backend"),
+                    "driver_info",
+                    driver::driver_info().expect_err("no backend"),
                 ),
             ] {
                 match &e {
@@ -162,14 +156,83 @@ fn an_unknown_device_selection_is_a_clear_error() {
         &[("PAGESIFT_GPU_DEVICE", Some("quantum"))],
         || {
             match Gpu::new(0) {
-                Err(Error::Unsupported { reason, .. }) => {
-                    assert!(reason.contains("quantum"), "{reason}")
+                Err(
+                    ref e @ Error::Config {
+                        variable,
+                        ref value,
+                        ..
+                    },
+                ) => {
+                    assert_eq!(
+                        (variable, value.as_str()),
+                        ("PAGESIFT_GPU_DEVICE", "quantum")
+                    );
+                    let msg = e.to_string();
+                    assert!(
+                        msg.contains("configuration") && !msg.contains("kernel"),
+                        "{msg}"
+                    );
                 }
-                other => panic!("expected Unsupported, got {other:?}"),
+                other => panic!("expected a configuration error, got {other:?}"),
             }
             assert!(!available());
         },
     );
+}
+
+/// A FIFO as `PAGESIFT_GPU_LIB` (directly and through a symlink) is a configuration error
+/// naming it; nothing blocks on opening it.
+#[cfg(unix)]
+#[test]
+fn a_fifo_as_the_driver_library_is_a_configuration_error() {
+    let dir = std::env::temp_dir().join(format!("pagesift-fifo-test-{}", std::process::id()));
+    let fifo = dir.join("libcuda.so.1");
+    let link = dir.join("link.so");
+    if std::env::var_os(CHILD).is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let made = Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIPPED a_fifo_as_the_driver_library_is_a_configuration_error: no mkfifo");
+            return;
+        }
+        std::os::unix::fs::symlink(&fifo, &link).expect("symlink");
+    }
+    for (path, case) in [(&fifo, "fifo"), (&link, "symlink")] {
+        let path = path.to_string_lossy().into_owned();
+        let started = std::time::Instant::now();
+        with_driver(
+            "a_fifo_as_the_driver_library_is_a_configuration_error",
+            &path,
+            || {
+                let expect = std::env::var("PAGESIFT_GPU_LIB").expect("set by the parent");
+                for (entry, e) in [
+                    ("Gpu::new", Gpu::new(0).unwrap_err()),
+                    ("driver_info", driver::driver_info().expect_err("no driver")),
+                ] {
+                    match &e {
+                        Error::Config {
+                            variable, value, ..
+                        } => {
+                            assert_eq!(*variable, "PAGESIFT_GPU_LIB", "{entry}");
+                            assert_eq!(value, &expect, "{entry}");
+                            assert!(e.to_string().contains("FIFO"), "{entry}: {e}");
+                        }
+                        other => panic!("{entry}: expected a configuration error, got {other:?}"),
+                    }
+                }
+                assert!(!available());
+            },
+        );
+        println!(
+            "PAGESIFT_GPU_LIB = {case}: refused in {} ms",
+            started.elapsed().as_millis()
+        );
+        if std::env::var_os(CHILD).is_some() {
+            return;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -289,9 +352,8 @@ fn the_cuda_backend_drives_a_host_side_driver_stand_in() {
         assert_eq!(p.max_block_dim, [1024, 1024, 64]);
         assert_eq!(p.max_grid_dim, [2_147_483_647, 65_535, 65_535]);
         assert_eq!(p.total_memory, 2 << 30);
-        let cuda = driver::cuda::CudaBackend::global().unwrap();
         assert!(
-            matches!(cuda.device_uuid(0), Err(Error::Unsupported { .. })),
+            matches!(gpu.uuid(), Err(Error::Unsupported { .. })),
             "optional symbol absent"
         );
 

@@ -3,16 +3,16 @@
 //! correct kernels that must give the right answers: elementwise, a block reduction through
 //! shared memory and barriers, a warp shuffle reduction, votes, and atomics.
 
-use pagesift_gpu::driver::emulator::Emulator;
-use pagesift_gpu::driver::{Backend, KernelArg};
+use pagesift_gpu::driver::KernelArg;
 use pagesift_gpu::{Error, Result};
 use pagesift_tests::hand_ptx::{axpb_load_at, axpb_ptx_reading_x_at, AXPB_LOAD, AXPB_PTX};
 use pagesift_tests::util::{
-    emu_download, emu_launch as launch, emu_upload, emulator, poisoned_f32, random_f32, POISON_BITS,
+    emu_download, emu_launch as launch, emu_upload, emulator, poisoned_f32, random_f32, Emu,
+    POISON_BITS,
 };
 use rand::{Rng, SeedableRng};
 
-fn emu() -> Emulator {
+fn emu() -> Emu {
     emulator(64 << 20)
 }
 
@@ -212,7 +212,7 @@ $L__end:
     )
 }
 
-fn block_sum_inputs(e: &Emulator, n: usize) -> (Vec<f32>, [KernelArg; 3], u64, u32) {
+fn block_sum_inputs(e: &Emu, n: usize) -> (Vec<f32>, [KernelArg; 3], u64, u32) {
     let x = random_f32(n, 5, DATA);
     let blocks = n.div_ceil(128) as u32;
     let px = emu_upload(e, &x);

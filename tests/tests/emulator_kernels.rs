@@ -2,17 +2,17 @@
 //! device: its PTX uses only instructions the emulator implements (an unimplemented one would be
 //! a load error naming it).
 
-use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::{Backend, KernelArg};
+use pagesift_gpu::driver::emulator::EmulatorConfig;
+use pagesift_gpu::driver::KernelArg;
 use pagesift_gpu::KernelVariant;
 use pagesift_tests::example_kernels;
 use pagesift_tests::util::{
-    emu_download, emu_launch, emu_upload, emulator, poisoned_f32, random_f32,
+    emu_download, emu_launch, emu_upload, emulator, poisoned_f32, random_f32, Emu,
 };
 
 /// Loads each variant and looks up its entry; returns one line per failure.
 fn load_all(variants: &[&KernelVariant]) -> Vec<String> {
-    let emu = Emulator::new(EmulatorConfig {
+    let emu = Emu::new(EmulatorConfig {
         compute_capability: (9, 0),
         memory_capacity: 16 << 20,
         ..EmulatorConfig::default()
@@ -21,11 +21,8 @@ fn load_all(variants: &[&KernelVariant]) -> Vec<String> {
     for v in variants {
         match emu.module_load(v.ptx) {
             Ok(m) => {
-                if let Err(e) = emu.module_function(m, v.entry) {
+                if let Err(e) = m.function(v.entry) {
                     failures.push(format!("{}: {e}", v.display_name()));
-                }
-                if let Err(e) = emu.module_unload(m) {
-                    failures.push(format!("{}: unload: {e}", v.display_name()));
                 }
             }
             Err(e) => failures.push(format!("{}: {}", v.display_name(), e.log)),
@@ -70,7 +67,7 @@ fn every_registry_variant_loads_on_the_emulator() {
 }
 
 /// Launches variant `v` on `e` with its block shape, no dynamic shared memory.
-fn run(e: &Emulator, v: &KernelVariant, grid: [u32; 3], args: &[KernelArg]) {
+fn run(e: &Emu, v: &KernelVariant, grid: [u32; 3], args: &[KernelArg]) {
     emu_launch(e, v.ptx, v.entry, grid, v.block, 0, args)
         .unwrap_or_else(|err| panic!("{}: {err}", v.display_name()));
 }

@@ -2,16 +2,16 @@
 //! Run it in release mode for a meaningful number:
 //! `cargo test --release -p pagesift-tests --test emulator_speed -- --nocapture`.
 
-use pagesift_gpu::driver::emulator::{Emulator, EmulatorConfig};
-use pagesift_gpu::driver::{Backend, KernelArg, RawHandle};
+use pagesift_gpu::driver::emulator::{total_executed_instructions, EmulatorConfig};
+use pagesift_gpu::driver::KernelArg;
 use pagesift_tests::hand_ptx::{spin_instructions_per_thread, spin_reference, SPIN_PTX};
-use pagesift_tests::util::{emu_download, EmuKernel, POISON_BITS};
+use pagesift_tests::util::{emu_download, Emu, EmuKernel, POISON_BITS};
 use std::time::Instant;
 
 #[test]
 fn emulator_speed() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let emu = Emulator::new(EmulatorConfig {
+    let emu = Emu::new(EmulatorConfig {
         threads,
         memory_capacity: 16 << 20,
         ..EmulatorConfig::default()
@@ -23,16 +23,16 @@ fn emulator_speed() {
     );
     let n = (blocks * block) as usize;
     let out = emu.mem_alloc(n * 4).expect("alloc");
-    emu.memset_d32(out, POISON_BITS, n, RawHandle::NULL)
-        .expect("poison");
+    let poison: Vec<u8> = (0..n).flat_map(|_| POISON_BITS.to_le_bytes()).collect();
+    emu.memcpy_htod(out, &poison).expect("poison");
     let spin = EmuKernel::load(&emu, SPIN_PTX, "spin").expect("function");
     let args = [KernelArg::ptr(out), KernelArg::from(iters)];
-    let before = emu.executed_instructions();
+    let before = total_executed_instructions();
     let start = Instant::now();
     spin.launch([blocks, 1, 1], [block, 1, 1], 0, &args)
         .expect("launch");
     let secs = start.elapsed().as_secs_f64();
-    let executed = emu.executed_instructions() - before;
+    let executed = total_executed_instructions() - before;
     assert_eq!(executed, n as u64 * spin_instructions_per_thread(iters));
     let rate = executed as f64 / secs;
     println!(

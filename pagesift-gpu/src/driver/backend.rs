@@ -1,7 +1,7 @@
 //! The one narrow interface between the runtime and a device implementation.
 //!
 //! Everything above this trait (buffers, streams, the module cache, launch wrappers, ops) talks
-//! to a device only through [`Backend`]. Two implementations exist: the NVIDIA driver
+//! to a device only through `Backend`. Two implementations exist: the NVIDIA driver
 //! (`libcuda`, in `driver::cuda`) and, with the `emulator` feature, an emulated device that
 //! executes the PTX text on the CPU (`driver::emulator`).
 //!
@@ -23,7 +23,7 @@ impl RawHandle {
     pub const NULL: RawHandle = RawHandle(0);
 }
 
-/// Which implementation stands behind a [`Backend`].
+/// Which implementation stands behind a `Backend`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendKind {
     /// The NVIDIA driver, `libcuda`.
@@ -126,7 +126,7 @@ impl From<half::bf16> for KernelArg {
 /// A kernel launch as the backend receives it; the caller has already checked the limits.
 #[derive(Clone, Copy, Debug)]
 pub struct LaunchRequest<'a> {
-    /// The function, from [`Backend::module_function`].
+    /// The function, from `Backend::module_function`.
     pub function: RawHandle,
     /// The kernel's entry name, for error messages.
     pub name: &'a str,
@@ -153,9 +153,13 @@ pub struct ModuleLoadError {
 
 /// A device implementation: the NVIDIA driver, or the emulated device.
 ///
+/// Crate-private: its methods take raw handles and addresses that nothing checks (a made-up
+/// stream handle, a freed or foreign address), so no safe code outside the crate may call them
+/// or implement them. The safe types are the only users.
+///
 /// Methods that act on device state assume the context of the device is current on the calling
 /// thread (see [`Backend::set_current`]); the safe layer guarantees this.
-pub trait Backend: Send + Sync + 'static {
+pub(crate) trait Backend: Send + Sync + 'static {
     /// Which implementation this is.
     fn kind(&self) -> BackendKind;
     /// The library (or emulator description) this backend was loaded from.
@@ -193,7 +197,8 @@ pub trait Backend: Send + Sync + 'static {
     /// order: the memory stays valid for every piece of work `stream` runs before it reaches
     /// the free (`cuMemFreeAsync`; where the driver lacks it, after waiting for `stream`).
     fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()>;
-    /// Allocates page-locked host memory; `bytes` is never 0.
+    /// Allocates page-locked host memory; `bytes` is never 0. The memory is `bytes` long and
+    /// aligned to at least 16 bytes (the safe layer writes all of it).
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8>;
     /// Frees memory from [`Backend::host_alloc`].
     ///
@@ -252,14 +257,17 @@ pub trait Backend: Send + Sync + 'static {
     /// Whether all work queued on `stream` is done (never waits).
     fn stream_query(&self, stream: RawHandle) -> Result<bool>;
     /// Makes work queued on `stream` after this call wait until `event`'s recorded point is
-    /// reached (an event never recorded is already reached).
+    /// reached (an event never recorded is already reached). The wait is for the record made
+    /// most recently before this call: recording the event again later (the stream-ordered
+    /// buffers re-record one event per stream) does not change it, as in CUDA.
     fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()>;
 
     /// Creates an event (with timing when `timing`).
     fn event_create(&self, timing: bool) -> Result<RawHandle>;
     /// Destroys an event.
     fn event_destroy(&self, event: RawHandle) -> Result<()>;
-    /// Records an event on a stream.
+    /// Records an event on a stream (replacing its previous record for later waits and
+    /// queries; waits queued before keep the point they were given).
     fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()>;
     /// Waits for an event.
     fn event_synchronize(&self, event: RawHandle) -> Result<()>;

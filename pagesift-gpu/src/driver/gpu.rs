@@ -1,12 +1,13 @@
 //! [`Gpu`]: one device, its primary context, its module cache and its deferred errors.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use super::backend::{Backend, BackendKind, DeviceProps, RawHandle};
 use super::module::ModuleCache;
 use super::stream::Stream;
+use super::track::StreamInner;
 use crate::error::{Error, Result};
 
 /// One GPU: the device, its primary context (retained for as long as any clone, buffer, stream
@@ -28,9 +29,11 @@ pub(crate) struct GpuInner {
     pub(crate) props: DeviceProps,
     pub(crate) driver_version: i32,
     pub(crate) modules: ModuleCache,
-    has_deferred: AtomicBool,
+    /// The legacy default stream, which buffers name as the stream of their allocation.
+    pub(crate) default_stream: Arc<StreamInner>,
     /// Bytes long-lived allocations leave free (see `Gpu::set_memory_reserve`).
     pub(crate) memory_reserve: AtomicUsize,
+    /// Errors of `Drop`s, until [`Gpu::take_deferred_errors`] or [`Gpu::synchronize`].
     deferred: Mutex<Vec<Error>>,
 }
 
@@ -49,7 +52,7 @@ fn backend_id(backend: &Arc<dyn Backend>) -> usize {
 }
 
 impl Gpu {
-    /// Opens device `ordinal` of the default backend ([`super::default_backend`]: the NVIDIA
+    /// Opens device `ordinal` of the default backend (`super::default_backend`: the NVIDIA
     /// driver, or the emulated device when `PAGESIFT_GPU_DEVICE=emulated`).
     ///
     /// Errors: [`Error::DriverNotFound`] / [`Error::MissingSymbol`] without a usable driver,
@@ -75,8 +78,8 @@ impl Gpu {
         Gpu::from_backend(Arc::new(super::emulator::Emulator::new(config)), 0)
     }
 
-    /// Opens device `ordinal` of an explicit backend.
-    pub fn from_backend(backend: Arc<dyn Backend>, ordinal: usize) -> Result<Gpu> {
+    /// Opens device `ordinal` of an explicit backend (one of the crate's: the trait is sealed).
+    pub(crate) fn from_backend(backend: Arc<dyn Backend>, ordinal: usize) -> Result<Gpu> {
         let key = DeviceKey {
             backend: backend_id(&backend),
             ordinal,
@@ -105,7 +108,7 @@ impl Gpu {
             props,
             driver_version,
             modules: ModuleCache::default(),
-            has_deferred: AtomicBool::new(false),
+            default_stream: Arc::new(StreamInner::default_stream()),
             memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
         });
@@ -138,8 +141,8 @@ impl Gpu {
         self.inner.backend.kind()
     }
 
-    /// The backend (for tools that need a call the safe API does not wrap).
-    pub fn backend(&self) -> &Arc<dyn Backend> {
+    /// The backend. Crate-internal: its methods take raw handles and addresses.
+    pub(crate) fn backend(&self) -> &Arc<dyn Backend> {
         &self.inner.backend
     }
 
@@ -157,6 +160,18 @@ impl Gpu {
     /// The full driver version string (e.g. `580.95.05`), where NVML reports it.
     pub fn driver_version_string(&self) -> Option<String> {
         self.inner.backend.driver_version_string()
+    }
+
+    /// The device's 16-byte UUID (as `nvidia-smi -L` shows it), where the driver reports one
+    /// (`None` on the emulated device).
+    pub fn uuid(&self) -> Result<Option<[u8; 16]>> {
+        if self.backend_kind() != BackendKind::Cuda {
+            return Ok(None);
+        }
+        // A CUDA device always comes from the process-wide driver backend.
+        super::cuda::CudaBackend::global()?
+            .device_uuid(self.inner.ordinal)
+            .map(Some)
     }
 
     /// Free and total device memory, in bytes: `(free, total)`.
@@ -179,19 +194,42 @@ impl Gpu {
     }
 
     /// Waits until all work on the device (every stream) is done.
+    ///
+    /// Errors: the driver's; else, when `Drop`s on this device failed since the last report,
+    /// [`Error::Deferred`] with their errors (after synchronizing; they are reported once).
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
-        self.inner.backend.synchronize()
+        self.inner.backend.synchronize()?;
+        let deferred = self.take_deferred_errors();
+        if deferred.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Deferred(deferred))
+        }
     }
 
-    /// The default (legacy) stream. Work on it is ordered with the synchronous copies of
-    /// buffers; dropping it destroys nothing.
+    /// The errors of `Drop`s on this device (failed frees, destroys, unloads) since the last
+    /// call or [`Gpu::synchronize`], oldest first; each is reported once. No other call
+    /// reports them.
+    pub fn take_deferred_errors(&self) -> Vec<Error> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .deferred
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    /// The default (legacy) stream, one per device (every call returns a handle of the same
+    /// stream); dropping it destroys nothing.
     pub fn default_stream(&self) -> Stream {
         Stream::default_of(self.clone())
     }
 
-    /// A new stream, not ordered with the default stream: synchronize it (or the device)
-    /// before reading what its work wrote with a synchronous copy.
+    /// A new stream, not implicitly ordered with the default stream or any other: buffers
+    /// order their uses across streams and with synchronous copies themselves (see
+    /// [`super`]), so no explicit synchronization is needed to read what its work wrote.
     pub fn new_stream(&self) -> Result<Stream> {
         Stream::new(self)
     }
@@ -201,48 +239,27 @@ impl Gpu {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    /// Makes the context current on this thread, after reporting any deferred error.
+    /// Makes the context current on this thread.
     pub(crate) fn enter(&self) -> Result<()> {
-        self.take_deferred()?;
         self.inner.backend.set_current(self.inner.ctx)
     }
 
-    /// Reports (once) an error recorded where it could not be returned.
+    /// What an operation with nothing to do returns. Deferred errors are not reported here:
+    /// only [`Gpu::synchronize`] and [`Gpu::take_deferred_errors`] report them.
     pub(crate) fn take_deferred(&self) -> Result<()> {
-        if !self.inner.has_deferred.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let mut d = self
-            .inner
-            .deferred
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        let first = if d.is_empty() {
-            None
-        } else {
-            Some(d.remove(0))
-        };
-        if d.is_empty() {
-            self.inner.has_deferred.store(false, Ordering::Release);
-        }
-        match first {
-            Some(e) => Err(Error::Deferred(Box::new(e))),
-            None => Ok(()),
-        }
+        Ok(())
     }
 
-    /// Records an error from a `Drop`, to be reported by the next call on this device.
+    /// Records an error from a `Drop`, for [`Gpu::take_deferred_errors`].
     pub(crate) fn defer(&self, e: Error) {
-        let mut d = self
-            .inner
+        self.inner
             .deferred
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        d.push(e);
-        self.inner.has_deferred.store(true, Ordering::Release);
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e);
     }
 
-    /// The backend, with the context made current (no deferred-error check): for `Drop`s.
+    /// The backend, with the context made current: for `Drop`s.
     pub(crate) fn current_backend(&self) -> Result<&Arc<dyn Backend>> {
         self.inner.backend.set_current(self.inner.ctx)?;
         Ok(&self.inner.backend)
@@ -265,6 +282,7 @@ impl Drop for GpuInner {
         // context go (which frees anything left in it).
         if self.backend.set_current(self.ctx).is_ok() {
             let _ = self.backend.synchronize();
+            let _ = self.default_stream.destroy_tail(self.backend.as_ref());
             self.modules.unload_all(self.backend.as_ref());
         }
         let _ = self.backend.primary_context_release(self.ordinal);

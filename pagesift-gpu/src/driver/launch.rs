@@ -5,6 +5,7 @@
 use super::backend::{DeviceProps, KernelArg, LaunchRequest};
 use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
+use super::track::Tracking;
 use crate::error::{Error, Result};
 use crate::kernel::{KernelVariant, LaunchConfig};
 
@@ -66,7 +67,9 @@ pub fn check_limits(
 /// Launches one kernel variant on `stream` with its block shape and the given grid and dynamic
 /// shared memory. Loads the variant's module on first use.
 ///
-/// A grid with a zero dimension launches nothing (after the checks).
+/// A grid with a zero dimension launches nothing (after the checks). The launch is queued
+/// after the pending work on other streams that conflicts with `accesses` (the buffers the
+/// kernel reads and writes), and becomes their latest use once the driver accepted it.
 ///
 /// Errors: [`Error::Launch`] for a shape outside the device's limits or a wrong number of
 /// arguments, [`Error::Unsupported`] for a variant this device or driver cannot run,
@@ -78,7 +81,6 @@ pub fn launch(
     args: &[KernelArg],
     accesses: &[Access<'_>],
 ) -> Result<()> {
-    let _ = accesses;
     let gpu = stream.gpu();
     let props = gpu.props();
     check_limits(
@@ -101,10 +103,14 @@ pub fn launch(
         });
     }
     if cfg.grid.contains(&0) {
-        return gpu.take_deferred();
+        return Ok(());
     }
     gpu.enter()?;
     let backend = gpu.backend();
+    for a in accesses {
+        a.track
+            .order_before(backend.as_ref(), &stream.inner, a.write)?;
+    }
     let needs_optin = variant
         .static_shared_bytes
         .saturating_add(cfg.shared_mem_bytes)
@@ -140,7 +146,11 @@ pub fn launch(
         shared_mem_bytes: cfg.shared_mem_bytes,
         stream: stream.raw(),
         args,
-    })
+    })?;
+    for a in accesses {
+        a.track.record(&stream.inner, a.write);
+    }
+    Ok(())
 }
 
 /// Names a launch error after the variant's display name.
@@ -168,8 +178,8 @@ pub struct SliceArg<'a> {
 /// One buffer a launch uses: the launch is ordered after the buffer's pending work and becomes
 /// its latest use.
 pub struct Access<'a> {
+    pub(crate) track: &'a Tracking,
     pub(crate) write: bool,
-    pub(crate) _buffer: std::marker::PhantomData<&'a ()>,
 }
 
 impl Access<'_> {
@@ -185,13 +195,13 @@ pub fn arg_read<'a, T: DeviceRepr>(
     stream: &Stream,
     x: &'a impl DeviceRead<T>,
 ) -> Result<SliceArg<'a>> {
-    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
+    check_same(stream.gpu(), x.gpu(), "kernel argument", "buffer")?;
     Ok(SliceArg {
         ptr: KernelArg::ptr(x.device_ptr()),
         len: KernelArg::from(x.len() as u64),
         access: Access {
+            track: &x.owner().track,
             write: false,
-            _buffer: std::marker::PhantomData,
         },
     })
 }
@@ -202,13 +212,15 @@ pub fn arg_write<'a, T: DeviceRepr>(
     stream: &Stream,
     x: &'a mut impl DeviceWrite<T>,
 ) -> Result<SliceArg<'a>> {
-    check_same(stream.gpu(), x.gpu(), "kernel argument")?;
+    let ptr = KernelArg::ptr(x.device_ptr_mut());
+    let x = &*x;
+    check_same(stream.gpu(), x.gpu(), "kernel argument", "buffer")?;
     Ok(SliceArg {
-        ptr: KernelArg::ptr(x.device_ptr_mut()),
+        ptr,
         len: KernelArg::from(x.len() as u64),
         access: Access {
+            track: &x.owner().track,
             write: true,
-            _buffer: std::marker::PhantomData,
         },
     })
 }

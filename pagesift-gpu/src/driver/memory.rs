@@ -2,19 +2,37 @@
 //! [`DeviceSliceMut`], and the traits [`DeviceRead`] / [`DeviceWrite`] the launch wrappers take.
 //!
 //! The copies here are synchronous: when they return, the device holds (or the host has) the
-//! data. They are ordered with work on the default stream; work on other streams must be
-//! synchronized first. Zero-length buffers and copies never touch the driver.
+//! data. Each first waits for the buffer's pending work that conflicts with it, on any stream
+//! (see [`super::track`]). Zero-length buffers and copies never touch the driver.
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 
-use super::backend::{DevicePtr, RawHandle};
+use super::backend::DevicePtr;
+use super::copy::Region;
 use super::gpu::Gpu;
+use super::track::Tracking;
 use crate::error::{Error, Result};
 
-mod sealed {
+/// Unnameable outside the crate: the seals and what buffers share with their views.
+pub(crate) mod sealed {
+    use super::{Gpu, Tracking};
+
     pub trait Sealed {}
+
+    /// The device and pending work of the buffer a view belongs to.
+    pub trait Tracked {
+        fn owner(&self) -> &Owner;
+    }
+
+    /// What a buffer shares with its views: its device and the tracking of its pending work.
+    pub struct Owner {
+        pub(crate) gpu: Gpu,
+        pub(crate) track: Tracking,
+    }
 }
+
+use sealed::Owner;
 
 /// A plain element type that can live in device memory: no padding, no pointers, every bit
 /// pattern valid. Implemented for `f32`, `f64`, `f16`, `bf16`, `i8`..`i64` and `u8`..`u64`;
@@ -70,7 +88,7 @@ pub(crate) fn byte_len<T>(op: &'static str, len: usize) -> Result<usize> {
 }
 
 /// Device memory a kernel may read: a buffer or a view of one. Sealed.
-pub trait DeviceRead<T: DeviceRepr>: sealed::Sealed {
+pub trait DeviceRead<T: DeviceRepr>: sealed::Sealed + sealed::Tracked {
     /// The device address of the first element (0 for an empty range).
     fn device_ptr(&self) -> DevicePtr;
     /// The number of elements.
@@ -127,125 +145,16 @@ pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()
     Ok(())
 }
 
-/// `DeviceMismatch` naming `what` unless `other` is the device of `gpu`.
-pub(crate) fn check_same(gpu: &Gpu, other: &Gpu, what: &str) -> Result<()> {
+/// `DeviceMismatch` naming `what` and the `object` at fault unless `other` is the device of
+/// `gpu`.
+pub(crate) fn check_same(gpu: &Gpu, other: &Gpu, what: &str, object: &'static str) -> Result<()> {
     if !gpu.same_device(other) {
         return Err(Error::DeviceMismatch {
             what: what.to_string(),
+            object,
         });
     }
     Ok(())
-}
-
-/// Shared implementation of the copies of buffers and views: `(gpu, ptr, len)`.
-struct Region<'a, T> {
-    gpu: &'a Gpu,
-    ptr: DevicePtr,
-    len: usize,
-    _t: PhantomData<T>,
-}
-
-impl<'a, T: DeviceRepr> Region<'a, T> {
-    /// The region a buffer or view covers.
-    fn of(m: &'a impl DeviceRead<T>) -> Self {
-        Region {
-            gpu: m.gpu(),
-            ptr: m.device_ptr(),
-            len: m.len(),
-            _t: PhantomData,
-        }
-    }
-
-    fn copy_from_host(&self, src: &[T]) -> Result<()> {
-        check_len("copy_from_host", self.len, src.len())?;
-        if self.len == 0 {
-            return self.gpu.take_deferred();
-        }
-        self.gpu.enter()?;
-        let b = self.gpu.backend();
-        b.memcpy_htod(self.ptr, as_bytes(src))?;
-        // A copy from pageable memory may still be in flight towards the device; make it
-        // visible to every stream.
-        b.stream_synchronize(RawHandle::NULL)
-    }
-
-    fn copy_to_host(&self, dst: &mut [T]) -> Result<()> {
-        check_len("copy_to_host", self.len, dst.len())?;
-        if self.len == 0 {
-            return self.gpu.take_deferred();
-        }
-        self.gpu.enter()?;
-        self.gpu.backend().memcpy_dtoh(as_bytes_mut(dst), self.ptr)
-    }
-
-    fn copy_from_device(&self, src: &impl DeviceRead<T>) -> Result<()> {
-        check_same(self.gpu, src.gpu(), "copy_from_device")?;
-        check_len("copy_from_device", self.len, src.len())?;
-        if self.len == 0 {
-            return self.gpu.take_deferred();
-        }
-        self.gpu.enter()?;
-        let b = self.gpu.backend();
-        b.memcpy_dtod(
-            self.ptr,
-            src.device_ptr(),
-            byte_len::<T>("copy_from_device", self.len)?,
-            RawHandle::NULL,
-        )?;
-        b.stream_synchronize(RawHandle::NULL)
-    }
-
-    fn memset_bytes(&self, value: u8) -> Result<()> {
-        if self.len == 0 {
-            return self.gpu.take_deferred();
-        }
-        self.gpu.enter()?;
-        let b = self.gpu.backend();
-        b.memset_d8(
-            self.ptr,
-            value,
-            byte_len::<T>("memset_bytes", self.len)?,
-            RawHandle::NULL,
-        )?;
-        b.stream_synchronize(RawHandle::NULL)
-    }
-
-    fn fill_u32(&self, word: u32) -> Result<()> {
-        let bytes = byte_len::<T>("fill_u32", self.len)?;
-        if bytes % 4 != 0 || self.ptr % 4 != 0 {
-            return Err(Error::InvalidArgument {
-                op: "fill_u32",
-                message: format!(
-                    "{bytes} bytes at {:#x} are not whole aligned 32-bit words",
-                    self.ptr
-                ),
-            });
-        }
-        if bytes == 0 {
-            return self.gpu.take_deferred();
-        }
-        self.gpu.enter()?;
-        let b = self.gpu.backend();
-        b.memset_d32(self.ptr, word, bytes / 4, RawHandle::NULL)?;
-        b.stream_synchronize(RawHandle::NULL)
-    }
-
-    fn to_host(&self) -> Result<Vec<T>> {
-        let mut v = Vec::with_capacity(self.len);
-        if self.len == 0 {
-            self.gpu.take_deferred()?;
-            return Ok(v);
-        }
-        self.gpu.enter()?;
-        let bytes = byte_len::<T>("to_host", self.len)?;
-        // SAFETY: the capacity holds `len` elements; the bytes are all written by the copy
-        // below before `set_len`, and any bit pattern is a valid `T`.
-        let dst = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), bytes) };
-        self.gpu.backend().memcpy_dtoh(dst, self.ptr)?;
-        // SAFETY: all `len` elements were written by the copy.
-        unsafe { v.set_len(self.len) };
-        Ok(v)
-    }
 }
 
 /// The inherent accessors of a buffer or view (`$what` names it in the docs).
@@ -313,30 +222,37 @@ macro_rules! copy_methods {
 
 /// An owned, typed allocation of `len` elements of `T` in device memory, freed on drop.
 ///
-/// A failed free in `Drop` is reported by the next call on the same [`Gpu`]
-/// ([`Error::Deferred`]).
+/// The buffer is stream-ordered: it remembers the streams of its pending work, uses on other
+/// streams and synchronous copies wait for it, and drop frees it in stream order without
+/// waiting (see [`super`]). A failed free in `Drop` is kept by the device for
+/// [`Gpu::take_deferred_errors`] and [`Gpu::synchronize`].
 pub struct DeviceBuffer<T: DeviceRepr> {
-    gpu: Gpu,
+    owner: Owner,
     ptr: DevicePtr,
     len: usize,
     _t: PhantomData<T>,
 }
 
 impl<T: DeviceRepr> DeviceBuffer<T> {
-    /// Allocates `len` elements, uninitialized (the contents are whatever the device held).
+    /// Allocates `len` elements, uninitialized (the contents are whatever the device held),
+    /// in stream order on the default stream: work on other streams waits for the allocation.
     ///
     /// Errors: [`Error::OutOfMemory`] when the device lacks the memory.
     pub fn alloc(gpu: &Gpu, len: usize) -> Result<DeviceBuffer<T>> {
         let bytes = byte_len::<T>("DeviceBuffer::alloc", len)?;
-        let ptr = if bytes == 0 {
-            gpu.take_deferred()?;
-            0
+        let default = &gpu.inner.default_stream;
+        let (ptr, track) = if bytes == 0 {
+            (0, Tracking::default())
         } else {
             gpu.enter()?;
-            gpu.backend().mem_alloc(bytes)?
+            let ptr = gpu.backend().mem_alloc_async(bytes, default.handle)?;
+            (ptr, Tracking::written_on(default))
         };
         Ok(DeviceBuffer {
-            gpu: gpu.clone(),
+            owner: Owner {
+                gpu: gpu.clone(),
+                track,
+            },
             ptr,
             len,
             _t: PhantomData,
@@ -381,7 +297,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
 
     /// A new buffer on the same device with a copy of the contents.
     pub fn try_clone(&self) -> Result<DeviceBuffer<T>> {
-        let mut b = DeviceBuffer::alloc(&self.gpu, self.len)?;
+        let mut b = DeviceBuffer::alloc(&self.owner.gpu, self.len)?;
         b.copy_from_device(self)?;
         Ok(b)
     }
@@ -390,14 +306,20 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
 
     /// The device the buffer lives on.
     pub fn gpu(&self) -> &Gpu {
-        &self.gpu
+        &self.owner.gpu
     }
 
     /// A read-only view of `range`.
     ///
     /// Errors: [`Error::InvalidArgument`] for a range outside `0..len`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
-        DeviceSlice::of_range("DeviceBuffer::slice", &self.gpu, self.ptr, self.len, range)
+        DeviceSlice::of_range(
+            "DeviceBuffer::slice",
+            &self.owner,
+            self.ptr,
+            self.len,
+            range,
+        )
     }
 
     /// A writable view of `range`.
@@ -406,7 +328,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
         DeviceSliceMut::of_range(
             "DeviceBuffer::slice_mut",
-            &self.gpu,
+            &self.owner,
             self.ptr,
             self.len,
             range,
@@ -431,12 +353,9 @@ impl<T: DeviceRepr> Drop for DeviceBuffer<T> {
         if self.ptr == 0 {
             return;
         }
-        let r = self
-            .gpu
-            .current_backend()
-            .and_then(|b| b.mem_free(self.ptr));
-        if let Err(e) = r {
-            self.gpu.defer(e);
+        let Owner { gpu, track } = &mut self.owner;
+        if let Err(e) = track.free(gpu, self.ptr) {
+            gpu.defer(e);
         }
     }
 }
@@ -454,7 +373,7 @@ impl<T: DeviceRepr> std::fmt::Debug for DeviceBuffer<T> {
 /// A read-only view of part of a [`DeviceBuffer`].
 #[derive(Clone, Copy)]
 pub struct DeviceSlice<'a, T: DeviceRepr> {
-    gpu: &'a Gpu,
+    owner: &'a Owner,
     ptr: DevicePtr,
     len: usize,
     _t: PhantomData<&'a [T]>,
@@ -465,7 +384,7 @@ impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
 
     /// A narrower view of `range` (relative to this view).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, T>> {
-        DeviceSlice::of_range("DeviceSlice::slice", self.gpu, self.ptr, self.len, range)
+        DeviceSlice::of_range("DeviceSlice::slice", self.owner, self.ptr, self.len, range)
     }
 
     copy_methods!(read);
@@ -475,14 +394,14 @@ impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
     /// The view of `range` of the `len` elements at `ptr`, or `InvalidArgument` naming `op`.
     fn of_range(
         op: &'static str,
-        gpu: &'a Gpu,
+        owner: &'a Owner,
         ptr: DevicePtr,
         len: usize,
         range: impl RangeBounds<usize>,
     ) -> Result<Self> {
         let (s, e) = resolve(op, range, len)?;
         Ok(DeviceSlice {
-            gpu,
+            owner,
             ptr: offset::<T>(ptr, s),
             len: e - s,
             _t: PhantomData,
@@ -492,7 +411,7 @@ impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
 
 /// A writable view of part of a [`DeviceBuffer`].
 pub struct DeviceSliceMut<'a, T: DeviceRepr> {
-    gpu: &'a Gpu,
+    owner: &'a Owner,
     ptr: DevicePtr,
     len: usize,
     _t: PhantomData<&'a mut [T]>,
@@ -503,14 +422,20 @@ impl<T: DeviceRepr> DeviceSliceMut<'_, T> {
 
     /// A read-only view of `range` (relative to this view).
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
-        DeviceSlice::of_range("DeviceSliceMut::slice", self.gpu, self.ptr, self.len, range)
+        DeviceSlice::of_range(
+            "DeviceSliceMut::slice",
+            self.owner,
+            self.ptr,
+            self.len,
+            range,
+        )
     }
 
     /// A narrower writable view of `range` (relative to this view).
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
         DeviceSliceMut::of_range(
             "DeviceSliceMut::slice_mut",
-            self.gpu,
+            self.owner,
             self.ptr,
             self.len,
             range,
@@ -526,14 +451,14 @@ impl<'a, T: DeviceRepr> DeviceSliceMut<'a, T> {
     /// `op`.
     fn of_range(
         op: &'static str,
-        gpu: &'a Gpu,
+        owner: &'a Owner,
         ptr: DevicePtr,
         len: usize,
         range: impl RangeBounds<usize>,
     ) -> Result<Self> {
         let (s, e) = resolve(op, range, len)?;
         Ok(DeviceSliceMut {
-            gpu,
+            owner,
             ptr: offset::<T>(ptr, s),
             len: e - s,
             _t: PhantomData,
@@ -545,9 +470,14 @@ impl<T: DeviceRepr> sealed::Sealed for DeviceBuffer<T> {}
 impl<T: DeviceRepr> sealed::Sealed for DeviceSlice<'_, T> {}
 impl<T: DeviceRepr> sealed::Sealed for DeviceSliceMut<'_, T> {}
 
-/// `DeviceRead` for a buffer or view whose `gpu` field is `$gpu` (with `$s` for `self`).
+/// `DeviceRead` for a buffer or view whose owner is `$owner` (with `$s` for `self`).
 macro_rules! impl_device_read {
-    ($ty:ty, $s:ident => $gpu:expr) => {
+    ($ty:ty, $s:ident => $owner:expr) => {
+        impl<T: DeviceRepr> sealed::Tracked for $ty {
+            fn owner(&$s) -> &Owner {
+                $owner
+            }
+        }
         impl<T: DeviceRepr> DeviceRead<T> for $ty {
             fn device_ptr(&self) -> DevicePtr {
                 self.ptr
@@ -555,15 +485,15 @@ macro_rules! impl_device_read {
             fn len(&self) -> usize {
                 self.len
             }
-            fn gpu(&$s) -> &Gpu {
-                $gpu
+            fn gpu(&self) -> &Gpu {
+                &sealed::Tracked::owner(self).gpu
             }
         }
     };
 }
 
-impl_device_read!(DeviceBuffer<T>, self => &self.gpu);
-impl_device_read!(DeviceSlice<'_, T>, self => self.gpu);
-impl_device_read!(DeviceSliceMut<'_, T>, self => self.gpu);
+impl_device_read!(DeviceBuffer<T>, self => &self.owner);
+impl_device_read!(DeviceSlice<'_, T>, self => self.owner);
+impl_device_read!(DeviceSliceMut<'_, T>, self => self.owner);
 impl<T: DeviceRepr> DeviceWrite<T> for DeviceBuffer<T> {}
 impl<T: DeviceRepr> DeviceWrite<T> for DeviceSliceMut<'_, T> {}

@@ -2,7 +2,7 @@
 //! use, thread-safely), and [`Module`] / [`Function`] for raw PTX.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -159,11 +159,43 @@ pub(crate) fn cuda_version(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
-/// Writes the PTX of a failed load where it can be inspected:
-/// `temp_dir()/pagesift-<entry>-<pid>.ptx`.
+/// The directory rejected PTX is written to: `temp_dir()/pagesift-gpu-<pid>-<nanos>`, created
+/// by this process (a create that fails on any existing path, symlinks included), readable by
+/// its owner only. `None` when it cannot be created.
+fn ptx_dir() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        for attempt in 0..16u32 {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let dir = std::env::temp_dir().join(format!(
+                "pagesift-gpu-{}-{nanos:08x}{attempt}",
+                std::process::id()
+            ));
+            let mut builder = std::fs::DirBuilder::new();
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+            match builder.create(&dir) {
+                Ok(()) => return Some(dir),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    })
+    .as_deref()
+}
+
+/// Writes the PTX of a failed load where it can be inspected: `<entry>-<n>.ptx` in
+/// [`ptx_dir`], `n` unique in the process, created new (`create_new`: never an existing file,
+/// never through a symlink).
 fn write_ptx(entry: &str, ptx: &str) -> Option<PathBuf> {
+    use std::io::Write;
+    static COUNT: AtomicU32 = AtomicU32::new(0);
     let safe: String = entry
         .chars()
+        .take(100)
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -172,8 +204,15 @@ fn write_ptx(entry: &str, ptx: &str) -> Option<PathBuf> {
             }
         })
         .collect();
-    let path = std::env::temp_dir().join(format!("pagesift-{safe}-{}.ptx", std::process::id()));
-    std::fs::write(&path, ptx).ok().map(|_| path)
+    let dir = ptx_dir()?;
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{safe}-{n}.ptx"));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .ok()?;
+    f.write_all(ptx.as_bytes()).ok().map(|()| path)
 }
 
 fn module_load_error(entry: &str, ptx: &str, e: ModuleLoadError) -> Error {
@@ -384,7 +423,7 @@ impl Function {
     }
 
     /// The backend handle.
-    pub fn raw(&self) -> RawHandle {
+    pub(crate) fn raw(&self) -> RawHandle {
         self.handle
     }
 

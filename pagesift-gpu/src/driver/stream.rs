@@ -7,29 +7,31 @@
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
-use super::backend::{KernelArg, LaunchRequest, RawHandle};
+use super::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
 use super::gpu::Gpu;
 use super::memory::{byte_len, check_len, check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::module::Function;
+use super::track::{StreamInner, Tracking};
 use crate::error::{Error, Result};
 
-/// An ordered queue of device work. Created by [`Gpu::new_stream`] (destroyed on drop) or
-/// [`Gpu::default_stream`] (the legacy default stream, never destroyed).
+/// An ordered queue of device work. Created by [`Gpu::new_stream`] or [`Gpu::default_stream`]
+/// (the legacy default stream, one per device, never destroyed).
+///
+/// A cheap handle: clones share the stream. The driver stream lives until the last handle and
+/// the last buffer whose pending work is on it are gone, so dropping a stream never cuts off
+/// work a buffer waits for.
+#[derive(Clone)]
 pub struct Stream {
     gpu: Gpu,
-    handle: RawHandle,
-    owned: bool,
+    pub(crate) inner: Arc<StreamInner>,
 }
 
 impl Stream {
     pub(crate) fn default_of(gpu: Gpu) -> Stream {
-        Stream {
-            gpu,
-            handle: RawHandle::NULL,
-            owned: false,
-        }
+        let inner = Arc::clone(&gpu.inner.default_stream);
+        Stream { gpu, inner }
     }
 
     pub(crate) fn new(gpu: &Gpu) -> Result<Stream> {
@@ -37,8 +39,7 @@ impl Stream {
         let handle = gpu.backend().stream_create()?;
         Ok(Stream {
             gpu: gpu.clone(),
-            handle,
-            owned: true,
+            inner: Arc::new(StreamInner::owned(gpu.clone(), handle)),
         })
     }
 
@@ -48,22 +49,52 @@ impl Stream {
     }
 
     /// The backend handle (`RawHandle::NULL` for the default stream).
-    pub fn raw(&self) -> RawHandle {
-        self.handle
+    pub(crate) fn raw(&self) -> RawHandle {
+        self.inner.handle
     }
 
     /// Whether this is the default stream.
     pub fn is_default(&self) -> bool {
-        self.handle == RawHandle::NULL
+        self.inner.handle == RawHandle::NULL
+    }
+
+    /// Whether two handles name the same stream.
+    pub fn same_stream(&self, other: &Stream) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Waits until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().stream_synchronize(self.handle)
+        self.gpu.backend().stream_synchronize(self.raw())
     }
 
-    /// Queues a copy of `src` into `dst` (same length, same device).
+    /// Whether all work queued on this stream is done (never waits).
+    pub fn query(&self) -> Result<bool> {
+        self.gpu.enter()?;
+        self.gpu.backend().stream_query(self.raw())
+    }
+
+    /// Enters the context and orders work queued next on this stream after the conflicting
+    /// pending work of each buffer (`(tracking, writes)`) on other streams.
+    fn order(&self, uses: &[(&Tracking, bool)]) -> Result<&dyn Backend> {
+        self.gpu.enter()?;
+        let b = self.gpu.backend().as_ref();
+        for (t, write) in uses {
+            t.order_before(b, &self.inner, *write)?;
+        }
+        Ok(b)
+    }
+
+    /// Records the uses of work just queued on this stream.
+    fn record(&self, uses: &[(&Tracking, bool)]) {
+        for (t, write) in uses {
+            t.record(&self.inner, *write);
+        }
+    }
+
+    /// Queues a copy of `src` into `dst` (same length, same device), after the pending work on
+    /// `dst` on other streams.
     ///
     /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
     pub fn copy_htod_async<T: DeviceRepr>(
@@ -71,31 +102,29 @@ impl Stream {
         dst: &mut impl DeviceWrite<T>,
         src: &PinnedBuffer<T>,
     ) -> Result<()> {
-        self.check_gpu(dst.gpu(), "copy_htod_async")?;
-        self.check_gpu(&src.gpu, "copy_htod_async")?;
+        self.check_gpu(dst.gpu(), "copy_htod_async", "buffer")?;
+        self.check_gpu(&src.gpu, "copy_htod_async", "pinned buffer")?;
         check_len("copy_htod_async", dst.len(), src.len)?;
         if src.len == 0 {
-            return self.gpu.take_deferred();
+            return Ok(());
         }
         let bytes = byte_len::<T>("copy_htod_async", src.len)?;
         // The host memory must not change while the copy reads it: wait for earlier copies
         // into it, then mark it busy until this one is done.
         src.wait()?;
-        self.gpu.enter()?;
         let dptr = dst.device_ptr_mut();
+        let uses = [(&dst.owner().track, true)];
+        let b = self.order(&uses)?;
         // SAFETY: `src` is page-locked memory of `bytes` bytes. It cannot be freed or written
         // before the copy is done: the event recorded below makes every access (and the drop)
         // of `src` wait for it.
-        unsafe {
-            self.gpu
-                .backend()
-                .memcpy_htod_async(dptr, src.ptr, bytes, self.handle)
-        }?;
+        unsafe { b.memcpy_htod_async(dptr, src.ptr, bytes, self.raw()) }?;
+        self.record(&uses);
         src.mark_pending(self)
     }
 
-    /// Queues a copy of `src` into `dst` (same length, same device). Reading `dst` waits until
-    /// the copy is done.
+    /// Queues a copy of `src` into `dst` (same length, same device), after the pending writes
+    /// of `src` on other streams. Reading `dst` waits until the copy is done.
     ///
     /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
     pub fn copy_dtoh_async<T: DeviceRepr>(
@@ -103,59 +132,67 @@ impl Stream {
         dst: &mut PinnedBuffer<T>,
         src: &impl DeviceRead<T>,
     ) -> Result<()> {
-        self.check_gpu(src.gpu(), "copy_dtoh_async")?;
-        self.check_gpu(&dst.gpu, "copy_dtoh_async")?;
+        self.check_gpu(src.gpu(), "copy_dtoh_async", "buffer")?;
+        self.check_gpu(&dst.gpu, "copy_dtoh_async", "pinned buffer")?;
         check_len("copy_dtoh_async", dst.len, src.len())?;
         if dst.len == 0 {
-            return self.gpu.take_deferred();
+            return Ok(());
         }
         let bytes = byte_len::<T>("copy_dtoh_async", dst.len)?;
         dst.wait()?;
-        self.gpu.enter()?;
+        let uses = [(&src.owner().track, false)];
+        let b = self.order(&uses)?;
         // SAFETY: `dst` is page-locked memory of `bytes` bytes; every access to it (and its
         // drop) waits for the event recorded below, so nothing touches it during the copy.
-        unsafe {
-            self.gpu
-                .backend()
-                .memcpy_dtoh_async(dst.ptr, src.device_ptr(), bytes, self.handle)
-        }?;
+        unsafe { b.memcpy_dtoh_async(dst.ptr, src.device_ptr(), bytes, self.raw()) }?;
+        self.record(&uses);
         dst.mark_pending(self)
     }
 
-    /// Queues a device-to-device copy (same length, same device).
+    /// Queues a device-to-device copy (same length, same device), after the conflicting
+    /// pending work of both on other streams.
+    ///
+    /// Errors: [`Error::DeviceMismatch`], [`Error::LengthMismatch`], or the driver's.
     pub fn copy_dtod_async<T: DeviceRepr>(
         &self,
         dst: &mut impl DeviceWrite<T>,
         src: &impl DeviceRead<T>,
     ) -> Result<()> {
-        self.check_gpu(dst.gpu(), "copy_dtod_async")?;
-        self.check_gpu(src.gpu(), "copy_dtod_async")?;
+        self.check_gpu(dst.gpu(), "copy_dtod_async", "buffer")?;
+        self.check_gpu(src.gpu(), "copy_dtod_async", "buffer")?;
         check_len("copy_dtod_async", dst.len(), src.len())?;
         if src.is_empty() {
-            return self.gpu.take_deferred();
+            return Ok(());
         }
         let bytes = byte_len::<T>("copy_dtod_async", src.len())?;
-        self.gpu.enter()?;
-        self.gpu
-            .backend()
-            .memcpy_dtod(dst.device_ptr_mut(), src.device_ptr(), bytes, self.handle)
+        let dptr = dst.device_ptr_mut();
+        let uses = [(&dst.owner().track, true), (&src.owner().track, false)];
+        let b = self.order(&uses)?;
+        b.memcpy_dtod(dptr, src.device_ptr(), bytes, self.raw())?;
+        self.record(&uses);
+        Ok(())
     }
 
-    /// Queues setting every byte of `dst` to `value`.
+    /// Queues setting every byte of `dst` to `value`, after the pending work on `dst` on other
+    /// streams.
+    ///
+    /// Errors: [`Error::DeviceMismatch`], or the driver's.
     pub fn memset_async<T: DeviceRepr>(
         &self,
         dst: &mut impl DeviceWrite<T>,
         value: u8,
     ) -> Result<()> {
-        self.check_gpu(dst.gpu(), "memset_async")?;
+        self.check_gpu(dst.gpu(), "memset_async", "buffer")?;
         if dst.is_empty() {
-            return self.gpu.take_deferred();
+            return Ok(());
         }
         let bytes = byte_len::<T>("memset_async", dst.len())?;
-        self.gpu.enter()?;
-        self.gpu
-            .backend()
-            .memset_d8(dst.device_ptr_mut(), value, bytes, self.handle)
+        let dptr = dst.device_ptr_mut();
+        let uses = [(&dst.owner().track, true)];
+        let b = self.order(&uses)?;
+        b.memset_d8(dptr, value, bytes, self.raw())?;
+        self.record(&uses);
+        Ok(())
     }
 
     /// Launches a kernel loaded from raw PTX ([`Gpu::load_ptx`]) on this stream.
@@ -166,7 +203,11 @@ impl Stream {
     /// # Safety
     /// `args` must match the kernel's parameters in number, size and meaning, and every memory
     /// access the kernel makes with them must be in bounds of live allocations that nothing
-    /// else uses meanwhile. (Kernels from [`crate::ptx_kernel!`] get a safe, typed `launch`.)
+    /// else uses meanwhile. The arguments are raw addresses, so no buffer tracks this launch:
+    /// the caller orders it with work on other streams and with host copies (synchronizing
+    /// this stream before reading what it wrote), and keeps every buffer it uses alive until
+    /// it is done. (Kernels from [`crate::ptx_kernel!`] get a typed `launch` that does all
+    /// of this.)
     pub unsafe fn launch(
         &self,
         function: &Function,
@@ -175,7 +216,7 @@ impl Stream {
         shared_mem_bytes: u32,
         args: &[KernelArg],
     ) -> Result<()> {
-        self.check_gpu(function.gpu(), "launch")?;
+        self.check_gpu(function.gpu(), "launch", "function")?;
         super::launch::check_limits(
             function.name(),
             self.gpu.props(),
@@ -185,7 +226,7 @@ impl Stream {
             shared_mem_bytes,
         )?;
         if grid.contains(&0) {
-            return self.gpu.take_deferred();
+            return Ok(());
         }
         self.gpu.enter()?;
         function.ensure_dynamic_shared(shared_mem_bytes)?;
@@ -195,36 +236,20 @@ impl Stream {
             grid,
             block,
             shared_mem_bytes,
-            stream: self.handle,
+            stream: self.raw(),
             args,
         })
     }
 
-    fn check_gpu(&self, other: &Gpu, what: &str) -> Result<()> {
-        check_same(&self.gpu, other, what)
-    }
-}
-
-impl Drop for Stream {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        // The driver finishes queued work before it releases the stream.
-        if let Err(e) = self
-            .gpu
-            .current_backend()
-            .and_then(|b| b.stream_destroy(self.handle))
-        {
-            self.gpu.defer(e);
-        }
+    fn check_gpu(&self, other: &Gpu, what: &str, object: &'static str) -> Result<()> {
+        check_same(&self.gpu, other, what, object)
     }
 }
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("handle", &self.handle)
+            .field("handle", &self.inner.handle)
             .field("gpu", &self.gpu)
             .finish()
     }
@@ -253,7 +278,7 @@ impl Event {
 
     /// Records the event at the current end of `stream`'s work.
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        check_same(&self.gpu, stream.gpu(), "Event::record")?;
+        check_same(&self.gpu, stream.gpu(), "Event::record", "stream")?;
         self.gpu.enter()?;
         self.gpu.backend().event_record(self.handle, stream.raw())
     }
@@ -264,9 +289,16 @@ impl Event {
         self.gpu.backend().event_synchronize(self.handle)
     }
 
+    /// Whether the work before the recorded point is done (never waits; an event never
+    /// recorded is done).
+    pub fn query(&self) -> Result<bool> {
+        self.gpu.enter()?;
+        self.gpu.backend().event_query(self.handle)
+    }
+
     /// Milliseconds from `start` to this event (both recorded; this one completed).
     pub fn elapsed_ms(&self, start: &Event) -> Result<f32> {
-        check_same(&self.gpu, &start.gpu, "Event::elapsed_ms")?;
+        check_same(&self.gpu, &start.gpu, "Event::elapsed_ms", "event")?;
         self.gpu.enter()?;
         self.gpu
             .backend()
@@ -314,18 +346,16 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
     pub fn new(gpu: &Gpu, len: usize) -> Result<PinnedBuffer<T>> {
         let bytes = byte_len::<T>("PinnedBuffer::new", len)?;
         let ptr = if bytes == 0 {
-            gpu.take_deferred()?;
             std::ptr::NonNull::<T>::dangling().as_ptr().cast::<u8>()
         } else {
             gpu.enter()?;
+            // Only the crate's backends exist (the trait is sealed): `host_alloc` returns
+            // `bytes` bytes of page-locked memory, aligned for any element type.
             let p = gpu.backend().host_alloc(bytes)?;
             if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
-                return Err(Error::InvalidArgument {
-                    op: "PinnedBuffer::new",
-                    message: format!("the backend returned an unusable host pointer {p:?}"),
-                });
+                return Err(Error::OutOfMemory { bytes });
             }
-            // SAFETY: `p` points to `bytes` freshly allocated bytes.
+            // SAFETY: `p` points to `bytes` freshly allocated bytes (contract of `host_alloc`).
             unsafe { std::ptr::write_bytes(p, 0, bytes) };
             p
         };

@@ -9,6 +9,9 @@ use super::*;
 use crate::error::DriverError;
 use crate::kernel::{KernelVariant, LaunchConfig};
 
+#[path = "tests_order.rs"]
+mod order;
+
 #[derive(Default)]
 struct Counters {
     retain: AtomicUsize,
@@ -31,10 +34,31 @@ struct Fake {
     mem: Mutex<HashMap<u64, Vec<u8>>>,
     next: AtomicUsize,
     fail_free: AtomicBool,
+    /// `memcpy_dtoh` returns success without writing (a misbehaving driver).
+    dtoh_writes_nothing: AtomicBool,
     jit_fails: AtomicBool,
     driver_version: i32,
     cc: (u32, u32),
     last_launch: Mutex<Option<LastLaunch>>,
+    /// The stream-ordering calls, in order.
+    log: Mutex<Vec<Op>>,
+}
+
+/// A stream-ordering call the fake saw (stream handles as numbers, 0 = default stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    /// `stream_synchronize(stream)`.
+    Sync(usize),
+    /// `event_record(event, stream)`.
+    Record(usize, usize),
+    /// `stream_wait_event(stream, event)`.
+    Wait(usize, usize),
+    /// `mem_free_async(ptr, stream)`.
+    FreeAsync(u64, usize),
+    /// `synchronize()` of the whole device.
+    DeviceSync,
+    /// A launch on a stream.
+    Launch(usize),
 }
 
 fn fake() -> Arc<Fake> {
@@ -47,10 +71,12 @@ fn fake_with(driver_version: i32, cc: (u32, u32)) -> Arc<Fake> {
         mem: Mutex::new(HashMap::new()),
         next: AtomicUsize::new(0x1000),
         fail_free: AtomicBool::new(false),
+        dtoh_writes_nothing: AtomicBool::new(false),
         jit_fails: AtomicBool::new(false),
         driver_version,
         cc,
         last_launch: Mutex::new(None),
+        log: Mutex::new(Vec::new()),
     })
 }
 
@@ -66,6 +92,15 @@ fn driver_err(call: &'static str, code: i32) -> DriverError {
 }
 
 impl Fake {
+    fn push(&self, op: Op) {
+        self.log.lock().unwrap().push(op);
+    }
+
+    /// The ordering calls since the last call of `take_log`.
+    fn take_log(&self) -> Vec<Op> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
     /// The allocation containing `p`, and the offset of `p` in it.
     fn find(&self, p: u64, bytes: usize) -> (u64, usize) {
         let mem = self.mem.lock().unwrap();
@@ -122,6 +157,7 @@ impl Backend for Fake {
         Ok(())
     }
     fn synchronize(&self) -> Result<()> {
+        self.push(Op::DeviceSync);
         Ok(())
     }
     fn mem_info(&self) -> Result<(usize, usize)> {
@@ -153,7 +189,8 @@ impl Backend for Fake {
     fn mem_alloc_async(&self, bytes: usize, _s: RawHandle) -> Result<DevicePtr> {
         self.mem_alloc(bytes)
     }
-    fn mem_free_async(&self, ptr: DevicePtr, _s: RawHandle) -> Result<()> {
+    fn mem_free_async(&self, ptr: DevicePtr, s: RawHandle) -> Result<()> {
+        self.push(Op::FreeAsync(ptr, s.0));
         self.mem_free(ptr)
     }
     fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
@@ -173,6 +210,9 @@ impl Backend for Fake {
     }
     fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
         self.n.copies.fetch_add(1, Ordering::SeqCst);
+        if self.dtoh_writes_nothing.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let (base, off) = self.find(src, dst.len());
         dst.copy_from_slice(&self.mem.lock().unwrap()[&base][off..off + dst.len()]);
         Ok(())
@@ -221,13 +261,15 @@ impl Backend for Fake {
     fn stream_destroy(&self, _stream: RawHandle) -> Result<()> {
         Ok(())
     }
-    fn stream_synchronize(&self, _stream: RawHandle) -> Result<()> {
+    fn stream_synchronize(&self, stream: RawHandle) -> Result<()> {
+        self.push(Op::Sync(stream.0));
         Ok(())
     }
     fn stream_query(&self, _stream: RawHandle) -> Result<bool> {
         Ok(true)
     }
-    fn stream_wait_event(&self, _stream: RawHandle, _event: RawHandle) -> Result<()> {
+    fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()> {
+        self.push(Op::Wait(stream.0, event.0));
         Ok(())
     }
     fn event_create(&self, _timing: bool) -> Result<RawHandle> {
@@ -236,7 +278,8 @@ impl Backend for Fake {
     fn event_destroy(&self, _event: RawHandle) -> Result<()> {
         Ok(())
     }
-    fn event_record(&self, _event: RawHandle, _stream: RawHandle) -> Result<()> {
+    fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()> {
+        self.push(Op::Record(event.0, stream.0));
         Ok(())
     }
     fn event_synchronize(&self, _event: RawHandle) -> Result<()> {
@@ -282,6 +325,7 @@ impl Backend for Fake {
     }
     fn launch(&self, r: &LaunchRequest<'_>) -> Result<()> {
         self.n.launch.fetch_add(1, Ordering::SeqCst);
+        self.push(Op::Launch(r.stream.0));
         let args = r.args.iter().map(|a| a.as_bytes().to_vec()).collect();
         *self.last_launch.lock().unwrap() = Some((r.grid, r.block, r.shared_mem_bytes, args));
         Ok(())
@@ -459,24 +503,6 @@ fn out_of_memory_is_typed_and_the_device_stays_usable() {
             .unwrap(),
         vec![1, 2, 3]
     );
-}
-
-#[test]
-fn a_failed_free_is_reported_by_the_next_call_once() {
-    let f = fake();
-    let gpu = gpu_of(&f);
-    let b = DeviceBuffer::<f32>::alloc(&gpu, 8).unwrap();
-    f.fail_free.store(true, Ordering::SeqCst);
-    drop(b);
-    f.fail_free.store(false, Ordering::SeqCst);
-    match gpu.mem_info() {
-        Err(Error::Deferred(inner)) => match *inner {
-            Error::Driver(d) => assert_eq!(d.call, "cuMemFree_v2"),
-            other => panic!("expected the driver error inside, got {other:?}"),
-        },
-        other => panic!("expected a deferred error, got {other:?}"),
-    }
-    assert!(gpu.mem_info().is_ok(), "reported once");
 }
 
 #[test]
@@ -691,12 +717,34 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
             assert_eq!(source.call, "cuModuleLoadDataEx");
             assert!(jit_log.contains("line 3"), "{jit_log}");
             let path = ptx_path.expect("PTX written");
-            assert!(path.to_string_lossy().contains(&format!(
-                "pagesift-bad_entry_for_unit_test-{}",
-                std::process::id()
-            )));
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            assert!(name.starts_with("bad_entry_for_unit_test-"), "{name}");
+            let dir = path.parent().unwrap();
+            assert!(dir
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("pagesift-gpu-{}-", std::process::id())));
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), BAD.ptx);
+            // A second failure of the same kernel gets a new file; the first is kept.
+            let again = launch::launch(
+                &stream,
+                &BAD,
+                &LaunchConfig::grid_1d(1),
+                &[0u64.into(), 0u64.into(), 1u32.into()],
+                &[],
+            );
+            let Err(Error::ModuleLoad {
+                ptx_path: Some(second),
+                ..
+            }) = again
+            else {
+                panic!("expected ModuleLoad with a path, got {again:?}");
+            };
+            assert_ne!(second, path);
             assert_eq!(std::fs::read_to_string(&path).unwrap(), BAD.ptx);
             let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(second);
         }
         other => panic!("expected ModuleLoad, got {other:?}"),
     }

@@ -487,7 +487,8 @@ pub fn activation_inplace_with_grid_limit<T: ActElement>(
             .any(|b| !gpu.same_device(b.gpu()))
     {
         return Err(Error::DeviceMismatch {
-            what: format!("{OP}: a buffer belongs to another device than the stream"),
+            what: OP.to_string(),
+            object: "buffer",
         });
     }
     let y = data.device_ptr();

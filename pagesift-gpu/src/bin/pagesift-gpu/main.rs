@@ -4,6 +4,16 @@
 // `Error` carries its context (JIT log, PTX path) inline; it is large, and rare.
 #![allow(clippy::result_large_err)]
 
+/// Writes one line on stdout ([`write_out`]): never panics on a closed or full stdout.
+macro_rules! outln {
+    () => {
+        $crate::write_out(format_args!("\n"))
+    };
+    ($($t:tt)*) => {
+        $crate::write_out(format_args!("{}\n", format_args!($($t)*)))
+    };
+}
+
 mod selftest;
 
 use std::io::Write;
@@ -33,6 +43,25 @@ environment:
 const EXIT_NO_DRIVER: u8 = 2;
 /// Exit code for a usage error or an unknown name.
 const EXIT_USAGE: u8 = 64;
+/// Exit code when stdout cannot be written (full disk, device error), as sysexits' EX_IOERR.
+const EXIT_IO: i32 = 74;
+
+/// Writes `args` on stdout and flushes. A reader that went away (`head`) ends the program
+/// quietly with status 0; any other failure (`/dev/full`) with one line on stderr and status
+/// [`EXIT_IO`].
+fn write_out(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "pagesift-gpu: cannot write to stdout: {e}"
+        );
+        std::process::exit(EXIT_IO);
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -50,7 +79,7 @@ fn main() -> ExitCode {
         },
         "selftest" => ExitCode::from(u8::try_from(selftest::run(rest).clamp(0, 255)).unwrap_or(1)),
         "help" | "-h" | "--help" => {
-            println!("{USAGE}");
+            outln!("{USAGE}");
             ExitCode::SUCCESS
         }
         other => fail(
@@ -62,7 +91,11 @@ fn main() -> ExitCode {
 
 /// Prints one line on stderr and returns `code`.
 fn fail(code: u8, message: &str) -> ExitCode {
-    eprintln!("pagesift-gpu: {}", message.replace('\n', " "));
+    let _ = writeln!(
+        std::io::stderr(),
+        "pagesift-gpu: {}",
+        message.replace('\n', " ")
+    );
     ExitCode::from(code)
 }
 
@@ -99,56 +132,51 @@ fn kib(bytes: u32) -> String {
 }
 
 fn info() -> Result<(), Error> {
-    let count = Gpu::device_count()?;
-    let mut out = std::io::stdout().lock();
-    for ordinal in 0..count {
+    let driver = pagesift_gpu::driver::driver_info()?;
+    for ordinal in 0..driver.device_count {
         let gpu = Gpu::new(ordinal)?;
         let p = gpu.props();
         let (free, total) = gpu.mem_info()?;
-        let _ = writeln!(out, "device {ordinal}: {}", p.name);
-        if gpu.backend_kind() == pagesift_gpu::BackendKind::Cuda {
-            if let Ok(uuid) = pagesift_gpu::driver::cuda::CudaBackend::global()
-                .and_then(|c| c.device_uuid(ordinal))
-            {
-                let _ = writeln!(out, "  uuid                 {}", format_uuid(&uuid));
-            }
+        outln!("device {ordinal}: {}", p.name);
+        if let Ok(Some(uuid)) = gpu.uuid() {
+            outln!("  uuid                 {}", format_uuid(&uuid));
         }
-        let _ = writeln!(
-            out,
+        outln!(
             "  compute capability   {}.{}",
-            p.compute_capability.0, p.compute_capability.1
+            p.compute_capability.0,
+            p.compute_capability.1
         );
-        let _ = writeln!(out, "  multiprocessors      {}", p.sm_count);
-        let _ = writeln!(
-            out,
+        outln!("  multiprocessors      {}", p.sm_count);
+        outln!(
             "  memory               {} total, {} free",
             mib(total),
             mib(free)
         );
-        let _ = writeln!(out, "  L2 cache             {}", kib(p.l2_cache_bytes));
-        let _ = writeln!(
-            out,
+        outln!("  L2 cache             {}", kib(p.l2_cache_bytes));
+        outln!(
             "  shared per block     {} default, {} opt-in",
             kib(p.max_shared_per_block),
             kib(p.max_shared_per_block_optin)
         );
-        let _ = writeln!(out, "  warp size            {}", p.warp_size);
-        let _ = writeln!(out, "  max threads / block  {}", p.max_threads_per_block);
+        outln!("  warp size            {}", p.warp_size);
+        outln!("  max threads / block  {}", p.max_threads_per_block);
     }
-    let backend = pagesift_gpu::driver::default_backend()?;
-    let version = backend.driver_version()?;
-    let _ = writeln!(
-        out,
+    let version = driver.version;
+    outln!(
         "driver: CUDA {}.{} ({}){}",
         version / 1000,
         (version % 1000) / 10,
-        backend
-            .driver_version_string()
+        driver
+            .version_string
             .map(|s| format!("driver {s}"))
             .unwrap_or_else(|| "NVML not available".into()),
-        if count == 0 { ", no devices" } else { "" }
+        if driver.device_count == 0 {
+            ", no devices"
+        } else {
+            ""
+        }
     );
-    let _ = writeln!(out, "library: {}", backend.library());
+    outln!("library: {}", driver.library);
     Ok(())
 }
 
@@ -158,7 +186,6 @@ fn kernels(args: &[String]) -> Result<(), Error> {
     let on_device = args.iter().any(|a| a == "--device");
     let gpu = if on_device { Some(Gpu::new(0)?) } else { None };
     let registry = pagesift_gpu::kernels::registry();
-    let mut out = std::io::stdout().lock();
     let width = registry
         .iter()
         .map(|v| v.display_name().len())
@@ -172,7 +199,7 @@ fn kernels(args: &[String]) -> Result<(), Error> {
     if on_device {
         header.push_str("   regs  local bytes");
     }
-    let _ = writeln!(out, "{header}");
+    outln!("{header}");
     for v in &registry {
         let block = format!("{}x{}x{}", v.block[0], v.block[1], v.block[2]);
         let mut line = format!(
@@ -190,9 +217,9 @@ fn kernels(args: &[String]) -> Result<(), Error> {
                 Err(e) => return Err(e),
             }
         }
-        let _ = writeln!(out, "{line}");
+        outln!("{line}");
     }
-    let _ = writeln!(out, "{} variants", registry.len());
+    outln!("{} variants", registry.len());
     Ok(())
 }
 
@@ -208,7 +235,7 @@ fn find_variant(name: &str) -> Option<&'static KernelVariant> {
 fn ptx(name: &str) -> ExitCode {
     match find_variant(name) {
         Some(v) => {
-            print!("{}", v.ptx);
+            write_out(format_args!("{}", v.ptx));
             ExitCode::SUCCESS
         }
         None => fail(

@@ -52,11 +52,11 @@ impl FamilyReport {
 #[cfg(feature = "emulator")]
 fn fallback_device(no_gpu: &pagesift_gpu::Error) -> Option<Gpu> {
     use pagesift_gpu::driver::emulator::EmulatorConfig;
-    println!("selftest: no GPU ({no_gpu}); running on the emulated device instead");
+    outln!("selftest: no GPU ({no_gpu}); running on the emulated device instead");
     let config = match EmulatorConfig::from_env() {
         Ok(config) => config,
         Err(e) => {
-            println!("selftest: the emulated device is misconfigured: {e}");
+            outln!("selftest: the emulated device is misconfigured: {e}");
             return None;
         }
     };
@@ -76,15 +76,15 @@ pub fn run(_args: &[String]) -> i32 {
         Err(e) => match fallback_device(&e) {
             Some(gpu) => gpu,
             None => {
-                println!("selftest: no device to test on: {e}");
-                println!("{variants} kernel variants are compiled in; nothing was run.");
+                outln!("selftest: no device to test on: {e}");
+                outln!("{variants} kernel variants are compiled in; nothing was run.");
                 return 0;
             }
         },
     };
     let emulated = gpu.backend_kind() == BackendKind::Emulated;
     let (major, minor) = gpu.compute_capability();
-    println!(
+    outln!(
         "selftest on {} (sm_{major}{minor}, {} SMs{}), {variants} kernel variants compiled in",
         gpu.name(),
         gpu.props().sm_count,
@@ -93,10 +93,16 @@ pub fn run(_args: &[String]) -> i32 {
     let started = Instant::now();
     let reports = vec![activations(&gpu, emulated), accuracy_scan(&gpu, emulated)];
 
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<12} {:>8} {:>10}  {:<28} {:>10} {:>10} {:>7}  result",
-        "family", "variants", "worst/tol", "(where)", "GB/s", "copy GB/s", "%copy"
+        "family",
+        "variants",
+        "worst/tol",
+        "(where)",
+        "GB/s",
+        "copy GB/s",
+        "%copy"
     );
     let mut ok = true;
     for r in &reports {
@@ -110,7 +116,7 @@ pub fn run(_args: &[String]) -> i32 {
         };
         let pass = r.passed();
         ok &= pass;
-        println!(
+        outln!(
             "{:<12} {:>8} {:>10.3}  {:<28} {:>10} {:>10} {:>7}  {}",
             r.family,
             r.variants,
@@ -122,10 +128,10 @@ pub fn run(_args: &[String]) -> i32 {
             if pass { "PASS" } else { "FAIL" }
         );
         for f in r.failures.iter().take(10) {
-            println!("    {f}");
+            outln!("    {f}");
         }
     }
-    println!("({:.1} s)", started.elapsed().as_secs_f64());
+    outln!("({:.1} s)", started.elapsed().as_secs_f64());
     if ok {
         0
     } else {
@@ -144,7 +150,7 @@ fn activations(gpu: &Gpu, emulated: bool) -> FamilyReport {
     };
     let loaded = Instant::now();
     let count = preload_parallel(gpu, |v| v.kernel.starts_with("act_"));
-    println!(
+    outln!(
         "activation: {count} variant modules loaded in {:.1} s",
         loaded.elapsed().as_secs_f64()
     );
@@ -307,7 +313,7 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
                     if ratio > report.worst.0 {
                         report.worst = (ratio, where_.clone());
                         if std::env::var_os("PAGESIFT_SELFTEST_VERBOSE").is_some() {
-                            println!("{where_}: [{i}] input {v:e} got {got:e} want {want:e}");
+                            outln!("{where_}: [{i}] input {v:e} got {got:e} want {want:e}");
                         }
                     }
                 }
@@ -356,7 +362,7 @@ fn accuracy_scan(gpu: &Gpu, emulated: bool) -> FamilyReport {
         stream.synchronize()?;
         y.to_host()
     };
-    println!(
+    outln!(
         "accuracy scan: {} f32 points over [-9.5, 9.5], [-16, -9.5], [9.5, 16] and 2^-30..1",
         x.len()
     );
@@ -389,7 +395,7 @@ fn accuracy_scan(gpu: &Gpu, emulated: bool) -> FamilyReport {
             }
         }
         let tol = f64::from(max_error_ulps(act));
-        println!(
+        outln!(
             "  {:<12} max {:>6.3} ulp (at x = {:e}), tolerance {tol}",
             act.name(),
             worst.0,
@@ -483,7 +489,7 @@ fn scan_half<T: ActElement>(gpu: &Gpu, inputs: &[T], report: &mut FamilyReport) 
             report.worst = (worst, format!("{} {} scan", act.name(), T::NAME));
         }
     }
-    println!("{line}");
+    outln!("{line}");
 }
 
 /// GB/s of gelu with a bias over `len` f32 (read + write) and of a device-to-device copy of the

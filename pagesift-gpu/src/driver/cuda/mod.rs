@@ -1,6 +1,6 @@
 //! The NVIDIA driver backend: `libcuda` through libloading, in three layers: [`sys`] (the
 //! function table), [`result`] (one thin `unsafe fn` per call returning `Result`) and
-//! [`CudaBackend`] (the [`Backend`] implementation the safe types use).
+//! [`CudaBackend`] (the `Backend` implementation the safe types use).
 //!
 //! The driver is loaded and initialized once per process, on first use; the outcome, success
 //! or the error, is remembered.
@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 /// The most kernel parameters passed without a heap allocation.
 const STACK_ARGS: usize = 32;
 
-/// The [`Backend`] over the NVIDIA driver. There is one per process: [`CudaBackend::global`].
+/// The `Backend` over the NVIDIA driver. There is one per process: `CudaBackend::global`.
 pub struct CudaBackend {
     driver: Driver,
     version_string: OnceLock<Option<String>>,
@@ -35,7 +35,7 @@ impl CudaBackend {
     ///
     /// Errors: [`Error::DriverNotFound`], [`Error::MissingSymbol`], or [`Error::Driver`] from
     /// `cuInit`; the same error again on every later call.
-    pub fn global() -> Result<Arc<CudaBackend>> {
+    pub(crate) fn global() -> Result<Arc<CudaBackend>> {
         match GLOBAL.get_or_init(|| {
             Driver::open().map(|driver| {
                 Arc::new(CudaBackend {
@@ -50,7 +50,7 @@ impl CudaBackend {
     }
 
     /// The 16-byte UUID of a device (needs a driver with `cuDeviceGetUuid_v2`).
-    pub fn device_uuid(&self, ordinal: usize) -> Result<[u8; 16]> {
+    pub(crate) fn device_uuid(&self, ordinal: usize) -> Result<[u8; 16]> {
         let dev = self.device(ordinal)?;
         // SAFETY: `dev` came from cuDeviceGet.
         unsafe { self.driver.device_uuid(dev) }
@@ -82,6 +82,15 @@ fn replicate(e: &Error) -> Error {
             symbol,
         },
         Error::Driver(d) => Error::Driver(d.clone()),
+        Error::Config {
+            variable,
+            value,
+            message,
+        } => Error::Config {
+            variable,
+            value: value.clone(),
+            message: message.clone(),
+        },
         other => Error::Unsupported {
             kernel: "NVIDIA driver".into(),
             reason: other.to_string(),
@@ -439,8 +448,14 @@ fn nvml_driver_version() -> Option<String> {
 /// Launches `function` `iters` times straight through the driver's `cuLaunchKernel` function
 /// pointer, with no checks: the baseline the launch-overhead bench compares the safe API with.
 /// Reports [`Error::Unsupported`] on a non-CUDA device.
+///
+/// # Safety
+/// As [`super::Stream::launch`]: `args` match the kernel's parameters in number, size and
+/// meaning, and every access the kernel makes with them is in bounds of live allocations that
+/// nothing else uses meanwhile; no buffer tracks these launches. Nothing is checked: not the
+/// launch shape, not the argument count.
 #[doc(hidden)]
-pub fn bench_raw_launch_loop(
+pub unsafe fn bench_raw_launch_loop(
     stream: &super::Stream,
     function: &super::Function,
     grid: [u32; 3],

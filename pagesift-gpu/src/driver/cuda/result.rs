@@ -34,6 +34,51 @@ pub fn candidate_libraries() -> Vec<String> {
     }
 }
 
+/// Refuses a `PAGESIFT_GPU_LIB` path that exists but is not a regular file after resolving
+/// symlinks (a FIFO would block `dlopen` forever, a directory or device makes no sense):
+/// [`Error::Config`]. A path that does not exist, or a bare library name for the loader to
+/// search, is left to `dlopen` (and so to [`Error::DriverNotFound`]).
+pub(crate) fn check_library_path(path: &str) -> Result<()> {
+    if path.is_empty() || !path.contains(std::path::MAIN_SEPARATOR) {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => {
+            let kind = file_kind(&m);
+            Err(Error::Config {
+                variable: crate::driver::LIBRARY_ENV,
+                value: path.to_string(),
+                message: format!(
+                    "{kind}, not a regular file: it must name the driver library (libcuda.so.1)"
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What kind of file `m` describes, in words.
+fn file_kind(m: &std::fs::Metadata) -> &'static str {
+    let t = m.file_type();
+    if t.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+    }
+    "a special file"
+}
+
 impl Driver {
     /// Loads the driver library, resolves its entry points and calls `cuInit(0)`.
     ///
@@ -42,6 +87,9 @@ impl Driver {
     /// [`Error::Driver`] when `cuInit` fails (for example with no device present).
     pub fn open() -> Result<Driver> {
         let candidates = candidate_libraries();
+        if let Ok(path) = std::env::var(crate::driver::LIBRARY_ENV) {
+            check_library_path(&path)?;
+        }
         let mut reasons = Vec::new();
         for name in &candidates {
             // SAFETY: loading a shared library runs its initializers; the driver's (and any
