@@ -28,6 +28,8 @@ pub(crate) struct GpuInner {
     pub(crate) props: DeviceProps,
     pub(crate) driver_version: i32,
     pub(crate) modules: ModuleCache,
+    /// The fault record of bounds-checked kernels, allocated at the first generated launch.
+    pub(crate) fault: std::sync::OnceLock<super::fault::FaultRecord>,
     has_deferred: AtomicBool,
     /// Bytes long-lived allocations leave free (see `Gpu::set_memory_reserve`).
     pub(crate) memory_reserve: AtomicUsize,
@@ -105,6 +107,7 @@ impl Gpu {
             props,
             driver_version,
             modules: ModuleCache::default(),
+            fault: std::sync::OnceLock::new(),
             has_deferred: AtomicBool::new(false),
             memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
@@ -181,7 +184,8 @@ impl Gpu {
     /// Waits until all work on the device (every stream) is done.
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
-        self.inner.backend.synchronize()
+        self.inner.backend.synchronize()?;
+        super::fault::check(self)
     }
 
     /// The default (legacy) stream. Work on it is ordered with the synchronous copies of

@@ -175,7 +175,10 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
             return self.gpu.take_deferred();
         }
         self.gpu.enter()?;
-        self.gpu.backend().memcpy_dtoh(as_bytes_mut(dst), self.ptr)
+        self.gpu
+            .backend()
+            .memcpy_dtoh(as_bytes_mut(dst), self.ptr)?;
+        super::fault::check(self.gpu)
     }
 
     fn copy_from_device(&self, src: &impl DeviceRead<T>) -> Result<()> {
@@ -244,6 +247,7 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
         self.gpu.backend().memcpy_dtoh(dst, self.ptr)?;
         // SAFETY: all `len` elements were written by the copy.
         unsafe { v.set_len(self.len) };
+        super::fault::check(self.gpu)?;
         Ok(v)
     }
 }

@@ -45,6 +45,7 @@ pub mod backend;
 pub mod cuda;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+pub mod fault;
 mod gpu;
 pub mod launch;
 mod memory;

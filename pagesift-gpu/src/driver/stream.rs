@@ -60,7 +60,8 @@ impl Stream {
     /// Waits until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().stream_synchronize(self.handle)
+        self.gpu.backend().stream_synchronize(self.handle)?;
+        super::fault::check(&self.gpu)
     }
 
     /// Queues a copy of `src` into `dst` (same length, same device).
@@ -261,7 +262,8 @@ impl Event {
     /// Waits until the work before the recorded point is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().event_synchronize(self.handle)
+        self.gpu.backend().event_synchronize(self.handle)?;
+        super::fault::check(&self.gpu)
     }
 
     /// Milliseconds from `start` to this event (both recorded; this one completed).

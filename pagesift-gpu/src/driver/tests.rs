@@ -309,6 +309,8 @@ const fn variant(
         static_shared_bytes: 1024,
         dynamic_shared: true,
         params: PARAMS,
+        ptx_params: PARAMS.len() as u32,
+        shared: &[],
         ptx,
     }
 }

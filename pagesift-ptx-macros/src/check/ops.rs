@@ -440,6 +440,13 @@ impl Checker<'_> {
                 template.span(),
                 "`asm!` splices exactly one PTX instruction ending in `;`",
             );
+        } else if self.unsafe_depth == 0 {
+            if let Err(why) = register_only_asm(&text) {
+                self.cx.error(
+                    template.span(),
+                    format!("{why}: outside an `unsafe {{ }}` block `asm!` allows only instructions on registers (arithmetic, logic, conversions, moves, comparisons, approximate functions)"),
+                );
+            }
         }
         let ty = match outs.as_slice() {
             [] => Ty::Unit,
@@ -514,4 +521,33 @@ pub(super) fn parse_asm_template(text: &str, n_operands: usize) -> Result<Vec<As
         pieces.push(AsmPiece::Text(lit));
     }
     Ok(pieces)
+}
+
+/// The opcodes (first dot-separated part) that `asm!` may use in safe code: they read and write
+/// registers only, with no memory access and no control flow.
+const REGISTER_ONLY_OPCODES: &[&str] = &[
+    "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "fma", "div", "rem", "abs", "neg", "min",
+    "max", "and", "or", "xor", "not", "cnot", "shl", "shr", "shf", "lop3", "prmt", "bfe", "bfi",
+    "brev", "popc", "clz", "bfind", "fns", "bmsk", "szext", "dp4a", "dp2a", "cvt", "mov", "selp",
+    "slct", "setp", "set", "testp", "copysign", "ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos",
+    "tanh",
+];
+
+/// Whether an `asm!` instruction only computes on registers (`Err` says why not).
+pub(crate) fn register_only_asm(text: &str) -> Result<(), String> {
+    let inst = text.trim();
+    if inst.starts_with('@') {
+        return Err("a predicated `asm!` instruction".to_string());
+    }
+    let opcode = inst.split_whitespace().next().unwrap_or("");
+    let root = opcode.split('.').next().unwrap_or("");
+    if !REGISTER_ONLY_OPCODES.contains(&root) {
+        return Err(format!(
+            "`{opcode}` may access memory or change control flow"
+        ));
+    }
+    if inst.contains('[') {
+        return Err(format!("`{opcode}` with an address operand"));
+    }
+    Ok(())
 }

@@ -182,11 +182,14 @@ fn unrolled_loops_use_constant_offsets_and_no_branches() {
         pub fn k(x: &[f32], y: &mut [f32]) {
             let base = thread_idx_x() * 4;
             let mut acc = [0.0f32; 4];
-            #[unroll]
-            for j in 0..4 {
-                acc[j] = x[base + j] * 2.0;
+            // Unchecked, to see the addressing alone (checks add branches).
+            unsafe {
+                #[unroll]
+                for j in 0..4 {
+                    acc[j] = x.get_unchecked(base + j) * 2.0;
+                }
+                y.store4_unchecked(base, acc);
             }
-            y.store4(base, acc);
         }
     });
     let text = &ptx[0].1;
