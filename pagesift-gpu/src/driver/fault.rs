@@ -91,6 +91,13 @@ fn record(gpu: &Gpu) -> Result<&FaultRecord> {
     })
 }
 
+/// Frees the device's record (the device is going away; errors have nowhere to go).
+pub(crate) fn release(inner: &super::gpu::GpuInner) {
+    if let Some(r) = inner.fault.get() {
+        let _ = inner.backend.mem_free(r.ptr);
+    }
+}
+
 /// The hidden first kernel argument of a generated launch: the device's fault record (allocated
 /// on first use). Marks the device as having a check due at its next synchronization.
 pub fn fault_arg(stream: &Stream) -> Result<KernelArg> {

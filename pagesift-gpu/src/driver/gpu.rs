@@ -270,6 +270,7 @@ impl Drop for GpuInner {
         if self.backend.set_current(self.ctx).is_ok() {
             let _ = self.backend.synchronize();
             self.modules.unload_all(self.backend.as_ref());
+            super::fault::release(self);
         }
         let _ = self.backend.primary_context_release(self.ordinal);
     }

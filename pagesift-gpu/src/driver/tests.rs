@@ -557,7 +557,7 @@ fn variants_load_once_and_launch_with_their_block() {
         Err(Error::Launch { kernel, message }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
-                message.contains("1 arguments for 3 parameters"),
+                message.contains("1 arguments for 3 PTX parameters"),
                 "{message}"
             );
         }

@@ -38,6 +38,15 @@
 //! the most loads in flight (the exp-based f32 activations went from 47-51 registers to 32 at
 //! the same instruction count).
 //!
+//! The kernels are safe code (bounds-checked, `launch` is a safe fn). The vector loops run
+//! over the first element `e` of each vector up to the last vector's, with `e <= vlast` as
+//! the loop condition; a uniform test that the last vector ends inside `n`, `x`, `y` (and the
+//! residual, where there is one) proves every vector access in bounds, so those loops carry no
+//! checks (the operations' launches always pass it). Otherwise every element takes the checked
+//! scalar path, which reports the first access out of bounds (a residual with more than 2^31
+//! elements also takes it). Bias reads test the column against the bias length (a 32-bit test
+//! of `c < cols` under `cols <= bias.len()`); a bias shorter than `cols` reads -0.0 there.
+//!
 //! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
 //! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
 //! which keeps the driver's JIT of every variant (it compiles modules one at a time) short.

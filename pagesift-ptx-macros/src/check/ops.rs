@@ -539,7 +539,11 @@ pub(crate) fn register_only_asm(text: &str) -> Result<(), String> {
     if inst.starts_with('@') {
         return Err("a predicated `asm!` instruction".to_string());
     }
-    let opcode = inst.split_whitespace().next().unwrap_or("");
+    let opcode = inst
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches(';');
     let root = opcode.split('.').next().unwrap_or("");
     if !REGISTER_ONLY_OPCODES.contains(&root) {
         return Err(format!(

@@ -262,7 +262,12 @@ impl Lower<'_> {
                     let wide = unsigned(&e.ty)?.bytes() == 8;
                     let narrow = match &x.kind {
                         TKind::Cast(inner) => unsigned(&inner.ty).is_some_and(|s| s.bytes() <= 4),
-                        _ => self.narrow.contains(&r) || self.below_len(r),
+                        // `r` may be the 32-bit source of a zero-extended copy.
+                        _ => {
+                            matches!(r.class, RegClass::B16 | RegClass::B32)
+                                || self.narrow.contains(&r)
+                                || self.below_len(r)
+                        }
                     };
                     if !(wide && narrow) {
                         return None;

@@ -282,3 +282,143 @@ fn asm_with_vector_braces_and_several_outputs() {
     assert!(text.contains("mov.b64 {%r"), "{text}");
     assemble("asm_outputs", &ptx);
 }
+
+/// The number of bounds checks (`setp.ge.u64` against a length) and fault blocks of a kernel.
+fn checks_of(tokens: proc_macro2::TokenStream) -> (usize, usize, String) {
+    let ptx = ptx_of(tokens);
+    let text = ptx[0].1.clone();
+    let checks = text.matches("setp.ge.u64").count();
+    let faults = text.matches("atom.global.cas.b32").count();
+    (checks, faults, text)
+}
+
+#[test]
+fn every_access_is_checked_and_records_its_fault() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            y[i] = x[i + 1];
+        }
+    });
+    assert_eq!((checks, faults), (2, 2), "{text}");
+    // The hidden fault record comes first, each slice is (address, length).
+    assert!(text.contains(".param .u64 k_fault,"), "{text}");
+    assert!(text.contains(".param .u64 k_param_0_len,"), "{text}");
+    // The fault block: the flag by compare-and-swap, then parameter 0 | 1 element << 16.
+    assert!(text.contains("atom.global.cas.b32 %r"), "{text}");
+    assert!(text.contains(", 65536;"), "{text}");
+    assert!(text.contains(", 65537;"), "y is parameter 1: {text}");
+}
+
+#[test]
+fn a_dominating_length_test_elides_the_check() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let i = (block_idx_x() * 32 + thread_idx_x()) as u64;
+            if i < x.len() && i < y.len() {
+                y[i] = x[i] * 2.0;
+            }
+        }
+    });
+    assert_eq!((checks, faults), (0, 0), "{text}");
+}
+
+#[test]
+fn a_test_on_another_slice_or_a_reassigned_index_proves_nothing() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut i = thread_idx_x() as u64;
+            if i < x.len() {
+                y[i] = 1.0;
+                x[i];
+                i += 1;
+                y[i] = x[i];
+            }
+        }
+    });
+    // `y[i]` is not bounded by `x.len()`; after `i += 1` nothing is known.
+    assert_eq!(checks, 3, "{text}");
+}
+
+#[test]
+fn grid_stride_loops_bounded_by_the_length_need_no_checks() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 256)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut i = (block_idx_x() * 256 + thread_idx_x()) as u64;
+            let step = (grid_dim_x() * 256) as u64;
+            while i < y.len() && i < x.len() {
+                y[i] = x[i] + 1.0;
+                i += step;
+            }
+            for j in 0..x.len() {
+                y[0] = x[j];
+            }
+        }
+    });
+    // Only `y[0]` in the `for` loop is checked (its one fault block; the other `setp.ge` is
+    // the loop's condition).
+    assert_eq!(checks, 2, "{text}");
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 1, "{text}");
+}
+
+#[test]
+fn vector_accesses_use_their_constant_offsets_and_shared_constants_fold() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let tile: Shared<[f32; 64]>;
+            let i = (thread_idx_x() * 4) as u64;
+            if i + 8 <= x.len() {
+                let a = x.load4(i);
+                let b = x.load4(i + 4);
+                tile[3] = a[0] + b[0];
+                if i + 3 < y.len() {
+                    y.store4(i, a);
+                    y[i + 3] = 1.0;
+                    y[i + 4] = 2.0;
+                }
+            }
+            tile[64] = 0.0;
+        }
+    });
+    // Checked: `y[i + 4]` (one compare) and `tile[64]` (always out of bounds: a plain
+    // branch to its fault block), nothing else.
+    assert_eq!(checks, 1, "{text}");
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 2, "{text}");
+}
+
+#[test]
+fn unsafe_blocks_allow_unchecked_accesses_only_inside() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            unsafe {
+                y.set_unchecked(i, x.get_unchecked(i));
+                let v = x.load4_unchecked(i);
+                y.store4_unchecked(i, v);
+                asm!("st.global.f32 [{0}], {1};", 0u64, 1.0f32);
+            }
+        }
+    });
+    assert_eq!((checks, faults), (0, 0), "{text}");
+    let errs = crate::compile_for_test(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            y[i] = x.get_unchecked(i);
+            asm!("ld.global.f32 {0}, [{1}];", out(f32), 0u64);
+        }
+    })
+    .unwrap_err();
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].contains("`get_unchecked` skips the bounds check"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("`ld.global.f32` may access memory"),
+        "{errs:?}"
+    );
+}
