@@ -422,3 +422,35 @@ fn unsafe_blocks_allow_unchecked_accesses_only_inside() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k(x: &[f32], h: &[u16], y: &mut [u32], n: u32) {
+            let tile: Shared<[f32; 64]>;
+            let ht: Shared<[u16; 256]>;
+            let dynbuf: Shared<[u32]>;
+            let t = thread_idx_x();
+            tile.cp_async16(t * 4, x, t * 4);
+            tile.cp_async16_partial(0u32, x, t, n);
+            ht.cp_async16(t * 8, h, t * 8);
+            cp_async_commit();
+            cp_async_wait_all();
+            sync_threads();
+            let m = ht.ldmatrix_x4(t * 8);
+            dynbuf[t] = m[0];
+            y.atomic_add(t, dynbuf[t + 1]);
+        }
+    });
+    let text = &ptx[0].1;
+    // Every access checked: two sources of full copies, one partial source, two shared
+    // destinations (the constant one is proven at compile time), ldmatrix, the dynamic array
+    // twice and the atomic.
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 9, "{text}");
+    assert!(text.contains("%dynamic_smem_size"), "{text}");
+    // ldmatrix is not skipped: an address out of bounds is replaced by the array's start.
+    assert!(text.contains("selp.b32"), "{text}");
+    assemble("checked-async", &ptx);
+}
