@@ -229,11 +229,13 @@
 //! **Elision**: a check is left out where the compiler proves it, in a dominating `if` or a
 //! loop condition (until the index variable is assigned): `i < x.len()`, `i <= x.len()`,
 //! `(i as u64) + k < x.len()` (a widened 32-bit index cannot wrap), `i < N` for a static
-//! shared array, conjunctions with `&&`, `for i in a..x.len()`, and one step through an
+//! shared array, conjunctions with `&&`, `for i in a..x.len()`, the rest of a block after
+//! `if i >= x.len() { return; }` (or `break` / `continue`; `||` of such tests), and one step
+//! through an
 //! immutable bound (`e <= last` and `(last as u64) + 4 <= x.len()` prove `x.load4(e)`). Inside a
 //! proven range constant offsets are proven too (`x[i + 1]` under `i + 2 <= x.len()`), and a
-//! constant index into a static shared array is checked at compile time. `||`, early returns and
-//! arithmetic facts beyond these are not used: such accesses stay checked.
+//! constant index into a static shared array is checked at compile time. Other conditions
+//! (`||` in an `if`, arithmetic beyond these forms) prove nothing: such accesses stay checked.
 //!
 //! **`unsafe { ... }`** in a kernel or helper allows the `_unchecked` accesses above and any
 //! `asm!`. Outside it they are compile errors, and `asm!` is limited to instructions that work

@@ -20,8 +20,12 @@ impl Lower<'_> {
             // Parameters are immutable: constants stay constants; registers are shared.
             self.vars.insert(*id, Store::Value(v));
         }
+        // Facts from early returns inside the helper end with it.
+        let facts = self.facts.clone();
         if !contains_return(body) {
-            return self.block(body);
+            let v = self.block(body);
+            self.facts = facts;
+            return v;
         }
         let result = self.fresh_of(ty);
         let end = self.label();
@@ -39,6 +43,7 @@ impl Lower<'_> {
             }
         }
         self.body.push(Item::Label(end));
+        self.facts = facts;
         result.unwrap_or(Val::Unit)
     }
 
@@ -274,6 +279,22 @@ impl Lower<'_> {
         self.bra(head, None);
         self.body.push(Item::Label(exit));
     }
+}
+
+/// Whether a block always leaves (its last statement or tail is `return`, `break` or
+/// `continue`).
+pub(super) fn diverges(b: &TBlock) -> bool {
+    let last = match &b.tail {
+        Some(t) => Some(&**t),
+        None => b.stmts.last().and_then(|s| match s {
+            TStmt::Expr(e) => Some(e),
+            TStmt::Let { .. } => None,
+        }),
+    };
+    matches!(
+        last.map(|e| &e.kind),
+        Some(TKind::Return(_) | TKind::Break | TKind::Continue)
+    )
 }
 
 pub(super) fn contains_return(b: &TBlock) -> bool {

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod control;
+mod facts;
 mod intrinsics;
 mod mem;
 mod ops;
@@ -71,7 +72,7 @@ pub(crate) struct Lower<'a> {
     /// Registers of mutable variables and loop counters (they change after being read).
     mutable_regs: std::collections::HashSet<Reg>,
     /// Facts proven about indices (bounds-check elision, `bounds.rs`).
-    facts: Vec<bounds::Fact>,
+    facts: Vec<facts::Fact>,
     /// How often each register was written (a fact holds while its count is unchanged).
     writes: HashMap<Reg, u32>,
     /// Registers holding a zero-extended value of at most 32 bits (until written again).
@@ -352,6 +353,18 @@ impl Lower<'_> {
                 }
                 TStmt::Expr(e) => {
                     self.expr(e);
+                    // `if i >= x.len() { return; }`: the rest of the block runs only when
+                    // the condition is false.
+                    if let TKind::If {
+                        cond,
+                        then,
+                        els: None,
+                    } = &e.kind
+                    {
+                        if control::diverges(then) {
+                            self.assume_not(cond);
+                        }
+                    }
                 }
             }
         }

@@ -454,3 +454,46 @@ fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
     assert!(text.contains("selp.b32"), "{text}");
     assemble("checked-async", &ptx);
 }
+
+#[test]
+fn an_early_return_proves_the_rest_of_its_block() {
+    let (_, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let i = (block_idx_x() * 32 + thread_idx_x()) as u64;
+            if i >= x.len() || i >= y.len() {
+                return;
+            }
+            y[i] = x[i];
+            helper(y, i);
+            y[i] = 2.0;
+        }
+
+        // The helper's early return proves nothing after the call.
+        fn helper(y: &mut [f32], j: u64) {
+            if j + 1 >= y.len() {
+                return;
+            }
+            y[j] = 1.0;
+        }
+    });
+    assert_eq!(faults, 0, "{text}");
+    let (_, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], j: u64) {
+            helper(y, j);
+            y[j] = 2.0;
+        }
+
+        fn helper(y: &mut [f32], j: u64) {
+            if j >= y.len() {
+                return;
+            }
+            y[j] = 1.0;
+        }
+    });
+    assert_eq!(
+        faults, 1,
+        "the store after the helper stays checked: {text}"
+    );
+}
