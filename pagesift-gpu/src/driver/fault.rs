@@ -108,12 +108,25 @@ pub fn fault_arg(stream: &Stream) -> Result<KernelArg> {
 
 /// Reports the fault a generated kernel recorded since the last check (and clears the record):
 /// [`Error::KernelFault`]. Reads the record with a synchronous copy, and only when a generated
-/// kernel was launched on this device since the last check.
+/// kernel was launched on this device since the device was last found idle and clean.
 pub(crate) fn check(gpu: &Gpu) -> Result<()> {
+    check_after(gpu, false)
+}
+
+/// [`check`] after a device-wide synchronization (`idle`: no kernel can still write the
+/// record, so a clean record ends the check until the next generated launch). After a
+/// stream's or an event's synchronization a kernel on another stream may still fault: the
+/// check stays due.
+pub(crate) fn check_after(gpu: &Gpu, idle: bool) -> Result<()> {
     let Some(r) = gpu.inner.fault.get() else {
         return Ok(());
     };
-    if !r.pending.swap(false, Ordering::AcqRel) {
+    let due = if idle {
+        r.pending.swap(false, Ordering::AcqRel)
+    } else {
+        r.pending.load(Ordering::Acquire)
+    };
+    if !due {
         return Ok(());
     }
     let b = gpu.backend();

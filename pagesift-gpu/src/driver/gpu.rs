@@ -185,7 +185,7 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
         self.inner.backend.synchronize()?;
-        super::fault::check(self)
+        super::fault::check_after(self, true)
     }
 
     /// The default (legacy) stream. Work on it is ordered with the synchronous copies of
