@@ -244,3 +244,44 @@ fn fault_record_layout_agrees_with_the_compiler() {
         "kernel `fault_probe` accessed `y` at element 8 (4 elements) but its length is 10; the access was skipped"
     );
 }
+
+/// Every synchronization point reports: an event's, a copy into host memory, a new stream's,
+/// the device's; each fault once.
+#[test]
+fn every_synchronization_point_reports_the_fault_once() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::every_synchronization_point") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.new_stream().expect("stream");
+    let mut y = DeviceBuffer::from_host(&gpu, &[3u32; 8]).expect("y");
+    let cfg = LaunchConfig::grid_1d(1);
+    let expect_poke = |r: pagesift_gpu::Result<()>, at: &str| {
+        let (kernel, param, index, len, _) =
+            fault(r.err().unwrap_or_else(|| panic!("{at}: no fault reported")));
+        assert_eq!(
+            (kernel.as_str(), param.as_str(), index, len),
+            ("poke", "y", 9, 8),
+            "{at}"
+        );
+    };
+    poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
+    let event = pagesift_gpu::Event::new(&gpu).expect("event");
+    event.record(&stream).expect("record");
+    expect_poke(event.synchronize(), "Event::synchronize");
+    event.synchronize().expect("reported once");
+
+    poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
+    stream.synchronize().expect_err("Stream::synchronize");
+    poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
+    let mut host = [0u32; 8];
+    expect_poke(y.copy_to_host(&mut host), "copy_to_host");
+    poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
+    expect_poke(gpu.synchronize(), "Gpu::synchronize");
+    gpu.synchronize().expect("reported once");
+    assert_eq!(
+        y.to_host().expect("y"),
+        vec![3u32; 8],
+        "nothing was written"
+    );
+}
