@@ -240,7 +240,9 @@
 //! **`unsafe { ... }`** in a kernel or helper allows the `_unchecked` accesses above and any
 //! `asm!`. Outside it they are compile errors, and `asm!` is limited to instructions that work
 //! on registers only (arithmetic, logic, shifts and funnel shifts, `lop3`, `prmt`, bit-field
-//! ops, conversions, moves, `selp`/`setp`, the approximate functions). A caller's `unsafe`
+//! ops, conversions, moves, `selp`/`setp`, the approximate functions) whose destination is
+//! an `out(T)` operand (writing an input would change a value the compiler may have used to
+//! prove an index; writing a register by name, one of the compiler's). A caller's `unsafe`
 //! block does not extend into a helper's body. A kernel with any `unsafe` block (its own or an
 //! inlined helper's, in any variant) gets `pub unsafe fn launch`, whose `# Safety` section asks
 //! the caller to keep every unchecked access inside the buffers passed.

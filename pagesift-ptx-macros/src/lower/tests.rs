@@ -409,10 +409,21 @@ fn unsafe_blocks_allow_unchecked_accesses_only_inside() {
         pub fn k(x: &[f32], y: &mut [f32], i: u32) {
             y[i] = x.get_unchecked(i);
             asm!("ld.global.f32 {0}, [{1}];", out(f32), 0u64);
+            // Register-only, but writing an input (an index the compiler may have proven).
+            asm!("add.u32 {0}, {0}, 4096;", i);
+            asm!("mov.u32 %r1, {0};", i);
         }
     })
     .unwrap_err();
-    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(
+        errs[2].contains("the destination is an input operand"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[3].contains("the destination is not an `out(T)` operand"),
+        "{errs:?}"
+    );
     assert!(
         errs[0].contains("`get_unchecked` skips the bounds check"),
         "{errs:?}"
