@@ -22,6 +22,25 @@ ptx_kernel! {
         }
     }
 
+    /// `y[i] = x[i]` for every thread, unchecked: the caller keeps `i` inside both.
+    #[launch(block = 64)]
+    pub fn copy_unchecked(x: &[u32], y: &mut [u32]) {
+        let i = block_idx_x() * 64 + thread_idx_x();
+        unsafe {
+            y.set_unchecked(i, x.get_unchecked(i) + 1);
+        }
+    }
+
+    /// Each thread writes its index into the dynamic shared array and reads it back into `y`.
+    #[launch(block = 64)]
+    pub fn dyn_roundtrip(y: &mut [u32]) {
+        let buf: Shared<[u32]>;
+        let t = thread_idx_x();
+        buf[t] = t + 100;
+        sync_threads();
+        y[t] = buf[t];
+    }
+
     /// One access out of bounds by thread 0, chosen by `which`: a 4-element store at `i`, a
     /// shared-array write at `i`, a load at the signed index `s` (its value goes to `y[0]`).
     #[launch(block = 32)]
@@ -284,4 +303,49 @@ fn every_synchronization_point_reports_the_fault_once() {
         vec![3u32; 8],
         "nothing was written"
     );
+}
+
+/// An `unsafe` kernel runs its unchecked accesses as written (its launch is an `unsafe fn`).
+#[test]
+fn an_unsafe_kernel_runs_unchecked_inside_its_contract() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::unsafe_kernel") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let x: Vec<u32> = (0..128u32).map(|i| i * 7 + 3).collect();
+    let xb = DeviceBuffer::from_host(&gpu, &x).expect("x");
+    let mut y = DeviceBuffer::from_host(&gpu, &[POISON_BITS; 128]).expect("y");
+    // SAFETY: 2 blocks of 64 threads index 0..128, inside both 128-element buffers.
+    unsafe { copy_unchecked::launch(&stream, LaunchConfig::grid_1d(2), &xb, &mut y) }
+        .expect("launch");
+    let want: Vec<u32> = x.iter().map(|v| v + 1).collect();
+    assert_eq!(y.to_host().expect("y"), want);
+}
+
+/// The dynamic shared array is checked against the size the launch gives it, and named.
+#[test]
+fn the_dynamic_shared_array_is_checked_against_its_launch_size() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::dynamic_shared") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let mut y = DeviceBuffer::from_host(&gpu, &[POISON_BITS; 64]).expect("y");
+    let cfg = LaunchConfig::grid_1d(1);
+    dyn_roundtrip::launch(&stream, cfg.with_shared_mem(64 * 4), &mut y).expect("launch");
+    stream.synchronize().expect("in bounds");
+    let want: Vec<u32> = (100..164).collect();
+    assert_eq!(y.to_host().expect("y"), want);
+    // 40 elements: threads 40.. write nothing and read 0.
+    dyn_roundtrip::launch(&stream, cfg.with_shared_mem(40 * 4), &mut y).expect("launch");
+    let (kernel, param, index, len, elements) = fault(stream.synchronize().unwrap_err());
+    assert_eq!(
+        (kernel.as_str(), param.as_str(), len, elements),
+        ("dyn_roundtrip", "buf", 40, 1)
+    );
+    assert!((40..64).contains(&index), "index {index}");
+    let got = y.to_host().expect("y");
+    let want: Vec<u32> = (0..64).map(|t| if t < 40 { t + 100 } else { 0 }).collect();
+    assert_eq!(got, want);
 }
