@@ -77,6 +77,8 @@ static EMPTY: KernelVariant = KernelVariant {
     static_shared_bytes: 0,
     dynamic_shared: false,
     params: &[],
+    ptx_params: 0,
+    shared: &[],
     ptx: PTX,
 };
 

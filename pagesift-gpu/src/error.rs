@@ -139,6 +139,24 @@ pub enum Error {
         /// What went wrong, where (block, thread, PTX line).
         message: String,
     },
+    /// A bounds-checked kernel accessed a slice or shared array out of bounds. The access was
+    /// skipped (a load gave 0) and the kernel ran on; reported at the device's next
+    /// synchronization point for the first such access since the previous one (see
+    /// `driver/fault.rs`).
+    #[error("kernel `{kernel}` accessed `{param}` at element {index} ({elements} element{}) but its length is {len}; the access was skipped", if *.elements == 1 { "" } else { "s" })]
+    KernelFault {
+        /// The kernel variant's display name, e.g. `act_f32[ACT=Relu]`.
+        kernel: String,
+        /// The kernel parameter, or the shared array, that was accessed.
+        param: String,
+        /// The first element index of the access (a negative signed index as its two's
+        /// complement).
+        index: u64,
+        /// The length of the slice or shared array, in elements.
+        len: u64,
+        /// The elements the access moves: 1, or N of a vector access.
+        elements: u32,
+    },
     /// Operations failed where they could not report (a free or destroy in `Drop`); returned by
     /// [`crate::Gpu::synchronize`] after it synchronized, and listed one by one by
     /// [`crate::Gpu::take_deferred_errors`].

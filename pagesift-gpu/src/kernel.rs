@@ -25,6 +25,13 @@ pub struct KernelVariant {
     pub dynamic_shared: bool,
     /// The kernel parameters in order: (name, type as written, e.g. `&[f32]`, `&mut [f16]`, `u32`).
     pub params: &'static [(&'static str, &'static str)],
+    /// The number of PTX parameters: for a generated kernel the hidden fault record first,
+    /// then two (address, length) per slice and one per scalar; for hand-written PTX usually
+    /// `params.len()`. A launch passes exactly this many arguments.
+    pub ptx_params: u32,
+    /// The names of the kernel's shared arrays (static ones in order, then the dynamic one),
+    /// which a fault record names by position.
+    pub shared: &'static [&'static str],
     /// The PTX text of the module (one entry).
     pub ptx: &'static str,
 }
@@ -145,6 +152,8 @@ mod tests {
             static_shared_bytes: 0,
             dynamic_shared: false,
             params: &[],
+            ptx_params: 0,
+            shared: &[],
             ptx: "",
         };
         assert_eq!(v.display_name(), "bias_act[ACT=Relu,BM=64]");

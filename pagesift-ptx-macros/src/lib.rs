@@ -85,7 +85,7 @@
 //! | `f32 f64` | everywhere | `.f32/.f64` registers |
 //! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
 //! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
-//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; one `.u64` pointer param, no length) | |
+//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
 //! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
@@ -159,7 +159,8 @@
 //! | `y.atomic_min/max(i, v)` | `u32 i32 u64 i64` |
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
-//! | `t.len()` | length of a static shared array (a constant) |
+//! | `x.len()` | the slice's length in elements (`u64`); of a static shared array a `u32` constant |
+//! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
 //! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
 //! | `t.cp_async16_partial(i, x, j, n)` | the same copying only the first `n` bytes of the source, zero-filling the rest (bounds at tile edges) |
 //! | `t.ldmatrix_x1/x2/x4(i)`, `_trans` | `[u32; N]`: N 8x8 matrices of 16-bit elements from shared memory, each lane giving the address `&t[i]` of one row (`ldmatrix`, sm_75) |
@@ -208,12 +209,52 @@
 //! `{{` and `}}` are literal braces, for PTX vector operands:
 //! `let h = asm!("mov.b64 {{{0}, {1}}}, {2};", out(u32), out(u32), x);`.
 //!
+//! # Bounds checks and `unsafe`
+//!
+//! Safe kernel code cannot touch memory outside the buffers its launch was given. Every access
+//! through a slice (`x[i]`, `y[i] = v`, `y[i] += v`, `load_nc`, `loadN`/`storeN`: `i + N <=
+//! len`, atomics, the source of `cp_async*`: its whole byte range, with the `_partial` form's
+//! count) and to a shared array (static: its constant length; the dynamic one: from
+//! `%dynamic_smem_size`) is checked. The index is compared in 64 bits, sign-extended from
+//! signed types, so a negative index fails.
+//!
+//! **A failed check** skips the access (a load yields 0 in every lane) and the thread goes on;
+//! the launch's first failure is written to the device's *fault record* (the hidden first
+//! kernel parameter) and the runtime returns it at the device's next synchronization point as
+//! `Error::KernelFault { kernel, param, index, len, elements }` (see `pagesift-gpu`'s
+//! `driver/fault.rs` for the protocol). There is no trap: a trap would end the CUDA context
+//! for the rest of the process. `ldmatrix`, a warp-wide instruction, is not skipped: a lane
+//! out of bounds reads the array's first element instead (and the fault is recorded).
+//!
+//! **Elision**: a check is left out where the compiler proves it, in a dominating `if` or a
+//! loop condition (until the index variable is assigned): `i < x.len()`, `i <= x.len()`,
+//! `(i as u64) + k < x.len()` (a widened 32-bit index cannot wrap), `i < N` for a static
+//! shared array, conjunctions with `&&`, `for i in a..x.len()`, the rest of a block after
+//! `if i >= x.len() { return; }` (or `break` / `continue`; `||` of such tests), and one step
+//! through an
+//! immutable bound (`e <= last` and `(last as u64) + 4 <= x.len()` prove `x.load4(e)`). Inside a
+//! proven range constant offsets are proven too (`x[i + 1]` under `i + 2 <= x.len()`), and a
+//! constant index into a static shared array is checked at compile time. Other conditions
+//! (`||` in an `if`, arithmetic beyond these forms) prove nothing: such accesses stay checked.
+//!
+//! **`unsafe { ... }`** in a kernel or helper allows the `_unchecked` accesses above and any
+//! `asm!`. Outside it they are compile errors, and `asm!` is limited to instructions that work
+//! on registers only (arithmetic, logic, shifts and funnel shifts, `lop3`, `prmt`, bit-field
+//! ops, conversions, moves, `selp`/`setp`, the approximate functions) whose destination is
+//! an `out(T)` operand (writing an input would change a value the compiler may have used to
+//! prove an index; writing a register by name, one of the compiler's). A caller's `unsafe`
+//! block does not extend into a helper's body. A kernel with any `unsafe` block (its own or an
+//! inlined helper's, in any variant) gets `pub unsafe fn launch`, whose `# Safety` section asks
+//! the caller to keep every unchecked access inside the buffers passed.
+//!
 //! # Output
 //!
 //! Per kernel a module with `VARIANTS: &[KernelVariant]` (one per variant: entry name
 //! `kernel__ACT_Relu__BM_64`, const values, target, PTX ISA version, block, static shared
 //! bytes, whether dynamic shared memory is used, parameters, the PTX text of a complete module
-//! with one `.visible .entry`) and `launch(stream, cfg, <const args, lower-case>, <params>)`:
+//! with one `.visible .entry`; its first parameter is the fault record, then each slice as
+//! address and length), the number of PTX parameters, the names of its shared arrays, and
+//! `launch(stream, cfg, <const args, lower-case>, <params>)`:
 //! `&[T]` params take `&impl DeviceRead<T>`, `&mut [T]` params `&mut impl DeviceWrite<T>`,
 //! scalars by value. Each variant's `.version` is the lowest PTX ISA its target and
 //! instructions need (7.0 for sm_70..sm_80, 7.1 for sm_86, 7.8 for sm_89/sm_90 and bf16

@@ -41,7 +41,10 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
 
     // The launch signature: consts, then parameters.
     let mut sig_args = Vec::new();
-    let mut kernel_args = Vec::new();
+    // The hidden first PTX parameter: the device's fault record.
+    let mut kernel_args = vec![quote!(#p::fault_arg(stream)?)];
+    let mut slice_lets = Vec::new();
+    let mut accesses = Vec::new();
     let mut param_meta = Vec::new();
     for c in &f.consts {
         let arg = const_arg_name(&c.name);
@@ -60,42 +63,43 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             _ => param.name.clone(),
         };
         let arg = &arg;
-        let (arg_ty, value, text) = match ty {
+        // A slice is two PTX parameters, its address and its length in elements.
+        let slice = format_ident!("__slice_{}", arg);
+        let (arg_ty, text) = match ty {
             Some(Ty::Slice {
                 elem,
                 mutable: false,
             }) => {
                 let e = scalar_tokens(*elem);
-                (
-                    quote!(&impl #p::DeviceRead<#e>),
-                    quote!(#p::arg_read(stream, #arg)?.ptr),
-                    format!("&[{elem}]"),
-                )
+                slice_lets.push(quote!(let #slice = #p::arg_read(stream, #arg)?;));
+                (quote!(&impl #p::DeviceRead<#e>), format!("&[{elem}]"))
             }
             Some(Ty::Slice {
                 elem,
                 mutable: true,
             }) => {
                 let e = scalar_tokens(*elem);
+                slice_lets.push(quote!(let #slice = #p::arg_write(stream, #arg)?;));
                 (
                     quote!(&mut impl #p::DeviceWrite<#e>),
-                    quote!(#p::arg_write(stream, #arg)?.ptr),
                     format!("&mut [{elem}]"),
                 )
             }
-            Some(Ty::Scalar(s)) => (
-                scalar_tokens(*s),
-                quote!(#p::KernelArg::from(#arg)),
-                s.name().to_string(),
-            ),
-            _ => (
-                quote!(::core::convert::Infallible),
-                quote!(match #arg {}),
-                "?".to_string(),
-            ),
+            Some(Ty::Scalar(s)) => {
+                kernel_args.push(quote!(#p::KernelArg::from(#arg)));
+                (scalar_tokens(*s), s.name().to_string())
+            }
+            _ => {
+                kernel_args.push(quote!(match #arg {}));
+                (quote!(::core::convert::Infallible), "?".to_string())
+            }
         };
+        if matches!(ty, Some(Ty::Slice { .. })) {
+            kernel_args.push(quote!(#slice.ptr));
+            kernel_args.push(quote!(#slice.len));
+            accesses.push(quote!(#slice.access));
+        }
         sig_args.push(quote!(#arg: #arg_ty));
-        kernel_args.push(value);
         let pname = arg.to_string();
         param_meta.push(quote!((#pname, #text)));
     }
@@ -116,6 +120,13 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             let dynamic = v.dyn_shared.is_some();
             let ptx = &e.ptx;
             let params = &param_meta;
+            let ptx_params = e.func.params.len() as u32;
+            let shared_names: Vec<String> = v
+                .shared
+                .iter()
+                .map(|(id, _, _)| v.vars[*id].name.clone())
+                .chain(v.dyn_shared.iter().map(|(id, _)| v.vars[*id].name.clone()))
+                .collect();
             quote! {
                 #p::KernelVariant {
                     kernel: #name_str,
@@ -127,6 +138,8 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                     static_shared_bytes: #shared,
                     dynamic_shared: #dynamic,
                     params: &[#(#params),*],
+                    ptx_params: #ptx_params,
+                    shared: &[#(#shared_names),*],
                     ptx: #ptx,
                 }
             }
@@ -207,6 +220,23 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
         "Launches `{name_str}` on `stream` with grid and dynamic shared memory from `cfg`; the block shape is the variant's (`VARIANTS[i].block`). Fails with the runtime's error when the const arguments select no compiled variant, a buffer belongs to another device, or the launch fails."
     );
     let doc_variants = format!("Every compiled variant of `{name_str}`, with its PTX.");
+    // A kernel with `unsafe` code (in any variant, or in a helper it inlines) gets an
+    // `unsafe fn launch`: the compiler cannot check its unchecked accesses.
+    let is_unsafe = variants.iter().any(|e| e.variant.uses_unsafe);
+    let unsafety = if is_unsafe { quote!(unsafe) } else { quote!() };
+    let doc_safety = if is_unsafe {
+        quote! {
+            #[doc = ""]
+            #[doc = "# Safety"]
+            #[doc = ""]
+            #[doc = "The kernel has `unsafe` code: every unchecked access it makes (`get_unchecked`, `set_unchecked`, the `_unchecked` vector forms, memory `asm!`) must lie inside the buffers passed here (their lengths as given), for every grid and argument this call passes. The bounds-checked accesses need nothing from the caller."]
+        }
+    } else {
+        quote! {
+            #[doc = ""]
+            #[doc = "Every access of the kernel to a slice or shared array is bounds-checked: one out of bounds is skipped (a load gives 0) and the launch's first such access is reported as `Error::KernelFault` at the device's next synchronization."]
+        }
+    };
     quote! {
         #(#docs)*
         #[allow(non_snake_case, unused_imports, clippy::too_many_arguments)]
@@ -217,15 +247,18 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             pub static VARIANTS: &[#p::KernelVariant] = &[#(#entries),*];
 
             #[doc = #doc_launch]
+            #doc_safety
             #[allow(unused_variables, unreachable_code, clippy::needless_return)]
-            pub fn launch(
+            pub #unsafety fn launch(
                 stream: &#p::Stream,
                 cfg: #p::LaunchConfig,
                 #(#sig_args),*
             ) -> #p::Result<()> {
                 #select
+                #(#slice_lets)*
                 let __args: [#p::KernelArg; #n_args] = [#(#kernel_args),*];
-                #p::launch(stream, __variant, &cfg, &__args, &[])
+                let __accesses = [#(#accesses),*];
+                #p::launch(stream, __variant, &cfg, &__args, &__accesses)
             }
         }
     }
@@ -274,9 +307,23 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains(":: pagesift_gpu :: __private :: arg_write (stream , y) ? . ptr"),
+            out.contains(
+                "let __slice_y = :: pagesift_gpu :: __private :: arg_write (stream , y) ?"
+            ),
             "{out}"
         );
+        // The fault record first, then each slice as address and length.
+        assert!(
+            out.contains("[:: pagesift_gpu :: __private :: fault_arg (stream) ? , __slice_x . ptr , __slice_x . len , __slice_y . ptr , __slice_y . len , :: pagesift_gpu :: __private :: KernelArg :: from (n)]"),
+            "{out}"
+        );
+        assert!(
+            out.contains("let __accesses = [__slice_x . access , __slice_y . access]"),
+            "{out}"
+        );
+        assert!(out.contains("ptx_params : 6u32"), "{out}");
+        assert!(out.contains("pub fn launch"), "{out}");
+        assert!(!out.contains("unsafe fn launch"), "{out}");
         assert!(
             out.contains(":: pagesift_gpu :: __private :: KernelArg :: from (n)"),
             "{out}"

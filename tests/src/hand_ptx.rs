@@ -98,6 +98,8 @@ pub const fn axpb_variant(block: u32, dynamic_shared: bool) -> KernelVariant {
             ("b", "f32"),
             ("n", "u32"),
         ],
+        ptx_params: 5,
+        shared: &[],
         ptx: AXPB_PTX,
     }
 }

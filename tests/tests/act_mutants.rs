@@ -28,6 +28,7 @@ use pagesift_gpu::ops::act::Geometry;
 use pagesift_gpu::{ptx_kernel, Act, Error, KernelVariant, Stream};
 use pagesift_tests::act_check::{check, launch_op, Failure, Lengths, Operands, Setup, TestElem};
 use pagesift_tests::gpu_or_skip;
+use pagesift_tests::util::{poisoned_device, random_f32, POISON_BITS};
 
 /// The deliberate bug a variant of [`mutant_act`] carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,7 +301,9 @@ fn mutant_is_caught(act: Act, bug: Bug) {
         Some(Err(f)) => {
             assert!(f.case.is_some(), "{name}: the runner aborted: {}", f.reason);
             assert!(
-                !f.reason.contains("device error") || f.reason.contains("out of bounds"),
+                !f.reason.contains("device error")
+                    || f.reason.contains("out of bounds")
+                    || f.reason.contains("the access was skipped"),
                 "{name}: a device error other than an out-of-bounds access: {}",
                 f.reason
             );
@@ -343,6 +346,70 @@ mod caught {
 
 /// The shared checking logic also passes the real operations (every activation and operand
 /// combination, f32, f16 and bf16), so it is the real test's logic and not a weaker one.
+/// The off-by-one mutant through its safe wrapper: the write one past `n` is a bounds-check
+/// failure (`Error::KernelFault` naming `y`, element `n` of `n`), skipped, so the element after
+/// the output view (a guard, poisoned) keeps its value, and every element of the view is right.
+#[test]
+fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
+    let Some(gpu) = gpu_or_skip("act_mutants::off_by_one_faults_and_corrupts_nothing") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let (n, cols) = (1003usize, 7usize);
+    // The input is longer than `n`, so that the mutant's one read past `n` stays in bounds and
+    // its write past the output view is the fault.
+    let xs = random_f32(n + 16, 21, -8.0..8.0);
+    let x = pagesift_gpu::DeviceBuffer::from_host(&gpu, &xs).expect("x");
+    let bias_data = random_f32(cols, 22, -1.0..1.0);
+    let bias = pagesift_gpu::DeviceBuffer::from_host(&gpu, &bias_data).expect("bias");
+    let mut out = poisoned_device(&gpu, n + 16).expect("out");
+    {
+        let mut y = out.slice_mut(..n).expect("view");
+        let ptrs = [x.device_ptr(), y.device_ptr(), x.device_ptr()];
+        let v = variant(Act::Relu, Bug::OffByOne).expect("variant");
+        let geo = Geometry::new(&stream, v, &ptrs, n, 4, None).expect("geometry");
+        mutant_act::launch(
+            &stream,
+            geo.cfg,
+            Act::Relu,
+            Bug::OffByOne,
+            &x,
+            &bias,
+            &mut y,
+            n as u64,
+            geo.head,
+            geo.nvec,
+            cols as u32,
+        )
+        .expect("the launch succeeds");
+    }
+    match stream.synchronize() {
+        Err(Error::KernelFault {
+            kernel,
+            param,
+            index,
+            len,
+            elements,
+        }) => {
+            assert_eq!(kernel, "mutant_act[ACT=Relu,BUG=OffByOne]");
+            assert_eq!(
+                (param.as_str(), index, len, elements),
+                ("y", n as u64, n as u64, 1)
+            );
+        }
+        other => panic!("expected a KernelFault, got {other:?}"),
+    }
+    let got = out.to_host().expect("out");
+    for i in 0..n {
+        let want = (xs[i] + bias_data[i % cols]).max(0.0);
+        assert_eq!(got[i].to_bits(), want.to_bits(), "element {i}");
+    }
+    assert!(
+        got[n..].iter().all(|v| v.to_bits() == POISON_BITS),
+        "the guard after the view changed"
+    );
+}
+
 #[test]
 fn real_operations_pass_the_shared_checks() {
     let Some(gpu) = gpu_or_skip("act_mutants::real_operations_pass_the_shared_checks") else {

@@ -85,15 +85,24 @@ fn example_block_sum_runs_under_the_checks() {
     let px = emu_upload(&e, &x);
     let pt = emu_upload(&e, &[0.0f32]);
     let v = &example_kernels::block_sum::VARIANTS[0];
+    let rec = emu_upload(&e, &[0u32; 8]);
     run(
         &e,
         v,
         [7, 1, 1],
         &[
+            KernelArg::ptr(rec),
             KernelArg::ptr(px),
+            KernelArg::from(n as u64),
             KernelArg::ptr(pt),
+            KernelArg::from(1u64),
             KernelArg::from(n as u32),
         ],
+    );
+    assert_eq!(
+        emu_download::<u32>(&e, rec, 8),
+        vec![0; 8],
+        "no fault recorded"
     );
     let got = emu_download::<f32>(&e, pt, 1)[0];
     let want: f64 = x.iter().map(|v| *v as f64).sum();
@@ -117,14 +126,24 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
             rows.div_ceil(v.block[1] as usize) as u32,
             1,
         ];
+        let rec = emu_upload(&e, &[0u32; 8]);
+        let len = KernelArg::from((rows * cols) as u64);
         let args = [
+            KernelArg::ptr(rec),
             KernelArg::ptr(px),
+            len,
             KernelArg::ptr(py),
+            len,
             KernelArg::from(rows as u32),
             KernelArg::from(cols as u32),
             KernelArg::from(1.5f32),
         ];
         run(&e, v, grid, &args);
+        assert_eq!(
+            emu_download::<u32>(&e, rec, 8),
+            vec![0; 8],
+            "no fault recorded"
+        );
         let y: Vec<f32> = emu_download(&e, py, rows * cols);
         for i in 0..rows * cols {
             assert_eq!(y[i], 1.5 * x[i], "{} element {i}", v.display_name());
@@ -137,10 +156,15 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
         let pb = emu_upload(&e, &bias);
         let py = emu_upload(&e, &poisoned_f32(n));
         let n = n.min(x.len());
+        let rec = emu_upload(&e, &[0u32; 8]);
         let args = [
+            KernelArg::ptr(rec),
             KernelArg::ptr(px),
+            KernelArg::from(n as u64),
             KernelArg::ptr(pb),
+            KernelArg::from(cols as u64),
             KernelArg::ptr(py),
+            KernelArg::from(n as u64),
             KernelArg::from(n as u32),
             KernelArg::from(cols as u32),
         ];

@@ -219,9 +219,17 @@ fn variant_metadata_matches_the_ptx() {
             v.display_name()
         );
         assert_eq!(v.ptx.matches(".entry").count(), 1, "{}", v.display_name());
+        // The fault record, then two per slice and one per scalar.
+        let slices = v.params.iter().filter(|(_, t)| t.starts_with('&')).count();
+        assert_eq!(
+            v.ptx_params as usize,
+            1 + v.params.len() + slices,
+            "{}",
+            v.display_name()
+        );
         assert_eq!(
             v.ptx.matches("\t.param .").count(),
-            v.params.len(),
+            v.ptx_params as usize,
             "{}",
             v.display_name()
         );

@@ -54,7 +54,8 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
         self.gpu.enter()?;
         let b = self.gpu.backend();
         self.track.wait_host(b.as_ref(), false)?;
-        b.memcpy_dtoh(as_bytes_mut(dst), self.ptr)
+        b.memcpy_dtoh(as_bytes_mut(dst), self.ptr)?;
+        super::fault::check(self.gpu)
     }
 
     pub(crate) fn copy_from_device(&self, src: &impl DeviceRead<T>) -> Result<()> {

@@ -31,6 +31,8 @@ pub(crate) struct GpuInner {
     pub(crate) modules: ModuleCache,
     /// The legacy default stream, which buffers name as the stream of their allocation.
     pub(crate) default_stream: Arc<StreamInner>,
+    /// The fault record of bounds-checked kernels, allocated at the first generated launch.
+    pub(crate) fault: std::sync::OnceLock<super::fault::FaultRecord>,
     /// Bytes long-lived allocations leave free (see `Gpu::set_memory_reserve`).
     pub(crate) memory_reserve: AtomicUsize,
     /// Errors of `Drop`s, until [`Gpu::take_deferred_errors`] or [`Gpu::synchronize`].
@@ -109,6 +111,7 @@ impl Gpu {
             driver_version,
             modules: ModuleCache::default(),
             default_stream: Arc::new(StreamInner::default_stream()),
+            fault: std::sync::OnceLock::new(),
             memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
         });
@@ -200,6 +203,7 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
         self.inner.backend.synchronize()?;
+        super::fault::check(self)?;
         let deferred = self.take_deferred_errors();
         if deferred.is_empty() {
             Ok(())
@@ -284,6 +288,7 @@ impl Drop for GpuInner {
             let _ = self.backend.synchronize();
             let _ = self.default_stream.destroy_tail(self.backend.as_ref());
             self.modules.unload_all(self.backend.as_ref());
+            super::fault::release(self);
         }
         let _ = self.backend.primary_context_release(self.ordinal);
     }

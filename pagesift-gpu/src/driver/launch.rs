@@ -92,13 +92,13 @@ pub fn launch(
         cfg.shared_mem_bytes,
     )
     .map_err(|e| rename(e, variant))?;
-    if args.len() != variant.params.len() {
+    if args.len() != variant.ptx_params as usize {
         return Err(Error::Launch {
             kernel: variant.display_name(),
             message: format!(
-                "{} arguments for {} parameters",
+                "{} arguments for {} PTX parameters",
                 args.len(),
-                variant.params.len()
+                variant.ptx_params
             ),
         });
     }

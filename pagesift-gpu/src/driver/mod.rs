@@ -85,6 +85,7 @@ pub mod cuda;
 #[cfg(feature = "emulator")]
 #[allow(private_interfaces)]
 pub mod emulator;
+pub mod fault;
 mod gpu;
 pub mod launch;
 mod memory;

@@ -16,6 +16,8 @@ use crate::kernel::KernelVariant;
 pub(crate) struct Loaded {
     pub(crate) module: RawHandle,
     pub(crate) function: RawHandle,
+    /// The variant (the fault record names it by its entry's hash).
+    pub(crate) variant: &'static KernelVariant,
     /// The largest dynamic shared memory the function has been opted in to, in bytes.
     dyn_shared_optin: AtomicU32,
 }
@@ -91,6 +93,19 @@ impl ModuleCache {
         }
         let mut w = self.slots.write().unwrap_or_else(|p| p.into_inner());
         Arc::clone(w.entry(key).or_default())
+    }
+
+    /// A loaded variant for which `pred` holds.
+    pub(crate) fn find(
+        &self,
+        pred: impl Fn(&KernelVariant) -> bool,
+    ) -> Option<&'static KernelVariant> {
+        let slots = self.slots.read().unwrap_or_else(|p| p.into_inner());
+        slots
+            .values()
+            .filter_map(|s| s.loaded.get())
+            .map(|l| l.variant)
+            .find(|v| pred(v))
     }
 
     /// Number of modules loaded.
@@ -256,6 +271,7 @@ impl Gpu {
         let _ = slot.loaded.set(Loaded {
             module,
             function,
+            variant,
             dyn_shared_optin: AtomicU32::new(0),
         });
         Ok(())

@@ -66,7 +66,8 @@ impl Stream {
     /// Waits until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().stream_synchronize(self.raw())
+        self.gpu.backend().stream_synchronize(self.raw())?;
+        super::fault::check(&self.gpu)
     }
 
     /// Whether all work queued on this stream is done (never waits).
@@ -286,7 +287,8 @@ impl Event {
     /// Waits until the work before the recorded point is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().event_synchronize(self.handle)
+        self.gpu.backend().event_synchronize(self.handle)?;
+        super::fault::check(&self.gpu)
     }
 
     /// Whether the work before the recorded point is done (never waits; an event never

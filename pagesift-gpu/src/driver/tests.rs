@@ -353,6 +353,8 @@ const fn variant(
         static_shared_bytes: 1024,
         dynamic_shared: true,
         params: PARAMS,
+        ptx_params: PARAMS.len() as u32,
+        shared: &[],
         ptx,
     }
 }
@@ -581,7 +583,7 @@ fn variants_load_once_and_launch_with_their_block() {
         Err(Error::Launch { kernel, message }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
-                message.contains("1 arguments for 3 parameters"),
+                message.contains("1 arguments for 3 PTX parameters"),
                 "{message}"
             );
         }

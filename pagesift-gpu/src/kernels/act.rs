@@ -38,6 +38,15 @@
 //! the most loads in flight (the exp-based f32 activations went from 47-51 registers to 32 at
 //! the same instruction count).
 //!
+//! The kernels are safe code (bounds-checked, `launch` is a safe fn). The vector loops run
+//! over the first element `e` of each vector up to the last vector's, with `e <= vlast` as
+//! the loop condition; a uniform test that the last vector ends inside `n`, `x`, `y` (and the
+//! residual, where there is one) proves every vector access in bounds, so those loops carry no
+//! checks (the operations' launches always pass it). Otherwise every element takes the checked
+//! scalar path, which reports the first access out of bounds (a residual with more than 2^31
+//! elements also takes it). Bias reads test the column against the bias length (a 32-bit test
+//! of `c < cols` under `cols <= bias.len()`); a bias shorter than `cols` reads -0.0 there.
+//!
 //! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
 //! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
 //! which keeps the driver's JIT of every variant (it compiles modules one at a time) short.
@@ -150,56 +159,100 @@ macro_rules! act_kernels {
         let has_bias = (flags & 1) != 0;
         let has_res = (flags & 2) != 0;
         // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
-        // residual is -0.0, which leaves every value as it is.
+        // residual is -0.0, which leaves every value as it is. The loops run over the first
+        // element `e` of a vector up to the last vector's, `vlast`: where that vector ends
+        // inside `n`, `x` and `y` (always, for the operations' launches) the loop condition
+        // `e <= vlast` and `vlast + lanes <= len` prove every vector access in bounds, so
+        // they carry no checks; otherwise every element takes the checked scalar path below,
+        // which reports the first access out of bounds.
+        let vend = h + $lanes * nvec;
+        // Whether every element takes the scalar path (decided here, applied after the
+        // loops so that nothing more stays live in them).
+        let mut all = false;
         if n <= 0x8000_0000u64 {
             // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
-            let nvec32 = nvec as u32;
-            let nt32 = grid_dim_x() * block_dim_x();
-            let mut j = block_idx_x() * block_dim_x() + thread_idx_x();
-            // The common forms (a vector bias without residual, neither) get loops of their
-            // own with the flags as constants: the other forms' code, predicated off, would
-            // still take issue slots in every turn.
-            if flags == 5u32 {
-                while j < nvec32 {
-                    let e = (head + $lanes * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 5u32, slope,
-                    );
-                    j += nt32;
-                }
-            } else if flags == 0u32 {
-                while j < nvec32 {
-                    let e = (head + $lanes * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, 0u32, slope,
-                    );
-                    j += nt32;
+            let vlast = head + $lanes * (nvec as u32) - $lanes;
+            let step = $lanes * grid_dim_x() * block_dim_x();
+            let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
+            if nvec >= 1
+                && vend <= n
+                && (vlast as u64) + $lanes <= x.len()
+                && (vlast as u64) + $lanes <= y.len()
+            {
+                // The common forms (a vector bias without residual, neither) get loops of
+                // their own with the flags as constants: the other forms' code, predicated
+                // off, would still take issue slots in every turn.
+                if flags == 5u32 {
+                    while e <= vlast {
+                        $vec::<ACT, NC, true, false>(
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 5u32, slope,
+                        );
+                        e += step;
+                    }
+                } else if flags == 0u32 {
+                    while e <= vlast {
+                        $vec::<ACT, NC, true, false>(
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 0u32, slope,
+                        );
+                        e += step;
+                    }
+                } else if (flags & 2) == 0u32 {
+                    while e <= vlast {
+                        $vec::<ACT, NC, true, false>(
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                        );
+                        e += step;
+                    }
+                } else if (vlast as u64) + $lanes <= res.len() {
+                    while e <= vlast {
+                        $vec::<ACT, NC, true, true>(
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                        );
+                        e += step;
+                    }
+                } else {
+                    all = true;
                 }
             } else {
-                while j < nvec32 {
-                    let e = (head + $lanes * j) as u64;
-                    $vec::<ACT, NC, true>(
-                        x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
-                    );
-                    j += nt32;
-                }
+                all = true;
             }
         } else {
-            let mut j = t;
-            while j < nvec {
-                let e = h + $lanes * j;
-                $vec::<ACT, NC, false>(x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope);
-                j += nt;
+            let vlast = vend - $lanes;
+            if nvec >= 1
+                && vend <= n
+                && vlast < x.len()
+                && vlast + $lanes <= x.len()
+                && vlast < y.len()
+                && vlast + $lanes <= y.len()
+            {
+                let mut e = h + $lanes * t;
+                if (flags & 2) == 0u32 {
+                    while e <= vlast {
+                        $vec::<ACT, NC, false, false>(
+                            x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                        );
+                        e += $lanes * nt;
+                    }
+                } else {
+                    all = true;
+                }
+            } else {
+                all = true;
             }
         }
-        // The scalar head [0, h) and tail [h + lanes · nvec, n), as one index range.
-        let tail = h + $lanes * nvec;
-        let ns = h + (n - tail);
+        // The scalar elements: [0, sh) and [tail, n).
+        let mut sh = head as u64;
+        let mut tail = sh + $lanes * nvec;
+        if all {
+            sh = n;
+            tail = n;
+        }
+        let ns = sh + (n - tail);
         let mut s = t;
         while s < ns {
             let mut k = s;
-            if s >= h {
-                k = s - h + tail;
+            if s >= sh {
+                k = s - sh + tail;
             }
             $one::<ACT, NC>(
                 x, bias, res, y, k, n, cols, cmagic, cshift, has_bias, has_res, slope,
@@ -224,16 +277,22 @@ macro_rules! act_kernels {
     fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
         let mut b = [0.0f32; $lanes];
         if vec {
-            let v = bias.$loadv_nc(c as u64);
-            #[unroll]
-            for i in 0..$lanes {
-                b[i] = v[i] as f32;
+            if (c as u64) + $lanes <= bias.len() {
+                let v = bias.$loadv_nc(c as u64);
+                #[unroll]
+                for i in 0..$lanes {
+                    b[i] = v[i] as f32;
+                }
             }
-        } else {
+        } else if (cols as u64) <= bias.len() {
+            // Columns stay below `cols`: with `cols <= bias.len()` the 32-bit test proves
+            // each read in bounds.
             let mut cc = c;
             #[unroll]
             for i in 0..$lanes {
-                b[i] = bias.load_nc(cc as u64) as f32;
+                if cc < cols {
+                    b[i] = bias.load_nc(cc as u64) as f32;
+                }
                 cc = next_col(cc, cols);
             }
         }
@@ -267,8 +326,9 @@ macro_rules! act_kernels {
         y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
     }
 
-    /// One 16-byte vector of the f32 kernels at element `e` (`SMALL`: `n <= 2^31`).
-    fn vec_f32<const ACT: Act, const NC: bool, const SMALL: bool>(
+    /// One 16-byte vector of the f32 kernels at element `e` (`SMALL`: `n <= 2^31`; `RES`:
+    /// with the residual, which `flags` must then have).
+    fn vec_f32<const ACT: Act, const NC: bool, const SMALL: bool, const RES: bool>(
         x: &[f32],
         bias: &[f32],
         res: &[f32],
@@ -282,7 +342,7 @@ macro_rules! act_kernels {
         slope: f32,
     ) {
         let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
+        let has_res = RES;
         let bias_vec = (flags & 4) != 0;
         let a = ld4_f32::<NC>(x, e);
         let mut b = [-0.0f32; 4];
@@ -342,8 +402,9 @@ macro_rules! act_kernels {
         y[k] = yk as $hty;
     }
 
-    /// One 16-byte vector of the 16-bit kernels at element `e` (`SMALL`: `n <= 2^31`).
-    fn $hvec<const ACT: Act, const NC: bool, const SMALL: bool>(
+    /// One 16-byte vector of the 16-bit kernels at element `e` (`SMALL`: `n <= 2^31`; `RES`:
+    /// with the residual).
+    fn $hvec<const ACT: Act, const NC: bool, const SMALL: bool, const RES: bool>(
         x: &[$hty],
         bias: &[$hty],
         res: &[$hty],
@@ -357,7 +418,7 @@ macro_rules! act_kernels {
         slope: f32,
     ) {
         let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
+        let has_res = RES;
         let bias_vec = (flags & 4) != 0;
         let a = $hldv::<NC>(x, e);
         let mut b = [-0.0f32; 8];

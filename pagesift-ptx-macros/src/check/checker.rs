@@ -44,6 +44,10 @@ pub(super) struct Checker<'a> {
     pub(super) shared: Vec<(VarId, Scalar, u32)>,
     pub(super) dyn_shared: Option<(VarId, Scalar)>,
     pub(super) frames: Vec<Frame>,
+    /// Nesting of `unsafe` blocks around the expression being checked (reset in helpers).
+    pub(super) unsafe_depth: u32,
+    /// Whether the variant has an `unsafe` block (its own or an inlined helper's).
+    pub(super) uses_unsafe: bool,
 }
 
 /// Whether `a` and `b` agree (`!` agrees with everything; it also stands for an error).
@@ -98,6 +102,8 @@ pub(super) fn check_variant(
         shared: Vec::new(),
         dyn_shared: None,
         frames: Vec::new(),
+        unsafe_depth: 0,
+        uses_unsafe: false,
     };
     let mut scope = HashMap::new();
     for c in &f.consts {
@@ -185,6 +191,7 @@ pub(super) fn check_variant(
         vars: ck.vars,
         shared: ck.shared,
         dyn_shared: ck.dyn_shared,
+        uses_unsafe: ck.uses_unsafe,
         body,
     })
 }

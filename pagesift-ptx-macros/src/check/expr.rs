@@ -229,6 +229,14 @@ impl Checker<'_> {
                 let ty = t.ty.clone();
                 mk(TKind::Block(t), ty)
             }
+            ExprKind::Unsafe(b) => {
+                self.uses_unsafe = true;
+                self.unsafe_depth += 1;
+                let t = self.check_block(b, expect);
+                self.unsafe_depth -= 1;
+                let ty = t.ty.clone();
+                mk(TKind::Block(t), ty)
+            }
             ExprKind::Array(items) => {
                 let elem_expect = match expect {
                     Some(Ty::Array(s, _)) => Some(Ty::Scalar(*s)),

@@ -154,7 +154,10 @@ impl Checker<'_> {
             let id = self.declare(&name, ty, false);
             tbinds.push((id, t));
         }
+        // A caller's `unsafe` block does not extend into the helper's body (as in Rust).
+        let depth = std::mem::take(&mut self.unsafe_depth);
         let body = self.check_block(&f.body, Some(&ret));
+        self.unsafe_depth = depth;
         self.frames.pop();
         if !same(&body.ty, &ret) {
             let at = f

@@ -110,6 +110,12 @@ pub enum MemOp {
     CpAsync { bytes: u32, partial: bool },
     /// `tile.ldmatrix_x4(i)`: `n` 8x8 matrices of 16-bit elements for `mma` (sm_75).
     Ldmatrix { n: u32, trans: bool },
+    /// `x.len()`: the slice's length in elements (`u64`, a kernel parameter).
+    Len,
+    /// `x.get_unchecked(i)`: `x[i]` without the bounds check (in `unsafe` only).
+    Get,
+    /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
+    Set,
 }
 
 /// The operand types of `mma.sync`.
@@ -425,8 +431,17 @@ impl Checker<'_> {
                 let ty = self.vars[id].ty.clone();
                 if let Ty::Slice { elem, mutable } = ty {
                     if m == "len" {
-                        self.cx.error(span, "slices carry no length on the device: pass it as a parameter (`n: u32`)");
-                        return err_expr(span);
+                        let _ = self.arity(args, 0, "len", span);
+                        return TExpr {
+                            kind: TKind::Mem {
+                                op: MemOp::Len,
+                                base: id,
+                                args: Vec::new(),
+                                checked: true,
+                            },
+                            ty: Ty::Scalar(Scalar::U64),
+                            span,
+                        };
                     }
                     return self.check_mem(id, elem, Some(mutable), &m, args, span);
                 }

@@ -21,7 +21,24 @@ impl Checker<'_> {
     ) -> TExpr {
         let elem_ty = Ty::Scalar(elem);
         let writable = mutable.unwrap_or(true);
-        let (op, n_args) = if m == "load_nc" {
+        let full = m;
+        let (m, unchecked) = match m.strip_suffix("_unchecked") {
+            Some(r) => (r, true),
+            None => (m, false),
+        };
+        if unchecked && self.unsafe_depth == 0 {
+            self.cx.error(
+                span,
+                format!("`{full}` skips the bounds check: it is allowed only inside an `unsafe {{ }}` block"),
+            );
+        }
+        let (op, n_args) = if unchecked && m == "get" {
+            (MemOp::Get, 1)
+        } else if unchecked && m == "set" {
+            (MemOp::Set, 2)
+        } else if unchecked && !(m.starts_with("load") || m.starts_with("store")) {
+            return self.unknown_mem(full, span);
+        } else if m == "load_nc" {
             (MemOp::LoadNc, 1)
         } else if let Some(rest) = m.strip_prefix("load") {
             let (num, nc) = match rest.strip_suffix("_nc") {
@@ -73,7 +90,7 @@ impl Checker<'_> {
         if nc && mutable != Some(false) {
             self.cx.error(span, format!("`{m}` reads through the non-coherent cache: only for `&[T]` parameters (read-only for the whole kernel)"));
         }
-        if matches!(op, MemOp::StoreVec { .. } | MemOp::Atomic(_)) && !writable {
+        if matches!(op, MemOp::StoreVec { .. } | MemOp::Atomic(_) | MemOp::Set) && !writable {
             self.cx.error(
                 span,
                 format!("`{m}` writes: declare the parameter `&mut [{elem}]`"),
@@ -82,7 +99,14 @@ impl Checker<'_> {
         let idx = self.check_index(&args[0]);
         let mut targs = vec![idx];
         let ty = match op {
-            MemOp::LoadNc => elem_ty,
+            MemOp::LoadNc | MemOp::Get => elem_ty,
+            MemOp::Set => {
+                let v = self.check_expr(&args[1], Some(&elem_ty));
+                self.expect_ty(&v, &elem_ty, args[1].span);
+                targs.push(v);
+                Ty::Unit
+            }
+            MemOp::Len => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
@@ -119,6 +143,7 @@ impl Checker<'_> {
                 op,
                 base,
                 args: targs,
+                checked: !unchecked,
             },
             ty,
             span,
@@ -248,6 +273,7 @@ impl Checker<'_> {
                         op,
                         base,
                         args: targs,
+                        checked: true,
                     },
                     ty: Ty::Unit,
                     span,
@@ -264,6 +290,7 @@ impl Checker<'_> {
                         op,
                         base,
                         args: vec![idx],
+                        checked: true,
                     },
                     ty: Ty::Array(Scalar::U32, n),
                     span,
@@ -276,7 +303,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

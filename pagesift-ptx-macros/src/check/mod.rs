@@ -69,6 +69,8 @@ pub enum TKind {
         op: MemOp,
         base: VarId,
         args: Vec<TExpr>,
+        /// Whether the access is bounds-checked (false: an `_unchecked` form in `unsafe`).
+        checked: bool,
     },
     If {
         cond: Box<TExpr>,
@@ -216,6 +218,8 @@ pub struct Variant {
     pub shared: Vec<(VarId, Scalar, u32)>,
     /// The dynamic shared array, if any.
     pub dyn_shared: Option<(VarId, Scalar)>,
+    /// Whether the variant has `unsafe` code (its launch is then an `unsafe fn`).
+    pub uses_unsafe: bool,
     pub body: TBlock,
 }
 

@@ -428,7 +428,7 @@ impl Checker<'_> {
                 return err_expr(span);
             }
         };
-        let pieces = pieces
+        let pieces: Vec<AsmPiece> = pieces
             .into_iter()
             .map(|p| match p {
                 AsmPiece::In(i) => slots[i].clone(),
@@ -440,6 +440,13 @@ impl Checker<'_> {
                 template.span(),
                 "`asm!` splices exactly one PTX instruction ending in `;`",
             );
+        } else if self.unsafe_depth == 0 {
+            if let Err(why) = register_only_asm(&text).and_then(|_| writes_only_outputs(&pieces)) {
+                self.cx.error(
+                    template.span(),
+                    format!("{why}: outside an `unsafe {{ }}` block `asm!` allows only instructions on registers (arithmetic, logic, conversions, moves, comparisons, approximate functions)"),
+                );
+            }
         }
         let ty = match outs.as_slice() {
             [] => Ty::Unit,
@@ -514,4 +521,72 @@ pub(super) fn parse_asm_template(text: &str, n_operands: usize) -> Result<Vec<As
         pieces.push(AsmPiece::Text(lit));
     }
     Ok(pieces)
+}
+
+/// The opcodes (first dot-separated part) that `asm!` may use in safe code: they read and write
+/// registers only, with no memory access and no control flow.
+const REGISTER_ONLY_OPCODES: &[&str] = &[
+    "add", "sub", "mul", "mad", "mul24", "mad24", "sad", "fma", "div", "rem", "abs", "neg", "min",
+    "max", "and", "or", "xor", "not", "cnot", "shl", "shr", "shf", "lop3", "prmt", "bfe", "bfi",
+    "brev", "popc", "clz", "bfind", "fns", "bmsk", "szext", "dp4a", "dp2a", "cvt", "mov", "selp",
+    "slct", "setp", "set", "testp", "copysign", "ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos",
+    "tanh",
+];
+
+/// Whether an `asm!` instruction only computes on registers (`Err` says why not).
+pub(crate) fn register_only_asm(text: &str) -> Result<(), String> {
+    let inst = text.trim();
+    if inst.starts_with('@') {
+        return Err("a predicated `asm!` instruction".to_string());
+    }
+    let opcode = inst
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches(';');
+    let root = opcode.split('.').next().unwrap_or("");
+    if !REGISTER_ONLY_OPCODES.contains(&root) {
+        return Err(format!(
+            "`{opcode}` may access memory or change control flow"
+        ));
+    }
+    if inst.contains('[') {
+        return Err(format!("`{opcode}` with an address operand"));
+    }
+    Ok(())
+}
+
+/// Whether the destination of an instruction (up to its first comma outside braces) names only
+/// `out(T)` operands: an input operand or a register written by name there would change a value
+/// the compiler assumes unchanged (and may have proven an index with).
+pub(crate) fn writes_only_outputs(pieces: &[AsmPiece]) -> Result<(), String> {
+    let mut depth = 0;
+    let mut seen_opcode = false;
+    for p in pieces {
+        match p {
+            AsmPiece::Text(t) => {
+                let mut rest = t.as_str();
+                if !seen_opcode {
+                    let t = rest.trim_start();
+                    let end = t.find(char::is_whitespace).unwrap_or(t.len());
+                    rest = &t[end..];
+                    seen_opcode = true;
+                }
+                for c in rest.chars() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' | ';' if depth == 0 => return Ok(()),
+                        c if c.is_whitespace() || c == ',' || c == '|' => {}
+                        _ => return Err("the destination is not an `out(T)` operand".to_string()),
+                    }
+                }
+            }
+            AsmPiece::Out(_) => {}
+            AsmPiece::In(_) => {
+                return Err("the destination is an input operand".to_string());
+            }
+        }
+    }
+    Ok(())
 }

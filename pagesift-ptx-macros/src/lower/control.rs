@@ -20,8 +20,12 @@ impl Lower<'_> {
             // Parameters are immutable: constants stay constants; registers are shared.
             self.vars.insert(*id, Store::Value(v));
         }
+        // Facts from early returns inside the helper end with it.
+        let facts = self.facts.clone();
         if !contains_return(body) {
-            return self.block(body);
+            let v = self.block(body);
+            self.facts = facts;
+            return v;
         }
         let result = self.fresh_of(ty);
         let end = self.label();
@@ -39,6 +43,7 @@ impl Lower<'_> {
             }
         }
         self.body.push(Item::Label(end));
+        self.facts = facts;
         result.unwrap_or(Val::Unit)
     }
 
@@ -95,7 +100,10 @@ impl Lower<'_> {
         let result = self.fresh_of(ty);
         let (else_l, end_l) = (self.label(), self.label());
         self.bra(if els.is_some() { else_l } else { end_l }, Some((p, true)));
+        let facts = self.facts.clone();
+        self.assume(cond);
         let tv = self.block(then);
+        self.facts = facts;
         if let Some(dst) = &result {
             self.assign_val(dst, &tv, span);
         }
@@ -149,9 +157,10 @@ impl Lower<'_> {
                     };
                     self.assign_val(&dst, &v, span);
                 }
-                Some(store @ (Store::Global(..) | Store::Shared(..))) => {
-                    let (space, a, elem) = self.elem_addr(&store, index, span);
+                Some(store @ (Store::Global { .. } | Store::Shared { .. })) => {
+                    let (space, a, elem, iv) = self.elem_addr(&store, index, span);
                     let v = self.expr(value);
+                    let g = self.guard(&store, index, &iv, 1, span);
                     let v = match op {
                         Some(o) => {
                             let old = self.load(space, elem, a.clone(), false, span);
@@ -160,6 +169,7 @@ impl Lower<'_> {
                         None => v,
                     };
                     self.store(space, elem, a, &v, span);
+                    self.finish_guards(g.into_iter().collect(), &Val::Unit);
                 }
                 _ => {}
             },
@@ -226,6 +236,7 @@ impl Lower<'_> {
         let end_v = self.copy(&e, span);
         let (head, latch, exit) = (self.label(), self.label(), self.label());
         self.body.push(Item::Label(head));
+        self.forget_mutable();
         let cmp = if inclusive {
             ptx::CmpKind::Gt
         } else {
@@ -240,9 +251,15 @@ impl Lower<'_> {
         );
         self.bra(exit, Some((p, false)));
         self.vars.insert(var, Store::Value(Val::Reg(counter, ty)));
+        let facts = self.facts.clone();
+        if !inclusive && !ty.is_signed() {
+            // `for i in a..x.len()`: `i < x.len()` in the body (until the latch).
+            self.assume_below(counter, end);
+        }
         self.loops.push((exit, latch));
         self.block(body);
         self.loops.pop();
+        self.facts = facts;
         self.body.push(Item::Label(latch));
         if inclusive {
             // `a..=MAX` must not wrap around: leave when the counter reaches the end.
@@ -262,6 +279,22 @@ impl Lower<'_> {
         self.bra(head, None);
         self.body.push(Item::Label(exit));
     }
+}
+
+/// Whether a block always leaves (its last statement or tail is `return`, `break` or
+/// `continue`).
+pub(super) fn diverges(b: &TBlock) -> bool {
+    let last = match &b.tail {
+        Some(t) => Some(&**t),
+        None => b.stmts.last().and_then(|s| match s {
+            TStmt::Expr(e) => Some(e),
+            TStmt::Let { .. } => None,
+        }),
+    };
+    matches!(
+        last.map(|e| &e.kind),
+        Some(TKind::Return(_) | TKind::Break | TKind::Continue)
+    )
 }
 
 pub(super) fn contains_return(b: &TBlock) -> bool {

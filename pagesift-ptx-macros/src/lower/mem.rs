@@ -4,17 +4,18 @@ use super::{addr, mem_scalar, Lower, Store, Val};
 use crate::check::{MemOp, TExpr, TKind, VarId};
 use crate::ctxt::Sp as Span;
 use crate::parse::BinOp;
-use crate::ptx::{BinKind, Op, Operand, Space};
+use crate::ptx::{BinKind, Op, Operand, Reg, Space};
 use crate::types::{ConstVal, RegClass, Scalar};
 
 impl Lower<'_> {
     /// Address of element `index` of a slice or shared array: (space, address operand, elem).
+    /// Also returns the index as lowered: (value, constant offset).
     pub(super) fn elem_addr(
         &mut self,
         store: &Store,
         index: &TExpr,
         span: Span,
-    ) -> (Space, Operand, Scalar) {
+    ) -> (Space, Operand, Scalar, (Val, i128)) {
         // `base[i + k]` with `k` constant (after unrolling) uses the address offset; index
         // arithmetic is assumed not to wrap around.
         if let TKind::Binary(BinOp::Add, a, b) = &index.kind {
@@ -25,16 +26,20 @@ impl Lower<'_> {
                 _ => None,
             };
             if let (Some(k), false) = (small(&bv), matches!(av, Val::Imm(..))) {
-                return self.elem_addr_val(store, &av, k, span);
+                let (sp, a, e) = self.elem_addr_val(store, &av, k, span);
+                return (sp, a, e, (av, k));
             }
             if let (Some(k), false) = (small(&av), matches!(bv, Val::Imm(..))) {
-                return self.elem_addr_val(store, &bv, k, span);
+                let (sp, a, e) = self.elem_addr_val(store, &bv, k, span);
+                return (sp, a, e, (bv, k));
             }
             let sum = self.binary(BinOp::Add, av, bv, span);
-            return self.elem_addr_val(store, &sum, 0, span);
+            let (sp, a, e) = self.elem_addr_val(store, &sum, 0, span);
+            return (sp, a, e, (sum, 0));
         }
         let i = self.expr(index);
-        self.elem_addr_val(store, &i, 0, span)
+        let (sp, a, e) = self.elem_addr_val(store, &i, 0, span);
+        (sp, a, e, (i, 0))
     }
 
     pub(super) fn elem_addr_val(
@@ -45,8 +50,8 @@ impl Lower<'_> {
         span: Span,
     ) -> (Space, Operand, Scalar) {
         let (elem, space) = match store {
-            Store::Global(_, e) => (*e, Space::Global),
-            Store::Shared(_, e) => (*e, Space::Shared),
+            Store::Global { elem, .. } => (*elem, Space::Global),
+            Store::Shared { elem, .. } => (*elem, Space::Shared),
             Store::Value(_) => return (Space::Global, Operand::Int(0), Scalar::U32),
         };
         let size = elem.bytes() as i128;
@@ -54,15 +59,15 @@ impl Lower<'_> {
         if let Val::Imm(ConstVal::Int(c), _) = i {
             let off = ((c + k) * size) as i64;
             let base = match store {
-                Store::Global(r, _) => Operand::Reg(*r),
-                Store::Shared(sym, _) => Operand::Name(sym.clone()),
+                Store::Global { base, .. } => Operand::Reg(*base),
+                Store::Shared { sym, .. } => Operand::Name(sym.clone()),
                 Store::Value(_) => Operand::Int(0),
             };
             return (space, addr(base, off), elem);
         }
         let off = (k * size) as i64;
         match store {
-            Store::Global(base, _) => {
+            Store::Global { base, .. } => {
                 let scaled = match s {
                     Scalar::U32 | Scalar::I32 => {
                         let a = self.operand_reg(i, span);
@@ -103,7 +108,7 @@ impl Lower<'_> {
                 );
                 (space, addr(self.operand_reg(&sum, span), off), elem)
             }
-            Store::Shared(sym, _) => {
+            Store::Shared { sym, .. } => {
                 let idx = if s.bytes() == 4 {
                     i.clone()
                 } else {
@@ -168,20 +173,54 @@ impl Lower<'_> {
                     None => Val::Unit,
                 }
             }
-            Some(store @ (Store::Global(..) | Store::Shared(..))) => {
-                let (space, a, elem) = self.elem_addr(&store, index, span);
-                self.load(space, elem, a, false, span)
+            Some(store @ (Store::Global { .. } | Store::Shared { .. })) => {
+                let (space, a, elem, iv) = self.elem_addr(&store, index, span);
+                let g = self.guard(&store, index, &iv, 1, span);
+                let v = self.load(space, elem, a, false, span);
+                self.finish_guards(g.into_iter().collect(), &v);
+                v
             }
             _ => Val::Unit,
         }
     }
 
-    pub(super) fn mem_op(&mut self, op: MemOp, base: VarId, args: &[TExpr], span: Span) -> Val {
+    pub(super) fn mem_op(
+        &mut self,
+        op: MemOp,
+        base: VarId,
+        args: &[TExpr],
+        checked: bool,
+        span: Span,
+    ) -> Val {
         let Some(store) = self.vars.get(&base).cloned() else {
             return Val::Unit;
         };
-        let (space, a, elem) = self.elem_addr(&store, &args[0], span);
-        match op {
+        if op == MemOp::Len {
+            return match store {
+                Store::Global { len, .. } => Val::Reg(len, Scalar::U64),
+                _ => Val::Unit,
+            };
+        }
+        let (space, a, elem, iv) = self.elem_addr(&store, &args[0], span);
+        let n = match op {
+            MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
+            MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
+            MemOp::Ldmatrix { .. } => 8,
+            _ => 1,
+        };
+        // Values are computed before the check (a skipped store still evaluates them).
+        let vals: Vec<Val> = match op {
+            MemOp::Set | MemOp::StoreVec { .. } | MemOp::Atomic(_) => {
+                args[1..].iter().map(|x| self.expr(x)).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut guards = Vec::new();
+        if checked {
+            guards.extend(self.guard(&store, &args[0], &iv, n, span));
+        }
+        let out = match op {
+            MemOp::Len => Val::Unit,
             MemOp::CpAsync { bytes, partial } => {
                 let Some(src_store) = (match &args[1].kind {
                     TKind::Var(id) => self.vars.get(id).cloned(),
@@ -189,31 +228,48 @@ impl Lower<'_> {
                 }) else {
                     return Val::Unit;
                 };
-                let (_, src, _) = self.elem_addr(&src_store, &args[2], span);
+                let (_, src, src_elem, siv) = self.elem_addr(&src_store, &args[2], span);
+                let sn = bytes / src_elem.bytes().max(1);
                 let mut ops = vec![a, src, Operand::Int(bytes as i128)];
                 if partial {
-                    let n = self.expr(&args[3]);
-                    let o = self.operand(&n, span);
+                    let nb = self.expr(&args[3]);
+                    guards.extend(self.guard_bytes(&src_store, &siv, &nb, sn, span));
+                    let o = self.operand(&nb, span);
                     ops.push(o);
+                } else {
+                    guards.extend(self.guard(&src_store, &args[2], &siv, sn, span));
                 }
                 self.emit(Op::CpAsync { bytes }, ops, span);
                 Val::Unit
             }
             MemOp::Ldmatrix { n, trans } => {
+                // A warp-wide instruction: a lane out of bounds reads element 0 instead of
+                // skipping it (the fault is recorded all the same).
+                let a = if guards.is_empty() {
+                    a
+                } else {
+                    let pred = guards[0].pred;
+                    let resume = std::mem::take(&mut guards);
+                    self.finish_guards(resume, &Val::Unit);
+                    self.ldmatrix_clamp(&store, a, pred, span)
+                };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();
                 let dst = Operand::Vec(regs.iter().map(|r| Operand::Reg(*r)).collect());
                 self.emit(Op::Ldmatrix { n, trans }, vec![dst, a], span);
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
+            MemOp::Get => self.load(space, elem, a, false, span),
+            MemOp::Set => {
+                self.store(space, elem, a, &vals[0], span);
+                Val::Unit
+            }
             MemOp::LoadVec { n, nc } => self.load_vec(space, elem, n, a, nc, span),
             MemOp::StoreVec { n } => {
-                let v = self.expr(&args[1]);
-                self.store_vec(space, elem, n, a, &v, span);
+                self.store_vec(space, elem, n, a, &vals[0], span);
                 Val::Unit
             }
             MemOp::Atomic(kind) => {
-                let vals: Vec<Val> = args[1..].iter().map(|x| self.expr(x)).collect();
                 let mut ops = vec![a];
                 for v in &vals {
                     let o = self.operand(v, span);
@@ -230,7 +286,52 @@ impl Lower<'_> {
                     span,
                 )
             }
-        }
+        };
+        self.finish_guards(guards, &out);
+        out
+    }
+
+    /// The shared address `a`, or the array's first element where `out` (the failed check's
+    /// predicate; `None`: always out of bounds) holds.
+    fn ldmatrix_clamp(
+        &mut self,
+        store: &Store,
+        a: Operand,
+        out: Option<Reg>,
+        span: Span,
+    ) -> Operand {
+        let Store::Shared { sym, .. } = store else {
+            return a;
+        };
+        let base = self.op_to(
+            Op::Mov(Scalar::U32),
+            Scalar::U32,
+            vec![Operand::Name(sym.clone())],
+            span,
+        );
+        let bo = self.operand_reg(&base, span);
+        let Some(p) = out else {
+            return super::addr(bo, 0);
+        };
+        let flat = match a {
+            Operand::Addr(b, off) => {
+                let s = self.op_to(
+                    Op::Bin(crate::ptx::BinKind::Add, Scalar::U32),
+                    Scalar::U32,
+                    vec![*b, Operand::Int(off as i128)],
+                    span,
+                );
+                self.operand_reg(&s, span)
+            }
+            other => other,
+        };
+        let sel = self.op_to(
+            Op::Selp(Scalar::U32),
+            Scalar::U32,
+            vec![bo, flat, p.into()],
+            span,
+        );
+        super::addr(self.operand_reg(&sel, span), 0)
     }
 
     pub(super) fn load_vec(

@@ -2,7 +2,9 @@
 //! unrolled here with their counter as a constant, constants propagate through arithmetic, and a
 //! register array indexed by anything that is not a constant by then is a compile error.
 
+mod bounds;
 mod control;
+mod facts;
 mod intrinsics;
 mod mem;
 mod ops;
@@ -30,10 +32,24 @@ pub enum Val {
 enum Store {
     /// A scalar or array value (registers or constants).
     Value(Val),
-    /// A global slice: its generic-to-global converted base address.
-    Global(Reg, Scalar),
-    /// A shared array: its symbol.
-    Shared(String, Scalar),
+    /// A global slice: its generic-to-global converted base address, its length (`u64`
+    /// elements) and its index among the kernel's parameters (for the fault record).
+    Global {
+        base: Reg,
+        len: Reg,
+        /// The length's parameter: checks load it where they need it (ptxas reads it from the
+        /// constant bank, so no register holds it across the kernel).
+        len_param: String,
+        elem: Scalar,
+        param: u32,
+    },
+    /// A shared array: its symbol, its length (`None`: the dynamic array) and fault code.
+    Shared {
+        sym: String,
+        elem: Scalar,
+        len: Option<u32>,
+        code: u32,
+    },
 }
 
 struct InlineCx {
@@ -55,6 +71,23 @@ pub(crate) struct Lower<'a> {
     failed: bool,
     /// Registers of mutable variables and loop counters (they change after being read).
     mutable_regs: std::collections::HashSet<Reg>,
+    /// Facts proven about indices (bounds-check elision, `bounds.rs`).
+    facts: Vec<facts::Fact>,
+    /// How often each register was written (a fact holds while its count is unchanged).
+    writes: HashMap<Reg, u32>,
+    /// Registers holding a zero-extended value of at most 32 bits (until written again).
+    narrow: std::collections::HashSet<Reg>,
+    /// Zero-extended copies: (wide register) -> (source, its write count then).
+    aliases: HashMap<Reg, (Reg, u32)>,
+    /// The slices' length registers.
+    len_regs: std::collections::HashSet<Reg>,
+    /// The out-of-line fault blocks, after the final `ret`.
+    faults: Vec<Item>,
+    /// The hidden fault-record parameter's name.
+    fault_param: String,
+    /// Bounds checks emitted and left out (for the tests).
+    pub(crate) checks: u32,
+    pub(crate) elided: u32,
 }
 
 /// Lowers one checked variant to a PTX function; `None` after reporting errors.
@@ -72,18 +105,47 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         version: v.target.min_ptx(),
         failed: false,
         mutable_regs: Default::default(),
+        facts: Vec::new(),
+        writes: HashMap::new(),
+        narrow: Default::default(),
+        aliases: HashMap::new(),
+        len_regs: Default::default(),
+        faults: Vec::new(),
+        fault_param: format!("{}_fault", v.entry),
+        checks: 0,
+        elided: 0,
     };
     lw.exit = lw.label();
-    let mut params = Vec::new();
+    // The hidden first parameter: the device address of the fault record (`bounds.rs`).
+    let mut params = vec![ParamDecl {
+        name: lw.fault_param.clone(),
+        ty: Scalar::U64.ptx(),
+    }];
     for (i, id) in v.params.iter().enumerate() {
         let name = format!("{}_param_{i}", v.entry);
         let span = Span::call_site();
         match &v.vars[*id].ty {
             Ty::Slice { elem, .. } => {
-                let raw = lw.load_param(&mut params, name, Scalar::U64, RegClass::B64);
+                let raw = lw.load_param(&mut params, name.clone(), Scalar::U64, RegClass::B64);
+                let len = lw.load_param(
+                    &mut params,
+                    format!("{name}_len"),
+                    Scalar::U64,
+                    RegClass::B64,
+                );
+                lw.len_regs.insert(len);
                 let g = lw.reg(RegClass::B64);
                 lw.emit(Op::CvtaGlobal, vec![g.into(), raw.into()], span);
-                lw.vars.insert(*id, Store::Global(g, *elem));
+                lw.vars.insert(
+                    *id,
+                    Store::Global {
+                        base: g,
+                        len,
+                        len_param: format!("{name}_len"),
+                        elem: *elem,
+                        param: i as u32,
+                    },
+                );
             }
             Ty::Scalar(Scalar::Bool) => {
                 let raw = lw.load_param(&mut params, name, Scalar::U8, RegClass::B16);
@@ -103,14 +165,26 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         }
     }
     let mut shared = Vec::new();
-    for (id, elem, n) in &v.shared {
+    for (k, (id, elem, n)) in v.shared.iter().enumerate() {
         let sym = format!("smem_{}_{id}", v.vars[*id].name);
         shared.push((sym.clone(), (elem.bytes() * n).div_ceil(16) * 16));
-        lw.vars.insert(*id, Store::Shared(sym, *elem));
+        let store = Store::Shared {
+            sym,
+            elem: *elem,
+            len: Some(*n),
+            code: bounds::record::SHARED - k as u32,
+        };
+        lw.vars.insert(*id, store);
     }
     let dyn_shared = v.dyn_shared.map(|(id, elem)| {
         let sym = "dyn_smem".to_string();
-        lw.vars.insert(id, Store::Shared(sym.clone(), elem));
+        let store = Store::Shared {
+            sym: sym.clone(),
+            elem,
+            len: None,
+            code: bounds::record::SHARED - v.shared.len() as u32,
+        };
+        lw.vars.insert(id, store);
         sym
     });
     lw.block(&v.body);
@@ -120,6 +194,8 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
     if lw.failed {
         return None;
     }
+    let faults = std::mem::take(&mut lw.faults);
+    lw.body.extend(faults);
     opt::optimize(&mut lw.body);
     // Labels no branch targets (loop exits never taken, unrolled iterations) go.
     let used: std::collections::HashSet<u32> = lw
@@ -244,6 +320,7 @@ impl Lower<'_> {
             return;
         }
         self.version = self.version.max(ver);
+        self.note_writes(&op, &args);
         self.body.push(Item::Inst { pred, op, args });
     }
 
@@ -276,6 +353,18 @@ impl Lower<'_> {
                 }
                 TStmt::Expr(e) => {
                     self.expr(e);
+                    // `if i >= x.len() { return; }`: the rest of the block runs only when
+                    // the condition is false.
+                    if let TKind::If {
+                        cond,
+                        then,
+                        els: None,
+                    } = &e.kind
+                    {
+                        if control::diverges(then) {
+                            self.assume_not(cond);
+                        }
+                    }
                 }
             }
         }
@@ -379,14 +468,45 @@ impl Lower<'_> {
             TKind::Binary(op, l, r) => self.binary_expr(*op, l, r, span),
             TKind::Cast(x) => {
                 let v = self.expr(x);
-                match e.ty {
-                    Ty::Scalar(to) => self.cast(v, to, span),
+                match (e.ty.clone(), &x.ty) {
+                    (Ty::Scalar(to), Ty::Scalar(from)) => {
+                        let v_in = v.clone();
+                        let out = self.cast(v, to, span);
+                        // A zero-extended value below 2^32 (bounds-check facts use it).
+                        if let (Val::Reg(r, _), Val::Reg(src, _)) = (&out, &v_in) {
+                            if from.is_int()
+                                && !from.is_signed()
+                                && from.bytes() <= 4
+                                && to.bytes() == 8
+                            {
+                                self.narrow.insert(*r);
+                            }
+                            // The same value: facts on `src` hold for `r` (until `src` changes).
+                            if from.is_int()
+                                && to.is_int()
+                                && !from.is_signed()
+                                && !to.is_signed()
+                                && to.bytes() >= from.bytes()
+                                && r != src
+                            {
+                                let g = *self.writes.get(src).unwrap_or(&0);
+                                self.aliases.insert(*r, (*src, g));
+                            }
+                        }
+                        out
+                    }
+                    (Ty::Scalar(to), _) => self.cast(v, to, span),
                     _ => Val::Unit,
                 }
             }
             TKind::Index { base, index } => self.index_load(*base, index, span),
             TKind::Intr { intr, args } => self.intrinsic(*intr, args, &e.ty, span),
-            TKind::Mem { op, base, args } => self.mem_op(*op, *base, args, span),
+            TKind::Mem {
+                op,
+                base,
+                args,
+                checked,
+            } => self.mem_op(*op, *base, args, *checked, span),
             TKind::If { cond, then, els } => self.if_expr(cond, then, els.as_deref(), &e.ty, span),
             TKind::Block(b) => self.block(b),
             TKind::Match { scrut, arms } => {
@@ -426,15 +546,19 @@ impl Lower<'_> {
             TKind::While { cond, body } => {
                 let (head, exit) = (self.label(), self.label());
                 self.body.push(Item::Label(head));
+                self.forget_mutable();
                 let c = self.expr(cond);
                 match c {
                     Val::Imm(ConstVal::Bool(false), _) => self.bra(exit, None),
                     Val::Reg(p, _) => self.bra(exit, Some((p, true))),
                     _ => {}
                 }
+                let facts = self.facts.clone();
+                self.assume(cond);
                 self.loops.push((exit, head));
                 self.block(body);
                 self.loops.pop();
+                self.facts = facts;
                 self.bra(head, None);
                 self.body.push(Item::Label(exit));
                 Val::Unit

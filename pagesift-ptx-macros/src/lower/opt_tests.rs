@@ -271,15 +271,18 @@ fn kernels_index_with_wide_products_and_select_values() {
     let ptx = ptx_body(quote! {
         #[launch(block = 128)]
         pub fn k(x: &[f32], y: &mut [f32], z: &mut [f32], n: u32, m: i32, big: u64) {
-            let i = block_idx_x() * 128 + thread_idx_x();
-            let e = (i * 4) as u64;
-            let v = x.load4_nc(e);
-            let s = x[m as u64];
-            let w = if v[0] > 0.0 { v[1] } else { v[2] * 2.0 };
-            let c = if i + 1 == n { 0 } else { i + 1 };
-            y[e] = w + s;
-            y[c] = 1.0;
-            z[big] = 2.0;
+            // Unchecked: the bounds checks would add their own extensions and branches.
+            unsafe {
+                let i = block_idx_x() * 128 + thread_idx_x();
+                let e = (i * 4) as u64;
+                let v = x.load4_nc_unchecked(e);
+                let s = x.get_unchecked(m as u64);
+                let w = if v[0] > 0.0 { v[1] } else { v[2] * 2.0 };
+                let c = if i + 1 == n { 0 } else { i + 1 };
+                y.set_unchecked(e, w + s);
+                y.set_unchecked(c, 1.0);
+                z.set_unchecked(big, 2.0);
+            }
         }
     });
     assert!(ptx.contains("mul.wide.u32"), "{ptx}");
@@ -297,23 +300,26 @@ fn merged_array_values_need_no_moves() {
     let ptx = ptx_body(quote! {
         #[launch(block = 128)]
         pub fn k(x: &[f32], y: &mut [f32], flags: u32) {
-            let i = (block_idx_x() * 128 + thread_idx_x()) * 4;
-            let a = x.load4_nc(i);
-            let mut v = [-0.0f32; 4];
-            if (flags & 1) != 0 {
-                v = x.load4_nc(i + 512);
-            } else {
+            // Unchecked: a failed check's fault block zeroes the loaded registers.
+            unsafe {
+                let i = (block_idx_x() * 128 + thread_idx_x()) * 4;
+                let a = x.load4_nc_unchecked(i);
+                let mut v = [-0.0f32; 4];
+                if (flags & 1) != 0 {
+                    v = x.load4_nc_unchecked(i + 512);
+                } else {
+                    #[unroll]
+                    for j in 0..4 {
+                        v[j] = a[j] * a[j];
+                    }
+                }
+                let mut o = a;
                 #[unroll]
                 for j in 0..4 {
-                    v[j] = a[j] * a[j];
+                    o[j] = v[j] + a[j];
                 }
+                y.store4_unchecked(i, o);
             }
-            let mut o = a;
-            #[unroll]
-            for j in 0..4 {
-                o[j] = v[j] + a[j];
-            }
-            y.store4(i, o);
         }
     });
     let movs = ptx

@@ -182,11 +182,14 @@ fn unrolled_loops_use_constant_offsets_and_no_branches() {
         pub fn k(x: &[f32], y: &mut [f32]) {
             let base = thread_idx_x() * 4;
             let mut acc = [0.0f32; 4];
-            #[unroll]
-            for j in 0..4 {
-                acc[j] = x[base + j] * 2.0;
+            // Unchecked, to see the addressing alone (checks add branches).
+            unsafe {
+                #[unroll]
+                for j in 0..4 {
+                    acc[j] = x.get_unchecked(base + j) * 2.0;
+                }
+                y.store4_unchecked(base, acc);
             }
-            y.store4(base, acc);
         }
     });
     let text = &ptx[0].1;
@@ -278,4 +281,230 @@ fn asm_with_vector_braces_and_several_outputs() {
     let text = &ptx[0].1;
     assert!(text.contains("mov.b64 {%r"), "{text}");
     assemble("asm_outputs", &ptx);
+}
+
+/// The number of bounds checks (`setp.ge.u64` against a length) and fault blocks of a kernel.
+fn checks_of(tokens: proc_macro2::TokenStream) -> (usize, usize, String) {
+    let ptx = ptx_of(tokens);
+    let text = ptx[0].1.clone();
+    let checks = text.matches("setp.ge.u64").count();
+    let faults = text.matches("atom.global.cas.b32").count();
+    (checks, faults, text)
+}
+
+#[test]
+fn every_access_is_checked_and_records_its_fault() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            y[i] = x[i + 1];
+        }
+    });
+    assert_eq!((checks, faults), (2, 2), "{text}");
+    // The hidden fault record comes first, each slice is (address, length).
+    assert!(text.contains(".param .u64 k_fault,"), "{text}");
+    assert!(text.contains(".param .u64 k_param_0_len,"), "{text}");
+    // The fault block: the flag by compare-and-swap, then parameter 0 | 1 element << 16.
+    assert!(text.contains("atom.global.cas.b32 %r"), "{text}");
+    assert!(text.contains(", 65536;"), "{text}");
+    assert!(text.contains(", 65537;"), "y is parameter 1: {text}");
+}
+
+#[test]
+fn a_dominating_length_test_elides_the_check() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let i = (block_idx_x() * 32 + thread_idx_x()) as u64;
+            if i < x.len() && i < y.len() {
+                y[i] = x[i] * 2.0;
+            }
+        }
+    });
+    assert_eq!((checks, faults), (0, 0), "{text}");
+}
+
+#[test]
+fn a_test_on_another_slice_or_a_reassigned_index_proves_nothing() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut i = thread_idx_x() as u64;
+            if i < x.len() {
+                y[i] = 1.0;
+                x[i];
+                i += 1;
+                y[i] = x[i];
+            }
+        }
+    });
+    // `y[i]` is not bounded by `x.len()`; after `i += 1` nothing is known.
+    assert_eq!(checks, 3, "{text}");
+}
+
+#[test]
+fn grid_stride_loops_bounded_by_the_length_need_no_checks() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 256)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut i = (block_idx_x() * 256 + thread_idx_x()) as u64;
+            let step = (grid_dim_x() * 256) as u64;
+            while i < y.len() && i < x.len() {
+                y[i] = x[i] + 1.0;
+                i += step;
+            }
+            for j in 0..x.len() {
+                y[0] = x[j];
+            }
+        }
+    });
+    // Only `y[0]` in the `for` loop is checked (its one fault block; the other `setp.ge` is
+    // the loop's condition).
+    assert_eq!(checks, 2, "{text}");
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 1, "{text}");
+}
+
+#[test]
+fn vector_accesses_use_their_constant_offsets_and_shared_constants_fold() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let tile: Shared<[f32; 64]>;
+            let i = (thread_idx_x() * 4) as u64;
+            if i + 8 <= x.len() {
+                let a = x.load4(i);
+                let b = x.load4(i + 4);
+                tile[3] = a[0] + b[0];
+                if i + 3 < y.len() {
+                    y.store4(i, a);
+                    y[i + 3] = 1.0;
+                    y[i + 4] = 2.0;
+                }
+            }
+            tile[64] = 0.0;
+        }
+    });
+    // Checked: `y[i + 4]` (one compare) and `tile[64]` (always out of bounds: a plain
+    // branch to its fault block), nothing else.
+    assert_eq!(checks, 1, "{text}");
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 2, "{text}");
+}
+
+#[test]
+fn unsafe_blocks_allow_unchecked_accesses_only_inside() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            unsafe {
+                y.set_unchecked(i, x.get_unchecked(i));
+                let v = x.load4_unchecked(i);
+                y.store4_unchecked(i, v);
+                asm!("st.global.f32 [{0}], {1};", 0u64, 1.0f32);
+            }
+        }
+    });
+    assert_eq!((checks, faults), (0, 0), "{text}");
+    let errs = crate::compile_for_test(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            y[i] = x.get_unchecked(i);
+            asm!("ld.global.f32 {0}, [{1}];", out(f32), 0u64);
+            // Register-only, but writing an input (an index the compiler may have proven).
+            asm!("add.u32 {0}, {0}, 4096;", i);
+            asm!("mov.u32 %r1, {0};", i);
+        }
+    })
+    .unwrap_err();
+    assert_eq!(errs.len(), 4, "{errs:?}");
+    assert!(
+        errs[2].contains("the destination is an input operand"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[3].contains("the destination is not an `out(T)` operand"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[0].contains("`get_unchecked` skips the bounds check"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("`ld.global.f32` may access memory"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k(x: &[f32], h: &[u16], y: &mut [u32], n: u32) {
+            let tile: Shared<[f32; 64]>;
+            let ht: Shared<[u16; 256]>;
+            let dynbuf: Shared<[u32]>;
+            let t = thread_idx_x();
+            tile.cp_async16(t * 4, x, t * 4);
+            tile.cp_async16_partial(0u32, x, t, n);
+            ht.cp_async16(t * 8, h, t * 8);
+            cp_async_commit();
+            cp_async_wait_all();
+            sync_threads();
+            let m = ht.ldmatrix_x4(t * 8);
+            dynbuf[t] = m[0];
+            y.atomic_add(t, dynbuf[t + 1]);
+        }
+    });
+    let text = &ptx[0].1;
+    // Every access checked: two sources of full copies, one partial source, two shared
+    // destinations (the constant one is proven at compile time), ldmatrix, the dynamic array
+    // twice and the atomic.
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 9, "{text}");
+    assert!(text.contains("%dynamic_smem_size"), "{text}");
+    // ldmatrix is not skipped: an address out of bounds is replaced by the array's start.
+    assert!(text.contains("selp.b32"), "{text}");
+    assemble("checked-async", &ptx);
+}
+
+#[test]
+fn an_early_return_proves_the_rest_of_its_block() {
+    let (_, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let i = (block_idx_x() * 32 + thread_idx_x()) as u64;
+            if i >= x.len() || i >= y.len() {
+                return;
+            }
+            y[i] = x[i];
+            helper(y, i);
+            y[i] = 2.0;
+        }
+
+        // The helper's early return proves nothing after the call.
+        fn helper(y: &mut [f32], j: u64) {
+            if j + 1 >= y.len() {
+                return;
+            }
+            y[j] = 1.0;
+        }
+    });
+    assert_eq!(faults, 0, "{text}");
+    let (_, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], j: u64) {
+            helper(y, j);
+            y[j] = 2.0;
+        }
+
+        fn helper(y: &mut [f32], j: u64) {
+            if j >= y.len() {
+                return;
+            }
+            y[j] = 1.0;
+        }
+    });
+    assert_eq!(
+        faults, 1,
+        "the store after the helper stays checked: {text}"
+    );
 }

@@ -483,6 +483,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
             }
             ExprKind::Block(parse_block(cx, &bl.block))
         }
+        syn::Expr::Unsafe(u) => ExprKind::Unsafe(parse_block(cx, &u.block)),
         syn::Expr::Paren(p) => return parse_expr(cx, &p.expr),
         syn::Expr::Group(g) => return parse_expr(cx, &g.expr),
         syn::Expr::Array(a) => ExprKind::Array(a.elems.iter().map(|x| parse_expr(cx, x)).collect()),

@@ -241,6 +241,8 @@ pub enum ExprKind {
         arms: Vec<(Pat, Expr)>,
     },
     Block(Block),
+    /// `unsafe { ... }`: unchecked accesses and any `asm!` are allowed inside.
+    Unsafe(Block),
     Array(Vec<Expr>),
     Repeat {
         value: Box<Expr>,

@@ -1,0 +1,230 @@
+//! The fault record: how a bounds-checked kernel reports an access out of bounds.
+//!
+//! Every kernel that [`crate::ptx_kernel!`] generates checks each access to a slice or shared
+//! array against its length. A failed check does not trap (a trap would leave the CUDA context
+//! unusable for the rest of the process): the access is skipped (a load yields 0 in every
+//! lane), the thread goes on, and the launch's first failure is written to a 32-byte record in
+//! device memory, one per [`Gpu`], whose address every generated kernel receives as its hidden
+//! first parameter. The runtime reads the record at the device's next synchronization point
+//! (`Stream::synchronize`, `Gpu::synchronize`, `Event::synchronize`, the synchronous host reads
+//! `to_host` and `copy_to_host`), clears it and returns [`Error::KernelFault`] naming the
+//! kernel variant, the parameter (or shared array), the index, the elements of the access and
+//! the length. Faults after the first (of the same or another launch before that
+//! synchronization) are not recorded.
+//!
+//! Layout (little-endian; the macro crate's `lower/bounds.rs` writes the same offsets, and the
+//! test `fault_record_layout_agrees_with_the_compiler` checks both sides):
+//!
+//! | offset | type | value |
+//! |---|---|---|
+//! | 0 | `u32` | 0: no fault; set to 1 by the first fault's `atom.global.cas.b32` |
+//! | 4 | `u32` | parameter index in the kernel's declared list (`0xFFFF - k` for its k-th shared array) \| elements << 16 |
+//! | 8 | `u64` | 64-bit FNV-1a hash of the variant's PTX entry name |
+//! | 16 | `u64` | the element index (a negative signed index reads as its two's complement) |
+//! | 24 | `u64` | the length in elements |
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use super::backend::{DevicePtr, KernelArg};
+use super::gpu::Gpu;
+use super::stream::Stream;
+use crate::error::{Error, Result};
+use crate::kernel::KernelVariant;
+
+/// The record's size in bytes (8-aligned, as every device allocation is).
+pub const RECORD_BYTES: usize = 32;
+/// Offset of the `u32` flag (0: no fault).
+pub const FLAG: usize = 0;
+/// Offset of the `u32` code: parameter index | elements << 16.
+pub const CODE: usize = 4;
+/// Offset of the `u64` FNV-1a hash of the entry name.
+pub const HASH: usize = 8;
+/// Offset of the `u64` element index.
+pub const INDEX: usize = 16;
+/// Offset of the `u64` length.
+pub const LEN: usize = 24;
+/// The parameter code of a kernel's first shared array (the k-th is `SHARED - k`).
+pub const SHARED: u32 = 0xFFFF;
+
+/// One device's record and whether a generated kernel was launched since the last check.
+pub(crate) struct FaultRecord {
+    ptr: DevicePtr,
+    pending: AtomicBool,
+}
+
+/// Serializes the allocation of records (once per device).
+static INIT: Mutex<()> = Mutex::new(());
+
+/// The 64-bit FNV-1a hash of a variant's entry name, as the kernels record it.
+pub fn entry_hash(entry: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in entry.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+fn record(gpu: &Gpu) -> Result<&FaultRecord> {
+    if let Some(r) = gpu.inner.fault.get() {
+        return Ok(r);
+    }
+    let _init = INIT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(r) = gpu.inner.fault.get() {
+        return Ok(r);
+    }
+    gpu.enter()?;
+    let b = gpu.backend();
+    let ptr = b.mem_alloc(RECORD_BYTES)?;
+    if let Err(e) = b.memcpy_htod(ptr, &[0u8; RECORD_BYTES]) {
+        let _ = b.mem_free(ptr);
+        return Err(e);
+    }
+    let _ = gpu.inner.fault.set(FaultRecord {
+        ptr,
+        pending: AtomicBool::new(false),
+    });
+    gpu.inner.fault.get().ok_or(Error::Launch {
+        kernel: "fault record".into(),
+        message: "not allocated".into(),
+    })
+}
+
+/// Frees the device's record (the device is going away; errors have nowhere to go).
+pub(crate) fn release(inner: &super::gpu::GpuInner) {
+    if let Some(r) = inner.fault.get() {
+        let _ = inner.backend.mem_free(r.ptr);
+    }
+}
+
+/// The hidden first kernel argument of a generated launch: the device's fault record (allocated
+/// on first use). Marks the device as having a check due at its next synchronization.
+pub fn fault_arg(stream: &Stream) -> Result<KernelArg> {
+    let r = record(stream.gpu())?;
+    r.pending.store(true, Ordering::Release);
+    Ok(KernelArg::ptr(r.ptr))
+}
+
+/// Reports the fault a generated kernel recorded since the last check (and clears the record):
+/// [`Error::KernelFault`]. Reads the record with a synchronous copy, and only when a generated
+/// kernel was launched on this device since the device was last found idle and clean.
+pub(crate) fn check(gpu: &Gpu) -> Result<()> {
+    check_after(gpu, false)
+}
+
+/// [`check`] after a device-wide synchronization (`idle`: no kernel can still write the
+/// record, so a clean record ends the check until the next generated launch). After a
+/// stream's or an event's synchronization a kernel on another stream may still fault: the
+/// check stays due.
+pub(crate) fn check_after(gpu: &Gpu, idle: bool) -> Result<()> {
+    let Some(r) = gpu.inner.fault.get() else {
+        return Ok(());
+    };
+    let due = if idle {
+        r.pending.swap(false, Ordering::AcqRel)
+    } else {
+        r.pending.load(Ordering::Acquire)
+    };
+    if !due {
+        return Ok(());
+    }
+    let b = gpu.backend();
+    let mut raw = [0u8; RECORD_BYTES];
+    if let Err(e) = b.memcpy_dtoh(&mut raw, r.ptr) {
+        r.pending.store(true, Ordering::Release);
+        return Err(e);
+    }
+    let u32_at = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
+    let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
+    if u32_at(FLAG) == 0 {
+        return Ok(());
+    }
+    b.memcpy_htod(r.ptr, &[0u8; RECORD_BYTES])?;
+    let code = u32_at(CODE);
+    let hash = u64_at(HASH);
+    let variant = gpu.inner.modules.find(|v| entry_hash(v.entry) == hash);
+    Err(fault_error(
+        variant,
+        code & 0xFFFF,
+        code >> 16,
+        u64_at(INDEX),
+        u64_at(LEN),
+    ))
+}
+
+/// The error for a decoded record (`variant`: the variant the hash names, if loaded here).
+fn fault_error(
+    variant: Option<&KernelVariant>,
+    param: u32,
+    elements: u32,
+    index: u64,
+    len: u64,
+) -> Error {
+    let (kernel, param) = match variant {
+        Some(v) => {
+            let k = SHARED.wrapping_sub(param) as usize;
+            let name = if k < v.shared.len() {
+                v.shared[k].to_string()
+            } else {
+                v.params
+                    .get(param as usize)
+                    .map(|p| p.0.to_string())
+                    .unwrap_or_else(|| format!("parameter {param}"))
+            };
+            (v.display_name(), name)
+        }
+        None => (
+            "(a kernel not loaded on this device)".to_string(),
+            format!("parameter {param}"),
+        ),
+    };
+    Error::KernelFault {
+        kernel,
+        param,
+        index,
+        len,
+        elements,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_entry_hash_is_fnv1a() {
+        assert_eq!(entry_hash(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(entry_hash("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn records_name_parameters_and_shared_arrays() {
+        let v = KernelVariant {
+            kernel: "k",
+            entry: "k",
+            consts: &[],
+            target: "sm_70",
+            ptx_version: (7, 0),
+            block: [32, 1, 1],
+            static_shared_bytes: 16,
+            dynamic_shared: true,
+            params: &[("x", "&[f32]"), ("y", "&mut [f32]")],
+            ptx_params: 5,
+            shared: &["tile", "buf"],
+            ptx: "",
+        };
+        let e = fault_error(Some(&v), 1, 4, 384, 4);
+        assert_eq!(
+            e.to_string(),
+            "kernel `k` accessed `y` at element 384 (4 elements) but its length is 4; the access was skipped"
+        );
+        let e = fault_error(Some(&v), 0xFFFE, 1, 9, 8);
+        assert!(
+            matches!(e, Error::KernelFault { ref param, .. } if param == "buf"),
+            "{e}"
+        );
+        let e = fault_error(None, 0, 1, 9, 8);
+        assert!(e.to_string().contains("parameter 0"), "{e}");
+    }
+}

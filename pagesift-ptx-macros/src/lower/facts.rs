@@ -1,0 +1,292 @@
+//! Facts for bounds-check elision: what dominating conditions prove about indices (see
+//! `bounds.rs` for the rules), and which registers an instruction writes (a fact holds while
+//! its registers are unchanged).
+
+use super::{Lower, Store, Val};
+use crate::check::{TExpr, TKind};
+use crate::parse::BinOp;
+use crate::ptx::{Op, Operand, Reg};
+use crate::types::{ConstVal, RegClass};
+
+/// What bounds an index: a length register (`u64`) or a constant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Bound {
+    Reg(Reg),
+    Const(i128),
+}
+
+/// `value(idx) + c <= bound`, in exact integers, while `idx` has not been written again.
+#[derive(Clone, Debug)]
+pub(super) struct Fact {
+    idx: Reg,
+    gen: u32,
+    bound: Bound,
+    /// The write count of a bound register when the fact was made.
+    bound_gen: u32,
+    c: i128,
+}
+
+impl Lower<'_> {
+    /// Records the registers an instruction writes (facts on them end; see the module docs).
+    pub(super) fn note_writes(&mut self, op: &Op, args: &[Operand]) {
+        let mut written = Vec::new();
+        match op {
+            Op::St { .. }
+            | Op::BarSync
+            | Op::Bra
+            | Op::Ret
+            | Op::CpAsync { .. }
+            | Op::CpAsyncCommit
+            | Op::CpAsyncWait => {}
+            Op::Asm { outs, .. } => {
+                for (a, o) in args.iter().zip(outs) {
+                    if *o {
+                        regs_of(a, &mut written);
+                    }
+                }
+            }
+            _ => {
+                if let Some(a @ (Operand::Reg(_) | Operand::Vec(_))) = args.first() {
+                    regs_of(a, &mut written);
+                }
+            }
+        }
+        for r in written {
+            *self.writes.entry(r).or_insert(0) += 1;
+            self.narrow.remove(&r);
+        }
+    }
+
+    /// At a loop head: every mutable variable may have changed since.
+    pub(super) fn forget_mutable(&mut self) {
+        let regs: Vec<Reg> = self.mutable_regs.iter().copied().collect();
+        for r in regs {
+            *self.writes.entry(r).or_insert(0) += 1;
+        }
+    }
+
+    pub(super) fn gen(&self, r: Reg) -> u32 {
+        self.writes.get(&r).copied().unwrap_or(0)
+    }
+
+    /// Adds the facts a true `cond` establishes.
+    pub(super) fn assume(&mut self, cond: &TExpr) {
+        let TKind::Binary(op, l, r) = &cond.kind else {
+            return;
+        };
+        let (lhs, rhs, strict) = match op {
+            BinOp::LogicAnd => {
+                self.assume(l);
+                self.assume(r);
+                return;
+            }
+            BinOp::Lt => (l, r, true),
+            BinOp::Le => (l, r, false),
+            BinOp::Gt => (r, l, true),
+            BinOp::Ge => (r, l, false),
+            _ => return,
+        };
+        let (Some(bound), Some((idx, k))) = (self.peek_bound(rhs), self.peek_index(lhs, true))
+        else {
+            return;
+        };
+        let gen = self.gen(idx);
+        let bound_gen = self.bound_gen(bound);
+        self.facts.push(Fact {
+            idx,
+            gen,
+            bound,
+            bound_gen,
+            c: k + strict as i128,
+        });
+    }
+
+    pub(super) fn bound_gen(&self, b: Bound) -> u32 {
+        match b {
+            Bound::Reg(r) => self.gen(r),
+            Bound::Const(_) => 0,
+        }
+    }
+
+    fn valid(&self, f: &Fact) -> bool {
+        f.gen == self.gen(f.idx) && f.bound_gen == self.bound_gen(f.bound)
+    }
+
+    /// Adds the facts a false `cond` establishes (after `if cond { return; }`).
+    pub(super) fn assume_not(&mut self, cond: &TExpr) {
+        let TKind::Binary(op, l, r) = &cond.kind else {
+            return;
+        };
+        let flipped = match op {
+            BinOp::LogicOr => {
+                self.assume_not(l);
+                self.assume_not(r);
+                return;
+            }
+            BinOp::Ge => BinOp::Lt,
+            BinOp::Gt => BinOp::Le,
+            BinOp::Lt => BinOp::Ge,
+            BinOp::Le => BinOp::Gt,
+            _ => return,
+        };
+        let negated = TExpr {
+            kind: TKind::Binary(flipped, l.clone(), r.clone()),
+            ty: cond.ty.clone(),
+            span: cond.span,
+        };
+        self.assume(&negated);
+    }
+
+    /// `counter < end` (a `for` loop's counter in its body).
+    pub(super) fn assume_below(&mut self, counter: Reg, end: &TExpr) {
+        if let Some(bound) = self.peek_bound(end) {
+            let gen = self.gen(counter);
+            let bound_gen = self.bound_gen(bound);
+            self.facts.push(Fact {
+                idx: counter,
+                gen,
+                bound,
+                bound_gen,
+                c: 1,
+            });
+        }
+    }
+
+    /// The register a zero-extended copy was made from, while that one is unchanged.
+    fn source_of(&self, r: Reg) -> Reg {
+        match self.aliases.get(&r) {
+            Some((src, g)) if *g == self.gen(*src) && self.gen(r) == 1 => *src,
+            _ => r,
+        }
+    }
+
+    /// `x.len()`, a variable holding it, or a constant.
+    fn peek_bound(&self, e: &TExpr) -> Option<Bound> {
+        match &e.kind {
+            TKind::Mem {
+                op: crate::check::MemOp::Len,
+                base,
+                ..
+            } => match self.vars.get(base) {
+                Some(Store::Global { len, .. }) => Some(Bound::Reg(*len)),
+                _ => None,
+            },
+            // A length, or an immutable unsigned value (`let end = h + 4 * n;`): facts on it
+            // chain with facts bounding it (`end <= x.len()`).
+            TKind::Var(id) => match self.vars.get(id) {
+                Some(Store::Value(Val::Reg(r, s)))
+                    if self.len_regs.contains(r)
+                        || (s.is_int() && !s.is_signed() && !self.mutable_regs.contains(r)) =>
+                {
+                    Some(Bound::Reg(*r))
+                }
+                Some(Store::Value(Val::Imm(ConstVal::Int(n), _))) => Some(Bound::Const(*n)),
+                _ => None,
+            },
+            TKind::Const(ConstVal::Int(n)) => Some(Bound::Const(*n)),
+            _ => None,
+        }
+        .map(|b| match b {
+            Bound::Reg(r) => Bound::Reg(self.source_of(r)),
+            c => c,
+        })
+    }
+
+    /// An index as (register, constant offset) with the register holding an unsigned value:
+    /// `i`, `i as u64` (widening), `i + k`. For a fact (`exact`), `i + k` must not wrap: `i`
+    /// at most 32 bits wide under a 64-bit sum.
+    fn peek_index(&self, e: &TExpr, exact: bool) -> Option<(Reg, i128)> {
+        let unsigned = |t: &crate::types::Ty| match t {
+            crate::types::Ty::Scalar(s) if s.is_int() && !s.is_signed() => Some(*s),
+            _ => None,
+        };
+        match &e.kind {
+            TKind::Var(id) => match self.vars.get(id) {
+                Some(Store::Value(Val::Reg(r, s))) if s.is_int() && !s.is_signed() => {
+                    Some((self.source_of(*r), 0))
+                }
+                _ => None,
+            },
+            TKind::Cast(inner) => {
+                let (to, from) = (unsigned(&e.ty)?, unsigned(&inner.ty)?);
+                if to.bytes() < from.bytes() || !matches!(inner.kind, TKind::Var(_)) {
+                    return None;
+                }
+                self.peek_index(inner, exact)
+            }
+            TKind::Binary(BinOp::Add, a, b) => {
+                let (x, k) = match (&a.kind, &b.kind) {
+                    (_, TKind::Const(ConstVal::Int(k))) => (a, *k),
+                    (TKind::Const(ConstVal::Int(k)), _) => (b, *k),
+                    _ => return None,
+                };
+                if !(0..1 << 20).contains(&k) {
+                    return None;
+                }
+                let (r, 0) = self.peek_index(x, exact)? else {
+                    return None;
+                };
+                if exact {
+                    let wide = unsigned(&e.ty)?.bytes() == 8;
+                    let narrow = match &x.kind {
+                        TKind::Cast(inner) => unsigned(&inner.ty).is_some_and(|s| s.bytes() <= 4),
+                        // `r` may be the 32-bit source of a zero-extended copy.
+                        _ => {
+                            matches!(r.class, RegClass::B16 | RegClass::B32)
+                                || self.narrow.contains(&r)
+                                || self.below_len(r)
+                        }
+                    };
+                    if !(wide && narrow) {
+                        return None;
+                    }
+                }
+                Some((r, k))
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether `r` is proven below a slice length (directly or through one bound register):
+    /// then `r + k` cannot wrap, as lengths are below 2^63 (they count elements of a device
+    /// allocation).
+    fn below_len(&self, r: Reg) -> bool {
+        let valid: Vec<&Fact> = self.facts.iter().filter(|f| self.valid(f)).collect();
+        let is_len = |b: &Bound| matches!(b, Bound::Reg(l) if self.len_regs.contains(l));
+        valid.iter().any(|f| {
+            f.idx == r
+                && (f.c >= 1 && is_len(&f.bound)
+                    || matches!(f.bound, Bound::Reg(b) if valid.iter().any(|g| {
+                        g.idx == b && f.c >= 0 && g.c >= 0 && f.c + g.c >= 1 && is_len(&g.bound)
+                    })))
+        })
+    }
+
+    /// Whether `index .. index + n` is proven inside `bound`.
+    pub(super) fn proven(&self, index: &TExpr, bound: Bound, n: u32) -> bool {
+        let Some((r, j)) = self.peek_index(index, false) else {
+            return false;
+        };
+        if j < 0 {
+            return false;
+        }
+        let need = j + n as i128;
+        let valid: Vec<&Fact> = self.facts.iter().filter(|f| self.valid(f)).collect();
+        valid.iter().any(|f| {
+            f.idx == r
+                && (f.bound == bound && need <= f.c
+                    // One step of transitivity: r + c1 <= b and b + c2 <= bound.
+                    || matches!(f.bound, Bound::Reg(b) if valid.iter().any(|g| {
+                        g.idx == b && g.bound == bound && need <= f.c + g.c
+                    })))
+        })
+    }
+}
+
+fn regs_of(o: &Operand, out: &mut Vec<Reg>) {
+    match o {
+        Operand::Reg(r) => out.push(*r),
+        Operand::Vec(items) => items.iter().for_each(|x| regs_of(x, out)),
+        _ => {}
+    }
+}
