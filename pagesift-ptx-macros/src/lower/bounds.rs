@@ -92,7 +92,7 @@ impl Lower<'_> {
 
     /// The element count of the dynamic shared array, read where it is needed (a special
     /// register, so nothing stays live).
-    fn dyn_len(&mut self, elem: Scalar) -> Reg {
+    pub(super) fn dyn_len(&mut self, elem: Scalar) -> Reg {
         let span = Span::call_site();
         let bytes = self.op_to(
             Op::Mov(Scalar::U32),

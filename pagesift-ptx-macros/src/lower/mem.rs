@@ -255,7 +255,39 @@ impl Lower<'_> {
                 };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();
                 let dst = Operand::Vec(regs.iter().map(|r| Operand::Reg(*r)).collect());
-                self.emit(Op::Ldmatrix { n, trans }, vec![dst, a], span);
+                // The clamp needs the 8 elements of a row at the array's start: an array
+                // shorter than that (its length is the same in every lane) skips the load.
+                let short = match &store {
+                    Store::Shared { len: Some(l), .. } if checked => Some(*l < 8),
+                    Store::Shared { len: None, .. } if checked => None,
+                    _ => Some(false),
+                };
+                if short != Some(false) {
+                    for r in &regs {
+                        self.emit(
+                            Op::Mov(Scalar::U32),
+                            vec![(*r).into(), Operand::Int(0)],
+                            span,
+                        );
+                    }
+                }
+                match (short, &store) {
+                    (Some(false), _) => self.emit(Op::Ldmatrix { n, trans }, vec![dst, a], span),
+                    (None, Store::Shared { elem, .. }) => {
+                        let len = self.dyn_len(*elem);
+                        let q = self.reg(RegClass::Pred);
+                        self.emit(
+                            Op::Setp(crate::ptx::CmpKind::Lt, Scalar::U64),
+                            vec![q.into(), len.into(), Operand::Int(8)],
+                            span,
+                        );
+                        let skip = self.label();
+                        self.bra(skip, Some((q, false)));
+                        self.emit(Op::Ldmatrix { n, trans }, vec![dst, a], span);
+                        self.body.push(crate::ptx::Item::Label(skip));
+                    }
+                    _ => {}
+                }
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),

@@ -454,7 +454,24 @@ fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
             dynbuf[t] = m[0];
             y.atomic_add(t, dynbuf[t + 1]);
         }
+
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k2(y: &mut [u32]) {
+            let d: Shared<[u16]>;
+            let m = d.ldmatrix_x2(thread_idx_x() * 8);
+            y[0] = m[0] + m[1];
+        }
     });
+    // The dynamic array's ldmatrix is skipped (by every lane alike) below 8 elements.
+    assert!(ptx[1].1.contains(", 8;"), "{}", ptx[1].1);
+    assert!(
+        ptx[1]
+            .1
+            .contains("ldmatrix.sync.aligned.m8n8.x2.shared.b16"),
+        "{}",
+        ptx[1].1
+    );
     let text = &ptx[0].1;
     // Every access checked: two sources of full copies, one partial source, two shared
     // destinations (the constant one is proven at compile time), ldmatrix, the dynamic array
