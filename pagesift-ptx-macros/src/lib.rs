@@ -219,8 +219,9 @@
 //! signed types, so a negative index fails.
 //!
 //! **A failed check** skips the access (a load yields 0 in every lane) and the thread goes on;
-//! the launch's first failure is written to the device's *fault record* (the hidden first
-//! kernel parameter) and the runtime returns it at the device's next synchronization point as
+//! the first failure is written to the launch stream's *fault record* (the hidden first kernel
+//! parameter) and the runtime returns it where the host next waits for that stream
+//! (`Stream::synchronize`, `Gpu::synchronize`, a host read of a buffer the kernel wrote) as
 //! `Error::KernelFault { kernel, param, index, len, elements }` (see `pagesift-gpu`'s
 //! `driver/fault.rs` for the protocol). There is no trap: a trap would end the CUDA context
 //! for the rest of the process. `ldmatrix`, a warp-wide instruction, is not skipped: a lane

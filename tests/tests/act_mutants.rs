@@ -354,7 +354,8 @@ fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
     let Some(gpu) = gpu_or_skip("act_mutants::off_by_one_faults_and_corrupts_nothing") else {
         return;
     };
-    let stream = gpu.default_stream();
+    // A stream of its own: its fault is reported to this test alone, whatever runs beside it.
+    let stream = gpu.new_stream().expect("stream");
     let (n, cols) = (1003usize, 7usize);
     // The input is longer than `n`, so that the mutant's one read past `n` stays in bounds and
     // its write past the output view is the fault.

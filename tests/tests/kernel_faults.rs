@@ -58,7 +58,8 @@ ptx_kernel! {
     }
 }
 
-/// The fault record is per device and the tests of this file share device 0: one at a time.
+/// Several tests of this file fault on the default stream, whose record they share: one at a
+/// time.
 static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
@@ -284,14 +285,23 @@ fn every_synchronization_point_reports_the_fault_once() {
             "{at}"
         );
     };
+    // A fault belongs to the stream that ran the kernel: waiting for other work (another
+    // stream, an event) does not report it; waiting for that stream does, once.
     poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
     let event = pagesift_gpu::Event::new(&gpu).expect("event");
     event.record(&stream).expect("record");
-    expect_poke(event.synchronize(), "Event::synchronize");
-    event.synchronize().expect("reported once");
+    event.synchronize().expect("an event reports no fault");
+    let other = gpu.new_stream().expect("other stream");
+    let mut z = DeviceBuffer::from_host(&gpu, &[5u32; 8]).expect("z");
+    poke::launch(&other, cfg, &mut z, 2, 7).expect("launch on the other stream");
+    other
+        .synchronize()
+        .expect("the other stream's work did not fault");
+    expect_poke(stream.synchronize(), "Stream::synchronize");
+    stream.synchronize().expect("reported once");
 
     poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
-    stream.synchronize().expect_err("Stream::synchronize");
+    expect_poke(stream.synchronize(), "Stream::synchronize");
     poke::launch(&stream, cfg, &mut y, 9, 1).expect("launch");
     let mut host = [0u32; 8];
     expect_poke(y.copy_to_host(&mut host), "copy_to_host");

@@ -53,9 +53,9 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
         }
         self.gpu.enter()?;
         let b = self.gpu.backend();
-        self.track.wait_host(b.as_ref(), false)?;
-        b.memcpy_dtoh(as_bytes_mut(dst), self.ptr)?;
-        super::fault::check(self.gpu)
+        // A read reports the fault of a kernel that wrote the buffer.
+        self.track.wait_host_reporting(self.gpu)?;
+        b.memcpy_dtoh(as_bytes_mut(dst), self.ptr)
     }
 
     pub(crate) fn copy_from_device(&self, src: &impl DeviceRead<T>) -> Result<()> {

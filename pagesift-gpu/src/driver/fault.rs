@@ -3,14 +3,15 @@
 //! Every kernel that [`crate::ptx_kernel!`] generates checks each access to a slice or shared
 //! array against its length. A failed check does not trap (a trap would leave the CUDA context
 //! unusable for the rest of the process): the access is skipped (a load yields 0 in every
-//! lane), the thread goes on, and the launch's first failure is written to a 32-byte record in
-//! device memory, one per [`Gpu`], whose address every generated kernel receives as its hidden
-//! first parameter. The runtime reads the record at the device's next synchronization point
-//! (`Stream::synchronize`, `Gpu::synchronize`, `Event::synchronize`, the synchronous host reads
-//! `to_host` and `copy_to_host`), clears it and returns [`Error::KernelFault`] naming the
-//! kernel variant, the parameter (or shared array), the index, the elements of the access and
-//! the length. Faults after the first (of the same or another launch before that
-//! synchronization) are not recorded.
+//! lane), the thread goes on, and the first failure is written to a 32-byte record in device
+//! memory, one per stream, whose address every generated kernel receives as its hidden first
+//! parameter. The runtime reads the record where it waits for the stream's work:
+//! `Stream::synchronize`, `Gpu::synchronize` (every stream's record), and the synchronous host
+//! reads (`to_host`, `copy_to_host`) of a buffer written on the stream; it clears the record and
+//! returns [`Error::KernelFault`] naming the kernel variant, the parameter (or shared array),
+//! the index, the elements of the access and the length. So a fault reaches whoever waits for
+//! the stream that ran the kernel, never a caller that waits for other work. Faults after the
+//! first on a stream before that check are not recorded.
 //!
 //! Layout (little-endian; the macro crate's `lower/bounds.rs` writes the same offsets, and the
 //! test `fault_record_layout_agrees_with_the_compiler` checks both sides):
@@ -24,11 +25,12 @@
 //! | 24 | `u64` | the length in elements |
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Weak};
 
-use super::backend::{DevicePtr, KernelArg};
+use super::backend::{Backend, DevicePtr, KernelArg, RawHandle};
 use super::gpu::Gpu;
 use super::stream::Stream;
+use super::track::StreamInner;
 use crate::error::{Error, Result};
 use crate::kernel::KernelVariant;
 
@@ -47,15 +49,6 @@ pub const LEN: usize = 24;
 /// The parameter code of a kernel's first shared array (the k-th is `SHARED - k`).
 pub const SHARED: u32 = 0xFFFF;
 
-/// One device's record and whether a generated kernel was launched since the last check.
-pub(crate) struct FaultRecord {
-    ptr: DevicePtr,
-    pending: AtomicBool,
-}
-
-/// Serializes the allocation of records (once per device).
-static INIT: Mutex<()> = Mutex::new(());
-
 /// The 64-bit FNV-1a hash of a variant's entry name, as the kernels record it.
 pub fn entry_hash(entry: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -66,91 +59,142 @@ pub fn entry_hash(entry: &str) -> u64 {
     h
 }
 
-fn record(gpu: &Gpu) -> Result<&FaultRecord> {
-    if let Some(r) = gpu.inner.fault.get() {
-        return Ok(r);
-    }
-    let _init = INIT.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(r) = gpu.inner.fault.get() {
-        return Ok(r);
-    }
-    gpu.enter()?;
-    let b = gpu.backend();
-    let ptr = b.mem_alloc(RECORD_BYTES)?;
-    if let Err(e) = b.memcpy_htod(ptr, &[0u8; RECORD_BYTES]) {
-        let _ = b.mem_free(ptr);
-        return Err(e);
-    }
-    let _ = gpu.inner.fault.set(FaultRecord {
-        ptr,
-        pending: AtomicBool::new(false),
-    });
-    gpu.inner.fault.get().ok_or(Error::Launch {
-        kernel: "fault record".into(),
-        message: "not allocated".into(),
-    })
+/// One stream's record, and whether a generated kernel was launched on the stream since the
+/// record was last read.
+pub(crate) struct FaultRecord {
+    ptr: DevicePtr,
+    due: AtomicBool,
 }
 
-/// Frees the device's record (the device is going away; errors have nowhere to go).
-pub(crate) fn release(inner: &super::gpu::GpuInner) {
-    if let Some(r) = inner.fault.get() {
-        let _ = inner.backend.mem_free(r.ptr);
+impl FaultRecord {
+    /// Allocates a zeroed record (the context is current).
+    fn new(gpu: &Gpu) -> Result<FaultRecord> {
+        let b = gpu.backend();
+        let ptr = b.mem_alloc(RECORD_BYTES)?;
+        if let Err(e) = b.memcpy_htod(ptr, &[0u8; RECORD_BYTES]) {
+            let _ = b.mem_free(ptr);
+            return Err(e);
+        }
+        Ok(FaultRecord {
+            ptr,
+            due: AtomicBool::new(false),
+        })
+    }
+
+    /// Frees the record in the order of `stream` (after every kernel queued on it so far).
+    pub(crate) fn release(&self, backend: &dyn Backend, stream: RawHandle) -> Result<()> {
+        backend.mem_free_async(self.ptr, stream)
+    }
+
+    /// Reads and clears the record; [`Error::KernelFault`] when a kernel wrote it. Call only
+    /// after the kernels whose faults are due have finished.
+    fn read(&self, gpu: &Gpu) -> Result<()> {
+        let b = gpu.backend();
+        let mut raw = [0u8; RECORD_BYTES];
+        if let Err(e) = b.memcpy_dtoh(&mut raw, self.ptr) {
+            self.due.store(true, Ordering::Release);
+            return Err(e);
+        }
+        let u32_at = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
+        let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
+        if u32_at(FLAG) == 0 {
+            return Ok(());
+        }
+        b.memcpy_htod(self.ptr, &[0u8; RECORD_BYTES])?;
+        let code = u32_at(CODE);
+        let hash = u64_at(HASH);
+        let variant = gpu.inner.modules.find(|v| entry_hash(v.entry) == hash);
+        Err(fault_error(
+            variant,
+            code & 0xFFFF,
+            code >> 16,
+            u64_at(INDEX),
+            u64_at(LEN),
+        ))
     }
 }
 
-/// The hidden first kernel argument of a generated launch: the device's fault record (allocated
-/// on first use). Marks the device as having a check due at its next synchronization.
+/// The hidden first kernel argument of a generated launch on `stream`: the stream's fault
+/// record (allocated on first use). Marks a check due at the stream's next synchronization.
 pub fn fault_arg(stream: &Stream) -> Result<KernelArg> {
-    let r = record(stream.gpu())?;
-    r.pending.store(true, Ordering::Release);
+    let inner = &stream.inner;
+    let r = match inner.fault.get() {
+        Some(r) => r,
+        None => {
+            let gpu = stream.gpu();
+            gpu.enter()?;
+            let r = FaultRecord::new(gpu)?;
+            if let Err(unused) = inner.fault.set(Arc::new(r)) {
+                // Another thread allocated the stream's record first.
+                let _ = unused.release(gpu.backend().as_ref(), inner.handle);
+            }
+            let r = inner.fault.get().ok_or(Error::Launch {
+                kernel: "fault record".into(),
+                message: "not allocated".into(),
+            })?;
+            let mut all = gpu.inner.faults.lock().unwrap_or_else(|p| p.into_inner());
+            all.retain(|w| w.strong_count() > 0);
+            all.push(Arc::downgrade(r));
+            r
+        }
+    };
+    r.due.store(true, Ordering::Release);
     Ok(KernelArg::ptr(r.ptr))
 }
 
-/// Reports the fault a generated kernel recorded since the last check (and clears the record):
-/// [`Error::KernelFault`]. Reads the record with a synchronous copy, and only when a generated
-/// kernel was launched on this device since the device was last found idle and clean.
-pub(crate) fn check(gpu: &Gpu) -> Result<()> {
-    check_after(gpu, false)
-}
-
-/// [`check`] after a device-wide synchronization (`idle`: no kernel can still write the
-/// record, so a clean record ends the check until the next generated launch). After a
-/// stream's or an event's synchronization a kernel on another stream may still fault: the
-/// check stays due.
-pub(crate) fn check_after(gpu: &Gpu, idle: bool) -> Result<()> {
-    let Some(r) = gpu.inner.fault.get() else {
-        return Ok(());
-    };
-    let due = if idle {
-        r.pending.swap(false, Ordering::AcqRel)
-    } else {
-        r.pending.load(Ordering::Acquire)
-    };
-    if !due {
-        return Ok(());
-    }
-    let b = gpu.backend();
-    let mut raw = [0u8; RECORD_BYTES];
-    if let Err(e) = b.memcpy_dtoh(&mut raw, r.ptr) {
-        r.pending.store(true, Ordering::Release);
+/// Runs `wait` (which waits for every piece of work queued on `stream` so far), then reports
+/// the first fault a generated kernel queued on the stream before it recorded:
+/// [`Error::KernelFault`]. The record is read (one small synchronous copy) only when a
+/// generated kernel was launched on the stream since the last read. Faults of a launch queued
+/// while `wait` runs stay for the next check.
+pub(crate) fn after_stream_wait(
+    gpu: &Gpu,
+    stream: &StreamInner,
+    wait: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let record = stream.fault.get();
+    let due = record.is_some_and(|r| r.due.swap(false, Ordering::AcqRel));
+    if let Err(e) = wait() {
+        if let Some(r) = record.filter(|_| due) {
+            r.due.store(true, Ordering::Release);
+        }
         return Err(e);
     }
-    let u32_at = |o: usize| u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]]);
-    let u64_at = |o: usize| u64::from(u32_at(o)) | (u64::from(u32_at(o + 4)) << 32);
-    if u32_at(FLAG) == 0 {
-        return Ok(());
+    match record {
+        Some(r) if due => r.read(gpu),
+        _ => Ok(()),
     }
-    b.memcpy_htod(r.ptr, &[0u8; RECORD_BYTES])?;
-    let code = u32_at(CODE);
-    let hash = u64_at(HASH);
-    let variant = gpu.inner.modules.find(|v| entry_hash(v.entry) == hash);
-    Err(fault_error(
-        variant,
-        code & 0xFFFF,
-        code >> 16,
-        u64_at(INDEX),
-        u64_at(LEN),
-    ))
+}
+
+/// Runs `wait` (which waits for the whole device), then reports the first fault of every
+/// stream of the device that has one (the first of them as the error; the others stay for
+/// their streams' next checks).
+pub(crate) fn after_device_wait(gpu: &Gpu, wait: impl FnOnce() -> Result<()>) -> Result<()> {
+    let records: Vec<Arc<FaultRecord>> = gpu
+        .inner
+        .faults
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|r| r.due.swap(false, Ordering::AcqRel))
+        .collect();
+    if let Err(e) = wait() {
+        for r in &records {
+            r.due.store(true, Ordering::Release);
+        }
+        return Err(e);
+    }
+    let mut first = Ok(());
+    for r in &records {
+        if first.is_err() {
+            // Reported later by its own stream (or the next device-wide check).
+            r.due.store(true, Ordering::Release);
+        } else {
+            first = r.read(gpu);
+        }
+    }
+    first
 }
 
 /// The error for a decoded record (`variant`: the variant the hash names, if loaded here).

@@ -31,8 +31,9 @@ pub(crate) struct GpuInner {
     pub(crate) modules: ModuleCache,
     /// The legacy default stream, which buffers name as the stream of their allocation.
     pub(crate) default_stream: Arc<StreamInner>,
-    /// The fault record of bounds-checked kernels, allocated at the first generated launch.
-    pub(crate) fault: std::sync::OnceLock<super::fault::FaultRecord>,
+    /// The fault records of the device's streams (each allocated at the stream's first
+    /// generated launch), for the device-wide check of `Gpu::synchronize`.
+    pub(crate) faults: Mutex<Vec<std::sync::Weak<super::fault::FaultRecord>>>,
     /// Bytes long-lived allocations leave free (see `Gpu::set_memory_reserve`).
     pub(crate) memory_reserve: AtomicUsize,
     /// Errors of `Drop`s, until [`Gpu::take_deferred_errors`] or [`Gpu::synchronize`].
@@ -111,7 +112,7 @@ impl Gpu {
             driver_version,
             modules: ModuleCache::default(),
             default_stream: Arc::new(StreamInner::default_stream()),
-            fault: std::sync::OnceLock::new(),
+            faults: Mutex::new(Vec::new()),
             memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
         });
@@ -202,8 +203,7 @@ impl Gpu {
     /// [`Error::Deferred`] with their errors (after synchronizing; they are reported once).
     pub fn synchronize(&self) -> Result<()> {
         self.enter()?;
-        self.inner.backend.synchronize()?;
-        super::fault::check(self)?;
+        super::fault::after_device_wait(self, || self.inner.backend.synchronize())?;
         let deferred = self.take_deferred_errors();
         if deferred.is_empty() {
             Ok(())
@@ -288,7 +288,9 @@ impl Drop for GpuInner {
             let _ = self.backend.synchronize();
             let _ = self.default_stream.destroy_tail(self.backend.as_ref());
             self.modules.unload_all(self.backend.as_ref());
-            super::fault::release(self);
+            if let Some(r) = self.default_stream.fault.get() {
+                let _ = r.release(self.backend.as_ref(), RawHandle::NULL);
+            }
         }
         let _ = self.backend.primary_context_release(self.ordinal);
     }

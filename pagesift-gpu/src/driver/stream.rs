@@ -66,8 +66,8 @@ impl Stream {
     /// Waits until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().stream_synchronize(self.raw())?;
-        super::fault::check(&self.gpu)
+        let b = self.gpu.backend();
+        super::fault::after_stream_wait(&self.gpu, &self.inner, || b.stream_synchronize(self.raw()))
     }
 
     /// Whether all work queued on this stream is done (never waits).
@@ -287,8 +287,7 @@ impl Event {
     /// Waits until the work before the recorded point is done.
     pub fn synchronize(&self) -> Result<()> {
         self.gpu.enter()?;
-        self.gpu.backend().event_synchronize(self.handle)?;
-        super::fault::check(&self.gpu)
+        self.gpu.backend().event_synchronize(self.handle)
     }
 
     /// Whether the work before the recorded point is done (never waits; an event never

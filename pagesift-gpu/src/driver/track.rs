@@ -7,9 +7,10 @@
 //! work there, and perhaps more); a host copy synchronizes the conflicting streams. On one
 //! stream nothing is recorded and nothing waits: a launch compares two pointers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::backend::{Backend, DevicePtr, RawHandle};
+use super::fault::FaultRecord;
 use super::gpu::Gpu;
 use crate::error::Result;
 
@@ -23,6 +24,8 @@ pub(crate) struct StreamInner {
     /// The event recorded at the stream's tail when another stream or the host must wait
     /// for its work; created on first need.
     tail: Mutex<Option<RawHandle>>,
+    /// The stream's fault record, allocated at its first generated launch.
+    pub(crate) fault: OnceLock<Arc<FaultRecord>>,
 }
 
 impl StreamInner {
@@ -32,6 +35,7 @@ impl StreamInner {
             handle: RawHandle::NULL,
             gpu: None,
             tail: Mutex::new(None),
+            fault: OnceLock::new(),
         }
     }
 
@@ -41,6 +45,7 @@ impl StreamInner {
             handle,
             gpu: Some(gpu),
             tail: Mutex::new(None),
+            fault: OnceLock::new(),
         }
     }
 
@@ -79,7 +84,11 @@ impl Drop for StreamInner {
         // The driver finishes queued work before it releases the stream (and the event).
         let r = gpu.current_backend().and_then(|b| {
             let ev = self.destroy_tail(b.as_ref());
-            b.stream_destroy(self.handle).and(ev)
+            let rec = match self.fault.get() {
+                Some(r) => r.release(b.as_ref(), self.handle),
+                None => Ok(()),
+            };
+            b.stream_destroy(self.handle).and(ev).and(rec)
         });
         if let Err(e) = r {
             gpu.defer(e);
@@ -171,6 +180,19 @@ impl Tracking {
                 backend.stream_synchronize(r.handle)?;
                 uses.readers.pop();
             }
+        }
+        Ok(())
+    }
+
+    /// [`Tracking::wait_host`] for a read by the host, reporting the first bounds-check fault
+    /// of a generated kernel on the writer's stream ([`crate::Error::KernelFault`]). The
+    /// context is current.
+    pub(crate) fn wait_host_reporting(&self, gpu: &Gpu) -> Result<()> {
+        let mut uses = self.lock();
+        if let Some(w) = &uses.writer {
+            let b = gpu.backend();
+            super::fault::after_stream_wait(gpu, w, || b.stream_synchronize(w.handle))?;
+            uses.writer = None;
         }
         Ok(())
     }
