@@ -44,8 +44,10 @@
 //! residual, where there is one) proves every vector access in bounds, so those loops carry no
 //! checks (the operations' launches always pass it). Otherwise every element takes the checked
 //! scalar path, which reports the first access out of bounds (a residual with more than 2^31
-//! elements also takes it). Bias reads test the column against the bias length (a 32-bit test
-//! of `c < cols` under `cols <= bias.len()`); a bias shorter than `cols` reads -0.0 there.
+//! elements also takes it). A vector bias read clamps its first column to `clast` (the caller's
+//! `cols - lanes`, which it never exceeds), so the uniform test `clast + lanes <= bias.len()` of
+//! the vector-bias loop proves it without a register more (`clast` is a kernel parameter); the
+//! other bias reads are checked, and a bias shorter than `cols` is reported.
 //!
 //! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
 //! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
@@ -106,12 +108,13 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, clast, cmagic, cshift, flags, slope);
     }
 
     #[doc = concat!(
@@ -130,12 +133,13 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, clast, cmagic, cshift, flags, slope);
     }
 
     /// The body of the kernels: `x` may be `y` itself when `NC` is false.
@@ -148,6 +152,7 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -182,31 +187,31 @@ macro_rules! act_kernels {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
-                if flags == 5u32 {
+                if flags == 5u32 && (clast as u64) + $lanes <= bias.len() {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 5u32, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope,
                         );
                         e += step;
                     }
                 } else if flags == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 0u32, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope,
                         );
                         e += step;
                     }
                 } else if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, flags, slope,
                         );
                         e += step;
                     }
                 } else if (vlast as u64) + $lanes <= res.len() {
                     while e <= vlast {
                         $vec::<ACT, NC, true, true>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, flags, slope,
                         );
                         e += step;
                     }
@@ -229,7 +234,7 @@ macro_rules! act_kernels {
                 if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, false, false>(
-                            x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e, n, cols, clast, cmagic, cshift, flags, slope,
                         );
                         e += $lanes * nt;
                     }
@@ -274,25 +279,23 @@ macro_rules! act_kernels {
     /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
     /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
     /// no head, the bias 16-byte aligned), else per element.
-    fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
+    fn $biasv(bias: &[$ty], c: u32, cols: u32, clast: u32, vec: bool) -> [f32; $lanes] {
         let mut b = [0.0f32; $lanes];
         if vec {
-            if (c as u64) + $lanes <= bias.len() {
-                let v = bias.$loadv_nc(c as u64);
-                #[unroll]
-                for i in 0..$lanes {
-                    b[i] = v[i] as f32;
-                }
+            // `c <= clast = cols - lanes` always holds here (`cols` a multiple of `lanes`):
+            // the clamp changes nothing, and under the caller's `clast + lanes <= bias.len()`
+            // it proves the load in bounds (elsewhere the load is checked).
+            let cm = c.min(clast);
+            let v = bias.$loadv_nc(cm as u64);
+            #[unroll]
+            for i in 0..$lanes {
+                b[i] = v[i] as f32;
             }
-        } else if (cols as u64) <= bias.len() {
-            // Columns stay below `cols`: with `cols <= bias.len()` the 32-bit test proves
-            // each read in bounds.
+        } else {
             let mut cc = c;
             #[unroll]
             for i in 0..$lanes {
-                if cc < cols {
-                    b[i] = bias.load_nc(cc as u64) as f32;
-                }
+                b[i] = bias.load_nc(cc as u64) as f32;
                 cc = next_col(cc, cols);
             }
         }
@@ -336,6 +339,7 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -348,7 +352,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 4];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias4_f32(bias, c, cols, bias_vec);
+            b = bias4_f32(bias, c, cols, clast, bias_vec);
         }
         let mut v = [0.0f32; 4];
         #[unroll]
@@ -412,6 +416,7 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -424,7 +429,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 8];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = $hbiasv(bias, c, cols, bias_vec);
+            b = $hbiasv(bias, c, cols, clast, bias_vec);
         }
         let mut o = a;
         if has_res {

@@ -152,6 +152,23 @@ impl Lower<'_> {
         }
     }
 
+    /// `value <= bound` (the result of `x.min(bound)`), where `bound` is a length, an immutable
+    /// unsigned variable or a constant.
+    pub(super) fn assume_at_most(&mut self, value: &Val, bound: &TExpr) {
+        let (Val::Reg(idx, _), Some(bound)) = (value, self.peek_bound(bound)) else {
+            return;
+        };
+        let gen = self.gen(*idx);
+        let bound_gen = self.bound_gen(bound);
+        self.facts.push(Fact {
+            idx: *idx,
+            gen,
+            bound,
+            bound_gen,
+            c: 0,
+        });
+    }
+
     /// The register a zero-extended copy was made from, while that one is unchanged.
     fn source_of(&self, r: Reg) -> Reg {
         match self.aliases.get(&r) {

@@ -100,7 +100,16 @@ impl Lower<'_> {
                 self.op_to(Op::Vote(k), rs, vec![p, Operand::Int(FULL_MASK)], span)
             }
             Intr::Abs => self.un(UnKind::Abs, s0, vals[0].clone(), span),
-            Intr::Min => self.bin(BinKind::Min, s0, vals[0].clone(), vals[1].clone(), span),
+            Intr::Min => {
+                let m = self.bin(BinKind::Min, s0, vals[0].clone(), vals[1].clone(), span);
+                // `a.min(b)` is at most `b` (and `a`): a bound for bounds-check elision.
+                if s0.is_int() && !s0.is_signed() {
+                    for bound in args {
+                        self.assume_at_most(&m, bound);
+                    }
+                }
+                m
+            }
             Intr::Max => self.bin(BinKind::Max, s0, vals[0].clone(), vals[1].clone(), span),
             Intr::MulHi => self.bin(BinKind::MulHi, s0, vals[0].clone(), vals[1].clone(), span),
             // PTX `copysign d, a, b` gives b's magnitude with a's sign.

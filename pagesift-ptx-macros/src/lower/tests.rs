@@ -525,3 +525,34 @@ fn an_early_return_proves_the_rest_of_its_block() {
         "the store after the helper stays checked: {text}"
     );
 }
+
+#[test]
+fn a_clamp_by_min_under_a_bounded_limit_elides_the_check() {
+    // `c.min(last)` is at most `last`; with `last + 4 <= x.len()` the vector read is proven.
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], last: u32) {
+            let c = thread_idx_x() * 4;
+            if (last as u64) + 4 <= x.len() && (last as u64) + 4 <= y.len() {
+                let cm = c.min(last);
+                y.store4(cm as u64, x.load4(cm as u64));
+            }
+        }
+    });
+    assert_eq!(checks, 0, "{text}");
+    // Without the limit's bound, or with a clamp to a larger limit, the access stays checked.
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], last: u32) {
+            let c = thread_idx_x() * 4;
+            if (last as u64) + 4 <= y.len() {
+                let cm = c.min(last);
+                y.store4(cm as u64, x.load4(cm as u64));
+                let cs = c.min(last + 1);
+                y.store4(cs as u64, x.load4(cm as u64));
+            }
+        }
+    });
+    // `x` has no bound; `cs` may be `last + 1`, one past the proven range.
+    assert_eq!(checks, 3, "{text}");
+}
