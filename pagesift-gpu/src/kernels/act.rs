@@ -179,15 +179,16 @@ macro_rules! act_kernels {
             let vlast = head + $lanes * (nvec as u32) - $lanes;
             let step = $lanes * grid_dim_x() * block_dim_x();
             let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
-            if nvec >= 1
-                && vend <= n
-                && (vlast as u64) + $lanes <= x.len()
-                && (vlast as u64) + $lanes <= y.len()
+            // `&`, not `&&`: the tests are computed side by side, with no branch between them.
+            if (nvec >= 1)
+                & (vend <= n)
+                & ((vlast as u64) + $lanes <= x.len())
+                & ((vlast as u64) + $lanes <= y.len())
             {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
-                if flags == 5u32 && (clast as u64) + $lanes <= bias.len() {
+                if (flags == 5u32) & ((clast as u64) + $lanes <= bias.len()) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
                             x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope,

@@ -74,8 +74,13 @@ impl Lower<'_> {
         let TKind::Binary(op, l, r) = &cond.kind else {
             return;
         };
+        let boolean = matches!(
+            cond.ty,
+            crate::types::Ty::Scalar(crate::types::Scalar::Bool)
+        );
         let (lhs, rhs, strict) = match op {
-            BinOp::LogicAnd => {
+            // `a & b` on `bool` is true only when both are, like `a && b`.
+            BinOp::LogicAnd | BinOp::And if *op == BinOp::LogicAnd || boolean => {
                 self.assume(l);
                 self.assume(r);
                 return;
