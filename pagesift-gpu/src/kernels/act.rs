@@ -109,12 +109,13 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         clast: u32,
+        vlast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, clast, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, clast, vlast, cmagic, cshift, flags, slope);
     }
 
     #[doc = concat!(
@@ -134,12 +135,13 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         clast: u32,
+        vlast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, clast, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, clast, vlast, cmagic, cshift, flags, slope);
     }
 
     /// The body of the kernels: `x` may be `y` itself when `NC` is false.
@@ -153,6 +155,7 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         clast: u32,
+        vlast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -176,15 +179,14 @@ macro_rules! act_kernels {
         let mut all = false;
         if n <= 0x8000_0000u64 {
             // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
-            let vlast = head + $lanes * (nvec as u32) - $lanes;
+            // `vlast` is the caller's `head + lanes * nvec - lanes` (a kernel parameter, so no
+            // instruction or register goes to it). Only the lengths matter for the proof: with
+            // `vlast + lanes` inside `x` and `y` the loops are in bounds whatever the other
+            // arguments (`nvec == 0` wraps `vlast` and fails the test); `&`, not `&&`: the
+            // tests are computed side by side, with no branch between them.
             let step = $lanes * grid_dim_x() * block_dim_x();
             let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
-            // `&`, not `&&`: the tests are computed side by side, with no branch between them.
-            if (nvec >= 1)
-                & (vend <= n)
-                & ((vlast as u64) + $lanes <= x.len())
-                & ((vlast as u64) + $lanes <= y.len())
-            {
+            if ((vlast as u64) + $lanes <= x.len()) & ((vlast as u64) + $lanes <= y.len()) {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
