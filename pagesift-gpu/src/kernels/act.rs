@@ -173,7 +173,6 @@ macro_rules! act_kernels {
         // `e <= vlast` and `vlast + lanes <= len` prove every vector access in bounds, so
         // they carry no checks; otherwise every element takes the checked scalar path below,
         // which reports the first access out of bounds.
-        let vend = h + $lanes * nvec;
         // Whether every element takes the scalar path (decided here, applied after the
         // loops so that nothing more stays live in them).
         let mut all = false;
@@ -225,6 +224,7 @@ macro_rules! act_kernels {
                 all = true;
             }
         } else {
+            let vend = h + $lanes * nvec;
             let vlast = vend - $lanes;
             if nvec >= 1
                 && vend <= n
