@@ -234,7 +234,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
     } else {
         quote! {
             #[doc = ""]
-            #[doc = "Every access of the kernel to a slice or shared array is bounds-checked: one out of bounds is skipped (a load gives 0) and the launch's first such access is reported as `Error::KernelFault` at the device's next synchronization."]
+            #[doc = "Every access of the kernel to a slice or shared array is bounds-checked: one out of bounds is skipped (a load gives 0) and the launch's first such access is reported as `Error::KernelFault` where the host next waits for the stream (its `synchronize`, the device's, a host read of a buffer it wrote)."]
         }
     };
     quote! {
