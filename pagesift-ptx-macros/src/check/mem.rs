@@ -106,7 +106,7 @@ impl Checker<'_> {
                 targs.push(v);
                 Ty::Unit
             }
-            MemOp::Len => return err_expr(span),
+            MemOp::Len | MemOp::IsAligned(_) => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
