@@ -74,6 +74,7 @@ fn fault(e: Error) -> (String, String, u64, u64, u32) {
             index,
             len,
             elements,
+            misaligned: false,
         } => (kernel, param, index, len, elements),
         other => panic!("expected Error::KernelFault, got {other}"),
     }

@@ -59,7 +59,8 @@ pub const FLAG_BIAS: u32 = 1;
 /// Kernel flag: a residual is given (read at `res[i]`).
 pub const FLAG_RES: u32 = 2;
 /// Kernel flag: the bias may be read as 16-byte vectors (no scalar head, `cols` a multiple of
-/// the lanes of a vector, the bias 16-byte aligned).
+/// the lanes of a vector, the bias 16-byte aligned; the kernel checks each of these and reads
+/// the bias per element where one fails).
 pub const FLAG_BIAS_VEC: u32 = 4;
 
 /// The activation kernels as one `ptx_kernel!` invocation, a variant per activation of
@@ -169,20 +170,32 @@ macro_rules! act_kernels {
         // Whether every element takes the scalar path (decided here, applied after the
         // loops so that nothing more stays live in them).
         let mut all = false;
+        // The vector bias needs whole vectors of columns (`cols` and `head` multiples of the
+        // lanes, so that every vector's first column is one): else it is read per element.
+        let mut vflags = flags;
+        if ((cols | head) & ($lanes - 1)) != 0u32 {
+            vflags = flags & 0xFFFF_FFFBu32;
+        }
         if n <= 0x8000_0000u64 {
             // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
             let vlast = head + $lanes * (nvec as u32) - $lanes;
             let step = $lanes * grid_dim_x() * block_dim_x();
             let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
+            // Every vector starts a whole number of vectors after `head`: where element `head`
+            // of `x` and `y` is 16-byte aligned (always, for the operations' launches), so is
+            // every vector access; else everything takes the scalar path, which is always
+            // aligned.
             if nvec >= 1
                 && vend <= n
                 && (vlast as u64) + $lanes <= x.len()
                 && (vlast as u64) + $lanes <= y.len()
+                && x.is_aligned(head, 16)
+                && y.is_aligned(head, 16)
             {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
-                if flags == 5u32 {
+                if vflags == 5u32 && bias.is_aligned(0, 16) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
                             x, bias, res, y, e as u64, n, cols, cmagic, cshift, 5u32, slope,
@@ -199,14 +212,14 @@ macro_rules! act_kernels {
                 } else if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
-                } else if (vlast as u64) + $lanes <= res.len() {
+                } else if (vlast as u64) + $lanes <= res.len() && res.is_aligned(head, 16) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, true>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
@@ -224,12 +237,14 @@ macro_rules! act_kernels {
                 && vlast + $lanes <= x.len()
                 && vlast < y.len()
                 && vlast + $lanes <= y.len()
+                && x.is_aligned(h, 16)
+                && y.is_aligned(h, 16)
             {
                 let mut e = h + $lanes * t;
                 if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, false, false>(
-                            x, bias, res, y, e, n, cols, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += $lanes * nt;
                     }
@@ -273,12 +288,15 @@ macro_rules! act_kernels {
 
     /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
     /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
-    /// no head, the bias 16-byte aligned), else per element.
+    /// no head, as the kernel made sure) and the bias is 16-byte aligned, else per element.
     fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
         let mut b = [0.0f32; $lanes];
-        if vec {
-            if (c as u64) + $lanes <= bias.len() {
-                let v = bias.$loadv_nc(c as u64);
+        if vec && bias.is_aligned(0, 16) {
+            // `c` is a whole number of vectors (the kernel clears `vec` otherwise): the mask
+            // changes nothing but proves the load aligned.
+            let cv = c & (0u32 - $lanes);
+            if (cv as u64) + $lanes <= bias.len() {
+                let v = bias.$loadv_nc(cv as u64);
                 #[unroll]
                 for i in 0..$lanes {
                     b[i] = v[i] as f32;

@@ -69,6 +69,8 @@ pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
     }
     let mut keep = vec![true; body.len()];
     let mut in_block = false;
+    // The resume points the deleted fault blocks jumped to.
+    let mut resumes = std::collections::HashSet::new();
     for (i, item) in body.iter().enumerate() {
         match item {
             Item::Label(l) if proven.contains(l) => {
@@ -82,6 +84,9 @@ pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
             } => {
                 if in_block {
                     keep[i] = false;
+                    if let Some(Operand::Label(l)) = args.first() {
+                        resumes.insert(*l);
+                    }
                     // The fault block ends with its unconditional jump back.
                     in_block = pred.is_some();
                 } else if let Some(Operand::Label(l)) = args.first() {
@@ -95,6 +100,21 @@ pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
     }
     let mut k = keep.into_iter();
     body.retain(|_| k.next().unwrap_or(true));
+    // A resume point no branch targets any more is no join point: it goes, so that the
+    // passes after this one see straight-line code there.
+    let targets: std::collections::HashSet<u32> = body
+        .iter()
+        .filter_map(|i| match i {
+            Item::Inst {
+                op: Op::Bra, args, ..
+            } => match args.first() {
+                Some(Operand::Label(l)) => Some(*l),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    body.retain(|i| !matches!(i, Item::Label(l) if resumes.contains(l) && !targets.contains(l)));
 }
 
 /// What is known about every value an integer register holds: `Top` (nothing computed yet),
