@@ -397,6 +397,16 @@ impl Lower<'_> {
                         self.elided += 1;
                         return None;
                     }
+                    // The very index the test was on (`if x.is_aligned(i, 16) { x.load4(i) }`),
+                    // plus whole vectors.
+                    Some(Some(f))
+                        if want == 0
+                            && matches!(iv.0, Val::Reg(i, _) if i == f || self.source_of(i) == f)
+                            && (iv.1 * es as i128) % bytes as i128 == 0 =>
+                    {
+                        self.elided += 1;
+                        return None;
+                    }
                     Some(fact) if r != base && scaled.is_some() => {
                         rel = fact.map(|f| (f, es));
                         scaled.unwrap_or(*r)

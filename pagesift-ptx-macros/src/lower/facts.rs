@@ -99,11 +99,13 @@ impl Lower<'_> {
                 None => return,
             };
             let gen = self.gen(base);
+            let bound = Bound::Align { bytes, rel };
+            let bound_gen = self.bound_gen(bound);
             self.facts.push(Fact {
                 idx: base,
                 gen,
-                bound: Bound::Align { bytes, rel },
-                bound_gen: 0,
+                bound,
+                bound_gen,
                 c: 0,
             });
             return;
@@ -141,6 +143,8 @@ impl Lower<'_> {
     pub(super) fn bound_gen(&self, b: Bound) -> u32 {
         match b {
             Bound::Reg(r) => self.gen(r),
+            // An aligned element's index register: the fact ends when it is written.
+            Bound::Align { rel: Some(r), .. } => self.gen(r),
             Bound::Const(_) | Bound::Align { .. } => 0,
         }
     }
@@ -208,7 +212,7 @@ impl Lower<'_> {
     }
 
     /// The register a zero-extended copy was made from, while that one is unchanged.
-    fn source_of(&self, r: Reg) -> Reg {
+    pub(super) fn source_of(&self, r: Reg) -> Reg {
         match self.aliases.get(&r) {
             Some((src, g)) if *g == self.gen(*src) && self.gen(r) == 1 => *src,
             _ => r,
