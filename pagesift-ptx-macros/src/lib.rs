@@ -223,9 +223,10 @@
 //!
 //! **Alignment checks**: every checked vector access of `B` bytes (`loadN`, `loadN_nc`,
 //! `storeN` moving more than one element, the global source and the shared destination of
-//! `cp_async8/16`) also tests `(address & (B - 1)) == 0`; a failure takes the same path as a
-//! failed bounds check, its fault reported with `misaligned: true` (bit 31 of the record's
-//! code word, the access's bytes at bits 24..29). The test is left out where it is proven:
+//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
+//! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
+//! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
+//! (bit 31 of the record's code word, the access's bytes at bits 24..29). The test is left out where it is proven:
 //! under a dominating `x.is_aligned(i, B)` (a conjunct of an `if` or loop condition, `i` a
 //! constant or an unsigned variable) an access at an index that differs from `i` by whole
 //! `B`-byte vectors — `i + 4 * t`, a counter started there and stepped by `4 * s`, `j & !3`

@@ -53,6 +53,21 @@ ptx_kernel! {
         y.store4(i, x.load4(i));
     }
 
+    /// Lane `l` gives row `l * 8 + off` of a shared array of 16-bit values `0, 1, 2, ...` to
+    /// `ldmatrix_x1`; `y[l]` gets the lane's first fragment word.
+    #[launch(block = 32)]
+    #[target(sm_80)]
+    pub fn ldm_probe(y: &mut [u32], off: u32) {
+        let t: Shared<[u16; 512]>;
+        let lane = thread_idx_x();
+        for k in 0..16u32 {
+            t[lane * 16 + k] = (lane * 16 + k) as u16;
+        }
+        sync_threads();
+        let m = t.ldmatrix_x1(lane * 8 + off);
+        y[lane] = m[0];
+    }
+
     /// One access out of bounds by thread 0, chosen by `which`: a 4-element store at `i`, a
     /// shared-array write at `i`, a load at the signed index `s` (its value goes to `y[0]`).
     #[launch(block = 32)]
@@ -479,4 +494,38 @@ fn a_vector_access_into_an_odd_view_reports_misaligned_and_is_skipped() {
     copy4::launch(&stream, cfg, &x, &mut w).expect("launch");
     stream.synchronize().expect("an aligned copy is clean");
     assert_eq!(bits(&w.to_host().expect("w")), bits(&data[..128]));
+}
+
+#[test]
+fn ldmatrix_rows_off_16_bytes_report_misaligned_and_read_the_first_row() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::ldmatrix_misaligned") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let cfg = LaunchConfig::grid_1d(1);
+    let mut good = DeviceBuffer::from_host(&gpu, &[0u32; 32]).expect("y");
+    ldm_probe::launch(&stream, cfg, &mut good, 0).expect("launch");
+    stream.synchronize().expect("aligned rows are clean");
+    let want = good.to_host().expect("y");
+    // Rows at 2 bytes past each 16: every lane misaligned, every lane reads the first row.
+    let mut y = DeviceBuffer::from_host(&gpu, &[0u32; 32]).expect("y");
+    ldm_probe::launch(&stream, cfg, &mut y, 1).expect("launch");
+    let (kernel, param, index, elements) = misaligned_fault(stream.synchronize().unwrap_err());
+    assert_eq!(
+        (kernel.as_str(), param.as_str(), elements),
+        ("ldm_probe", "t", 8)
+    );
+    assert!(index % 8 == 1, "index {index}");
+    let got = y.to_host().expect("y");
+    // Lane l's first word holds row l / 4's elements 2 (l % 4), 2 (l % 4) + 1: with every row
+    // address the array's start, row 0's.
+    let first: Vec<u32> = (0..32u32)
+        .map(|l| {
+            let e = 2 * (l % 4);
+            e | ((e + 1) << 16)
+        })
+        .collect();
+    assert_eq!(got, first);
+    assert_ne!(got, want, "the aligned launch reads the other rows");
 }

@@ -457,6 +457,7 @@ impl Lower<'_> {
             want,
             fail,
             rel,
+            tmp: t,
         });
         let len = match bound {
             Bound::Reg(r) => Operand::Reg(r),

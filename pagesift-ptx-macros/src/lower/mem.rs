@@ -229,7 +229,10 @@ impl Lower<'_> {
             guards.extend(self.guard(&store, &args[0], &iv, n, span));
             if matches!(
                 op,
-                MemOp::LoadVec { .. } | MemOp::StoreVec { .. } | MemOp::CpAsync { .. }
+                MemOp::LoadVec { .. }
+                    | MemOp::StoreVec { .. }
+                    | MemOp::CpAsync { .. }
+                    | MemOp::Ldmatrix { .. }
             ) {
                 guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
             }
@@ -268,9 +271,29 @@ impl Lower<'_> {
                 let a = if guards.is_empty() {
                     a
                 } else {
-                    let pred = guards[0].pred;
+                    // Out of bounds or misaligned (a row address not a multiple of 16 bytes):
+                    // the lane reads the first row. (Combined behind the resume point, which
+                    // the fault blocks return to; a test skipped after a failed one does not
+                    // matter, the failed one decides.)
+                    let preds: Vec<Option<Reg>> = guards.iter().map(|g| g.pred).collect();
                     let resume = std::mem::take(&mut guards);
                     self.finish_guards(resume, &Val::Unit);
+                    let mut pred = preds[0];
+                    for q in &preds[1..] {
+                        let q = *q;
+                        pred = match (pred, q) {
+                            (Some(p), Some(q)) => {
+                                let o = self.op_to(
+                                    Op::Bin(BinKind::Or, Scalar::Bool),
+                                    Scalar::Bool,
+                                    vec![p.into(), q.into()],
+                                    span,
+                                );
+                                self.in_reg(&o, span)
+                            }
+                            _ => None,
+                        };
+                    }
                     self.ldmatrix_clamp(&store, a, pred, span)
                 };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();

@@ -39,6 +39,9 @@ pub struct AlignCheck {
     pub want: i128,
     pub fail: u32,
     pub rel: Option<(Reg, u32)>,
+    /// The `and`'s destination (a proven test's `and` becomes `mov tmp, 0`, so that a
+    /// predicate still read, an `ldmatrix` clamp's, is plainly false).
+    pub tmp: Reg,
 }
 
 /// Deletes the alignment tests that [`congruences`] proves (the offset from the aligned
@@ -66,6 +69,27 @@ pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
         .collect();
     if proven.is_empty() {
         return;
+    }
+    let tmps: std::collections::HashSet<Reg> = checks
+        .iter()
+        .filter(|c| proven.contains(&c.fail))
+        .map(|c| c.tmp)
+        .collect();
+    for item in body.iter_mut() {
+        if let Item::Inst {
+            op: op @ Op::Bin(BinKind::And, _),
+            args,
+            ..
+        } = item
+        {
+            if matches!(args.first(), Some(Operand::Reg(t)) if tmps.contains(t)) {
+                if let Op::Bin(_, ty) = *op {
+                    *op = Op::Mov(ty);
+                    args.truncate(1);
+                    args.push(Operand::Int(0));
+                }
+            }
+        }
     }
     let mut keep = vec![true; body.len()];
     let mut in_block = false;

@@ -468,6 +468,25 @@ fn an_aligned_element_proves_the_indices_whole_vectors_from_it() {
 }
 
 #[test]
+fn ldmatrix_rows_off_16_bytes_are_tested_and_clamped() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k(y: &mut [u32], off: u32) {
+            let t: Shared<[u16; 512]>;
+            let lane = thread_idx_x();
+            let m = t.ldmatrix_x1(lane * 8 + off);
+            let w = t.ldmatrix_x1(lane * 8 + 8);
+            y[lane] = m[0] + w[0];
+        }
+    });
+    // The row at `lane * 8 + off` is tested (and a misaligned lane reads the first row, like
+    // one out of bounds); the one at whole rows is proven.
+    assert_eq!(align_tests_of(&text), 1, "{text}");
+    assert!(text.contains("or.pred"), "{text}");
+}
+
+#[test]
 fn an_unproven_index_or_base_keeps_the_alignment_test() {
     let (_, _, text) = checks_of(quote! {
         #[launch(block = 32)]
