@@ -42,9 +42,13 @@
 //! over the first element `e` of each vector up to the last vector's, with `e <= vlast` as
 //! the loop condition; a uniform test that the last vector ends inside `n`, `x`, `y` (and the
 //! residual, where there is one) proves every vector access in bounds, so those loops carry no
-//! checks (the operations' launches always pass it). Otherwise every element takes the checked
-//! scalar path, which reports the first access out of bounds (a residual with more than 2^31
-//! elements also takes it). Bias reads test the column against the bias length (a 32-bit test
+//! checks (the operations' launches always pass it). The same test proves them aligned:
+//! element `head` of `x`, `y` (and the residual) 16-byte aligned (`x.is_aligned(head, 16)`),
+//! so every vector, a whole number of vectors after it, is; a vector bias needs its base
+//! aligned and whole vectors of columns (`cols` and `head` multiples of the lanes), else it
+//! is read per element. Otherwise every element takes the checked scalar path, which is always
+//! aligned and reports the first access out of bounds (a residual with more than 2^31
+//! elements also takes it); a misaligned `head` or view costs speed, never a fault. Bias reads test the column against the bias length (a 32-bit test
 //! of `c < cols` under `cols <= bias.len()`); a bias shorter than `cols` reads -0.0 there.
 //!
 //! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
