@@ -144,7 +144,7 @@ pub enum Error {
     /// skipped (a load gave 0) and the kernel ran on; reported at the device's next
     /// synchronization point for the first such access since the previous one (see
     /// `driver/fault.rs`).
-    #[error("kernel `{kernel}` accessed `{param}` at element {index} {}; the access was skipped", fault_text(*.elements, *.len, *.misaligned))]
+    #[error("kernel `{kernel}` accessed `{param}` at element {index} {}; the access was skipped", fault_text(*.elements, *.len, *.misaligned, *.bytes))]
     KernelFault {
         /// The kernel variant's display name, e.g. `act_f32[ACT=Relu]`.
         kernel: String,
@@ -161,6 +161,9 @@ pub enum Error {
         /// access into a view that starts at an odd element, say); on a GPU it would have
         /// raised an exception ending the CUDA context.
         misaligned: bool,
+        /// The bytes of a misaligned access (16 for an `f32` `load4`); 0 for one out of
+        /// bounds.
+        bytes: u32,
     },
     /// Operations failed where they could not report (a free or destroy in `Drop`); returned by
     /// [`crate::Gpu::synchronize`] after it synchronized, and listed one by one by
@@ -170,10 +173,10 @@ pub enum Error {
 }
 
 /// The middle of a [`Error::KernelFault`] message.
-fn fault_text(elements: u32, len: u64, misaligned: bool) -> String {
+fn fault_text(elements: u32, len: u64, misaligned: bool, bytes: u32) -> String {
     let plural = if elements == 1 { "" } else { "s" };
     if misaligned {
-        format!("in a misaligned {elements}-element vector access (its address not a multiple of its size)")
+        format!("in a misaligned {bytes}-byte access ({elements} elements; its address not a multiple of {bytes})")
     } else {
         format!("({elements} element{plural}) but its length is {len}")
     }

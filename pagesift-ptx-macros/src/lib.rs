@@ -226,7 +226,7 @@
 //! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
 //! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
 //! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
-//! (bit 31 of the record's code word, the access's bytes at bits 24..29). The test is left out where it is proven:
+//! (bit 31 of the record's code word, the access's bytes at bits 24..30). The test is left out where it is proven:
 //! under a dominating `x.is_aligned(i, B)` (a conjunct of an `if` or loop condition, `i` a
 //! constant or an unsigned variable) an access at an index that differs from `i` by whole
 //! `B`-byte vectors — `i + 4 * t`, a counter started there and stepped by `4 * s`, `j & !3`
@@ -238,7 +238,7 @@
 //! **A failed check** skips the access (a load yields 0 in every lane) and the thread goes on;
 //! the launch's first failure is written to the device's *fault record* (the hidden first
 //! kernel parameter) and the runtime returns it at the device's next synchronization point as
-//! `Error::KernelFault { kernel, param, index, len, elements, misaligned }` (see `pagesift-gpu`'s
+//! `Error::KernelFault { kernel, param, index, len, elements, misaligned, bytes }` (see `pagesift-gpu`'s
 //! `driver/fault.rs` for the protocol). There is no trap: a trap would end the CUDA context
 //! for the rest of the process. `ldmatrix`, a warp-wide instruction, is not skipped: a lane
 //! out of bounds reads the array's first row instead (and the fault is recorded); an array

@@ -102,6 +102,7 @@ fn fault(e: Error) -> (String, String, u64, u64, u32) {
             len,
             elements,
             misaligned: false,
+            ..
         } => (kernel, param, index, len, elements),
         other => panic!("expected Error::KernelFault, got {other}"),
     }
@@ -480,7 +481,7 @@ fn a_vector_access_into_an_odd_view_reports_misaligned_and_is_skipped() {
     let text = e.to_string();
     let (_, param, _, elements) = misaligned_fault(e);
     assert_eq!((param.as_str(), elements), ("y", 4));
-    assert!(text.contains("misaligned"), "{text}");
+    assert!(text.contains("misaligned 16-byte access"), "{text}");
     assert!(z
         .to_host()
         .expect("z")

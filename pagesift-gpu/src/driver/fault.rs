@@ -165,10 +165,10 @@ fn fault_error(
 ) -> Error {
     // Bit 31 of the code (`lower/bounds.rs`'s `record::MISALIGNED`), bytes at bit 24.
     let misaligned = elements & (1 << 15) != 0;
-    let elements = if misaligned {
-        elements & 0xFF
+    let (elements, bytes) = if misaligned {
+        (elements & 0xFF, (elements >> 8) & 0x7F)
     } else {
-        elements
+        (elements, 0)
     };
     let (kernel, param) = match variant {
         Some(v) => {
@@ -195,6 +195,7 @@ fn fault_error(
         len,
         elements,
         misaligned,
+        bytes,
     }
 }
 
@@ -245,6 +246,7 @@ mod tests {
                 Error::KernelFault {
                     misaligned: true,
                     elements: 4,
+                    bytes: 16,
                     index: 3,
                     ..
                 }
@@ -253,7 +255,7 @@ mod tests {
         );
         assert_eq!(
             e.to_string(),
-            "kernel `k` accessed `x` at element 3 in a misaligned 4-element vector access (its address not a multiple of its size); the access was skipped"
+            "kernel `k` accessed `x` at element 3 in a misaligned 16-byte access (4 elements; its address not a multiple of 16); the access was skipped"
         );
         let e = fault_error(Some(&v), 1, 4, 384, 4);
         assert!(

@@ -51,7 +51,7 @@ pub mod record {
     /// Code bit: the access was misaligned (its address not a multiple of its bytes); the
     /// access's bytes are then at [`BYTES_SHIFT`].
     pub const MISALIGNED: u32 = 1 << 31;
-    /// Shift of the byte count of a misaligned access in the code (5 bits: 4, 8 or 16).
+    /// Shift of the byte count of a misaligned access in the code (bits 24..30: 4, 8 or 16).
     pub const BYTES_SHIFT: u32 = 24;
 }
 
