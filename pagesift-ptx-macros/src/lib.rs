@@ -226,12 +226,12 @@
 //! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
 //! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
 //! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
-//! (bit 31 of the record's code word, the access's bytes at bits 24..30). The test is left out where it is proven:
-//! under a dominating `x.is_aligned(i, B)` (a conjunct of an `if` or loop condition, `i` a
-//! constant or an unsigned variable) an access at an index that differs from `i` by whole
-//! `B`-byte vectors — `i + 4 * t`, a counter started there and stepped by `4 * s`, `j & !3`
-//! for an aligned base (f32, `B` = 16) — needs no test; a shared array's index in whole
-//! vectors needs none either. The proof follows the index through sums, constant products
+//! and `bytes: B` (bit 31 of the record's code word, the access's bytes at bits 24..30). The
+//! test is left out where it is proven: under a dominating `x.is_aligned(i, B)` (a conjunct
+//! of an `if` or loop condition, `i` a constant or an unsigned variable) an access at `i`, or
+//! at an index that differs from `i` by whole `B`-byte vectors — `i + 4 * t`, a counter
+//! started there and stepped by `4 * s`, `j & 0xFFFF_FFFC` for an aligned base (f32, `B` =
+//! 16) — needs no test; a shared array's index in whole vectors needs none either. The proof follows the index through sums, constant products
 //! and shifts, `and` masks, conversions and every assignment of a variable (a loop counter's
 //! step included); a test it cannot decide stays in the code.
 //!
