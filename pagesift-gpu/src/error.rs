@@ -139,11 +139,12 @@ pub enum Error {
         /// What went wrong, where (block, thread, PTX line).
         message: String,
     },
-    /// A bounds-checked kernel accessed a slice or shared array out of bounds. The access was
+    /// A bounds-checked kernel accessed a slice or shared array out of bounds, or made a vector
+    /// access at an address that is not a multiple of its size (`misaligned`). The access was
     /// skipped (a load gave 0) and the kernel ran on; reported at the device's next
     /// synchronization point for the first such access since the previous one (see
     /// `driver/fault.rs`).
-    #[error("kernel `{kernel}` accessed `{param}` at element {index} ({elements} element{}) but its length is {len}; the access was skipped", if *.elements == 1 { "" } else { "s" })]
+    #[error("kernel `{kernel}` accessed `{param}` at element {index} {}; the access was skipped", fault_text(*.elements, *.len, *.misaligned, *.bytes))]
     KernelFault {
         /// The kernel variant's display name, e.g. `act_f32[ACT=Relu]`.
         kernel: String,
@@ -156,12 +157,29 @@ pub enum Error {
         len: u64,
         /// The elements the access moves: 1, or N of a vector access.
         elements: u32,
+        /// The access was in bounds but its address was not a multiple of its size (a vector
+        /// access into a view that starts at an odd element, say); on a GPU it would have
+        /// raised an exception ending the CUDA context.
+        misaligned: bool,
+        /// The bytes of a misaligned access (16 for an `f32` `load4`); 0 for one out of
+        /// bounds.
+        bytes: u32,
     },
     /// Operations failed where they could not report (a free or destroy in `Drop`); returned by
     /// [`crate::Gpu::synchronize`] after it synchronized, and listed one by one by
     /// [`crate::Gpu::take_deferred_errors`].
     #[error("{} deferred error(s) from drops on this device: {}", .0.len(), list(.0))]
     Deferred(Vec<Error>),
+}
+
+/// The middle of a [`Error::KernelFault`] message.
+fn fault_text(elements: u32, len: u64, misaligned: bool, bytes: u32) -> String {
+    let plural = if elements == 1 { "" } else { "s" };
+    if misaligned {
+        format!("in a misaligned {bytes}-byte access ({elements} elements; its address not a multiple of {bytes})")
+    } else {
+        format!("({elements} element{plural}) but its length is {len}")
+    }
 }
 
 fn list(errors: &[Error]) -> String {

@@ -160,6 +160,7 @@
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
 //! | `x.len()` | the slice's length in elements (`u64`); of a static shared array a `u32` constant |
+//! | `x.is_aligned(i, B)` | `bool`: whether the address of element `i` of a slice is a multiple of `B` (2, 4, 8, 16) bytes; as a condition it proves vector accesses aligned (below) |
 //! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
 //! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
 //! | `t.cp_async16_partial(i, x, j, n)` | the same copying only the first `n` bytes of the source, zero-filling the rest (bounds at tile edges) |
@@ -177,7 +178,9 @@
 //!
 //! **Alignment**: a vector access of `B` bytes must start at a `B`-byte aligned address:
 //! `i * size_of::<T>()` a multiple of `B` and the buffer's base aligned (device allocations
-//! are 256-byte aligned; shared arrays 16-byte). A misaligned vector access faults.
+//! are 256-byte aligned, but a view may start at any element; shared arrays are 16-byte
+//! aligned). The checked forms test it (below); the `_unchecked` ones leave it to the caller,
+//! and on a GPU a misaligned access raises an exception that ends the CUDA context.
 //!
 //! Methods on values (`f32` unless noted; accuracy against the correctly rounded result):
 //!
@@ -218,11 +221,25 @@
 //! `%dynamic_smem_size`) is checked. The index is compared in 64 bits, sign-extended from
 //! signed types, so a negative index fails.
 //!
+//! **Alignment checks**: every checked vector access of `B` bytes (`loadN`, `loadN_nc`,
+//! `storeN` moving more than one element, the global source and the shared destination of
+//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
+//! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
+//! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
+//! and `bytes: B` (bit 31 of the record's code word, the access's bytes at bits 24..30). The
+//! test is left out where it is proven: under a dominating `x.is_aligned(i, B)` (a conjunct
+//! of an `if` or loop condition, `i` a constant or an unsigned variable) an access at `i`, or
+//! at an index that differs from `i` by whole `B`-byte vectors — `i + 4 * t`, a counter
+//! started there and stepped by `4 * s`, `j & 0xFFFF_FFFC` for an aligned base (f32, `B` =
+//! 16) — needs no test; a shared array's index in whole vectors needs none either. The proof follows
+//! the index through sums, constant products and shifts, `and` masks, conversions and every assignment of a variable (a loop counter's
+//! step included); a test it cannot decide stays in the code.
+//!
 //! **A failed check** skips the access (a load yields 0 in every lane) and the thread goes on;
 //! the first failure is written to the launch stream's *fault record* (the hidden first kernel
 //! parameter) and the runtime returns it where the host next waits for that stream
 //! (`Stream::synchronize`, `Gpu::synchronize`, a host read of a buffer the kernel wrote) as
-//! `Error::KernelFault { kernel, param, index, len, elements }` (see `pagesift-gpu`'s
+//! `Error::KernelFault { kernel, param, index, len, elements, misaligned, bytes }` (see `pagesift-gpu`'s
 //! `driver/fault.rs` for the protocol). There is no trap: a trap would end the CUDA context
 //! for the rest of the process. `ldmatrix`, a warp-wide instruction, is not skipped: a lane
 //! out of bounds reads the array's first row instead (and the fault is recorded); an array

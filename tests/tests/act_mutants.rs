@@ -391,6 +391,8 @@ fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
             index,
             len,
             elements,
+            misaligned: false,
+            ..
         }) => {
             assert_eq!(kernel, "mutant_act[ACT=Relu,BUG=OffByOne]");
             assert_eq!(

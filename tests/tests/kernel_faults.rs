@@ -6,7 +6,11 @@
 //! changes, and the device keeps working.
 //!
 //! The reproducers of issue 7 item 1 are here: `act_f32::launch` with a short output, the same
-//! on empty buffers, and a user kernel writing at an index past the end.
+//! on empty buffers, and a user kernel writing at an index past the end. So are the misaligned
+//! vector accesses: `act_f32::launch` with a `head` that misaligns its vectors (the kernel
+//! takes its scalar path), and a 16-byte load or store into a view at an odd element (the
+//! access is skipped and reported as `KernelFault { misaligned: true, .. }`; on a GPU it would
+//! otherwise raise an exception that ends the CUDA context).
 
 use pagesift_gpu::kernels::act::{act_f32, FLAG_BIAS, FLAG_RES};
 use pagesift_gpu::{ptx_kernel, Act, DeviceBuffer, Error, Gpu, LaunchConfig};
@@ -39,6 +43,29 @@ ptx_kernel! {
         buf[t] = t + 100;
         sync_threads();
         y[t] = buf[t];
+    }
+
+    /// `y[4t..4t + 4] = x[4t..4t + 4]` per thread in one 16-byte load and store each: in
+    /// bounds, but misaligned for a view that starts at an odd element.
+    #[launch(block = 32)]
+    pub fn copy4(x: &[f32], y: &mut [f32]) {
+        let i = 4 * thread_idx_x();
+        y.store4(i, x.load4(i));
+    }
+
+    /// Lane `l` gives row `l * 8 + off` of a shared array of 16-bit values `0, 1, 2, ...` to
+    /// `ldmatrix_x1`; `y[l]` gets the lane's first fragment word.
+    #[launch(block = 32)]
+    #[target(sm_80)]
+    pub fn ldm_probe(y: &mut [u32], off: u32) {
+        let t: Shared<[u16; 512]>;
+        let lane = thread_idx_x();
+        for k in 0..16u32 {
+            t[lane * 16 + k] = (lane * 16 + k) as u16;
+        }
+        sync_threads();
+        let m = t.ldmatrix_x1(lane * 8 + off);
+        y[lane] = m[0];
     }
 
     /// One access out of bounds by thread 0, chosen by `which`: a 4-element store at `i`, a
@@ -75,6 +102,8 @@ fn fault(e: Error) -> (String, String, u64, u64, u32) {
             index,
             len,
             elements,
+            misaligned: false,
+            ..
         } => (kernel, param, index, len, elements),
         other => panic!("expected Error::KernelFault, got {other}"),
     }
@@ -116,7 +145,6 @@ fn act_f32_with_a_short_output_reports_y_and_leaves_other_buffers_alone() {
         head,
         nvec,
         cols,
-        cols.wrapping_sub(4),
         (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
         magic,
         shift,
@@ -165,7 +193,6 @@ fn act_f32_on_empty_buffers_reports_and_the_device_keeps_working() {
         head,
         nvec,
         cols,
-        cols.wrapping_sub(4),
         (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
         magic,
         shift,
@@ -362,4 +389,157 @@ fn the_dynamic_shared_array_is_checked_against_its_launch_size() {
     let got = y.to_host().expect("y");
     let want: Vec<u32> = (0..64).map(|t| if t < 40 { t + 100 } else { 0 }).collect();
     assert_eq!(got, want);
+}
+
+/// The fields of a misaligned `KernelFault`: (kernel, param, index, elements).
+fn misaligned_fault(e: Error) -> (String, String, u64, u32) {
+    match e {
+        Error::KernelFault {
+            kernel,
+            param,
+            index,
+            elements,
+            misaligned: true,
+            ..
+        } => (kernel, param, index, elements),
+        other => panic!("expected a misaligned Error::KernelFault, got {other}"),
+    }
+}
+
+#[test]
+fn act_f32_with_a_misaligned_head_takes_the_scalar_path() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::act_f32_misaligned_head") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let data = random_f32(256, 15, -4.0..4.0);
+    let x = upload(&gpu, &data);
+    let mut y = poisoned_device(&gpu, 256).expect("y");
+    // Aligned buffers, but a head of 1 puts every vector at an address of 4 mod 16.
+    for (head, nvec) in [(1u32, 63u64), (2, 60), (3, 1)] {
+        act_f32::launch(
+            &stream,
+            LaunchConfig::grid_1d(2),
+            Act::Relu,
+            &x,
+            &x,
+            &x,
+            &mut y,
+            256,
+            head,
+            nvec,
+            1,
+            (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
+            0,
+            0,
+            0,
+            0.0,
+        )
+        .expect("the launch itself succeeds");
+        stream
+            .synchronize()
+            .expect("every element took the aligned scalar path: no fault");
+        let want: Vec<f32> = data.iter().map(|v| v.max(0.0)).collect();
+        assert_eq!(bits(&y.to_host().expect("y")), bits(&want), "head {head}");
+    }
+    // The same through views at odd elements (the operation picks the head itself).
+    let xv = x.slice(1..255).expect("view");
+    let mut out = poisoned_device(&gpu, 256).expect("out");
+    let mut ov = out.slice_mut(1..255).expect("view");
+    pagesift_gpu::ops::act::activation(
+        &stream,
+        &pagesift_gpu::ActArgs::new(Act::Relu),
+        &xv,
+        &mut ov,
+    )
+    .expect("the operation");
+    let got = out.to_host().expect("out");
+    let want: Vec<f32> = data[1..255].iter().map(|v| v.max(0.0)).collect();
+    assert_eq!(bits(&got[1..255]), bits(&want));
+    assert_eq!(got[0].to_bits(), poison_f32().to_bits());
+    assert_eq!(got[255].to_bits(), poison_f32().to_bits());
+}
+
+#[test]
+fn a_vector_access_into_an_odd_view_reports_misaligned_and_is_skipped() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::misaligned_vector_access") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let cfg = LaunchConfig::grid_1d(1);
+    let guard_data = random_f32(1024, 16, -4.0..4.0);
+    let guard = upload(&gpu, &guard_data);
+    let data = random_f32(132, 17, -4.0..4.0);
+    let x = upload(&gpu, &data);
+    let mut y = poisoned_device(&gpu, 132).expect("y");
+    // A load from a view at element 1: every thread's load is skipped (it gives 0).
+    copy4::launch(&stream, cfg, &x.slice(1..129).expect("view"), &mut y).expect("launch");
+    let (kernel, param, index, elements) = misaligned_fault(stream.synchronize().unwrap_err());
+    assert_eq!(
+        (kernel.as_str(), param.as_str(), elements),
+        ("copy4", "x", 4)
+    );
+    assert!(index < 128 && index % 4 == 0, "index {index}");
+    let got = y.to_host().expect("y");
+    assert!(got[..128].iter().all(|v| v.to_bits() == 0), "{got:?}");
+    assert!(got[128..]
+        .iter()
+        .all(|v| v.to_bits() == poison_f32().to_bits()));
+    // A store into a view at element 3: skipped, so nothing changes.
+    let mut z = poisoned_device(&gpu, 132).expect("z");
+    copy4::launch(&stream, cfg, &x, &mut z.slice_mut(3..131).expect("view")).expect("launch");
+    let e = stream.synchronize().unwrap_err();
+    let text = e.to_string();
+    let (_, param, _, elements) = misaligned_fault(e);
+    assert_eq!((param.as_str(), elements), ("y", 4));
+    assert!(text.contains("misaligned 16-byte access"), "{text}");
+    assert!(z
+        .to_host()
+        .expect("z")
+        .iter()
+        .all(|v| v.to_bits() == poison_f32().to_bits()));
+    // The record was cleared, nothing outside the buffers changed, and the device works.
+    stream.synchronize().expect("no second report");
+    assert_eq!(bits(&x.to_host().expect("x")), bits(&data));
+    assert_eq!(bits(&guard.to_host().expect("guard")), bits(&guard_data));
+    let mut w = poisoned_device(&gpu, 128).expect("w");
+    copy4::launch(&stream, cfg, &x, &mut w).expect("launch");
+    stream.synchronize().expect("an aligned copy is clean");
+    assert_eq!(bits(&w.to_host().expect("w")), bits(&data[..128]));
+}
+
+#[test]
+fn ldmatrix_rows_off_16_bytes_report_misaligned_and_read_the_first_row() {
+    let Some(gpu) = gpu_or_skip("kernel_faults::ldmatrix_misaligned") else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let stream = gpu.default_stream();
+    let cfg = LaunchConfig::grid_1d(1);
+    let mut good = DeviceBuffer::from_host(&gpu, &[0u32; 32]).expect("y");
+    ldm_probe::launch(&stream, cfg, &mut good, 0).expect("launch");
+    stream.synchronize().expect("aligned rows are clean");
+    let want = good.to_host().expect("y");
+    // Rows at 2 bytes past each 16: every lane misaligned, every lane reads the first row.
+    let mut y = DeviceBuffer::from_host(&gpu, &[0u32; 32]).expect("y");
+    ldm_probe::launch(&stream, cfg, &mut y, 1).expect("launch");
+    let (kernel, param, index, elements) = misaligned_fault(stream.synchronize().unwrap_err());
+    assert_eq!(
+        (kernel.as_str(), param.as_str(), elements),
+        ("ldm_probe", "t", 8)
+    );
+    assert!(index % 8 == 1, "index {index}");
+    let got = y.to_host().expect("y");
+    // Lane l's first word holds row l / 4's elements 2 (l % 4), 2 (l % 4) + 1: with every row
+    // address the array's start, row 0's.
+    let first: Vec<u32> = (0..32u32)
+        .map(|l| {
+            let e = 2 * (l % 4);
+            e | ((e + 1) << 16)
+        })
+        .collect();
+    assert_eq!(got, first);
+    assert_ne!(got, want, "the aligned launch reads the other rows");
 }

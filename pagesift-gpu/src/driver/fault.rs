@@ -19,7 +19,7 @@
 //! | offset | type | value |
 //! |---|---|---|
 //! | 0 | `u32` | 0: no fault; set to 1 by the first fault's `atom.global.cas.b32` |
-//! | 4 | `u32` | parameter index in the kernel's declared list (`0xFFFF - k` for its k-th shared array) \| elements << 16 |
+//! | 4 | `u32` | parameter index in the kernel's declared list (`0xFFFF - k` for its k-th shared array) \| elements << 16; for a misaligned vector access also bit 31 \| its bytes << 24 |
 //! | 8 | `u64` | 64-bit FNV-1a hash of the variant's PTX entry name |
 //! | 16 | `u64` | the element index (a negative signed index reads as its two's complement) |
 //! | 24 | `u64` | the length in elements |
@@ -197,7 +197,9 @@ pub(crate) fn after_device_wait(gpu: &Gpu, wait: impl FnOnce() -> Result<()>) ->
     first
 }
 
-/// The error for a decoded record (`variant`: the variant the hash names, if loaded here).
+/// The error for a decoded record (`variant`: the variant the hash names, if loaded here;
+/// `elements`: the code word's upper half, whose bit 15 (bit 31 of the code) marks a
+/// misaligned access, bits 8..14 its bytes, bits 0..7 its elements).
 fn fault_error(
     variant: Option<&KernelVariant>,
     param: u32,
@@ -205,6 +207,13 @@ fn fault_error(
     index: u64,
     len: u64,
 ) -> Error {
+    // Bit 31 of the code (`lower/bounds.rs`'s `record::MISALIGNED`), bytes at bit 24.
+    let misaligned = elements & (1 << 15) != 0;
+    let (elements, bytes) = if misaligned {
+        (elements & 0xFF, (elements >> 8) & 0x7F)
+    } else {
+        (elements, 0)
+    };
     let (kernel, param) = match variant {
         Some(v) => {
             let k = SHARED.wrapping_sub(param) as usize;
@@ -229,6 +238,8 @@ fn fault_error(
         index,
         len,
         elements,
+        misaligned,
+        bytes,
     }
 }
 
@@ -270,5 +281,36 @@ mod tests {
         );
         let e = fault_error(None, 0, 1, 9, 8);
         assert!(e.to_string().contains("parameter 0"), "{e}");
+        // Bit 31 of the code: misaligned (the access's 16 bytes at bit 24, 4 elements).
+        let code = (1u32 << 31) | (16 << 24) | (4 << 16);
+        let e = fault_error(Some(&v), 0, code >> 16, 3, 100);
+        assert!(
+            matches!(
+                e,
+                Error::KernelFault {
+                    misaligned: true,
+                    elements: 4,
+                    bytes: 16,
+                    index: 3,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "kernel `k` accessed `x` at element 3 in a misaligned 16-byte access (4 elements; its address not a multiple of 16); the access was skipped"
+        );
+        let e = fault_error(Some(&v), 1, 4, 384, 4);
+        assert!(
+            matches!(
+                e,
+                Error::KernelFault {
+                    misaligned: false,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 }

@@ -42,12 +42,15 @@
 //! over the first element `e` of each vector up to the last vector's, with `e <= vlast` as
 //! the loop condition; a uniform test that the last vector ends inside `n`, `x`, `y` (and the
 //! residual, where there is one) proves every vector access in bounds, so those loops carry no
-//! checks (the operations' launches always pass it). Otherwise every element takes the checked
-//! scalar path, which reports the first access out of bounds (a residual with more than 2^31
-//! elements also takes it). A vector bias read clamps its first column to `clast` (the caller's
-//! `cols - lanes`, which it never exceeds), so the uniform test `clast + lanes <= bias.len()` of
-//! the vector-bias loop proves it without a register more (`clast` is a kernel parameter); the
-//! other bias reads are checked, and a bias shorter than `cols` is reported.
+//! checks (the operations' launches always pass it). The same test proves them aligned:
+//! element `head` of `x`, `y` (and the residual) 16-byte aligned (`x.is_aligned(head, 16)`),
+//! so every vector, a whole number of vectors after it, is; a vector bias needs its base
+//! aligned and whole vectors of columns (`cols` and `head` multiples of the lanes), else it
+//! is read per element. Otherwise every element takes the checked scalar path, which is always
+//! aligned and reports the first access out of bounds (a residual with more than 2^31
+//! elements also takes it); a misaligned `head` or view costs speed, never a fault. The bias
+//! reads are checked, so a bias shorter than `cols` is reported. The last vector's first
+//! element (`vlast`) is a kernel parameter: the uniform test costs no index arithmetic.
 //!
 //! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
 //! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
@@ -61,7 +64,8 @@ pub const FLAG_BIAS: u32 = 1;
 /// Kernel flag: a residual is given (read at `res[i]`).
 pub const FLAG_RES: u32 = 2;
 /// Kernel flag: the bias may be read as 16-byte vectors (no scalar head, `cols` a multiple of
-/// the lanes of a vector, the bias 16-byte aligned).
+/// the lanes of a vector, the bias 16-byte aligned; the kernel checks each of these and reads
+/// the bias per element where one fails).
 pub const FLAG_BIAS_VEC: u32 = 4;
 
 /// The activation kernels as one `ptx_kernel!` invocation, a variant per activation of
@@ -108,14 +112,13 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
-        clast: u32,
         vlast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, clast, vlast, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, vlast, cmagic, cshift, flags, slope);
     }
 
     #[doc = concat!(
@@ -134,14 +137,13 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
-        clast: u32,
         vlast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, clast, vlast, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, vlast, cmagic, cshift, flags, slope);
     }
 
     /// The body of the kernels: `x` may be `y` itself when `NC` is false.
@@ -154,7 +156,6 @@ macro_rules! act_kernels {
         head: u32,
         nvec: u64,
         cols: u32,
-        clast: u32,
         vlast: u32,
         cmagic: u32,
         cshift: u32,
@@ -176,44 +177,57 @@ macro_rules! act_kernels {
         // Whether every element takes the scalar path (decided here, applied after the
         // loops so that nothing more stays live in them).
         let mut all = false;
+        // The vector bias needs whole vectors of columns (`cols` and `head` multiples of the
+        // lanes, so that every vector's first column is one): else it is read per element.
+        let mut vflags = flags;
+        if ((cols | head) & ($lanes - 1)) != 0u32 {
+            vflags = flags & 0xFFFF_FFFBu32;
+        }
         if n <= 0x8000_0000u64 {
             // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
             // `vlast` is the caller's `head + lanes * nvec - lanes` (a kernel parameter, so no
-            // instruction or register goes to it). Only the lengths matter for the proof: with
-            // `vlast + lanes` inside `x` and `y` the loops are in bounds whatever the other
-            // arguments (`nvec == 0` wraps `vlast` and fails the test); `&`, not `&&`: the
-            // tests are computed side by side, with no branch between them.
+            // instruction or register goes to it). Only the lengths and the alignment matter
+            // for the proof: with `vlast + lanes` inside `x` and `y`, and element `head` of
+            // both 16-byte aligned (every vector starts a whole number of vectors after it),
+            // the loops are in bounds and aligned whatever the other arguments (`nvec == 0`
+            // wraps `vlast` and fails the test); else everything takes the scalar path, which
+            // is always aligned. `&`, not `&&`: the tests are computed side by side, with no
+            // branch between them.
             let step = $lanes * grid_dim_x() * block_dim_x();
             let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
-            if ((vlast as u64) + $lanes <= x.len()) & ((vlast as u64) + $lanes <= y.len()) {
+            if ((vlast as u64) + $lanes <= x.len())
+                & ((vlast as u64) + $lanes <= y.len())
+                & x.is_aligned(head, 16)
+                & y.is_aligned(head, 16)
+            {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
-                if (flags == 5u32) & ((clast as u64) + $lanes <= bias.len()) {
+                if (vflags == 5u32) & bias.is_aligned(0, 16) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 5u32, slope,
                         );
                         e += step;
                     }
                 } else if flags == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 0u32, slope,
                         );
                         e += step;
                     }
                 } else if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
-                } else if (vlast as u64) + $lanes <= res.len() {
+                } else if ((vlast as u64) + $lanes <= res.len()) & res.is_aligned(head, 16) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, true>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
@@ -232,12 +246,14 @@ macro_rules! act_kernels {
                 && vlast + $lanes <= x.len()
                 && vlast < y.len()
                 && vlast + $lanes <= y.len()
+                && x.is_aligned(h, 16)
+                && y.is_aligned(h, 16)
             {
                 let mut e = h + $lanes * t;
                 if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, false, false>(
-                            x, bias, res, y, e, n, cols, clast, cmagic, cshift, flags, slope,
+                            x, bias, res, y, e, n, cols, cmagic, cshift, vflags, slope,
                         );
                         e += $lanes * nt;
                     }
@@ -281,15 +297,15 @@ macro_rules! act_kernels {
 
     /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
     /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
-    /// no head, the bias 16-byte aligned), else per element.
-    fn $biasv(bias: &[$ty], c: u32, cols: u32, clast: u32, vec: bool) -> [f32; $lanes] {
+    /// no head, as the kernel made sure) and the bias is 16-byte aligned, else per element.
+    fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
         let mut b = [0.0f32; $lanes];
-        if vec {
-            // `c <= clast = cols - lanes` always holds here (`cols` a multiple of `lanes`):
-            // the clamp changes nothing, and under the caller's `clast + lanes <= bias.len()`
-            // it proves the load in bounds (elsewhere the load is checked).
-            let cm = c.min(clast);
-            let v = bias.$loadv_nc(cm as u64);
+        if vec && bias.is_aligned(0, 16) {
+            // `c` is a whole number of vectors (the kernel clears `vec` otherwise): the mask
+            // changes nothing but proves the load aligned; its bounds are checked (a bias
+            // shorter than `cols` is reported).
+            let cv = c & (0u32 - $lanes);
+            let v = bias.$loadv_nc(cv as u64);
             #[unroll]
             for i in 0..$lanes {
                 b[i] = v[i] as f32;
@@ -342,7 +358,6 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
-        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -355,7 +370,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 4];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias4_f32(bias, c, cols, clast, bias_vec);
+            b = bias4_f32(bias, c, cols, bias_vec);
         }
         let mut v = [0.0f32; 4];
         #[unroll]
@@ -419,7 +434,6 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
-        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -432,7 +446,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 8];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = $hbiasv(bias, c, cols, clast, bias_vec);
+            b = $hbiasv(bias, c, cols, bias_vec);
         }
         let mut o = a;
         if has_res {

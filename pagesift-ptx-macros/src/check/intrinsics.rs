@@ -112,6 +112,9 @@ pub enum MemOp {
     Ldmatrix { n: u32, trans: bool },
     /// `x.len()`: the slice's length in elements (`u64`, a kernel parameter).
     Len,
+    /// `x.is_aligned(i, B)`: whether the address of element `i` is a multiple of `B` bytes
+    /// (`bool`; a dominating test proves vector accesses aligned, `lower/bounds.rs`).
+    IsAligned(u32),
     /// `x.get_unchecked(i)`: `x[i]` without the bounds check (in `unsafe` only).
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
@@ -440,6 +443,35 @@ impl Checker<'_> {
                                 checked: true,
                             },
                             ty: Ty::Scalar(Scalar::U64),
+                            span,
+                        };
+                    }
+                    if m == "is_aligned" {
+                        if !self.arity(args, 2, "is_aligned", span) {
+                            return err_expr(span);
+                        }
+                        let idx = self.check_index(&args[0]);
+                        let b = self.check_expr(&args[1], Some(&Ty::Scalar(Scalar::U32)));
+                        let bytes = match &b.kind {
+                            TKind::Const(ConstVal::Int(v)) if matches!(*v, 2 | 4 | 8 | 16) => {
+                                *v as u32
+                            }
+                            _ => {
+                                self.cx.error(
+                                    args[1].span,
+                                    "`is_aligned(i, B)` takes a constant alignment B of 2, 4, 8 or 16 bytes",
+                                );
+                                return err_expr(span);
+                            }
+                        };
+                        return TExpr {
+                            kind: TKind::Mem {
+                                op: MemOp::IsAligned(bytes),
+                                base: id,
+                                args: vec![idx],
+                                checked: true,
+                            },
+                            ty: Ty::Scalar(Scalar::Bool),
                             span,
                         };
                     }

@@ -106,7 +106,7 @@ impl Checker<'_> {
                 targs.push(v);
                 Ty::Unit
             }
-            MemOp::Len => return err_expr(span),
+            MemOp::Len | MemOp::IsAligned(_) => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
@@ -303,7 +303,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

@@ -16,6 +16,14 @@
 //! written). An access `x[i + j]` of `N` elements is proven by a fact on `i` with
 //! `0 <= j` and `j + N <= c`; a constant index into a static shared array is checked at
 //! compile time.
+//!
+//! A checked vector access of more than one element also tests its alignment (`align_guard`):
+//! `and t, address, B - 1; setp.ne p, t, -off mod B` into a fault block of its own, whose code
+//! has [`record::MISALIGNED`] and the access's bytes. Under a dominating `x.is_aligned(i, B)`
+//! (a fact `Bound::Align` on the base register) only the scaled element offset is tested.
+//! After lowering, `opt::elide_align_checks` deletes every test whose offset it proves a
+//! multiple of B from the aligned one (`opt::congruences`, a flow-insensitive analysis of
+//! every register: loop counters included), with its fault block.
 
 use super::facts::Bound;
 use super::{Lower, Store, Val};
@@ -40,6 +48,11 @@ pub mod record {
     /// The code of the k-th shared array (static arrays in declaration order, then the
     /// dynamic one).
     pub const SHARED: u32 = 0xFFFF;
+    /// Code bit: the access was misaligned (its address not a multiple of its bytes); the
+    /// access's bytes are then at [`BYTES_SHIFT`].
+    pub const MISALIGNED: u32 = 1 << 31;
+    /// Shift of the byte count of a misaligned access in the code (bits 24..30: 4, 8 or 16).
+    pub const BYTES_SHIFT: u32 = 24;
 }
 
 /// The 64-bit FNV-1a hash of a variant's entry name (the fault record names the variant so).
@@ -273,6 +286,7 @@ impl Lower<'_> {
                 };
                 Some(self.fail_pred(&index, len, n, narrow, span))
             }
+            (Bound::Align { .. }, _) => None,
         };
         if let Some(p) = p {
             self.bra(fail, Some((p, false)));
@@ -280,6 +294,7 @@ impl Lower<'_> {
         let len = match bound {
             Bound::Reg(r) => Operand::Reg(r),
             Bound::Const(c) => Operand::Int(c),
+            Bound::Align { .. } => Operand::Int(0),
         };
         let len_param = match store {
             Store::Global { len_param, .. } => Some(len_param.clone()),
@@ -289,6 +304,174 @@ impl Lower<'_> {
             pred: p,
             fail,
             code,
+            index: iv.clone(),
+            len,
+            len_param,
+        })
+    }
+
+    /// `x.is_aligned(i, bytes)` for the address `a` of element `i`: its low bits tested
+    /// (`true` where a dominating test already proved it).
+    pub(super) fn is_aligned(
+        &mut self,
+        store: &Store,
+        a: &Operand,
+        iv: &(Val, i128),
+        bytes: u32,
+        span: Span,
+    ) -> Val {
+        let Operand::Addr(inner, off) = a else {
+            return Val::Unit;
+        };
+        let want = (-(*off as i128)).rem_euclid(bytes as i128);
+        if let Store::Global { base, elem, .. } = store {
+            let es = elem.bytes() as i128;
+            let whole = (iv.1 * es) % bytes as i128 == 0;
+            let known = match (self.base_aligned(*base, bytes), &iv.0) {
+                (Some(None), Val::Imm(..)) => want == 0,
+                (Some(Some(r)), Val::Reg(i, _)) => whole && *i == r,
+                _ => false,
+            };
+            if known {
+                return Val::Imm(ConstVal::Bool(true), Scalar::Bool);
+            }
+        }
+        let reg = match &**inner {
+            Operand::Reg(r) => *r,
+            // A shared array's symbol: 16-byte aligned.
+            _ => return Val::Imm(ConstVal::Bool(want == 0 && bytes <= 16), Scalar::Bool),
+        };
+        let ty = if reg.class == RegClass::B64 {
+            Scalar::U64
+        } else {
+            Scalar::U32
+        };
+        let t = self.op_to(
+            Op::Bin(BinKind::And, ty),
+            ty,
+            vec![Operand::Reg(reg), Operand::Int(bytes as i128 - 1)],
+            span,
+        );
+        let to = self.operand_reg(&t, span);
+        self.op_to(
+            Op::Setp(ptx::CmpKind::Eq, ty),
+            Scalar::Bool,
+            vec![to, Operand::Int(want)],
+            span,
+        )
+    }
+
+    /// The alignment test of a vector access of `n` elements at address `a` (`scaled`: the
+    /// scaled element offset of a global address): `(address & (bytes - 1)) == 0`, failing
+    /// into its own fault block (code bit [`record::MISALIGNED`]). Where a dominating
+    /// `x.is_aligned(B)` proves the base, only the offset is tested; the tests whose register
+    /// is proven a multiple of the access's bytes go after lowering
+    /// (`opt::elide_align_checks`), which makes `i` a multiple of N elements from `i = 4 * t`,
+    /// `i & !3`, `i += 4 * step` and the like.
+    pub(super) fn align_guard(
+        &mut self,
+        store: &Store,
+        a: &Operand,
+        scaled: Option<Reg>,
+        iv: &(Val, i128),
+        n: u32,
+        span: Span,
+    ) -> Option<Guard> {
+        let es = match store {
+            Store::Global { elem, .. } | Store::Shared { elem, .. } => elem.bytes(),
+            Store::Value(_) => return None,
+        };
+        let bytes = n * es;
+        if n < 2 || !bytes.is_power_of_two() {
+            return None;
+        }
+        let Operand::Addr(inner, off) = a else {
+            return None;
+        };
+        let want = (-(*off as i128)).rem_euclid(bytes as i128);
+        let mut rel = None;
+        let reg = match (store, &**inner) {
+            (Store::Global { base, .. }, Operand::Reg(r)) => {
+                match self.base_aligned(*base, bytes) {
+                    Some(None) if r == base && want == 0 => {
+                        self.elided += 1;
+                        return None;
+                    }
+                    // The very index the test was on (`if x.is_aligned(i, 16) { x.load4(i) }`),
+                    // plus whole vectors.
+                    Some(Some(f))
+                        if want == 0
+                            && matches!(iv.0, Val::Reg(i, _) if i == f || self.source_of(i) == f)
+                            && (iv.1 * es as i128) % bytes as i128 == 0 =>
+                    {
+                        self.elided += 1;
+                        return None;
+                    }
+                    Some(fact) if r != base && scaled.is_some() => {
+                        rel = fact.map(|f| (f, es));
+                        scaled.unwrap_or(*r)
+                    }
+                    _ => *r,
+                }
+            }
+            (Store::Shared { .. }, Operand::Reg(r)) => *r,
+            (Store::Shared { sym, .. }, Operand::Name(_)) => {
+                if want == 0 {
+                    self.elided += 1;
+                    return None;
+                }
+                let v = self.op_to(
+                    Op::Mov(Scalar::U32),
+                    Scalar::U32,
+                    vec![Operand::Name(sym.clone())],
+                    span,
+                );
+                self.in_reg(&v, span)?
+            }
+            _ => return None,
+        };
+        let (bound, code) = self.bound_of(store, n)?;
+        let ty = if reg.class == RegClass::B64 {
+            Scalar::U64
+        } else {
+            Scalar::U32
+        };
+        let t = self.reg(reg.class);
+        self.emit(
+            Op::Bin(BinKind::And, ty),
+            vec![t.into(), reg.into(), Operand::Int(bytes as i128 - 1)],
+            span,
+        );
+        let p = self.reg(RegClass::Pred);
+        self.emit(
+            Op::Setp(ptx::CmpKind::Ne, ty),
+            vec![p.into(), t.into(), Operand::Int(want)],
+            span,
+        );
+        let fail = self.label();
+        self.bra(fail, Some((p, false)));
+        self.checks += 1;
+        self.align_checks.push(super::opt::AlignCheck {
+            reg,
+            bytes,
+            want,
+            fail,
+            rel,
+            tmp: t,
+        });
+        let len = match bound {
+            Bound::Reg(r) => Operand::Reg(r),
+            Bound::Const(c) => Operand::Int(c),
+            Bound::Align { .. } => Operand::Int(0),
+        };
+        let len_param = match store {
+            Store::Global { len_param, .. } => Some(len_param.clone()),
+            _ => None,
+        };
+        Some(Guard {
+            pred: Some(p),
+            fail,
+            code: code | record::MISALIGNED | (bytes << record::BYTES_SHIFT),
             index: iv.clone(),
             len,
             len_param,

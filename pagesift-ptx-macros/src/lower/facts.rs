@@ -13,6 +13,12 @@ use crate::types::{ConstVal, RegClass};
 pub(super) enum Bound {
     Reg(Reg),
     Const(i128),
+    /// On a slice's base register: the address of element `rel` (0 for `None`) is a multiple
+    /// of `bytes` (from a dominating `x.is_aligned(i, B)`).
+    Align {
+        bytes: u32,
+        rel: Option<Reg>,
+    },
 }
 
 /// `value(idx) + c <= bound`, in exact integers, while `idx` has not been written again.
@@ -71,6 +77,39 @@ impl Lower<'_> {
 
     /// Adds the facts a true `cond` establishes.
     pub(super) fn assume(&mut self, cond: &TExpr) {
+        if let TKind::Mem {
+            op: crate::check::MemOp::IsAligned(bytes),
+            base,
+            args,
+            ..
+        } = &cond.kind
+        {
+            let Some(Store::Global { base, elem, .. }) = self.vars.get(base) else {
+                return;
+            };
+            let (base, es, bytes) = (*base, elem.bytes() as i128, *bytes);
+            // The index as a register plus a constant that keeps the alignment, or a constant
+            // of whole `bytes`.
+            let rel = match args.first().map(|a| &a.kind) {
+                Some(TKind::Const(ConstVal::Int(c))) if (c * es) % bytes as i128 == 0 => None,
+                Some(_) => match self.peek_index(&args[0], false) {
+                    Some((r, k)) if (k * es) % bytes as i128 == 0 => Some(r),
+                    _ => return,
+                },
+                None => return,
+            };
+            let gen = self.gen(base);
+            let bound = Bound::Align { bytes, rel };
+            let bound_gen = self.bound_gen(bound);
+            self.facts.push(Fact {
+                idx: base,
+                gen,
+                bound,
+                bound_gen,
+                c: 0,
+            });
+            return;
+        }
         let TKind::Binary(op, l, r) = &cond.kind else {
             return;
         };
@@ -109,8 +148,28 @@ impl Lower<'_> {
     pub(super) fn bound_gen(&self, b: Bound) -> u32 {
         match b {
             Bound::Reg(r) => self.gen(r),
-            Bound::Const(_) => 0,
+            // An aligned element's index register: the fact ends when it is written.
+            Bound::Align { rel: Some(r), .. } => self.gen(r),
+            Bound::Const(_) | Bound::Align { .. } => 0,
         }
+    }
+
+    /// What a dominating `x.is_aligned(i, B)` (B >= `bytes`) proved about the base `base`:
+    /// `Some(None)` the base itself aligned, `Some(Some(r))` the element at index register `r`
+    /// (a base fact preferred).
+    pub(super) fn base_aligned(&self, base: Reg, bytes: u32) -> Option<Option<Reg>> {
+        let mut found = None;
+        for f in &self.facts {
+            if let Bound::Align { bytes: b, rel } = f.bound {
+                if f.idx == base && b >= bytes && self.valid(f) {
+                    if rel.is_none() {
+                        return Some(None);
+                    }
+                    found = Some(rel);
+                }
+            }
+        }
+        found
     }
 
     fn valid(&self, f: &Fact) -> bool {
@@ -175,7 +234,7 @@ impl Lower<'_> {
     }
 
     /// The register a zero-extended copy was made from, while that one is unchanged.
-    fn source_of(&self, r: Reg) -> Reg {
+    pub(super) fn source_of(&self, r: Reg) -> Reg {
         match self.aliases.get(&r) {
             Some((src, g)) if *g == self.gen(*src) && self.gen(r) == 1 => *src,
             _ => r,

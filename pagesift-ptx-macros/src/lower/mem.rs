@@ -100,6 +100,10 @@ impl Lower<'_> {
                     }
                 };
                 let so = self.operand_reg(&scaled, span);
+                self.last_scaled = match so {
+                    Operand::Reg(r) => Some(r),
+                    _ => None,
+                };
                 let sum = self.op_to(
                     Op::Bin(BinKind::Add, Scalar::U64),
                     Scalar::U64,
@@ -201,7 +205,12 @@ impl Lower<'_> {
                 _ => Val::Unit,
             };
         }
+        self.last_scaled = None;
         let (space, a, elem, iv) = self.elem_addr(&store, &args[0], span);
+        let scaled = self.last_scaled.take();
+        if let MemOp::IsAligned(bytes) = op {
+            return self.is_aligned(&store, &a, &iv, bytes, span);
+        }
         let n = match op {
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
@@ -218,9 +227,18 @@ impl Lower<'_> {
         let mut guards = Vec::new();
         if checked {
             guards.extend(self.guard(&store, &args[0], &iv, n, span));
+            if matches!(
+                op,
+                MemOp::LoadVec { .. }
+                    | MemOp::StoreVec { .. }
+                    | MemOp::CpAsync { .. }
+                    | MemOp::Ldmatrix { .. }
+            ) {
+                guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
+            }
         }
         let out = match op {
-            MemOp::Len => Val::Unit,
+            MemOp::Len | MemOp::IsAligned(_) => Val::Unit,
             MemOp::CpAsync { bytes, partial } => {
                 let Some(src_store) = (match &args[1].kind {
                     TKind::Var(id) => self.vars.get(id).cloned(),
@@ -228,9 +246,11 @@ impl Lower<'_> {
                 }) else {
                     return Val::Unit;
                 };
+                self.last_scaled = None;
                 let (_, src, src_elem, siv) = self.elem_addr(&src_store, &args[2], span);
+                let src_scaled = self.last_scaled.take();
                 let sn = bytes / src_elem.bytes().max(1);
-                let mut ops = vec![a, src, Operand::Int(bytes as i128)];
+                let mut ops = vec![a, src.clone(), Operand::Int(bytes as i128)];
                 if partial {
                     let nb = self.expr(&args[3]);
                     guards.extend(self.guard_bytes(&src_store, &siv, &nb, sn, span));
@@ -238,6 +258,9 @@ impl Lower<'_> {
                     ops.push(o);
                 } else {
                     guards.extend(self.guard(&src_store, &args[2], &siv, sn, span));
+                }
+                if checked {
+                    guards.extend(self.align_guard(&src_store, &src, src_scaled, &siv, sn, span));
                 }
                 self.emit(Op::CpAsync { bytes }, ops, span);
                 Val::Unit
@@ -248,9 +271,29 @@ impl Lower<'_> {
                 let a = if guards.is_empty() {
                     a
                 } else {
-                    let pred = guards[0].pred;
+                    // Out of bounds or misaligned (a row address not a multiple of 16 bytes):
+                    // the lane reads the first row. (Combined behind the resume point, which
+                    // the fault blocks return to; a test skipped after a failed one does not
+                    // matter, the failed one decides.)
+                    let preds: Vec<Option<Reg>> = guards.iter().map(|g| g.pred).collect();
                     let resume = std::mem::take(&mut guards);
                     self.finish_guards(resume, &Val::Unit);
+                    let mut pred = preds[0];
+                    for q in &preds[1..] {
+                        let q = *q;
+                        pred = match (pred, q) {
+                            (Some(p), Some(q)) => {
+                                let o = self.op_to(
+                                    Op::Bin(BinKind::Or, Scalar::Bool),
+                                    Scalar::Bool,
+                                    vec![p.into(), q.into()],
+                                    span,
+                                );
+                                self.in_reg(&o, span)
+                            }
+                            _ => None,
+                        };
+                    }
                     self.ldmatrix_clamp(&store, a, pred, span)
                 };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();

@@ -85,6 +85,11 @@ pub(crate) struct Lower<'a> {
     faults: Vec<Item>,
     /// The hidden fault-record parameter's name.
     fault_param: String,
+    /// The alignment tests of vector accesses, for `opt::elide_align_checks`.
+    align_checks: Vec<opt::AlignCheck>,
+    /// The scaled element offset of the last global address made (an alignment test of an
+    /// access whose base is proven aligned tests it instead of the whole address).
+    last_scaled: Option<Reg>,
     /// Bounds checks emitted and left out (for the tests).
     pub(crate) checks: u32,
     pub(crate) elided: u32,
@@ -112,6 +117,8 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         len_regs: Default::default(),
         faults: Vec::new(),
         fault_param: format!("{}_fault", v.entry),
+        align_checks: Vec::new(),
+        last_scaled: None,
         checks: 0,
         elided: 0,
     };
@@ -196,6 +203,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
     }
     let faults = std::mem::take(&mut lw.faults);
     lw.body.extend(faults);
+    opt::elide_align_checks(&mut lw.body, &lw.align_checks);
     opt::optimize(&mut lw.body);
     // Labels no branch targets (loop exits never taken, unrolled iterations) go.
     let used: std::collections::HashSet<u32> = lw

@@ -214,6 +214,16 @@ impl Lower<'_> {
             }
         }
         if s == Scalar::Bool {
+            // `true && c` is `c` (a test a fact proved, `x.is_aligned(16)`, folds away).
+            let t = |v: &Val| matches!(v, Val::Imm(ConstVal::Bool(true), _));
+            if matches!(op, BinOp::And | BinOp::LogicAnd) {
+                if t(&l) {
+                    return r;
+                }
+                if t(&r) {
+                    return l;
+                }
+            }
             let (a, b) = (self.operand_reg(&l, span), self.operand_reg(&r, span));
             let k = match op {
                 BinOp::And | BinOp::LogicAnd => BinKind::And,
@@ -433,6 +443,10 @@ fn is_simple(e: &TExpr) -> bool {
         }
         TKind::Intr {
             intr: Intr::Special(_),
+            ..
+        } => true,
+        TKind::Mem {
+            op: crate::check::MemOp::IsAligned(_),
             ..
         } => true,
         _ => false,

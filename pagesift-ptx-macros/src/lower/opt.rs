@@ -28,6 +28,341 @@ pub fn optimize(body: &mut Vec<Item>) {
     remove_jumps_to_next(body);
 }
 
+/// The alignment test of a vector access (`bounds.rs`): `and t, reg, bytes - 1;
+/// setp.ne p, t, want; @p bra fail`, `fail` its fault block's label. `reg` is the whole
+/// address, or with a dominating `x.is_aligned(i, B)` the scaled element offset, `rel` then
+/// the register of `i` and the element size (`None`: the base itself is aligned).
+#[derive(Clone, Debug)]
+pub struct AlignCheck {
+    pub reg: Reg,
+    pub bytes: u32,
+    pub want: i128,
+    pub fail: u32,
+    pub rel: Option<(Reg, u32)>,
+    /// The `and`'s destination (a proven test's `and` becomes `mov tmp, 0`, so that a
+    /// predicate still read, an `ldmatrix` clamp's, is plainly false).
+    pub tmp: Reg,
+}
+
+/// Deletes the alignment tests that [`congruences`] proves (the offset from the aligned
+/// address a multiple of the access's bytes, with no constant offset to make up), and their
+/// fault blocks; the `and` and `setp` left unread go with the dead definitions.
+pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
+    if checks.is_empty() {
+        return;
+    }
+    let cong = congruences(body);
+    let get = |r: &Reg| cong.get(r).copied().unwrap_or(Cong::BOTTOM);
+    let proven: std::collections::HashSet<u32> = checks
+        .iter()
+        .filter(|c| {
+            let need = c.bytes.trailing_zeros();
+            let off = get(&c.reg);
+            // The tested offset less the aligned one: `es * rel`, or 0 for an aligned base.
+            let diff = match c.rel {
+                None => off,
+                Some((rel, es)) => off.add(get(&rel).mul(Cong::BOTTOM, Some(es as i128)), -1),
+            };
+            c.want == 0 && off != Cong::Top && diff != Cong::Top && diff.zeros() >= need
+        })
+        .map(|c| c.fail)
+        .collect();
+    if proven.is_empty() {
+        return;
+    }
+    let tmps: std::collections::HashSet<Reg> = checks
+        .iter()
+        .filter(|c| proven.contains(&c.fail))
+        .map(|c| c.tmp)
+        .collect();
+    for item in body.iter_mut() {
+        if let Item::Inst {
+            op: op @ Op::Bin(BinKind::And, _),
+            args,
+            ..
+        } = item
+        {
+            if matches!(args.first(), Some(Operand::Reg(t)) if tmps.contains(t)) {
+                if let Op::Bin(_, ty) = *op {
+                    *op = Op::Mov(ty);
+                    args.truncate(1);
+                    args.push(Operand::Int(0));
+                }
+            }
+        }
+    }
+    let mut keep = vec![true; body.len()];
+    let mut in_block = false;
+    // The resume points the deleted fault blocks jumped to.
+    let mut resumes = std::collections::HashSet::new();
+    for (i, item) in body.iter().enumerate() {
+        match item {
+            Item::Label(l) if proven.contains(l) => {
+                in_block = true;
+                keep[i] = false;
+            }
+            Item::Inst {
+                op: Op::Bra,
+                args,
+                pred,
+            } => {
+                if in_block {
+                    keep[i] = false;
+                    if let Some(Operand::Label(l)) = args.first() {
+                        resumes.insert(*l);
+                    }
+                    // The fault block ends with its unconditional jump back.
+                    in_block = pred.is_some();
+                } else if let Some(Operand::Label(l)) = args.first() {
+                    if proven.contains(l) {
+                        keep[i] = false;
+                    }
+                }
+            }
+            _ => keep[i] = !in_block,
+        }
+    }
+    let mut k = keep.into_iter();
+    body.retain(|_| k.next().unwrap_or(true));
+    // A resume point no branch targets any more is no join point: it goes, so that the
+    // passes after this one see straight-line code there.
+    let targets: std::collections::HashSet<u32> = body
+        .iter()
+        .filter_map(|i| match i {
+            Item::Inst {
+                op: Op::Bra, args, ..
+            } => match args.first() {
+                Some(Operand::Label(l)) => Some(*l),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    body.retain(|i| !matches!(i, Item::Label(l) if resumes.contains(l) && !targets.contains(l)));
+}
+
+/// What is known about every value an integer register holds: `Top` (nothing computed yet),
+/// or `r = c * root (mod 2^k)` where `root` is a register with one definition that the
+/// analysis does not see through (a parameter, a load, a special register), `None` for 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cong {
+    Top,
+    V { c: i128, root: Option<Reg>, k: u32 },
+}
+
+impl Cong {
+    const BOTTOM: Cong = Cong::V {
+        c: 0,
+        root: None,
+        k: 0,
+    };
+
+    /// `c * root (mod 2^k)`, normalized: a root term that is 0 mod 2^k goes.
+    fn v(c: i128, root: Option<Reg>, k: u32) -> Cong {
+        let k = k.min(64);
+        if c == 0 || root.is_none() || tz(c) >= k {
+            Cong::V {
+                c: 0,
+                root: None,
+                k,
+            }
+        } else if c.unsigned_abs() > 1 << 64 {
+            Cong::v(0, None, k.min(tz(c)))
+        } else {
+            Cong::V { c, root, k }
+        }
+    }
+
+    /// Known low zero bits of the value itself.
+    fn zeros(self) -> u32 {
+        match self {
+            Cong::Top => 64,
+            Cong::V { c, k, .. } => k.min(tz(c)),
+        }
+    }
+
+    fn meet(self, o: Cong) -> Cong {
+        match (self, o) {
+            (Cong::Top, x) | (x, Cong::Top) => x,
+            (
+                Cong::V { c, root, k },
+                Cong::V {
+                    c: c2,
+                    root: r2,
+                    k: k2,
+                },
+            ) => {
+                if root == r2 {
+                    Cong::v(c, root, k.min(k2).min(tz(c - c2)))
+                } else {
+                    Cong::v(0, None, self.zeros().min(o.zeros()))
+                }
+            }
+        }
+    }
+
+    /// `self + sign * o`; of two different roots the one with the lower set bit of its
+    /// coefficient stays, the other term counts by its zeros.
+    fn add(self, o: Cong, sign: i128) -> Cong {
+        match (self, o) {
+            (Cong::Top, _) | (_, Cong::Top) => Cong::Top,
+            (
+                Cong::V { c, root, k },
+                Cong::V {
+                    c: c2,
+                    root: r2,
+                    k: k2,
+                },
+            ) => {
+                if root.is_none() || r2.is_none() || root == r2 {
+                    Cong::v(c + sign * c2, root.or(r2), k.min(k2))
+                } else if tz(c) <= tz(c2) {
+                    Cong::v(c, root, k.min(o.zeros()))
+                } else {
+                    Cong::v(sign * c2, r2, k2.min(self.zeros()))
+                }
+            }
+        }
+    }
+
+    fn mul(self, o: Cong, imm: Option<i128>) -> Cong {
+        match (self, o, imm) {
+            (Cong::Top, _, _) | (_, Cong::Top, _) => Cong::Top,
+            (Cong::V { c, root, k }, _, Some(m)) => {
+                Cong::v(c.saturating_mul(m), root, k.saturating_add(tz(m)))
+            }
+            (a, b, None) => Cong::v(0, None, a.zeros().saturating_add(b.zeros())),
+        }
+    }
+}
+
+/// Trailing zeros of a coefficient (64 for 0).
+fn tz(c: i128) -> u32 {
+    if c == 0 {
+        64
+    } else {
+        c.trailing_zeros().min(64)
+    }
+}
+
+/// The congruences of every register ([`Cong`]): a flow-insensitive greatest fixpoint over
+/// all definitions (a loop counter `e = h + 4 * t; e += 4 * s` stays `h (mod 4)`). Sums,
+/// differences and products by constants (also `mul.wide`, `mad`, shifts) carry them, integer
+/// conversions and moves keep them (a congruence mod 2^k survives wrapping and extension),
+/// `and` with a constant gives its zeros, selects and `min`/`max` meet their operands, a
+/// shared array's symbol is 16-byte aligned.
+pub fn congruences(body: &[Item]) -> HashMap<Reg, Cong> {
+    let counts = def_counts(body);
+    let mut cong: HashMap<Reg, Cong> = counts.keys().map(|r| (*r, Cong::Top)).collect();
+    loop {
+        let mut changed = false;
+        for item in body {
+            let Item::Inst { op, args, .. } = item else {
+                continue;
+            };
+            let (defs, _) = defs_uses(item);
+            let v = match (defs.as_slice(), args.first()) {
+                ([d], Some(Operand::Reg(r))) if r == d && has_dest(op) => cong_of(op, args, &cong)
+                    .unwrap_or_else(|| {
+                        if counts.get(d) == Some(&1) {
+                            Cong::v(1, Some(*d), 64)
+                        } else {
+                            Cong::BOTTOM
+                        }
+                    }),
+                _ => Cong::BOTTOM,
+            };
+            for d in defs {
+                let e = cong.entry(d).or_insert(Cong::Top);
+                let m = e.meet(v);
+                if m != *e {
+                    *e = m;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return cong;
+        }
+    }
+}
+
+/// The congruence of an instruction's result (`None`: opaque, see [`congruences`]).
+fn cong_of(op: &Op, args: &[Operand], cong: &HashMap<Reg, Cong>) -> Option<Cong> {
+    let get = |i: usize| -> Option<Cong> {
+        match args.get(i) {
+            Some(Operand::Reg(r)) => Some(cong.get(r).copied().unwrap_or(Cong::BOTTOM)),
+            Some(Operand::Int(0)) => Some(Cong::v(0, None, 64)),
+            Some(Operand::Int(c)) => Some(Cong::v(0, None, c.trailing_zeros())),
+            Some(Operand::Name(n)) if n.starts_with("smem_") || n == "dyn_smem" => {
+                Some(Cong::v(0, None, 4))
+            }
+            _ => None,
+        }
+    };
+    let imm = |i: usize| match args.get(i) {
+        Some(Operand::Int(c)) => Some(*c),
+        _ => None,
+    };
+    let int = |s: &Scalar| s.is_int();
+    Some(match op {
+        Op::Mov(s) if int(s) => get(1)?,
+        Op::Cvt { to, from } if int(to) && int(from) => get(1)?,
+        Op::Bin(kind, s) if int(s) => {
+            let (a, b) = (get(1)?, get(2)?);
+            match kind {
+                BinKind::Add => a.add(b, 1),
+                BinKind::Sub => a.add(b, -1),
+                BinKind::Mul => match (imm(1), imm(2)) {
+                    (_, Some(m)) => a.mul(b, Some(m)),
+                    (Some(m), _) => b.mul(a, Some(m)),
+                    _ => a.mul(b, None),
+                },
+                BinKind::Shl => match imm(2) {
+                    Some(s) if (0..64).contains(&s) => a.mul(b, Some(1i128 << s)),
+                    _ => Cong::BOTTOM,
+                },
+                BinKind::Shr => match (a, imm(2)) {
+                    (Cong::Top, _) => Cong::Top,
+                    (_, Some(s)) if (0..64).contains(&s) => {
+                        Cong::v(0, None, a.zeros().saturating_sub(s as u32))
+                    }
+                    _ => Cong::BOTTOM,
+                },
+                BinKind::And => match (a, b) {
+                    (Cong::Top, _) | (_, Cong::Top) => Cong::Top,
+                    _ => Cong::v(0, None, a.zeros().max(b.zeros())),
+                },
+                BinKind::Or | BinKind::Xor => match (a, b) {
+                    (Cong::Top, _) | (_, Cong::Top) => Cong::Top,
+                    _ => Cong::v(0, None, a.zeros().min(b.zeros())),
+                },
+                BinKind::Min | BinKind::Max => a.meet(b),
+                _ => return None,
+            }
+        }
+        Op::MulWide { .. } => {
+            let (a, b) = (get(1)?, get(2)?);
+            match (imm(1), imm(2)) {
+                (_, Some(m)) => a.mul(b, Some(m)),
+                (Some(m), _) => b.mul(a, Some(m)),
+                _ => a.mul(b, None),
+            }
+        }
+        Op::Fma(s) if int(s) => {
+            let (a, b, c) = (get(1)?, get(2)?, get(3)?);
+            let p = match (imm(1), imm(2)) {
+                (_, Some(m)) => a.mul(b, Some(m)),
+                (Some(m), _) => b.mul(a, Some(m)),
+                _ => a.mul(b, None),
+            };
+            p.add(c, 1)
+        }
+        Op::Selp(s) if int(s) => get(1)?.meet(get(2)?),
+        _ => return None,
+    })
+}
+
 /// Whether the operation writes the register(s) of its first operand.
 fn has_dest(op: &Op) -> bool {
     !matches!(

@@ -385,9 +385,149 @@ fn vector_accesses_use_their_constant_offsets_and_shared_constants_fold() {
         }
     });
     // Checked: `y[i + 4]` (one compare) and `tile[64]` (always out of bounds: a plain
-    // branch to its fault block), nothing else.
+    // branch to its fault block), nothing else; the bases of `x` and `y` are not known to be
+    // aligned, so the three vector accesses test their addresses.
     assert_eq!(checks, 1, "{text}");
-    assert_eq!(text.matches("atom.global.cas.b32").count(), 2, "{text}");
+    assert_eq!(text.matches("and.b64").count(), 3, "{text}");
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 5, "{text}");
+}
+
+/// The number of alignment tests (`and` of an address with its access's bytes less one,
+/// compared with `setp.ne`) of a kernel.
+fn align_tests_of(text: &str) -> usize {
+    let lines: Vec<&str> = text.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| {
+            let mask = [", 3;", ", 7;", ", 15;"].iter().any(|m| w[0].ends_with(m));
+            w[0].contains("and.b") && mask && w[1].contains("setp.ne.u")
+        })
+        .count()
+}
+
+#[test]
+fn a_vector_access_tests_its_alignment_into_its_own_fault_block() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            let v = x.load4(i);
+            y.store2(i, [v[0], v[1]]);
+        }
+    });
+    // Two bounds checks and two alignment tests (16 and 8 bytes), each with a fault block;
+    // the code word of a misaligned fault has bit 31 and the access's bytes at bit 24.
+    assert_eq!((checks, faults), (2, 4), "{text}");
+    assert_eq!(align_tests_of(&text), 2, "{text}");
+    let code16 = (1u32 << 31) | (16 << 24) | (4 << 16);
+    let code8 = (1u32 << 31) | (8 << 24) | (2 << 16) | 1;
+    assert!(text.contains(&format!(", {code16};")), "{text}");
+    assert!(text.contains(&format!(", {code8};")), "{text}");
+}
+
+#[test]
+fn an_aligned_base_and_an_index_in_whole_vectors_prove_the_alignment() {
+    let (checks, faults, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], head: u32, n: u32) {
+            let h = head & 0xFFFF_FFFCu32;
+            if x.is_aligned(0, 16) && y.is_aligned(0, 16) {
+                // Multiples of 4 elements: a masked start plus a step of whole vectors.
+                let mut e = h + 4 * thread_idx_x();
+                while e < n {
+                    let v = x.load4(e);
+                    y.store4(e + 4, v);
+                    e += 4 * block_dim_x() * grid_dim_x();
+                }
+            }
+        }
+    });
+    // Bounds checks stay (nothing proves them), no alignment test, no misaligned fault.
+    assert_eq!(align_tests_of(&text), 0, "{text}");
+    assert_eq!((checks, faults), (2, 2), "{text}");
+}
+
+#[test]
+fn an_aligned_element_proves_the_indices_whole_vectors_from_it() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], head: u32, n: u32) {
+            // The vector part starts at element `head` (a view at any offset).
+            if x.is_aligned(head, 16) && y.is_aligned(head, 16) {
+                let mut e = head + 4 * thread_idx_x();
+                while e < n {
+                    let v = x.load4(e);
+                    y.store4(e, v);
+                    e += 4 * block_dim_x() * grid_dim_x();
+                }
+                // Not a whole vector from `head`: tested.
+                y.store2(head + 2 * thread_idx_x() + 1, [0.0, 0.0]);
+            }
+        }
+    });
+    assert_eq!(align_tests_of(&text), 1, "{text}");
+}
+
+#[test]
+fn ldmatrix_rows_off_16_bytes_are_tested_and_clamped() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k(y: &mut [u32], off: u32) {
+            let t: Shared<[u16; 512]>;
+            let lane = thread_idx_x();
+            let m = t.ldmatrix_x1(lane * 8 + off);
+            let w = t.ldmatrix_x1(lane * 8 + 8);
+            y[lane] = m[0] + w[0];
+        }
+    });
+    // The row at `lane * 8 + off` is tested (and a misaligned lane reads the first row, like
+    // one out of bounds); the one at whole rows is proven.
+    assert_eq!(align_tests_of(&text), 1, "{text}");
+    assert!(text.contains("or.pred"), "{text}");
+}
+
+#[test]
+fn an_unproven_index_or_base_keeps_the_alignment_test() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], head: u32, n: u32) {
+            let mut e = head + 4 * thread_idx_x();
+            if x.is_aligned(0, 16) {
+                // `head` may be any element: tested.
+                let v = x.load4(e);
+                // An odd offset from a whole vector: tested (it always fails).
+                let w = x.load2(4 * thread_idx_x() + 1);
+                y[0] = v[0] + w[0];
+            }
+            // The base of `y` is not known: tested.
+            y.store4(4 * thread_idx_x(), [1.0, 2.0, 3.0, 4.0]);
+            e += 1;
+            y[1] = e as f32;
+        }
+    });
+    assert_eq!(align_tests_of(&text), 3, "{text}");
+}
+
+#[test]
+fn shared_arrays_are_aligned_and_is_aligned_folds_under_its_own_test() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let tile: Shared<[f32; 256]>;
+            let t = thread_idx_x();
+            if x.is_aligned(0, 16) && y.is_aligned(0, 8) {
+                tile.store4(t * 4, x.load4(t * 4));
+                sync_threads();
+                let v = tile.load2(t * 2);
+                if x.is_aligned(0, 16) {
+                    y.store2(t * 2, v);
+                }
+            }
+        }
+    });
+    assert_eq!(align_tests_of(&text), 0, "{text}");
+    // The two base tests, once each (the inner `is_aligned` is known true).
+    assert_eq!(text.matches("setp.eq.u64").count(), 2, "{text}");
 }
 
 #[test]
@@ -475,8 +615,10 @@ fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
     let text = &ptx[0].1;
     // Every access checked: two sources of full copies, one partial source, two shared
     // destinations (the constant one is proven at compile time), ldmatrix, the dynamic array
-    // twice and the atomic.
-    assert_eq!(text.matches("atom.global.cas.b32").count(), 9, "{text}");
+    // twice and the atomic; the three global sources also test their alignment (the shared
+    // destinations, at whole 16-byte vectors of 16-byte aligned arrays, are proven).
+    assert_eq!(text.matches("atom.global.cas.b32").count(), 12, "{text}");
+    assert_eq!(align_tests_of(text), 3, "{text}");
     assert!(text.contains("%dynamic_smem_size"), "{text}");
     // ldmatrix is not skipped: an address out of bounds is replaced by the array's start.
     assert!(text.contains("selp.b32"), "{text}");
