@@ -141,8 +141,9 @@ pub enum Error {
     },
     /// A bounds-checked kernel accessed a slice or shared array out of bounds, or made a vector
     /// access at an address that is not a multiple of its size (`misaligned`). The access was
-    /// skipped (a load gave 0) and the kernel ran on; reported at the device's next
-    /// synchronization point for the first such access since the previous one (see
+    /// skipped (a load gave 0) and the kernel ran on; reported, for the first such access on a
+    /// stream since the last report, where the host next waits for that stream (its
+    /// `synchronize`, the device's, a host read of a buffer the kernel wrote; see
     /// `driver/fault.rs`).
     #[error("kernel `{kernel}` accessed `{param}` at element {index} {}; the access was skipped", fault_text(*.elements, *.len, *.misaligned, *.bytes))]
     KernelFault {
