@@ -113,12 +113,13 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         vlast: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, vlast, cmagic, cshift, flags, slope);
+        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, vlast, clast, cmagic, cshift, flags, slope);
     }
 
     #[doc = concat!(
@@ -138,12 +139,13 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         vlast: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
         slope: f32,
     ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, vlast, cmagic, cshift, flags, slope);
+        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, vlast, clast, cmagic, cshift, flags, slope);
     }
 
     /// The body of the kernels: `x` may be `y` itself when `NC` is false.
@@ -157,6 +159,7 @@ macro_rules! act_kernels {
         nvec: u64,
         cols: u32,
         vlast: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -203,31 +206,31 @@ macro_rules! act_kernels {
                 // The common forms (a vector bias without residual, neither) get loops of
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
-                if (vflags == 5u32) & bias.is_aligned(0, 16) {
+                if (vflags == 5u32) & bias.is_aligned(0, 16) & ((clast as u64) + $lanes <= bias.len()) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 5u32, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope,
                         );
                         e += step;
                     }
                 } else if flags == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, 0u32, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope,
                         );
                         e += step;
                     }
                 } else if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
                 } else if ((vlast as u64) + $lanes <= res.len()) & res.is_aligned(head, 16) {
                     while e <= vlast {
                         $vec::<ACT, NC, true, true>(
-                            x, bias, res, y, e as u64, n, cols, cmagic, cshift, vflags, slope,
+                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope,
                         );
                         e += step;
                     }
@@ -253,7 +256,7 @@ macro_rules! act_kernels {
                 if (flags & 2) == 0u32 {
                     while e <= vlast {
                         $vec::<ACT, NC, false, false>(
-                            x, bias, res, y, e, n, cols, cmagic, cshift, vflags, slope,
+                            x, bias, res, y, e, n, cols, clast, cmagic, cshift, vflags, slope,
                         );
                         e += $lanes * nt;
                     }
@@ -298,14 +301,17 @@ macro_rules! act_kernels {
     /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
     /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
     /// no head, as the kernel made sure) and the bias is 16-byte aligned, else per element.
-    fn $biasv(bias: &[$ty], c: u32, cols: u32, vec: bool) -> [f32; $lanes] {
+    fn $biasv(bias: &[$ty], c: u32, cols: u32, clast: u32, vec: bool) -> [f32; $lanes] {
         let mut b = [0.0f32; $lanes];
         if vec && bias.is_aligned(0, 16) {
-            // `c` is a whole number of vectors (the kernel clears `vec` otherwise): the mask
-            // changes nothing but proves the load aligned; its bounds are checked (a bias
-            // shorter than `cols` is reported).
+            // `c` is a whole number of vectors, at most `clast` (the caller's `cols - lanes`;
+            // the kernel clears `vec` otherwise): the masks and the clamp change nothing, but
+            // prove the load aligned and, under the vector-bias loop's `clast + lanes <=
+            // bias.len()`, in bounds (elsewhere its bounds are checked).
+            let cl = clast & (0u32 - $lanes);
             let cv = c & (0u32 - $lanes);
-            let v = bias.$loadv_nc(cv as u64);
+            let cm = cv.min(cl);
+            let v = bias.$loadv_nc(cm as u64);
             #[unroll]
             for i in 0..$lanes {
                 b[i] = v[i] as f32;
@@ -358,6 +364,7 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -370,7 +377,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 4];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias4_f32(bias, c, cols, bias_vec);
+            b = bias4_f32(bias, c, cols, clast, bias_vec);
         }
         let mut v = [0.0f32; 4];
         #[unroll]
@@ -434,6 +441,7 @@ macro_rules! act_kernels {
         e: u64,
         n: u64,
         cols: u32,
+        clast: u32,
         cmagic: u32,
         cshift: u32,
         flags: u32,
@@ -446,7 +454,7 @@ macro_rules! act_kernels {
         let mut b = [-0.0f32; 8];
         if has_bias {
             let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = $hbiasv(bias, c, cols, bias_vec);
+            b = $hbiasv(bias, c, cols, clast, bias_vec);
         }
         let mut o = a;
         if has_res {

@@ -210,7 +210,7 @@ macro_rules! act_element {
                 let res = args.residual.as_ref().map_or(none.slice(..)?, |r| *r);
                 crate::kernels::act::$inplace::launch(
                     stream, geo.cfg, args.act, &bias, &res, data, n, geo.head, geo.nvec, k.cols,
-                    k.vlast, k.magic, k.shift, k.flags, args.slope,
+                    k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
                 )
             }
 
@@ -229,19 +229,19 @@ macro_rules! act_element {
                 match (&args.bias, &args.residual) {
                     (Some(b), Some(r)) => launch(
                         stream, geo.cfg, args.act, input, b, r, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.magic, k.shift, k.flags, args.slope,
+                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (Some(b), None) => launch(
                         stream, geo.cfg, args.act, input, b, input, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.magic, k.shift, k.flags, args.slope,
+                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (None, Some(r)) => launch(
                         stream, geo.cfg, args.act, input, input, r, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.magic, k.shift, k.flags, args.slope,
+                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
                     ),
                     (None, None) => launch(
                         stream, geo.cfg, args.act, input, input, input, output, n, geo.head,
-                        geo.nvec, k.cols, k.vlast, k.magic, k.shift, k.flags, args.slope,
+                        geo.nvec, k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
                     ),
                 }
             }
@@ -255,6 +255,9 @@ struct KernelScalars {
     cols: u32,
     /// The first element of the last whole vector, `head + lanes * nvec - lanes` (wrapping).
     vlast: u32,
+    /// `cols` less the lanes of a vector (wrapping): the last first column of a vector bias
+    /// read.
+    clast: u32,
     /// The column divider (see [`column_divider`]).
     magic: u32,
     shift: u32,
@@ -281,6 +284,7 @@ impl KernelScalars {
         KernelScalars {
             cols,
             vlast: (u64::from(geo.head) + lanes * geo.nvec).wrapping_sub(lanes) as u32,
+            clast: cols.wrapping_sub(lanes as u32),
             magic,
             shift,
             flags,

@@ -353,14 +353,19 @@ impl Lower<'_> {
         }
         let need = j + n as i128;
         let valid: Vec<&Fact> = self.facts.iter().filter(|f| self.valid(f)).collect();
-        valid.iter().any(|f| {
-            f.idx == r
-                && (f.bound == bound && need <= f.c
-                    // One step of transitivity: r + c1 <= b and b + c2 <= bound.
-                    || matches!(f.bound, Bound::Reg(b) if valid.iter().any(|g| {
-                        g.idx == b && g.bound == bound && need <= f.c + g.c
-                    })))
-        })
+        // Up to two steps of transitivity through bound registers: r + c1 <= b1,
+        // b1 + c2 <= b2, b2 + c3 <= bound proves r + (c1 + c2 + c3) <= bound.
+        fn reaches(valid: &[&Fact], r: Reg, c: i128, bound: Bound, need: i128, depth: u32) -> bool {
+            valid.iter().any(|f| {
+                f.idx == r
+                    && (f.bound == bound && need <= c + f.c
+                        || depth > 0
+                            && c + f.c >= 0
+                            && matches!(f.bound, Bound::Reg(b) if b != r
+                                && reaches(valid, b, c + f.c, bound, need, depth - 1)))
+            })
+        }
+        reaches(&valid, r, 0, bound, need, 2)
     }
 }
 

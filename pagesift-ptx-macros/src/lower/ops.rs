@@ -184,7 +184,13 @@ impl Lower<'_> {
         }
         let lv = self.expr(l);
         let rv = self.expr(r);
-        self.binary(op, lv, rv, span)
+        let v = self.binary(op, lv, rv, span);
+        // `a & m` is at most `a` (unsigned): a bound for bounds-check elision.
+        if op == BinOp::And && Self::scalar_of(&v).is_some_and(|s| s.is_int() && !s.is_signed()) {
+            self.assume_at_most(&v, l);
+            self.assume_at_most(&v, r);
+        }
+        v
     }
 
     /// `l op r` on lowered values (constants fold).

@@ -698,3 +698,22 @@ fn a_clamp_by_min_under_a_bounded_limit_elides_the_check() {
     // `x` has no bound; `cs` may be `last + 1`, one past the proven range.
     assert_eq!(checks, 3, "{text}");
 }
+
+#[test]
+fn a_masked_clamp_proves_through_two_bounds() {
+    // `cm <= last & !3 <= last` and `last + 4 <= x.len()`: two steps of transitivity.
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], last: u32) {
+            let c = thread_idx_x() * 4;
+            if ((last as u64) + 4 <= x.len()) & ((last as u64) + 4 <= y.len()) {
+                let cl = last & 0xFFFF_FFFCu32;
+                let cm = (c & 0xFFFF_FFFCu32).min(cl);
+                y.store4(cm as u64, x.load4(cm as u64));
+            }
+        }
+    });
+    // Neither access needs a bounds check (the alignment of `x` and `y` is not known, so
+    // their alignment tests stay: those are not `setp.ge.u64`).
+    assert_eq!(checks, 0, "{text}");
+}
