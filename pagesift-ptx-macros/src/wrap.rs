@@ -248,7 +248,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
 
             #[doc = #doc_launch]
             #doc_safety
-            #[allow(unused_variables, unreachable_code, clippy::needless_return)]
+            #[allow(unused_variables, unreachable_code, unsafe_code, clippy::needless_return)]
             pub #unsafety fn launch(
                 stream: &#p::Stream,
                 cfg: #p::LaunchConfig,
@@ -258,7 +258,11 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 #(#slice_lets)*
                 let __args: [#p::KernelArg; #n_args] = [#(#kernel_args),*];
                 let __accesses = [#(#accesses),*];
-                #p::launch(stream, __variant, &cfg, &__args, &__accesses)
+                // SAFETY: the arguments are the variant's parameters in order (the fault
+                // record, each slice's address and length, the scalars) and `__accesses`
+                // names every slice; the checked kernel stays inside them, and an unchecked one
+                // is this function's caller's contract.
+                unsafe { #p::launch(stream, __variant, &cfg, &__args, &__accesses) }
             }
         }
     }

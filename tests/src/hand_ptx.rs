@@ -119,10 +119,18 @@ pub fn launch_axpb_variant(
     a: f32,
     b: f32,
 ) -> Result<()> {
+    if variant.ptx != AXPB_PTX || variant.entry != "axpb" || variant.ptx_params != 5 {
+        return Err(Error::InvalidArgument {
+            op: "launch_axpb_variant",
+            message: format!("`{}` is not a variant of the axpb kernel", variant.entry),
+        });
+    }
     let n = elements(x.len(), y.len())?;
     let (xa, ya) = (arg_read(stream, x)?, arg_write(stream, y)?);
     let args = [xa.ptr, ya.ptr, a.into(), b.into(), n.into()];
-    __private::launch(stream, variant, cfg, &args, &[xa.access, ya.access])
+    // SAFETY: `variant` runs `AXPB_PTX`, whose parameters these are; it touches `x[i]` and
+    // `y[i]` for `i < n` only, with `n` at most both lengths, and the uses name both buffers.
+    unsafe { __private::launch(stream, variant, cfg, &args, &[xa.access, ya.access]) }
 }
 
 /// The element count `n` of an `axpb` launch over `x_len` inputs into `y_len` outputs.

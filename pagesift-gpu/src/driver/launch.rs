@@ -74,7 +74,17 @@ pub fn check_limits(
 /// Errors: [`Error::Launch`] for a shape outside the device's limits or a wrong number of
 /// arguments, [`Error::Unsupported`] for a variant this device or driver cannot run,
 /// [`Error::ModuleLoad`] when the JIT rejects its PTX, or the driver's.
-pub fn launch(
+///
+/// # Safety
+/// `args` must match the variant's PTX parameters in number, size and meaning (the generated
+/// wrappers pass the fault record of [`fault_arg`], then each slice's address and length from
+/// [`arg_read`] / [`arg_write`], then the scalars), and every access the variant's code makes
+/// with them must stay inside the buffers passed; `accesses` must name every buffer the kernel
+/// reads or writes. Kernels from [`crate::ptx_kernel!`] without `unsafe` code uphold the second
+/// part by their bounds checks, which is why their generated `launch` is safe.
+///
+/// [`fault_arg`]: super::fault::fault_arg
+pub unsafe fn launch(
     stream: &Stream,
     variant: &'static KernelVariant,
     cfg: &LaunchConfig,

@@ -91,6 +91,19 @@ fn driver_err(call: &'static str, code: i32) -> DriverError {
     }
 }
 
+/// [`launch::launch`] on the fake backend, which runs no kernel code.
+fn fake_launch(
+    stream: &Stream,
+    variant: &'static KernelVariant,
+    cfg: &LaunchConfig,
+    args: &[KernelArg],
+    accesses: &[launch::Access<'_>],
+) -> Result<()> {
+    // SAFETY: the fake backend records launches and executes nothing, so no argument is ever
+    // used as an address.
+    unsafe { launch::launch(stream, variant, cfg, args, accesses) }
+}
+
 impl Fake {
     fn push(&self, op: Op) {
         self.log.lock().unwrap().push(op);
@@ -552,7 +565,7 @@ fn variants_load_once_and_launch_with_their_block() {
             launch::arg_write(&stream, &mut y).unwrap().ptr,
             300u32.into(),
         ];
-        launch::launch(&stream, &SCALE, &cfg, &args, &[]).unwrap();
+        fake_launch(&stream, &SCALE, &cfg, &args, &[]).unwrap();
     }
     assert_eq!(f.n.module_load.load(Ordering::SeqCst), 1);
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
@@ -570,7 +583,7 @@ fn variants_load_once_and_launch_with_their_block() {
     assert_eq!(args[2], 300u32.to_le_bytes());
 
     // A zero-sized grid launches nothing; a wrong argument count is refused.
-    launch::launch(
+    fake_launch(
         &stream,
         &SCALE,
         &LaunchConfig::grid([0, 1, 1]),
@@ -579,7 +592,7 @@ fn variants_load_once_and_launch_with_their_block() {
     )
     .unwrap();
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
-    match launch::launch(&stream, &SCALE, &cfg, &[1u32.into()], &[]) {
+    match fake_launch(&stream, &SCALE, &cfg, &[1u32.into()], &[]) {
         Err(Error::Launch { kernel, message }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
@@ -612,7 +625,7 @@ fn concurrent_first_launches_load_the_module_once() {
             let gpu = gpu.clone();
             s.spawn(move || {
                 let stream = gpu.new_stream().unwrap();
-                launch::launch(
+                fake_launch(
                     &stream,
                     &V,
                     &LaunchConfig::grid_1d(1),
@@ -633,7 +646,7 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
     let gpu = gpu_of(&f);
     let stream = gpu.default_stream();
     let args = [0u64.into(), 0u64.into(), 1u32.into()];
-    launch::launch(
+    fake_launch(
         &stream,
         &SCALE,
         &LaunchConfig::grid_1d(1).with_shared_mem(8 * 1024),
@@ -647,12 +660,12 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
         "47 KiB fit the default"
     );
     let big = LaunchConfig::grid_1d(1).with_shared_mem(80 * 1024);
-    launch::launch(&stream, &SCALE, &big, &args, &[]).unwrap();
-    launch::launch(&stream, &SCALE, &big, &args, &[]).unwrap();
+    fake_launch(&stream, &SCALE, &big, &args, &[]).unwrap();
+    fake_launch(&stream, &SCALE, &big, &args, &[]).unwrap();
     assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 1);
     let too_big = LaunchConfig::grid_1d(1).with_shared_mem(96 * 1024);
     assert!(matches!(
-        launch::launch(&stream, &SCALE, &too_big, &args, &[]),
+        fake_launch(&stream, &SCALE, &too_big, &args, &[]),
         Err(Error::Launch { .. })
     ));
 }
@@ -666,7 +679,7 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
     let gpu = gpu_of(&f);
     let stream = gpu.default_stream();
     let args = [0u64.into(), 0u64.into(), 1u32.into()];
-    match launch::launch(&stream, &NEW_PTX, &LaunchConfig::grid_1d(1), &args, &[]) {
+    match fake_launch(&stream, &NEW_PTX, &LaunchConfig::grid_1d(1), &args, &[]) {
         Err(Error::Unsupported { kernel, reason }) => {
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
@@ -676,7 +689,7 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
         }
         other => panic!("expected Unsupported, got {other:?}"),
     }
-    match launch::launch(&stream, &HOPPER, &LaunchConfig::grid_1d(1), &args, &[]) {
+    match fake_launch(&stream, &HOPPER, &LaunchConfig::grid_1d(1), &args, &[]) {
         Err(Error::Unsupported { reason, .. }) => {
             assert!(reason.contains("9.0") && reason.contains("8.0"), "{reason}")
         }
@@ -702,7 +715,7 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
     let f = fake();
     let gpu = gpu_of(&f);
     let stream = gpu.default_stream();
-    match launch::launch(
+    match fake_launch(
         &stream,
         &BAD,
         &LaunchConfig::grid_1d(1),
@@ -729,7 +742,7 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
                 .starts_with(&format!("pagesift-gpu-{}-", std::process::id())));
             assert_eq!(std::fs::read_to_string(&path).unwrap(), BAD.ptx);
             // A second failure of the same kernel gets a new file; the first is kept.
-            let again = launch::launch(
+            let again = fake_launch(
                 &stream,
                 &BAD,
                 &LaunchConfig::grid_1d(1),
