@@ -49,6 +49,13 @@ pub const LEN: usize = 24;
 /// The parameter code of a kernel's first shared array (the k-th is `SHARED - k`).
 pub const SHARED: u32 = 0xFFFF;
 
+/// Zeroes a record and waits until the device holds the zeros (a copy from pageable memory may
+/// still be in flight when it returns, and kernels on other streams read the record).
+fn clear(b: &dyn Backend, ptr: DevicePtr) -> Result<()> {
+    b.memset_d8(ptr, 0, RECORD_BYTES, RawHandle::NULL)?;
+    b.stream_synchronize(RawHandle::NULL)
+}
+
 /// The 64-bit FNV-1a hash of a variant's entry name, as the kernels record it.
 pub fn entry_hash(entry: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -70,9 +77,11 @@ impl FaultRecord {
     /// Allocates a zeroed record (the context is current).
     fn new(gpu: &Gpu) -> Result<FaultRecord> {
         let b = gpu.backend();
-        let ptr = b.mem_alloc(RECORD_BYTES)?;
-        if let Err(e) = b.memcpy_htod(ptr, &[0u8; RECORD_BYTES]) {
-            let _ = b.mem_free(ptr);
+        // Allocated and zeroed in the default stream's order, and waited for: every stream may
+        // use it at once. Freed in stream order like the buffers (`release`).
+        let ptr = b.mem_alloc_async(RECORD_BYTES, RawHandle::NULL)?;
+        if let Err(e) = clear(b.as_ref(), ptr) {
+            let _ = b.mem_free_async(ptr, RawHandle::NULL);
             return Err(e);
         }
         Ok(FaultRecord {
@@ -100,7 +109,7 @@ impl FaultRecord {
         if u32_at(FLAG) == 0 {
             return Ok(());
         }
-        b.memcpy_htod(self.ptr, &[0u8; RECORD_BYTES])?;
+        clear(b.as_ref(), self.ptr)?;
         let code = u32_at(CODE);
         let hash = u64_at(HASH);
         let variant = gpu.inner.modules.find(|v| entry_hash(v.entry) == hash);

@@ -349,7 +349,6 @@ fn the_bookkeeping_of_a_single_stream_launch_is_cheap() {
 /// The wrappers `ptx_kernel!` generates must hand their buffer uses to `launch`; with them, a
 /// write on one stream after a write on another waits for it.
 #[test]
-#[ignore = "needs generated wrappers that pass their slices' `Access`es to `__private::launch` (the compiler's side of the interface)"]
 fn generated_wrappers_pass_their_buffer_uses() {
     use crate::ops::act::{activation_inplace, Act, ActArgs};
     let f = fake();
