@@ -207,31 +207,67 @@ macro_rules! act_kernels {
                 // their own with the flags as constants: the other forms' code, predicated
                 // off, would still take issue slots in every turn.
                 if (vflags == 5u32) & bias.is_aligned(0, 16) & ((clast as u64) + $lanes <= bias.len()) {
+                    if pairs::<ACT>() && $lanes == 4u32 {
+                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
+                        // pairs): the set-up of a thread is paid once per eight elements.
+                        let mut e2 = e + step;
+                        while (e <= vlast) & (e2 <= vlast) {
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
+                            e += 2 * step;
+                            e2 += 2 * step;
+                        }
+                    }
                     while e <= vlast {
-                        $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope,
-                        );
+                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
                         e += step;
                     }
                 } else if flags == 0u32 {
+                    if pairs::<ACT>() && $lanes == 4u32 {
+                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
+                        // pairs): the set-up of a thread is paid once per eight elements.
+                        let mut e2 = e + step;
+                        while (e <= vlast) & (e2 <= vlast) {
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
+                            e += 2 * step;
+                            e2 += 2 * step;
+                        }
+                    }
                     while e <= vlast {
-                        $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope,
-                        );
+                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
                         e += step;
                     }
                 } else if (flags & 2) == 0u32 {
+                    if pairs::<ACT>() && $lanes == 4u32 {
+                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
+                        // pairs): the set-up of a thread is paid once per eight elements.
+                        let mut e2 = e + step;
+                        while (e <= vlast) & (e2 <= vlast) {
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
+                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, vflags, slope);
+                            e += 2 * step;
+                            e2 += 2 * step;
+                        }
+                    }
                     while e <= vlast {
-                        $vec::<ACT, NC, true, false>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope,
-                        );
+                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
                         e += step;
                     }
                 } else if ((vlast as u64) + $lanes <= res.len()) & res.is_aligned(head, 16) {
+                    if pairs::<ACT>() && $lanes == 4u32 {
+                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
+                        // pairs): the set-up of a thread is paid once per eight elements.
+                        let mut e2 = e + step;
+                        while (e <= vlast) & (e2 <= vlast) {
+                            $vec::<ACT, NC, true, true>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
+                            $vec::<ACT, NC, true, true>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, vflags, slope);
+                            e += 2 * step;
+                            e2 += 2 * step;
+                        }
+                    }
                     while e <= vlast {
-                        $vec::<ACT, NC, true, true>(
-                            x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope,
-                        );
+                        $vec::<ACT, NC, true, true>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
                         e += step;
                     }
                 } else {
@@ -504,6 +540,17 @@ macro_rules! act_kernels {
     fn next_col(c: u32, cols: u32) -> u32 {
         let s = c + 1;
         if s == cols { 0 } else { s }
+    }
+
+    /// Whether the vector loops take two vectors a turn: the activations whose few
+    /// instructions leave a thread's set-up (the uniform safety tests) a visible share of its
+    /// work. The operations give them half the threads ([`crate::ops::act`]).
+    fn pairs<const A: Act>() -> bool {
+        match A {
+            Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu | Act::HardSwish
+            | Act::HardSigmoid => true,
+            _ => false,
+        }
     }
 
     /// `act(x + b) + r`, each sum rounded on its own (an absent operand is -0.0): the scalar

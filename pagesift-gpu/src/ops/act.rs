@@ -570,8 +570,6 @@ fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
     }
 }
 
-/// 16-byte vectors each thread handles per turn of its grid-stride loop.
-pub(crate) const UNROLL: u64 = 1;
 /// Threads per block of the activation kernels.
 pub(crate) const BLOCK: u64 = 256;
 /// The most blocks of one launch: 2^28 threads, one 16-byte vector each (4 GiB); longer data
@@ -643,6 +641,18 @@ fn full_occupancy(gpu: &crate::Gpu, variant: &'static KernelVariant) -> Result<b
 
 /// Whether `variant` computes an activation whose arithmetic, not its memory traffic, bounds
 /// its speed (exp, erfc or a reciprocal per element).
+/// Whether `variant` is one of the activations whose vector loops take two vectors a turn in
+/// f32 (the kernels' `pairs`).
+fn light(variant: &KernelVariant) -> bool {
+    variant.consts.iter().any(|&(k, v)| {
+        k == "ACT"
+            && matches!(
+                v,
+                "Identity" | "Relu" | "Relu6" | "LeakyRelu" | "HardSwish" | "HardSigmoid"
+            )
+    })
+}
+
 fn arithmetic_bound(variant: &KernelVariant) -> bool {
     variant
         .consts
@@ -697,16 +707,35 @@ impl Geometry {
             None if !full_occupancy(stream.gpu(), variant)? => sms * HALF_BLOCKS_PER_SM,
             None => MAX_GRID,
         };
-        Ok(Geometry::with_max_blocks(
+        // The light f32 activations take two vectors a turn on the one-vector grid (see the
+        // kernels' `pairs`): half the threads, each set up once for eight elements.
+        let per_thread = if elem == 4 && max_blocks == MAX_GRID && light(variant) {
+            2
+        } else {
+            1
+        };
+        Ok(Geometry::with_vectors_per_thread(
             max_blocks,
             ptrs,
             len as u64,
             elem as u64,
+            per_thread,
         ))
     }
 
     /// As [`Geometry::new`] with a grid of at most `max_blocks` blocks.
     pub fn with_max_blocks(max_blocks: u64, ptrs: &[DevicePtr], len: u64, elem: u64) -> Geometry {
+        Geometry::with_vectors_per_thread(max_blocks, ptrs, len, elem, 1)
+    }
+
+    /// As [`Geometry::with_max_blocks`] with a thread for every `per_thread` vectors.
+    fn with_vectors_per_thread(
+        max_blocks: u64,
+        ptrs: &[DevicePtr],
+        len: u64,
+        elem: u64,
+        per_thread: u64,
+    ) -> Geometry {
         let lanes = 16 / elem;
         let misalign = ptrs.first().map_or(0, |p| p % 16);
         let (head, nvec) = if ptrs.iter().all(|p| p % 16 == misalign) && misalign % elem == 0 {
@@ -716,7 +745,7 @@ impl Geometry {
             (len.min(u64::from(u32::MAX)), 0)
         };
         let scalar = len - nvec * lanes;
-        let work = nvec.div_ceil(UNROLL).max(scalar);
+        let work = nvec.div_ceil(per_thread).max(scalar);
         let blocks = work
             .div_ceil(BLOCK)
             .clamp(1, max_blocks.clamp(1, u64::from(u32::MAX)));
