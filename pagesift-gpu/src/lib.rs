@@ -26,10 +26,11 @@ pub mod ops;
 
 pub use driver::{
     available, BackendKind, DeviceBuffer, DeviceProps, DevicePtr, DeviceRead, DeviceRepr,
-    DeviceSlice, DeviceSliceMut, DeviceWrite, Event, Function, Gpu, KernelArg, Module,
+    DeviceSlice, DeviceSliceMut, DeviceWrite, Dtype, Event, Function, Gpu, KernelArg, Module,
     PinnedBuffer, Stream,
 };
 pub use error::{DriverError, Error, Result};
+pub use half::{bf16, f16};
 pub use kernel::{KernelVariant, LaunchConfig};
 pub use ops::act::{Act, ActArgs};
 pub use pagesift_ptx_macros::ptx_kernel;
@@ -39,9 +40,10 @@ pub use pagesift_ptx_macros::ptx_kernel;
 pub mod __private {
     pub use crate::driver::fault::fault_arg;
     pub use crate::driver::launch::{
-        arg_read, arg_write, launch, variant_not_compiled, Access, SliceArg,
+        arg_read, arg_read_opt, arg_write, arg_write_opt, launch, variant_not_compiled, Access,
+        ParamStruct, SliceArg,
     };
-    pub use crate::driver::{DeviceRead, DeviceRepr, DeviceWrite, KernelArg, Stream};
+    pub use crate::driver::{DeviceRead, DeviceRepr, DeviceWrite, Dtype, KernelArg, Stream};
     pub use crate::error::{Error, Result};
     pub use crate::kernel::{KernelVariant, LaunchConfig};
     pub use half::{bf16, f16};

@@ -321,8 +321,13 @@ pub fn __instruction_forms(_input: TokenStream) -> TokenStream {
 fn expand(tokens: TokenStream2) -> TokenStream2 {
     let cx = ctxt::Ctxt::new();
     let program = parse::parse_program(&cx, tokens);
-    let checked = check::check_program(&cx, &program);
-    let mut out = TokenStream2::new();
+    let mut checked = check::check_program(&cx, &program);
+    let mut out = wrap::items(&program, &checked.items);
+    for kernel in &mut checked.kernels {
+        for variant in &mut kernel.variants {
+            lower::settle_target(variant);
+        }
+    }
     for kernel in &checked.kernels {
         let mut emitted = Vec::new();
         for variant in &kernel.variants {
@@ -348,8 +353,13 @@ fn expand(tokens: TokenStream2) -> TokenStream2 {
 pub(crate) fn compile_for_test(tokens: TokenStream2) -> Result<Vec<(String, String)>, Vec<String>> {
     let cx = ctxt::Ctxt::new();
     let program = parse::parse_program(&cx, tokens);
-    let checked = check::check_program(&cx, &program);
+    let mut checked = check::check_program(&cx, &program);
     let mut out = Vec::new();
+    for kernel in &mut checked.kernels {
+        for variant in &mut kernel.variants {
+            lower::settle_target(variant);
+        }
+    }
     for kernel in &checked.kernels {
         for variant in &kernel.variants {
             if let Some(func) = lower::lower_variant(&cx, variant) {

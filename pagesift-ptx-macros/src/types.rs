@@ -245,6 +245,45 @@ pub enum Ty {
     Shared { elem: Scalar, len: Option<u32> },
     /// A variant of an enum const parameter (only compared and matched, at expansion).
     Enum,
+    /// A parameter struct, passed by value (kernel parameter) or by name (helpers).
+    Struct(std::rc::Rc<StructDef>),
+    /// `Option<&[T]>` / `Option<&mut [T]>` (a kernel parameter's type; the kernel binds the
+    /// slice with `if let Some(s) = opt`).
+    Option(Box<Ty>),
+}
+
+/// The layout of a parameter struct: `#[repr(C)]` on the host, one `.param` blob of `size`
+/// bytes aligned to `align` in PTX.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StructDef {
+    pub name: String,
+    /// (name, type, byte offset), in declaration order.
+    pub fields: Vec<(String, Scalar, u32)>,
+    pub size: u32,
+    pub align: u32,
+}
+
+impl StructDef {
+    /// Lays out `fields` as C does: each at the next multiple of its size, the whole padded to
+    /// its largest alignment.
+    pub fn layout(name: &str, fields: &[(String, Scalar)]) -> StructDef {
+        let mut off = 0u32;
+        let mut align = 1u32;
+        let mut out = Vec::new();
+        for (n, s) in fields {
+            let a = s.bytes();
+            off = off.div_ceil(a) * a;
+            out.push((n.clone(), *s, off));
+            off += a;
+            align = align.max(a);
+        }
+        StructDef {
+            name: name.to_string(),
+            fields: out,
+            size: off.div_ceil(align).max(1) * align,
+            align,
+        }
+    }
 }
 
 impl fmt::Display for Ty {
@@ -265,6 +304,8 @@ impl fmt::Display for Ty {
             Ty::Shared { elem, len: Some(n) } => write!(f, "Shared<[{elem}; {n}]>"),
             Ty::Shared { elem, len: None } => write!(f, "Shared<[{elem}]>"),
             Ty::Enum => f.write_str("enum"),
+            Ty::Struct(d) => f.write_str(&d.name),
+            Ty::Option(t) => write!(f, "Option<{t}>"),
         }
     }
 }

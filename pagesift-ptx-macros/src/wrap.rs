@@ -1,8 +1,8 @@
 //! The generated Rust: per kernel a module with `VARIANTS` (one `KernelVariant` per variant,
 //! with its PTX) and a typed `launch`. Generated code names the runtime only by absolute path.
 
-use crate::check::{KernelSig, Variant};
-use crate::parse::ConstTy;
+use crate::check::{Items, KernelSig, Variant};
+use crate::parse::{ConstTy, Program};
 use crate::ptx::Function;
 use crate::types::{ConstVal, Scalar, Ty};
 use proc_macro2::{Span, TokenStream};
@@ -30,6 +30,114 @@ fn const_arg_name(name: &syn::Ident) -> syn::Ident {
     syn::Ident::new(&name.to_string().to_lowercase(), name.span())
 }
 
+/// The `Dtype` variant naming a scalar type on the host.
+fn dtype_tokens(s: Scalar) -> TokenStream {
+    let id = format_ident!(
+        "{}",
+        match s {
+            Scalar::F16 => "F16",
+            Scalar::Bf16 => "Bf16",
+            Scalar::F32 => "F32",
+            Scalar::F64 => "F64",
+            Scalar::I8 => "I8",
+            Scalar::I16 => "I16",
+            Scalar::I32 => "I32",
+            Scalar::I64 => "I64",
+            Scalar::U8 => "U8",
+            Scalar::U16 => "U16",
+            Scalar::U32 => "U32",
+            _ => "U64",
+        }
+    );
+    quote!(::pagesift_gpu::__private::Dtype::#id)
+}
+
+/// The trait of a kernel's type parameter `T`: implemented for the types its `#[variants]`
+/// list names, so that a launch with any other element type does not compile.
+fn type_trait(t: &syn::Ident) -> syn::Ident {
+    format_ident!("Elem{}", t)
+}
+
+/// The parameter structs, consts and library files of an invocation.
+pub fn items(prog: &Program, items: &Items) -> TokenStream {
+    let p = quote!(::pagesift_gpu::__private);
+    let mut out = TokenStream::new();
+    for f in &prog.files {
+        let path = f.display().to_string();
+        out.extend(quote!(
+            const _: &[u8] = ::core::include_bytes!(#path);
+        ));
+    }
+    for (st, def) in prog.structs.iter().zip(&items.structs) {
+        let name = &st.name;
+        let vis = &st.vis;
+        let attrs = &st.attrs;
+        let fields = st.fields.iter().map(|(n, s, a, v)| {
+            let t = scalar_tokens(*s);
+            quote!(#(#a)* #v #n: #t)
+        });
+        let size = def.size as usize;
+        let writes = st
+            .fields
+            .iter()
+            .zip(&def.fields)
+            .map(|((n, s, _, _), (_, _, off))| {
+                let off = *off as usize;
+                let bytes = match s {
+                    Scalar::Bool => quote!([self.#n as u8]),
+                    _ => quote!(self.#n.to_le_bytes()),
+                };
+                quote! {
+                    let b = #bytes;
+                    out[#off..#off + b.len()].copy_from_slice(&b);
+                }
+            });
+        out.extend(quote! {
+            #(#attrs)*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq)]
+            #vis struct #name {
+                #(#fields),*
+            }
+
+            impl #p::ParamStruct for #name {
+                fn kernel_arg(&self) -> #p::KernelArg {
+                    let mut out = [0u8; #size];
+                    #(#writes)*
+                    #p::KernelArg::blob(&out)
+                }
+            }
+        });
+    }
+    for c in prog.consts.iter().filter(|c| c.module.is_none()) {
+        let Some((_, ty, v)) = items.consts.iter().find(|(n, _, _)| c.name == n.as_str()) else {
+            continue;
+        };
+        let id = &c.name;
+        let vis = &c.vis;
+        let attrs = &c.attrs;
+        let t = scalar_tokens(*ty);
+        let lit: TokenStream = match (ty, v) {
+            (Scalar::Bool, ConstVal::Bool(b)) => quote!(#b),
+            (Scalar::F32, ConstVal::Float(f)) => {
+                let l = proc_macro2::Literal::f32_suffixed(*f as f32);
+                quote!(#l)
+            }
+            (Scalar::F64, ConstVal::Float(f)) => {
+                let l = proc_macro2::Literal::f64_suffixed(*f);
+                quote!(#l)
+            }
+            (_, ConstVal::Int(i)) => {
+                let l = syn::LitInt::new(&format!("{i}{}", ty.name()), Span::call_site());
+                quote!(#l)
+            }
+            _ => continue,
+        };
+        out.extend(quote!(#(#attrs)* #vis const #id: #t = #lit;));
+    }
+    out
+}
+
 /// The module of one kernel. With `variants` empty (the kernel has errors) the module still
 /// declares `VARIANTS` and a `launch` of the right signature, so callers see only the errors.
 pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStream {
@@ -39,12 +147,44 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
     let docs = &f.docs;
     let p = quote!(::pagesift_gpu::__private);
 
+    // The type parameters: a trait each, implemented for its listed types.
+    let mut type_traits = Vec::new();
+    let mut type_generics = Vec::new();
+    for (t, vals) in &sig.type_values {
+        let tr = type_trait(t);
+        let tys = vals.iter().map(|s| scalar_tokens(*s));
+        let names: Vec<&str> = vals.iter().map(|s| s.name()).collect();
+        let doc = format!(
+            "The element types `{name_str}` is compiled for as `{t}`: {}.",
+            names.join(", ")
+        );
+        type_traits.push(quote! {
+            #[doc = #doc]
+            pub trait #tr: #p::DeviceRepr {}
+            #(impl #tr for #tys {})*
+        });
+        type_generics.push(quote!(#t: #tr));
+    }
+    let generics = if type_generics.is_empty() {
+        quote!()
+    } else {
+        quote!(<#(#type_generics),*>)
+    };
+    let turbofish = if sig.type_values.is_empty() {
+        quote!()
+    } else {
+        let ts = sig.type_values.iter().map(|(t, _)| t);
+        quote!(::<#(#ts),*>)
+    };
+
     // The launch signature: consts, then parameters.
-    let mut sig_args = Vec::new();
+    let mut const_args = Vec::new();
+    let mut const_names = Vec::new();
     // The hidden first PTX parameter: the device's fault record.
     let mut kernel_args = vec![quote!(#p::fault_arg(stream)?)];
     let mut slice_lets = Vec::new();
     let mut accesses = Vec::new();
+    let mut param_args = Vec::new();
     let mut param_meta = Vec::new();
     for c in &f.consts {
         let arg = const_arg_name(&c.name);
@@ -52,10 +192,12 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             ConstTy::Int(s) => scalar_tokens(*s),
             ConstTy::Bool => quote!(bool),
             ConstTy::Enum(path) => quote!(#path),
+            ConstTy::Type => continue,
         };
-        sig_args.push(quote!(#arg: #ty));
+        const_args.push(quote!(#arg: #ty));
+        const_names.push(arg);
     }
-    for (param, ty) in f.params.iter().zip(&sig.params) {
+    for ((param, ty), generic) in f.params.iter().zip(&sig.params).zip(&sig.generic) {
         // A parameter named like a wrapper argument is an error already reported; rename it
         // here so the wrapper adds no follow-up errors.
         let arg = match param.name.to_string().as_str() {
@@ -63,14 +205,19 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             _ => param.name.clone(),
         };
         let arg = &arg;
+        let elem_tokens = |s: Scalar| match generic {
+            Some(t) => quote!(#t),
+            None => scalar_tokens(s),
+        };
         // A slice is two PTX parameters, its address and its length in elements.
         let slice = format_ident!("__slice_{}", arg);
+        let mut is_slice = true;
         let (arg_ty, text) = match ty {
             Some(Ty::Slice {
                 elem,
                 mutable: false,
             }) => {
-                let e = scalar_tokens(*elem);
+                let e = elem_tokens(*elem);
                 slice_lets.push(quote!(let #slice = #p::arg_read(stream, #arg)?;));
                 (quote!(&impl #p::DeviceRead<#e>), format!("&[{elem}]"))
             }
@@ -78,28 +225,65 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 elem,
                 mutable: true,
             }) => {
-                let e = scalar_tokens(*elem);
+                let e = elem_tokens(*elem);
                 slice_lets.push(quote!(let #slice = #p::arg_write(stream, #arg)?;));
                 (
                     quote!(&mut impl #p::DeviceWrite<#e>),
                     format!("&mut [{elem}]"),
                 )
             }
+            Some(Ty::Option(inner)) => match &**inner {
+                Ty::Slice {
+                    elem,
+                    mutable: false,
+                } => {
+                    let e = elem_tokens(*elem);
+                    slice_lets.push(quote!(let #slice = #p::arg_read_opt(stream, #arg)?;));
+                    (
+                        quote!(::core::option::Option<&dyn #p::DeviceRead<#e>>),
+                        format!("Option<&[{elem}]>"),
+                    )
+                }
+                Ty::Slice {
+                    elem,
+                    mutable: true,
+                } => {
+                    let e = elem_tokens(*elem);
+                    slice_lets.push(quote!(let #slice = #p::arg_write_opt(stream, #arg)?;));
+                    (
+                        quote!(::core::option::Option<&mut dyn #p::DeviceWrite<#e>>),
+                        format!("Option<&mut [{elem}]>"),
+                    )
+                }
+                _ => {
+                    is_slice = false;
+                    kernel_args.push(quote!(match #arg {}));
+                    (quote!(::core::convert::Infallible), "?".to_string())
+                }
+            },
             Some(Ty::Scalar(s)) => {
+                is_slice = false;
                 kernel_args.push(quote!(#p::KernelArg::from(#arg)));
                 (scalar_tokens(*s), s.name().to_string())
             }
+            Some(Ty::Struct(def)) => {
+                is_slice = false;
+                let sname = syn::Ident::new(&def.name, Span::call_site());
+                kernel_args.push(quote!(#p::ParamStruct::kernel_arg(&#arg)));
+                (quote!(#sname), def.name.clone())
+            }
             _ => {
+                is_slice = false;
                 kernel_args.push(quote!(match #arg {}));
                 (quote!(::core::convert::Infallible), "?".to_string())
             }
         };
-        if matches!(ty, Some(Ty::Slice { .. })) {
+        if is_slice {
             kernel_args.push(quote!(#slice.ptr));
             kernel_args.push(quote!(#slice.len));
             accesses.push(quote!(#slice.access));
         }
-        sig_args.push(quote!(#arg: #arg_ty));
+        param_args.push(quote!(#arg: #arg_ty));
         let pname = arg.to_string();
         param_meta.push(quote!((#pname, #text)));
     }
@@ -146,7 +330,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
         })
         .collect();
 
-    // Variant selection from the const arguments.
+    // Variant selection from the const arguments and the element types.
     let conds: Vec<TokenStream> = variants
         .iter()
         .map(|e| {
@@ -165,6 +349,16 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                         (ConstTy::Enum(path), Some(ConstVal::Enum(variant))) => {
                             let vid = syn::Ident::new(variant, Span::call_site());
                             quote!(::core::matches!(#arg, #path::#vid))
+                        }
+                        (ConstTy::Type, Some(ConstVal::Enum(t))) => {
+                            let t_id = &c.name;
+                            match Scalar::from_name(t) {
+                                Some(s) => {
+                                    let d = dtype_tokens(s);
+                                    quote!(::core::matches!(<#t_id as #p::DeviceRepr>::DTYPE, #d))
+                                }
+                                None => quote!(false),
+                            }
                         }
                         (ConstTy::Int(s), Some(ConstVal::Int(i))) => {
                             let lit =
@@ -203,23 +397,23 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                     });
                     quote!(::std::format!("{}={}", #cname, #(#arms)* { "(a value with no compiled variant)" }))
                 }
+                ConstTy::Type => {
+                    let t_id = &c.name;
+                    quote!(::std::format!("{}={}", #cname, <#t_id as #p::DeviceRepr>::DTYPE.name()))
+                }
                 _ => quote!(::std::format!("{}={}", #cname, #arg)),
             }
         })
         .collect();
     let indices = 0..variants.len();
     let n_args = kernel_args.len();
-    let select = quote! {
-        let __variant: &'static #p::KernelVariant =
-            #( if #conds { &VARIANTS[#indices] } else )* {
-                let __consts: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#describe),*];
-                return ::core::result::Result::Err(#p::variant_not_compiled(#name_str, __consts.join(", ")));
-            };
-    };
     let doc_launch = format!(
         "Launches `{name_str}` on `stream` with grid and dynamic shared memory from `cfg`; the block shape is the variant's (`VARIANTS[i].block`). Fails with the runtime's error when the const arguments select no compiled variant, a buffer belongs to another device, or the launch fails."
     );
     let doc_variants = format!("Every compiled variant of `{name_str}`, with its PTX.");
+    let doc_variant = format!(
+        "The variant of `{name_str}` that `launch` runs for these const arguments (and element types), if it was compiled."
+    );
     // A kernel with `unsafe` code (in any variant, or in a helper it inlines) gets an
     // `unsafe fn launch`: the compiler cannot check its unchecked accesses.
     let is_unsafe = variants.iter().any(|e| e.variant.uses_unsafe);
@@ -243,18 +437,31 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
         pub mod #name {
             use super::*;
 
+            #(#type_traits)*
+
             #[doc = #doc_variants]
             pub static VARIANTS: &[#p::KernelVariant] = &[#(#entries),*];
+
+            #[doc = #doc_variant]
+            #[allow(unused_variables, clippy::needless_return)]
+            pub fn variant #generics(#(#const_args),*) -> ::core::option::Option<&'static #p::KernelVariant> {
+                #( if #conds { return ::core::option::Option::Some(&VARIANTS[#indices]); } )*
+                ::core::option::Option::None
+            }
 
             #[doc = #doc_launch]
             #doc_safety
             #[allow(unused_variables, unreachable_code, unsafe_code, clippy::needless_return)]
-            pub #unsafety fn launch(
+            pub #unsafety fn launch #generics(
                 stream: &#p::Stream,
                 cfg: #p::LaunchConfig,
-                #(#sig_args),*
+                #(#const_args,)*
+                #(#param_args),*
             ) -> #p::Result<()> {
-                #select
+                let ::core::option::Option::Some(__variant) = variant #turbofish(#(#const_names),*) else {
+                    let __consts: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#describe),*];
+                    return ::core::result::Result::Err(#p::variant_not_compiled(#name_str, __consts.join(", ")));
+                };
                 #(#slice_lets)*
                 let __args: [#p::KernelArg; #n_args] = [#(#kernel_args),*];
                 let __accesses = [#(#accesses),*];

@@ -420,7 +420,12 @@ casts_from!(casts_from_f64, f64);
 
 /// Every variant of the example kernels.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
-    let families: [&'static [pagesift_gpu::KernelVariant]; 21] = [
+    use crate::language_kernels as lang;
+    let families: [&'static [pagesift_gpu::KernelVariant]; 25] = [
+        lang::axpy::VARIANTS,
+        lang::vec_copy::VARIANTS,
+        lang::type_tag::VARIANTS,
+        lang::poly_eval::VARIANTS,
         bias_act::VARIANTS,
         block_sum::VARIANTS,
         tile_scale::VARIANTS,

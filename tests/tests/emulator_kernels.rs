@@ -131,7 +131,7 @@ fn example_tile_scale_and_bias_act_give_the_cpu_answers() {
         let args = [
             KernelArg::ptr(rec),
             KernelArg::ptr(px),
-            len,
+            len.clone(),
             KernelArg::ptr(py),
             len,
             KernelArg::from(rows as u32),

@@ -219,8 +219,13 @@ fn variant_metadata_matches_the_ptx() {
             v.display_name()
         );
         assert_eq!(v.ptx.matches(".entry").count(), 1, "{}", v.display_name());
-        // The fault record, then two per slice and one per scalar.
-        let slices = v.params.iter().filter(|(_, t)| t.starts_with('&')).count();
+        // The fault record, then two per slice (optional or not) and one per scalar or
+        // parameter struct.
+        let slices = v
+            .params
+            .iter()
+            .filter(|(_, t)| t.starts_with('&') || t.starts_with("Option<&"))
+            .count();
         assert_eq!(
             v.ptx_params as usize,
             1 + v.params.len() + slices,

@@ -72,11 +72,14 @@ pub struct FunctionAttributes {
     pub max_threads_per_block: u32,
 }
 
-/// One kernel parameter, by value: up to 8 bytes, little-endian as the kernel reads it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// One kernel parameter, by value, little-endian as the kernel reads it: a scalar of up to 8
+/// bytes, or the bytes of a parameter struct.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelArg {
     bytes: [u8; 8],
     len: u8,
+    /// A parameter struct's bytes (then `len` is 0).
+    blob: Option<Box<[u8]>>,
 }
 
 impl KernelArg {
@@ -86,15 +89,27 @@ impl KernelArg {
         KernelArg {
             bytes,
             len: le.len() as u8,
+            blob: None,
         }
     }
     /// A device pointer parameter (`.u64` in PTX).
     pub fn ptr(p: DevicePtr) -> KernelArg {
         KernelArg::from_le(&p.to_le_bytes())
     }
+    /// A parameter struct, as the bytes of its `.param` blob.
+    pub fn blob(bytes: &[u8]) -> KernelArg {
+        KernelArg {
+            bytes: [0; 8],
+            len: 0,
+            blob: Some(bytes.into()),
+        }
+    }
     /// The parameter's bytes.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len as usize]
+        match &self.blob {
+            Some(b) => b,
+            None => &self.bytes[..self.len as usize],
+        }
     }
 }
 

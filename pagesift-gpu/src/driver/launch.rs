@@ -2,7 +2,7 @@
 //! calls (through `__private`). Limits are checked here, before the driver sees a launch, and
 //! the hot path allocates nothing.
 
-use super::backend::{DeviceProps, KernelArg, LaunchRequest};
+use super::backend::{DeviceProps, DevicePtr, KernelArg, LaunchRequest};
 use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
 use super::track::Tracking;
@@ -118,8 +118,9 @@ pub unsafe fn launch(
     gpu.enter()?;
     let backend = gpu.backend();
     for a in accesses {
-        a.track
-            .order_before(backend.as_ref(), &stream.inner, a.write)?;
+        if let Some(t) = a.track {
+            t.order_before(backend.as_ref(), &stream.inner, a.write)?;
+        }
     }
     let needs_optin = variant
         .static_shared_bytes
@@ -158,7 +159,9 @@ pub unsafe fn launch(
         args,
     })?;
     for a in accesses {
-        a.track.record(&stream.inner, a.write);
+        if let Some(t) = a.track {
+            t.record(&stream.inner, a.write);
+        }
     }
     Ok(())
 }
@@ -188,7 +191,8 @@ pub struct SliceArg<'a> {
 /// One buffer a launch uses: the launch is ordered after the buffer's pending work and becomes
 /// its latest use.
 pub struct Access<'a> {
-    pub(crate) track: &'a Tracking,
+    /// `None` for an absent optional slice.
+    pub(crate) track: Option<&'a Tracking>,
     pub(crate) write: bool,
 }
 
@@ -203,24 +207,89 @@ impl Access<'_> {
 /// device ([`Error::DeviceMismatch`]).
 pub fn arg_read<'a, T: DeviceRepr>(
     stream: &Stream,
-    x: &'a impl DeviceRead<T>,
+    x: &'a (impl DeviceRead<T> + ?Sized),
 ) -> Result<SliceArg<'a>> {
     check_same(stream.gpu(), x.gpu(), "kernel argument", "buffer")?;
     Ok(SliceArg {
         ptr: KernelArg::ptr(x.device_ptr()),
         len: KernelArg::from(x.len() as u64),
         access: Access {
-            track: &x.owner().track,
+            track: Some(&x.owner().track),
             write: false,
         },
     })
+}
+
+/// The address an optional slice passes: null when absent; for a present empty slice a
+/// dangling non-null address (as Rust's empty slices have), which no access reaches since its
+/// length is 0.
+fn opt_ptr<T>(p: DevicePtr, present: bool) -> KernelArg {
+    if present && p == 0 {
+        KernelArg::ptr(std::mem::align_of::<T>() as DevicePtr)
+    } else {
+        KernelArg::ptr(p)
+    }
+}
+
+/// The kernel arguments of an optional slice the kernel reads: a null address and length 0
+/// for `None`.
+pub fn arg_read_opt<'a, T: DeviceRepr>(
+    stream: &Stream,
+    x: Option<&'a dyn DeviceRead<T>>,
+) -> Result<SliceArg<'a>> {
+    match x {
+        Some(x) => {
+            let mut a = arg_read(stream, x)?;
+            a.ptr = opt_ptr::<T>(x.device_ptr(), true);
+            Ok(a)
+        }
+        None => Ok(SliceArg {
+            ptr: KernelArg::ptr(0),
+            len: KernelArg::from(0u64),
+            access: Access {
+                track: None,
+                write: false,
+            },
+        }),
+    }
+}
+
+/// The kernel arguments of an optional slice the kernel writes: a null address and length 0
+/// for `None`.
+pub fn arg_write_opt<'a, T: DeviceRepr>(
+    stream: &Stream,
+    x: Option<&'a mut dyn DeviceWrite<T>>,
+) -> Result<SliceArg<'a>> {
+    match x {
+        Some(x) => {
+            let p = x.device_ptr();
+            let mut a = arg_write(stream, x)?;
+            a.ptr = opt_ptr::<T>(p, true);
+            Ok(a)
+        }
+        None => Ok(SliceArg {
+            ptr: KernelArg::ptr(0),
+            len: KernelArg::from(0u64),
+            access: Access {
+                track: None,
+                write: true,
+            },
+        }),
+    }
+}
+
+/// A parameter struct of a `ptx_kernel!` invocation: its `#[repr(C)]` bytes as one kernel
+/// parameter (implemented by the macro).
+pub trait ParamStruct: Copy {
+    /// The bytes of the struct's `.param` blob, little-endian at each field's offset.
+    fn kernel_arg(&self) -> KernelArg;
 }
 
 /// The kernel arguments for device memory a kernel writes; checks it belongs to the stream's
 /// device ([`Error::DeviceMismatch`]).
 pub fn arg_write<'a, T: DeviceRepr>(
     stream: &Stream,
-    x: &'a mut impl DeviceWrite<T>,
+    x: &'a mut (impl DeviceWrite<T> + ?Sized),
 ) -> Result<SliceArg<'a>> {
     let ptr = KernelArg::ptr(x.device_ptr_mut());
     let x = &*x;
@@ -229,7 +298,7 @@ pub fn arg_write<'a, T: DeviceRepr>(
         ptr,
         len: KernelArg::from(x.len() as u64),
         access: Access {
-            track: &x.owner().track,
+            track: Some(&x.owner().track),
             write: true,
         },
     })

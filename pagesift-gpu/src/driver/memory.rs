@@ -40,29 +40,89 @@ use sealed::Owner;
 ///
 /// # Safety
 /// Implementors are `Copy`, have no padding bytes and accept every bit pattern.
-pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static + sealed::Sealed {}
+pub unsafe trait DeviceRepr: Copy + Send + Sync + 'static + sealed::Sealed {
+    /// The element type as a value (kernels generic over their element type select their
+    /// variant by it).
+    const DTYPE: Dtype;
+}
+
+/// The element types of device memory, as values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Dtype {
+    F32,
+    F64,
+    F16,
+    Bf16,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+impl Dtype {
+    /// The Rust name of the type: `f32`, `bf16`, `u8`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F64 => "f64",
+            Dtype::F16 => "f16",
+            Dtype::Bf16 => "bf16",
+            Dtype::I8 => "i8",
+            Dtype::I16 => "i16",
+            Dtype::I32 => "i32",
+            Dtype::I64 => "i64",
+            Dtype::U8 => "u8",
+            Dtype::U16 => "u16",
+            Dtype::U32 => "u32",
+            Dtype::U64 => "u64",
+        }
+    }
+
+    /// The size of one element in bytes.
+    pub fn size(self) -> usize {
+        match self {
+            Dtype::I8 | Dtype::U8 => 1,
+            Dtype::F16 | Dtype::Bf16 | Dtype::I16 | Dtype::U16 => 2,
+            Dtype::F32 | Dtype::I32 | Dtype::U32 => 4,
+            Dtype::F64 | Dtype::I64 | Dtype::U64 => 8,
+        }
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 macro_rules! device_repr {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $d:ident),*) => {$(
         impl sealed::Sealed for $t {}
         // SAFETY: a primitive number (or a transparent wrapper of `u16`): no padding, every bit
         // pattern valid.
-        unsafe impl DeviceRepr for $t {}
+        unsafe impl DeviceRepr for $t {
+            const DTYPE: Dtype = Dtype::$d;
+        }
     )*};
 }
 device_repr!(
-    f32,
-    f64,
-    half::f16,
-    half::bf16,
-    i8,
-    i16,
-    i32,
-    i64,
-    u8,
-    u16,
-    u32,
-    u64
+    f32 => F32,
+    f64 => F64,
+    half::f16 => F16,
+    half::bf16 => Bf16,
+    i8 => I8,
+    i16 => I16,
+    i32 => I32,
+    i64 => I64,
+    u8 => U8,
+    u16 => U16,
+    u32 => U32,
+    u64 => U64
 );
 
 /// The bytes of a slice of plain elements.

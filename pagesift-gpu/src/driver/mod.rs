@@ -104,7 +104,9 @@ pub use backend::{
     ModuleLoadError, RawHandle,
 };
 pub use gpu::Gpu;
-pub use memory::{DeviceBuffer, DeviceRead, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceWrite};
+pub use memory::{
+    DeviceBuffer, DeviceRead, DeviceRepr, DeviceSlice, DeviceSliceMut, DeviceWrite, Dtype,
+};
 pub use module::{Function, Module};
 pub use stream::{Event, PinnedBuffer, Stream};
 

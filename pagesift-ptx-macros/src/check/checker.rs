@@ -1,9 +1,11 @@
 //! The type checker of one variant: statements and expressions.
 
-use super::{TBlock, TExpr, TKind, TStmt, Target, VarId, VarInfo, Variant, STATIC_SHARED_LIMIT};
+use super::{
+    Scope, TBlock, TExpr, TKind, TStmt, Target, VarId, VarInfo, Variant, STATIC_SHARED_LIMIT,
+};
 use crate::ctxt::Ctxt;
 use crate::ctxt::Sp as Span;
-use crate::parse::{Block, ConstTy, Expr, FnItem, Stmt, TypeAst, TypeKind};
+use crate::parse::{Block, ConstTy, Expr, FnItem, Program, Stmt, TargetAttr, TypeAst, TypeKind};
 use crate::types::{ConstVal, Scalar, Ty};
 use std::collections::HashMap;
 
@@ -11,12 +13,18 @@ use std::collections::HashMap;
 pub(super) enum Binding {
     Var(VarId),
     Const(ConstVal, Ty),
+    /// An optional slice (`Option<&[T]>`): its slice variable, usable only through
+    /// `if let Some(s) = opt` and `opt.is_some()` / `is_none()`.
+    Opt(VarId),
 }
 
 pub(super) struct Frame {
     pub(super) scopes: Vec<HashMap<String, Binding>>,
     pub(super) ret: Ty,
     pub(super) loops: usize,
+    /// The helper library whose fn this frame checks: its helpers and consts are named
+    /// without the library's prefix.
+    pub(super) module: Option<String>,
 }
 
 impl Frame {
@@ -25,6 +33,7 @@ impl Frame {
             scopes: vec![scope],
             ret,
             loops: 0,
+            module: None,
         }
     }
 
@@ -37,8 +46,13 @@ impl Frame {
 
 pub(super) struct Checker<'a> {
     pub(super) cx: &'a Ctxt,
-    pub(super) helpers: &'a HashMap<String, &'a FnItem>,
+    pub(super) scope: &'a Scope<'a>,
     pub(super) target: Target,
+    /// Whether the target is the compiler's choice (no `#[target]`): a need for a later one
+    /// raises it instead of failing.
+    pub(super) target_auto: bool,
+    /// The field variables of parameter structs.
+    pub(super) fields: HashMap<VarId, Vec<VarId>>,
     pub(super) block: [u32; 3],
     pub(super) vars: Vec<VarInfo>,
     pub(super) shared: Vec<(VarId, Scalar, u32)>,
@@ -67,7 +81,86 @@ fn const_ty(ty: &ConstTy) -> Ty {
     match ty {
         ConstTy::Int(s) => Ty::Scalar(*s),
         ConstTy::Bool => Ty::Scalar(Scalar::Bool),
-        ConstTy::Enum(_) => Ty::Enum,
+        ConstTy::Enum(_) | ConstTy::Type => Ty::Enum,
+    }
+}
+
+/// Evaluates the consts of the invocation and its libraries, in order (each may use the
+/// ones before it), into `scope`; returns the invocation's own.
+pub(super) fn check_consts(
+    cx: &Ctxt,
+    prog: &Program,
+    scope: &mut Scope<'_>,
+) -> Vec<(String, Scalar, ConstVal)> {
+    let mut own = Vec::new();
+    for c in &prog.consts {
+        let name = match &c.module {
+            Some(m) => format!("{m}::{}", c.name),
+            None => c.name.to_string(),
+        };
+        if scope.consts.contains_key(&name) {
+            cx.error(c.name.span(), format!("`{name}` is defined more than once"));
+            continue;
+        }
+        let value = {
+            let mut ck = Checker::new(
+                cx,
+                scope,
+                Target::parse("sm_90a").unwrap_or(Target {
+                    name: "sm_90a".into(),
+                    sm: 90,
+                }),
+            );
+            let mut frame = Frame::new(HashMap::new(), Ty::Unit);
+            frame.module = c.module.clone();
+            ck.frames.push(frame);
+            let t = ck.check_expr(&c.value, Some(&Ty::Scalar(c.ty)));
+            match (t.kind, &t.ty) {
+                (TKind::Const(v), Ty::Scalar(s)) if *s == c.ty => Some(v),
+                (_, Ty::Never) => None,
+                (TKind::Const(_), other) => {
+                    cx.error(
+                        c.value.span,
+                        format!("mismatched types: expected `{}`, found `{other}`", c.ty),
+                    );
+                    None
+                }
+                _ => {
+                    cx.error(
+                        c.value.span,
+                        "a `const` needs a value known at compile time",
+                    );
+                    None
+                }
+            }
+        };
+        let Some(v) = value else { continue };
+        scope
+            .consts
+            .insert(name.clone(), (v.clone(), Ty::Scalar(c.ty)));
+        if c.module.is_none() {
+            own.push((name, c.ty, v));
+        }
+    }
+    own
+}
+
+impl<'a> Checker<'a> {
+    pub(super) fn new(cx: &'a Ctxt, scope: &'a Scope<'a>, target: Target) -> Checker<'a> {
+        Checker {
+            cx,
+            scope,
+            target,
+            target_auto: false,
+            fields: HashMap::new(),
+            block: [1, 1, 1],
+            vars: Vec::new(),
+            shared: Vec::new(),
+            dyn_shared: None,
+            frames: Vec::new(),
+            unsafe_depth: 0,
+            uses_unsafe: false,
+        }
     }
 }
 
@@ -75,46 +168,65 @@ fn const_ty(ty: &ConstTy) -> Ty {
 pub(super) fn check_variant(
     cx: &Ctxt,
     f: &FnItem,
-    helpers: &HashMap<String, &FnItem>,
+    scope: &Scope<'_>,
     consts: Vec<(String, ConstVal)>,
 ) -> Option<Variant> {
     let before = cx.count();
-    let target = match &f.target {
-        None => Target::parse("sm_70"),
-        Some((name, span)) => {
-            let t = Target::parse(name);
-            if t.is_none() {
-                let known: Vec<&str> = Target::KNOWN.iter().map(|(n, _)| *n).collect();
-                cx.error(
-                    *span,
-                    format!("unknown target `{name}` (known: {})", known.join(", ")),
-                );
-            }
-            t
-        }
-    }?;
-    let mut ck = Checker {
-        cx,
-        helpers,
-        target,
-        block: [1, 1, 1],
-        vars: Vec::new(),
-        shared: Vec::new(),
-        dyn_shared: None,
-        frames: Vec::new(),
-        unsafe_depth: 0,
-        uses_unsafe: false,
+    // A kernel generic over element types is parsed again with this variant's types.
+    let inst;
+    let f = if f.types.is_empty() {
+        f
+    } else {
+        let binds: Vec<(String, Scalar)> = consts
+            .iter()
+            .filter_map(|(n, v)| match v {
+                ConstVal::Enum(t) if f.types.iter().any(|ty| ty == n.as_str()) => {
+                    Scalar::from_name(t).map(|s| (n.clone(), s))
+                }
+                _ => None,
+            })
+            .collect();
+        inst = crate::parse::instantiate(cx, f, &binds)?;
+        &inst
     };
-    let mut scope = HashMap::new();
+    let default = Target::parse("sm_70")?;
+    let mut ck = Checker::new(cx, scope, default);
+    let mut scope_map = HashMap::new();
     for c in &f.consts {
         if let Some((_, v)) = consts.iter().find(|(n, _)| c.name == n.as_str()) {
-            scope.insert(
+            scope_map.insert(
                 c.name.to_string(),
                 Binding::Const(v.clone(), const_ty(&c.ty)),
             );
         }
     }
-    ck.frames.push(Frame::new(scope, Ty::Unit));
+    // Type parameters are substituted in the instantiation; their values remain constants
+    // for `#[target]` and `#[launch]` expressions.
+    for (n, v) in &consts {
+        scope_map
+            .entry(n.clone())
+            .or_insert_with(|| Binding::Const(v.clone(), Ty::Enum));
+    }
+    ck.frames.push(Frame::new(scope_map, Ty::Unit));
+    match &f.target {
+        None => ck.target_auto = true,
+        Some(TargetAttr::Name(name, span)) => match Target::parse(name) {
+            Some(t) => ck.target = t,
+            None => {
+                let known: Vec<&str> = Target::KNOWN.iter().map(|(n, _)| *n).collect();
+                cx.error(
+                    *span,
+                    format!("unknown target `{name}` (known: {})", known.join(", ")),
+                );
+                return None;
+            }
+        },
+        Some(TargetAttr::Expr(e)) => {
+            let t = ck.const_target(e, &consts)?;
+            ck.target = t;
+        }
+    }
+
     let mut min_blocks = 1;
     let mut max_regs = None;
     match &f.launch {
@@ -135,16 +247,12 @@ pub(super) fn check_variant(
                 // 0 means no cap, so that a `match` on a const can cap some variants only.
                 max_regs = ck.const_u32(e, "`max_regs`").filter(|&r| r != 0);
                 if let Some(r) = max_regs.filter(|r| !(24..=255).contains(r)) {
-                    let named: Vec<String> =
-                        consts.iter().map(|(n, v)| format!("{n} = {v}")).collect();
-                    let of = if named.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (variant {}: {r})", named.join(", "))
-                    };
                     cx.error(
                         e.span,
-                        format!("`max_regs` is 0 (no cap) or between 24 and 255{of}"),
+                        format!(
+                            "`max_regs` is 0 (no cap) or between 24 and 255, not {r}{}",
+                            variant_note(&consts)
+                        ),
                     );
                 }
             }
@@ -152,7 +260,10 @@ pub(super) fn check_variant(
             if ck.block.contains(&0) || threads > 1024 {
                 cx.error(
                     l.span,
-                    format!("a block has 1 to 1024 threads (this one has {threads})"),
+                    format!(
+                        "a block has 1 to 1024 threads (this one has {threads}){}",
+                        variant_note(&consts)
+                    ),
                 );
             }
         }
@@ -161,10 +272,29 @@ pub(super) fn check_variant(
     for p in &f.params {
         // Already reported by `check_program`; here only the type matters.
         let quiet = Ctxt::new();
-        let ty = super::kernel_param_ty(&quiet, &p.ty).unwrap_or(Ty::Never);
+        let ty = super::kernel_param_ty(&quiet, &p.ty, &scope.structs).unwrap_or(Ty::Never);
         let _ = quiet.finish();
-        let mutable = false;
-        let id = ck.declare(&p.name.to_string(), ty, mutable);
+        let name = p.name.to_string();
+        let id = match ty {
+            Ty::Option(slice) => {
+                let id = ck.declare_hidden(&name, *slice);
+                ck.bind(&name, Binding::Opt(id));
+                id
+            }
+            Ty::Struct(def) => {
+                let id = ck.declare(&name, Ty::Struct(def.clone()), false);
+                let fields = def
+                    .fields
+                    .iter()
+                    .map(|(fname, s, _)| {
+                        ck.declare_hidden(&format!("{name}.{fname}"), Ty::Scalar(*s))
+                    })
+                    .collect();
+                ck.fields.insert(id, fields);
+                id
+            }
+            ty => ck.declare(&name, ty, false),
+        };
         params.push(id);
     }
     let body = ck.check_block(&f.body, Some(&Ty::Unit));
@@ -192,11 +322,84 @@ pub(super) fn check_variant(
         shared: ck.shared,
         dyn_shared: ck.dyn_shared,
         uses_unsafe: ck.uses_unsafe,
+        fields: ck.fields,
+        target_auto: ck.target_auto,
         body,
     })
 }
 
+/// ` (variant T = f16, ACT = Relu)` for an error that depends on the variant's values.
+pub(super) fn variant_note(consts: &[(String, ConstVal)]) -> String {
+    if consts.is_empty() {
+        return String::new();
+    }
+    let named: Vec<String> = consts.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+    format!(" (variant {})", named.join(", "))
+}
+
 impl Checker<'_> {
+    /// `#[target(expr)]`: an expression over the const parameters naming a target
+    /// (`match T { bf16 => sm_80, _ => sm_70 }`).
+    fn const_target(&mut self, e: &Expr, consts: &[(String, ConstVal)]) -> Option<Target> {
+        self.frame().scopes.push(
+            Target::KNOWN
+                .iter()
+                .map(|(n, _)| {
+                    (
+                        n.to_string(),
+                        Binding::Const(ConstVal::Enum(n.to_string()), Ty::Enum),
+                    )
+                })
+                .collect(),
+        );
+        let t = self.check_expr(e, None);
+        self.frame().scopes.pop();
+        let mut k = &t.kind;
+        while let TKind::Block(TBlock {
+            stmts,
+            tail: Some(tail),
+            ..
+        }) = k
+        {
+            if !stmts.is_empty() {
+                break;
+            }
+            k = &tail.kind;
+        }
+        match k {
+            TKind::Const(ConstVal::Enum(name)) => match Target::parse(name) {
+                Some(t) => Some(t),
+                None => {
+                    self.cx.error(
+                        e.span,
+                        format!("`{name}` is not a target{}", variant_note(consts)),
+                    );
+                    None
+                }
+            },
+            _ => {
+                if t.ty != Ty::Never {
+                    self.cx.error(
+                        e.span,
+                        format!("`#[target]` names a target (sm_70 .. sm_90a), or chooses one with `if` / `match` on const parameters{}", variant_note(consts)),
+                    );
+                }
+                None
+            }
+        }
+    }
+
+    /// Declares a variable no name reaches (an optional slice's, a struct field's).
+    pub(super) fn declare_hidden(&mut self, name: &str, ty: Ty) -> VarId {
+        let id = self.vars.len();
+        self.vars.push(VarInfo {
+            name: name.to_string(),
+            ty,
+            mutable: false,
+        });
+        id
+    }
+
     pub(super) fn frame(&mut self) -> &mut Frame {
         let n = self.frames.len() - 1;
         &mut self.frames[n]
@@ -221,7 +424,36 @@ impl Checker<'_> {
 
     pub(super) fn lookup(&self, name: &str) -> Option<Binding> {
         let frame = self.frames.last()?;
-        frame.scopes.iter().rev().find_map(|s| s.get(name).cloned())
+        if let Some(b) = frame.scopes.iter().rev().find_map(|s| s.get(name).cloned()) {
+            return Some(b);
+        }
+        self.global_const(name)
+    }
+
+    /// A const of the invocation or of a library (`lib::C`; inside a library its own consts
+    /// also by their plain name).
+    pub(super) fn global_const(&self, name: &str) -> Option<Binding> {
+        let module = self.frames.last().and_then(|f| f.module.clone());
+        let own = module.map(|m| format!("{m}::{name}"));
+        let found = match own.as_deref().and_then(|n| self.scope.consts.get(n)) {
+            Some(c) => Some(c),
+            None => self.scope.consts.get(name),
+        };
+        found.map(|(v, t)| Binding::Const(v.clone(), t.clone()))
+    }
+}
+
+impl<'a> Checker<'a> {
+    /// The helper a call names: a library's own helpers first inside it, then the
+    /// invocation's and the prelude's.
+    pub(super) fn helper(&self, name: &str) -> Option<&'a FnItem> {
+        let module = self.frames.last().and_then(|f| f.module.clone());
+        if let Some(m) = module {
+            if let Some(f) = self.scope.helpers.get(&format!("{m}::{name}")) {
+                return Some(f);
+            }
+        }
+        self.scope.helpers.get(name).copied()
     }
 
     /// Evaluates `e` as a constant u32 (block dimensions, array lengths).
@@ -259,6 +491,24 @@ impl Checker<'_> {
             TypeKind::Scalar(s) => Ty::Scalar(*s),
             TypeKind::Unit => Ty::Unit,
             TypeKind::Error => Ty::Never,
+            TypeKind::Named(n) => match self.scope.structs.get(&n.to_string()) {
+                Some(d) => Ty::Struct(d.clone()),
+                None => {
+                    self.cx.error(t.span, format!("unsupported type `{n}`"));
+                    Ty::Never
+                }
+            },
+            TypeKind::Option(inner) => {
+                let i = self.resolve_ty(inner);
+                if !matches!(i, Ty::Slice { .. } | Ty::Never) {
+                    self.cx.error(
+                        t.span,
+                        "an optional parameter is `Option<&[T]>` or `Option<&mut [T]>`",
+                    );
+                    return Ty::Never;
+                }
+                Ty::Option(Box::new(i))
+            }
             TypeKind::Slice { elem, mutable } => Ty::Slice {
                 elem: *elem,
                 mutable: *mutable,
@@ -405,7 +655,12 @@ impl Checker<'_> {
             None => value.ty.clone(),
         };
         match &ty {
-            Ty::Unit | Ty::Enum | Ty::Slice { .. } | Ty::Shared { .. } => {
+            Ty::Unit
+            | Ty::Enum
+            | Ty::Slice { .. }
+            | Ty::Shared { .. }
+            | Ty::Struct(_)
+            | Ty::Option(_) => {
                 self.cx.error(
                     span,
                     format!("a `let` holds a scalar or a register array, not `{ty}`"),

@@ -72,12 +72,28 @@ impl Checker<'_> {
             ExprKind::Var(name) => match self.lookup(&name.to_string()) {
                 Some(Binding::Var(id)) => mk(TKind::Var(id), self.vars[id].ty.clone()),
                 Some(Binding::Const(v, ty)) => mk(TKind::Const(v), ty),
+                Some(Binding::Opt(id)) => {
+                    self.opt_misuse(&name.to_string(), id, span);
+                    err_expr(span)
+                }
+                // A type name stands for itself (an instantiated `T` in `match T`, `T == f16`,
+                // `f::<T>`): a constant compared and matched by name.
+                None if Scalar::from_name(&name.to_string()).is_some() => {
+                    mk(TKind::Const(ConstVal::Enum(name.to_string())), Ty::Enum)
+                }
                 None => {
                     self.cx
                         .error(span, format!("cannot find `{name}` in this scope"));
                     err_expr(span)
                 }
             },
+            ExprKind::Field { base, field } => self.check_field(base, field, span),
+            ExprKind::IfLet {
+                name,
+                scrut,
+                then,
+                els,
+            } => self.check_if_let(name, scrut, then, els.as_deref(), expect, span),
             ExprKind::Path(segs) => self.check_path(segs, span),
             ExprKind::Unary { op, expr } => {
                 let x = self.check_expr(expr, expect);
@@ -434,9 +450,12 @@ impl Checker<'_> {
                 generics,
                 args,
             } => self.check_call(func, generics, args, expect, span),
-            ExprKind::Method { recv, method, args } => {
-                self.check_method(recv, method, args, expect, span)
-            }
+            ExprKind::Method {
+                recv,
+                method,
+                generics,
+                args,
+            } => self.check_method(recv, method, generics, args, expect, span),
             ExprKind::Asm { template, operands } => self.check_asm(template, operands, span),
         }
     }
@@ -469,6 +488,10 @@ impl Checker<'_> {
         match &base.kind {
             ExprKind::Var(name) => match self.lookup(&name.to_string()) {
                 Some(Binding::Var(id)) => Some((id, self.vars[id].ty.clone())),
+                Some(Binding::Opt(id)) => {
+                    self.opt_misuse(&name.to_string(), id, base.span);
+                    None
+                }
                 Some(Binding::Const(_, ty)) => {
                     self.cx.error(
                         base.span,
@@ -491,8 +514,143 @@ impl Checker<'_> {
         }
     }
 
+    /// An optional slice used as a slice.
+    fn opt_misuse(&self, name: &str, id: VarId, span: Span) {
+        let ty = &self.vars[id].ty;
+        self.cx.error(
+            span,
+            format!("`{name}` is an `Option<{ty}>`: unwrap it first (`if let Some(s) = {name} {{ .. }}`, or test `{name}.is_some()`)"),
+        );
+    }
+
+    /// `s.field` of a parameter struct: the field's variable.
+    fn check_field(&mut self, base: &Expr, field: &syn::Ident, span: Span) -> TExpr {
+        let Some((id, ty)) = self.place_base(base) else {
+            return err_expr(span);
+        };
+        let Ty::Struct(def) = &ty else {
+            if ty != Ty::Never {
+                self.cx.error(
+                    span,
+                    format!("`{ty}` has no fields (only parameter structs do)"),
+                );
+            }
+            return err_expr(span);
+        };
+        let pos = def.fields.iter().position(|(n, _, _)| field == n.as_str());
+        match (pos, self.fields.get(&id)) {
+            (Some(k), Some(vars)) => {
+                let v = vars[k];
+                TExpr {
+                    kind: TKind::Var(v),
+                    ty: self.vars[v].ty.clone(),
+                    span,
+                }
+            }
+            _ => {
+                let names: Vec<&str> = def.fields.iter().map(|(n, _, _)| n.as_str()).collect();
+                self.cx.error(
+                    field.span(),
+                    format!(
+                        "no field `{field}` on `{}` (its fields: {})",
+                        def.name,
+                        names.join(", ")
+                    ),
+                );
+                err_expr(span)
+            }
+        }
+    }
+
+    /// `if let Some(s) = opt { .. } else { .. }`: the branch on whether the optional slice was
+    /// given (a uniform test of its address), with `s` naming the slice in the first block.
+    fn check_if_let(
+        &mut self,
+        name: &syn::Ident,
+        scrut: &Expr,
+        then: &crate::parse::Block,
+        els: Option<&Expr>,
+        expect: Option<&Ty>,
+        span: Span,
+    ) -> TExpr {
+        let id = match &scrut.kind {
+            ExprKind::Var(n) => {
+                match self.lookup(&n.to_string()) {
+                    Some(Binding::Opt(id)) => Some(id),
+                    Some(_) => {
+                        self.cx.error(
+                        scrut.span,
+                        format!("`if let Some(..)` takes an optional slice parameter; `{n}` is not one"),
+                    );
+                        None
+                    }
+                    None => {
+                        self.cx
+                            .error(scrut.span, format!("cannot find `{n}` in this scope"));
+                        None
+                    }
+                }
+            }
+            _ => {
+                self.cx.error(
+                    scrut.span,
+                    "`if let Some(..)` takes an optional slice parameter by name",
+                );
+                None
+            }
+        };
+        let Some(id) = id else {
+            return err_expr(span);
+        };
+        let cond = TExpr {
+            kind: TKind::IsSome(id),
+            ty: Ty::Scalar(Scalar::Bool),
+            span: scrut.span,
+        };
+        self.frame().scopes.push(HashMap::new());
+        self.bind(&name.to_string(), Binding::Var(id));
+        let t = self.check_block(then, expect);
+        self.frame().scopes.pop();
+        let (els, ty) = match els {
+            Some(x) => {
+                let ex = self.check_expr(x, expect.or(Some(&t.ty)));
+                let ty = if t.ty == Ty::Never {
+                    ex.ty.clone()
+                } else {
+                    t.ty.clone()
+                };
+                if !same(&t.ty, &ex.ty) {
+                    self.cx.error(
+                        x.span,
+                        format!(
+                            "`if` and `else` have different types: `{}` and `{}`",
+                            t.ty, ex.ty
+                        ),
+                    );
+                }
+                (Some(Box::new(ex)), ty)
+            }
+            None => (None, Ty::Unit),
+        };
+        TExpr {
+            kind: TKind::If {
+                cond: Box::new(cond),
+                then: t,
+                els,
+            },
+            ty,
+            span,
+        }
+    }
+
     pub(super) fn check_path(&mut self, segs: &[syn::Ident], span: Span) -> TExpr {
         let mk = |kind, ty| TExpr { kind, ty, span };
+        if segs.len() >= 2 {
+            let name: Vec<String> = segs.iter().map(|s| s.to_string()).collect();
+            if let Some((v, ty)) = self.scope.consts.get(&name.join("::")) {
+                return mk(TKind::Const(v.clone()), ty.clone());
+            }
+        }
         if segs.len() == 2 {
             if let Some(s) = Scalar::from_name(&segs[0].to_string()) {
                 if let Some(v) = assoc_const(s, &segs[1].to_string()) {

@@ -24,6 +24,38 @@ impl Checker<'_> {
             );
             return err_expr(span);
         }
+        if !f.types.is_empty() && generics.len() == f.consts.len() {
+            // A helper generic over element types: parsed again with the call's types.
+            let mut binds = Vec::new();
+            let mut rest = Vec::new();
+            for (c, g) in f.consts.iter().zip(generics) {
+                if !matches!(c.ty, crate::parse::ConstTy::Type) {
+                    rest.push(g.clone());
+                    continue;
+                }
+                let ty = match &g.kind {
+                    crate::parse::ExprKind::Var(t) => Scalar::from_name(&t.to_string()),
+                    _ => None,
+                };
+                match ty {
+                    Some(s) => binds.push((c.name.to_string(), s)),
+                    None => {
+                        self.cx.error(
+                            g.span,
+                            format!(
+                                "`{}`'s parameter `{}` takes a type (f32, f16, ...)",
+                                f.name, c.name
+                            ),
+                        );
+                        return err_expr(span);
+                    }
+                }
+            }
+            let Some(inst) = crate::parse::instantiate(self.cx, f, &binds) else {
+                return err_expr(span);
+            };
+            return self.inline_call(&inst, &rest, args, span);
+        }
         if generics.len() != f.consts.len() {
             self.cx.error(
                 span,
@@ -61,7 +93,7 @@ impl Checker<'_> {
             let ty = match &c.ty {
                 crate::parse::ConstTy::Int(s) => Ty::Scalar(*s),
                 crate::parse::ConstTy::Bool => Ty::Scalar(Scalar::Bool),
-                crate::parse::ConstTy::Enum(_) => Ty::Enum,
+                crate::parse::ConstTy::Enum(_) | crate::parse::ConstTy::Type => Ty::Enum,
             };
             let fits = match (&ty, &val) {
                 (Ty::Enum, ConstVal::Enum(_)) | (Ty::Scalar(Scalar::Bool), ConstVal::Bool(_)) => {
@@ -83,7 +115,9 @@ impl Checker<'_> {
             scope.insert(c.name.to_string(), Binding::Const(val, ty));
         }
         // Parameter and return types may use the helper's consts (`[f32; N]`).
-        self.frames.push(Frame::new(scope, Ty::Unit));
+        let mut frame = Frame::new(scope, Ty::Unit);
+        frame.module = f.module.clone();
+        self.frames.push(frame);
         let ptys: Vec<Ty> = f.params.iter().map(|p| self.resolve_ty(&p.ty)).collect();
         let ret = f
             .ret
@@ -95,6 +129,35 @@ impl Checker<'_> {
         let mut aliases = Vec::new();
         for ((p, pty), a) in f.params.iter().zip(&ptys).zip(args) {
             match pty {
+                Ty::Option(inner) => {
+                    let HelperArg::Expr(e) = a else { continue };
+                    let found = match &e.kind {
+                        crate::parse::ExprKind::Var(n) => self.lookup(&n.to_string()),
+                        _ => None,
+                    };
+                    match found {
+                        Some(Binding::Opt(id)) if self.vars[id].ty == **inner => {
+                            aliases.push((p.name.to_string(), Binding::Opt(id)));
+                        }
+                        _ => self.cx.error(
+                            e.span,
+                            format!("expected an optional slice parameter of type `{pty}`"),
+                        ),
+                    }
+                }
+                Ty::Struct(_) => {
+                    let HelperArg::Expr(e) = a else { continue };
+                    let Some((id, aty)) = self.place_base(e) else {
+                        continue;
+                    };
+                    if aty != *pty && aty != Ty::Never {
+                        self.cx.error(
+                            e.span,
+                            format!("mismatched types: expected `{pty}`, found `{aty}`"),
+                        );
+                    }
+                    aliases.push((p.name.to_string(), Binding::Var(id)));
+                }
                 Ty::Slice { .. } | Ty::Shared { .. } => {
                     let HelperArg::Expr(e) = a else { continue };
                     let Some((id, aty)) = self.place_base(e) else {
@@ -119,7 +182,7 @@ impl Checker<'_> {
                             format!("mismatched types: expected `{pty}`, found `{aty}`"),
                         );
                     }
-                    aliases.push((p.name.to_string(), id));
+                    aliases.push((p.name.to_string(), Binding::Var(id)));
                 }
                 _ => {
                     let t = match a {
@@ -145,8 +208,8 @@ impl Checker<'_> {
         frame.ret = ret.clone();
         self.frames.push(frame);
         if let Some(top) = self.frames.last_mut() {
-            for (name, id) in aliases {
-                top.bind(&name, Binding::Var(id));
+            for (name, b) in aliases {
+                top.bind(&name, b);
             }
         }
         let mut tbinds = Vec::new();

@@ -215,6 +215,34 @@ fn scalar_of(t: &TExpr) -> Option<Scalar> {
     }
 }
 
+/// The intrinsic functions called by name (a helper may not take one of these names).
+const INTRINSIC_FNS: &[&str] = &[
+    "cp_async_commit",
+    "cp_async_wait_all",
+    "cp_async_wait",
+    "lane_id",
+    "warp_id",
+    "warp_size",
+    "num_warps",
+    "sync_threads",
+    "shfl_xor",
+    "shfl_down",
+    "shfl_up",
+    "shfl_idx",
+    "vote_all",
+    "vote_any",
+    "vote_ballot",
+    "size_of",
+];
+
+/// Whether `name` is the name of an intrinsic function.
+pub fn is_intrinsic(name: &str) -> bool {
+    let special = ["thread_idx_", "block_idx_", "block_dim_", "grid_dim_"]
+        .iter()
+        .any(|p| matches!(name.strip_prefix(p), Some("x" | "y" | "z")));
+    special || INTRINSIC_FNS.contains(&name) || MmaType::SHAPES.iter().any(|s| s.0 == name)
+}
+
 impl Checker<'_> {
     pub(super) fn intr(&self, intr: Intr, args: Vec<TExpr>, ty: Ty, span: Span) -> TExpr {
         TExpr {
@@ -233,6 +261,17 @@ impl Checker<'_> {
             return false;
         }
         true
+    }
+
+    /// The type of the array or slice `e` names, reporting nothing.
+    fn place_base_quiet(&self, e: &Expr) -> Option<Ty> {
+        match &e.kind {
+            ExprKind::Var(n) => match self.lookup(&n.to_string()) {
+                Some(Binding::Var(id)) => Some(self.vars[id].ty.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     pub(super) fn check_call(
@@ -357,6 +396,33 @@ impl Checker<'_> {
                 let ty = v.ty.clone();
                 self.intr(Intr::Shfl(kind), vec![v, l], ty, span)
             }
+            "size_of" | "core::mem::size_of" | "std::mem::size_of" => {
+                let _ = self.arity(args, 0, "size_of", span);
+                let ty = match generics {
+                    [Expr {
+                        kind: ExprKind::Var(t),
+                        ..
+                    }] => Scalar::from_name(&t.to_string()),
+                    _ => None,
+                };
+                match ty {
+                    Some(t) => TExpr {
+                        kind: TKind::Const(ConstVal::Int(t.bytes() as i128)),
+                        ty: expect
+                            .filter(|e| matches!(e, Ty::Scalar(s) if s.is_int() && !s.is_byte()))
+                            .cloned()
+                            .unwrap_or(u32t),
+                        span,
+                    },
+                    None => {
+                        self.cx.error(
+                            span,
+                            "`size_of` takes a scalar type: `size_of::<T>()`, `size_of::<f32>()`",
+                        );
+                        err_expr(span)
+                    }
+                }
+            }
             "vote_all" | "vote_any" | "vote_ballot" => {
                 if !self.arity(args, 1, &name, span) {
                     return err_expr(span);
@@ -372,9 +438,24 @@ impl Checker<'_> {
                 self.intr(Intr::Vote(kind), vec![p], ty, span)
             }
             _ => {
-                let Some(f) = self.helpers.get(&name).copied() else {
-                    self.cx
-                        .error(span, format!("unknown function or intrinsic `{name}`"));
+                let Some(f) = self.helper(&name) else {
+                    let msg = match names.split_last() {
+                        Some((last, lib)) if !lib.is_empty() => {
+                            let lib = lib.join("::");
+                            if self
+                                .scope
+                                .helpers
+                                .keys()
+                                .any(|k| k.starts_with(&format!("{lib}::")))
+                            {
+                                format!("no helper `{last}` in the library `{lib}`")
+                            } else {
+                                format!("unknown function `{name}`: no library `{lib}` (declare it with `#[path = \"..\"] mod {lib};`)")
+                            }
+                        }
+                        _ => format!("unknown function or intrinsic `{name}`"),
+                    };
+                    self.cx.error(span, msg);
                     return err_expr(span);
                 };
                 let args: Vec<HelperArg<'_>> = args.iter().map(HelperArg::Expr).collect();
@@ -423,11 +504,69 @@ impl Checker<'_> {
         &mut self,
         recv: &Expr,
         method: &syn::Ident,
+        generics: &[Expr],
         args: &[Expr],
         expect: Option<&Ty>,
         span: Span,
     ) -> TExpr {
-        let m = method.to_string();
+        let mut m = method.to_string();
+        if let ExprKind::Var(name) = &recv.kind {
+            if let Some(Binding::Opt(id)) = self.lookup(&name.to_string()) {
+                if m == "is_some" || m == "is_none" {
+                    let _ = self.arity(args, 0, &m, span);
+                    let b = Ty::Scalar(Scalar::Bool);
+                    let some = TExpr {
+                        kind: TKind::IsSome(id),
+                        ty: b.clone(),
+                        span,
+                    };
+                    if m == "is_some" {
+                        return some;
+                    }
+                    return self.unary(crate::parse::UnOp::Not, some, span);
+                }
+            }
+        }
+        // `load_vec::<B>` and friends: the vector access of B bytes of the element type.
+        let vec_form = ["load_vec", "store_vec"]
+            .iter()
+            .find(|p| m.starts_with(*p))
+            .copied();
+        match (vec_form, generics) {
+            (Some(prefix), [g]) => {
+                let bytes = self.const_u32(g, "the bytes of a vector access");
+                let elem = match self.place_base_quiet(recv) {
+                    Some(Ty::Slice { elem, .. } | Ty::Shared { elem, .. }) => Some(elem),
+                    _ => None,
+                };
+                if let (Some(b), Some(e)) = (bytes, elem) {
+                    if !matches!(b, 4 | 8 | 16) || b % e.bytes() != 0 || b == e.bytes() {
+                        self.cx.error(
+                            g.span,
+                            format!("a vector access moves 4, 8 or 16 bytes of at least two elements, not {b} bytes of `{e}`"),
+                        );
+                        return err_expr(span);
+                    }
+                    let n = b / e.bytes();
+                    let rest = &m[prefix.len()..];
+                    m = format!("{}{n}{rest}", &prefix[..prefix.len() - 4]);
+                }
+            }
+            (Some(_), _) => {
+                self.cx.error(
+                    method.span(),
+                    format!("`{m}` takes its size in bytes: `{m}::<16>(..)`"),
+                );
+                return err_expr(span);
+            }
+            (None, []) => {}
+            (None, _) => {
+                self.cx
+                    .error(method.span(), "methods take no generic arguments");
+                return err_expr(span);
+            }
+        }
+        let method = &syn::Ident::new(&m, method.span());
         // Memory methods name their array; everything else is a method on a value.
         if let ExprKind::Var(name) = &recv.kind {
             if let Some(Binding::Var(id)) = self.lookup(&name.to_string()) {
@@ -561,7 +700,7 @@ impl Checker<'_> {
             _ => {
                 // Accurate special functions come from the built-in prelude (`__exp_f32`, ...).
                 let helper = format!("__{m}_{s}");
-                if let Some(f) = self.helpers.get(&helper).copied() {
+                if let Some(f) = self.scope.helpers.get(&helper).copied() {
                     let mut hargs = vec![HelperArg::Checked(x)];
                     hargs.extend(args.iter().map(HelperArg::Expr));
                     return self.inline_call(f, &[], hargs, span);

@@ -151,7 +151,17 @@ impl Checker<'_> {
     }
 
     /// Reports `what` when the kernel's target is below sm_`sm`.
-    pub(super) fn needs_sm(&self, sm: u32, what: &str, span: Span) {
+    pub(super) fn needs_sm(&mut self, sm: u32, what: &str, span: Span) {
+        if self.target.sm < sm && self.target_auto {
+            // No `#[target]`: the variant takes the lowest target that has the instruction.
+            if let Some(t) = super::Target::KNOWN
+                .iter()
+                .filter_map(|(n, _)| super::Target::parse(n))
+                .find(|t| t.sm >= sm && !t.name.ends_with('a'))
+            {
+                self.target = t;
+            }
+        }
         if self.target.sm < sm {
             self.cx.error(
                 span,

@@ -20,8 +20,9 @@ pub use intrinsics::{AtomKind, Intr, MemOp, MmaType, ShflKind, Special, VoteKind
 use crate::ctxt::Ctxt;
 use crate::ctxt::Sp as Span;
 use crate::parse::{BinOp, ConstLit, ConstTy, FnItem, Program, TypeAst, UnOp};
-use crate::types::{ConstVal, Scalar, Ty};
+use crate::types::{ConstVal, Scalar, StructDef, Ty};
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// The static shared memory limit of a block without opt-in, in bytes.
 pub const STATIC_SHARED_LIMIT: u32 = 48 * 1024;
@@ -54,6 +55,8 @@ pub enum TKind {
     Binary(BinOp, Box<TExpr>, Box<TExpr>),
     /// A conversion to `ty` (`as`).
     Cast(Box<TExpr>),
+    /// Whether an optional slice was given (its address is not null).
+    IsSome(VarId),
     /// `base[index]` on a register array, slice or shared array.
     Index {
         base: VarId,
@@ -220,6 +223,11 @@ pub struct Variant {
     pub dyn_shared: Option<(VarId, Scalar)>,
     /// Whether the variant has `unsafe` code (its launch is then an `unsafe fn`).
     pub uses_unsafe: bool,
+    /// The field variables of each parameter struct (kernel parameters), in field order.
+    pub fields: HashMap<VarId, Vec<VarId>>,
+    /// Whether the target was chosen by the compiler (no `#[target]`): lowering raises it to
+    /// the lowest one the variant's instructions need.
+    pub target_auto: bool,
     pub body: TBlock,
 }
 
@@ -236,8 +244,28 @@ impl Variant {
 /// A kernel's signature, as the wrapper needs it even when its body has errors.
 pub struct KernelSig<'p> {
     pub item: &'p FnItem,
-    /// Parameter types; `None` where the written type is not a valid kernel parameter.
+    /// Parameter types; `None` where the written type is not a valid kernel parameter. The
+    /// element type of a parameter written with a type parameter is its first value.
     pub params: Vec<Option<Ty>>,
+    /// Per parameter, the type parameter its element type is written with (`x: &[T]`).
+    pub generic: Vec<Option<syn::Ident>>,
+    /// Per type parameter, the scalar types of its `#[variants]` list.
+    pub type_values: Vec<(syn::Ident, Vec<Scalar>)>,
+}
+
+/// What every kernel of an invocation can name besides its own items: helpers (`lib::f` for
+/// a library's), parameter structs and consts (`lib::C` for a library's).
+pub struct Scope<'p> {
+    pub helpers: HashMap<String, &'p FnItem>,
+    pub structs: HashMap<String, Rc<StructDef>>,
+    pub consts: HashMap<String, (ConstVal, Ty)>,
+}
+
+/// The parameter structs and consts of an invocation, checked, for the wrapper.
+pub struct Items {
+    pub structs: Vec<Rc<StructDef>>,
+    /// The invocation's own consts (not the libraries'): name, type, value.
+    pub consts: Vec<(String, Scalar, ConstVal)>,
 }
 
 /// One kernel after checking.
@@ -251,6 +279,7 @@ pub struct CheckedKernel<'p> {
 /// The checked program.
 pub struct Checked<'p> {
     pub kernels: Vec<CheckedKernel<'p>>,
+    pub items: Items,
 }
 
 /// Checks every kernel of the program and expands its variants.
@@ -262,21 +291,40 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
     }
     let mut seen: HashMap<String, Span> = HashMap::new();
     for f in &prog.fns {
-        let name = f.name.to_string();
+        let name = match &f.module {
+            Some(m) => format!("{m}::{}", f.name),
+            None => f.name.to_string(),
+        };
         if seen.insert(name.clone(), f.name.span().into()).is_some() {
             cx.error(f.name.span(), format!("`{name}` is defined more than once"));
         }
-        if !f.is_kernel {
-            helpers.insert(name, f);
+        if f.module.is_none() && intrinsics::is_intrinsic(&name) {
+            cx.error(
+                f.name.span(),
+                format!("`{name}` is the name of an intrinsic, which a call would reach instead of this fn: rename it"),
+            );
         }
+        // Kernels are callable like helpers too (inlined, with their const arguments).
+        helpers.insert(name, f);
     }
+    let structs = check_structs(cx, prog);
+    let mut scope = Scope {
+        helpers,
+        structs: structs
+            .iter()
+            .map(|d| (d.name.clone(), d.clone()))
+            .collect(),
+        consts: HashMap::new(),
+    };
+    let consts = checker::check_consts(cx, prog, &mut scope);
     let mut kernels = Vec::new();
     for f in prog.fns.iter().filter(|f| f.is_kernel) {
         let params = f
             .params
             .iter()
-            .map(|p| kernel_param_ty(cx, &p.ty))
+            .map(|p| kernel_param_ty(cx, &p.ty, &scope.structs))
             .collect();
+        let generic = generic_params(f);
         if let Some(r) = &f.ret {
             cx.error(r.span, "kernels return nothing");
         }
@@ -291,6 +339,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
             .chain(
                 f.consts
                     .iter()
+                    .filter(|c| !matches!(c.ty, ConstTy::Type))
                     .map(|c| (c.name.to_string().to_lowercase(), c.name.span())),
             )
         {
@@ -298,7 +347,7 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
                 cx.error(span, format!("`{name}` is reserved for the launch wrapper (`launch(stream, cfg, ..)`): rename it"));
             }
         }
-        for c in &f.consts {
+        for c in f.consts.iter().filter(|c| !matches!(c.ty, ConstTy::Type)) {
             let lower = c.name.to_string().to_lowercase();
             if names.contains_key(&lower) {
                 cx.error(c.name.span(), format!("const parameter `{}` becomes the launch argument `{lower}`, which a kernel parameter already uses", c.name));
@@ -306,24 +355,130 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
         }
         let combos = expand_variants(cx, f);
         let expected = combos.len();
+        let mut type_values: Vec<(syn::Ident, Vec<Scalar>)> =
+            f.types.iter().map(|t| (t.clone(), Vec::new())).collect();
+        for combo in &combos {
+            for (t, vals) in type_values.iter_mut() {
+                if let Some((_, ConstVal::Enum(v))) = combo.iter().find(|(n, _)| t == n.as_str()) {
+                    if let Some(s) = Scalar::from_name(v).filter(|s| !vals.contains(s)) {
+                        vals.push(s);
+                    }
+                }
+            }
+        }
         let variants: Vec<Variant> = combos
             .into_iter()
-            .filter_map(|consts| checker::check_variant(cx, f, &helpers, consts))
+            .filter_map(|consts| checker::check_variant(cx, f, &scope, consts))
             .collect();
         let complete = expected > 0 && variants.len() == expected;
         kernels.push(CheckedKernel {
-            sig: KernelSig { item: f, params },
+            sig: KernelSig {
+                item: f,
+                params,
+                generic,
+                type_values,
+            },
             variants,
             complete,
         });
     }
-    Checked { kernels }
+    Checked {
+        kernels,
+        items: Items { structs, consts },
+    }
 }
 
-fn kernel_param_ty(cx: &Ctxt, ty: &TypeAst) -> Option<Ty> {
+/// Per parameter of `f`, the type parameter its written type names, if any.
+fn generic_params(f: &FnItem) -> Vec<Option<syn::Ident>> {
+    fn find(ts: proc_macro2::TokenStream, types: &[syn::Ident]) -> Option<syn::Ident> {
+        for tt in ts {
+            match tt {
+                proc_macro2::TokenTree::Ident(i) => {
+                    if let Some(t) = types.iter().find(|t| **t == i) {
+                        return Some(t.clone());
+                    }
+                }
+                proc_macro2::TokenTree::Group(g) => {
+                    if let Some(t) = find(g.stream(), types) {
+                        return Some(t);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+    let Some(src) = &f.source else {
+        return f.params.iter().map(|_| None).collect();
+    };
+    src.sig
+        .inputs
+        .iter()
+        .map(|a| match a {
+            syn::FnArg::Typed(pt) => {
+                let ty = &pt.ty;
+                find(quote::quote!(#ty), &f.types)
+            }
+            syn::FnArg::Receiver(_) => None,
+        })
+        .collect()
+}
+
+/// The layouts of the invocation's parameter structs.
+fn check_structs(cx: &Ctxt, prog: &Program) -> Vec<Rc<StructDef>> {
+    let mut out: Vec<Rc<StructDef>> = Vec::new();
+    for st in &prog.structs {
+        let name = st.name.to_string();
+        if out.iter().any(|d| d.name == name) {
+            cx.error(
+                st.name.span(),
+                format!("`{name}` is defined more than once"),
+            );
+            continue;
+        }
+        let mut fields: Vec<(String, Scalar)> = Vec::new();
+        for (f, s, _, _) in &st.fields {
+            if fields.iter().any(|(n, _)| f == n.as_str()) {
+                cx.error(f.span(), format!("field `{f}` is declared more than once"));
+            }
+            fields.push((f.to_string(), *s));
+        }
+        out.push(Rc::new(StructDef::layout(&name, &fields)));
+    }
+    out
+}
+
+fn kernel_param_ty(
+    cx: &Ctxt,
+    ty: &TypeAst,
+    structs: &HashMap<String, Rc<StructDef>>,
+) -> Option<Ty> {
     use crate::parse::TypeKind;
     match &ty.kind {
         TypeKind::Error => None,
+        TypeKind::Named(n) => match structs.get(&n.to_string()) {
+            Some(d) => Some(Ty::Struct(d.clone())),
+            None => {
+                cx.error(
+                    ty.span,
+                    format!("unknown type `{n}`: kernel parameters are scalars, `&[T]`, `&mut [T]`, `Option<&[T]>` or a parameter struct of this invocation"),
+                );
+                None
+            }
+        },
+        TypeKind::Option(inner) => match &inner.kind {
+            TypeKind::Slice { .. } => {
+                kernel_param_ty(cx, inner, structs).map(|t| Ty::Option(Box::new(t)))
+            }
+            TypeKind::Error => None,
+            _ => {
+                cx.error(
+                    ty.span,
+                    "an optional parameter is `Option<&[T]>` or `Option<&mut [T]>`",
+                );
+                None
+            }
+        },
         TypeKind::Scalar(s) if !s.is_packed() => Some(Ty::Scalar(*s)),
         TypeKind::Slice {
             elem: Scalar::Bool, ..
@@ -338,7 +493,7 @@ fn kernel_param_ty(cx: &Ctxt, ty: &TypeAst) -> Option<Ty> {
         _ => {
             cx.error(
                 ty.span,
-                "kernel parameters are scalars, `&[T]` or `&mut [T]`",
+                "kernel parameters are scalars, `&[T]`, `&mut [T]`, `Option<&[T]>` or a parameter struct",
             );
             None
         }
@@ -438,6 +593,13 @@ fn const_lit_value(ty: &ConstTy, lit: &ConstLit) -> Result<ConstVal, String> {
         }
         (ConstTy::Bool, ConstLit::Bool(b, _)) => Ok(ConstVal::Bool(*b)),
         (ConstTy::Enum(_), ConstLit::Name(n)) => Ok(ConstVal::Enum(n.to_string())),
+        (ConstTy::Type, ConstLit::Name(n)) => match Scalar::from_name(&n.to_string()) {
+            Some(s) if !s.is_packed() && s != Scalar::Bool => Ok(ConstVal::Enum(s.name().to_string())),
+            _ => Err(format!(
+                "`{n}` is not an element type: a type parameter takes i8..i64, u8..u64, f16, bf16, f32 or f64"
+            )),
+        },
+        (ConstTy::Type, _) => Err("expected an element type (f32, f16, bf16, ...)".to_string()),
         (ConstTy::Int(s), _) => Err(format!("expected an integer of type `{s}`")),
         (ConstTy::Bool, _) => Err("expected `true` or `false`".to_string()),
         (ConstTy::Enum(p), _) => Err(format!(

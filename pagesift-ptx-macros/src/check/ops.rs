@@ -290,6 +290,13 @@ impl Checker<'_> {
                         self.cx.error(place.span, format!("cannot assign to `{name}`: it is a constant (declare it `let mut`)"));
                         return err_expr(span);
                     }
+                    Some(Binding::Opt(_)) => {
+                        self.cx.error(
+                            place.span,
+                            format!("cannot assign to `{name}`: it is an optional slice parameter"),
+                        );
+                        return err_expr(span);
+                    }
                     None => {
                         self.cx
                             .error(place.span, format!("cannot find `{name}` in this scope"));

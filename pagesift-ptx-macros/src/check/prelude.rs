@@ -178,7 +178,7 @@ pub fn parse_prelude() -> Program {
     let cx = Ctxt::new();
     let program = match syn::parse_str::<syn::File>(PRELUDE) {
         Ok(file) => crate::parse::parse_items(&cx, file.items),
-        Err(_) => Program { fns: Vec::new() },
+        Err(_) => Program::default(),
     };
     // The prelude is tested to parse cleanly (`prelude_parses`).
     let _ = cx.finish();

@@ -321,7 +321,9 @@ pub(super) fn contains_return(b: &TBlock) -> bool {
                 start, end, body, ..
             } => e(start) || e(end) || contains_return(body),
             TKind::While { cond, body } => e(cond) || contains_return(body),
-            TKind::Const(_) | TKind::Var(_) | TKind::Break | TKind::Continue => false,
+            TKind::Const(_) | TKind::Var(_) | TKind::IsSome(_) | TKind::Break | TKind::Continue => {
+                false
+            }
         }
     }
     b.stmts.iter().any(|s| match s {

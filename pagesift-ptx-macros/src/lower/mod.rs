@@ -90,14 +90,58 @@ pub(crate) struct Lower<'a> {
     /// The scaled element offset of the last global address made (an alignment test of an
     /// access whose base is proven aligned tests it instead of the whole address).
     last_scaled: Option<Reg>,
+    /// The highest compute capability an emitted instruction needs (a variant without
+    /// `#[target]` is raised to it, `settle_target`).
+    needed_sm: u32,
     /// Bounds checks emitted and left out (for the tests).
     pub(crate) checks: u32,
     pub(crate) elided: u32,
 }
 
+/// Raises the target of a variant without `#[target]` to the lowest one its instructions
+/// need (lowering it quietly until no instruction asks for more).
+pub fn settle_target(v: &mut Variant) {
+    if !v.target_auto {
+        return;
+    }
+    for _ in 0..4 {
+        let quiet = Ctxt::new();
+        let needed = lower_needs(&quiet, v);
+        let _ = quiet.finish();
+        if needed <= v.target.sm {
+            break;
+        }
+        let next = crate::check::Target::KNOWN
+            .iter()
+            .filter_map(|(n, _)| crate::check::Target::parse(n))
+            .filter(|t| !t.name.ends_with('a'))
+            .find(|t| t.sm >= needed);
+        match next {
+            Some(t) => v.target = t,
+            None => break,
+        }
+    }
+    // Settled: an instruction the target still lacks is now an error.
+    v.target_auto = false;
+}
+
+/// The highest compute capability an instruction of `v` asked for while lowering.
+fn lower_needs(cx: &Ctxt, v: &Variant) -> u32 {
+    let mut needed = 0;
+    let _ = lower_inner(cx, v, &mut needed);
+    needed
+}
+
 /// Lowers one checked variant to a PTX function; `None` after reporting errors.
 pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
+    let mut needed = 0;
+    lower_inner(cx, v, &mut needed)
+}
+
+/// Lowers `v`; `needed` becomes the highest compute capability an instruction asked for.
+fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
     let mut lw = Lower {
+        needed_sm: 0,
         cx,
         v,
         body: Vec::new(),
@@ -127,6 +171,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
     let mut params = vec![ParamDecl {
         name: lw.fault_param.clone(),
         ty: Scalar::U64.ptx(),
+        blob: None,
     }];
     for (i, id) in v.params.iter().enumerate() {
         let name = format!("{}_param_{i}", v.entry);
@@ -168,6 +213,41 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
                 let r = lw.load_param(&mut params, name, mem_scalar(*s), s.reg_class());
                 lw.vars.insert(*id, Store::Value(Val::Reg(r, *s)));
             }
+            Ty::Struct(def) => {
+                // One blob; each field read at its offset (ptxas reads the fields it needs
+                // from the constant bank).
+                params.push(ParamDecl {
+                    name: name.clone(),
+                    ty: "b8",
+                    blob: Some((def.align, def.size)),
+                });
+                let fields = v.fields.get(id).cloned().unwrap_or_default();
+                for ((_, s, off), fid) in def.fields.iter().zip(fields) {
+                    let at = addr(Operand::Name(name.clone()), *off as i64);
+                    let ld = |ty| Op::Ld {
+                        space: Space::Param,
+                        ty,
+                        vec: 1,
+                        nc: false,
+                    };
+                    let val = if *s == Scalar::Bool {
+                        let raw = lw.reg(RegClass::B16);
+                        lw.emit(ld(Scalar::U8), vec![raw.into(), at], span);
+                        let p = lw.reg(RegClass::Pred);
+                        lw.emit(
+                            Op::Setp(ptx::CmpKind::Ne, Scalar::U16),
+                            vec![p.into(), raw.into(), Operand::Int(0)],
+                            span,
+                        );
+                        Val::Reg(p, Scalar::Bool)
+                    } else {
+                        let r = lw.reg(s.reg_class());
+                        lw.emit(ld(mem_scalar(*s)), vec![r.into(), at], span);
+                        Val::Reg(r, *s)
+                    };
+                    lw.vars.insert(fid, Store::Value(val));
+                }
+            }
             _ => return None,
         }
     }
@@ -195,6 +275,7 @@ pub fn lower_variant(cx: &Ctxt, v: &Variant) -> Option<Function> {
         sym
     });
     lw.block(&v.body);
+    *needed = lw.needed_sm;
     let exit = lw.exit;
     lw.body.push(Item::Label(exit));
     lw.emit(Op::Ret, vec![], Span::call_site());
@@ -280,6 +361,7 @@ impl Lower<'_> {
         params.push(ParamDecl {
             name: name.clone(),
             ty: ty.ptx(),
+            blob: None,
         });
         let r = self.reg(class);
         self.emit(
@@ -322,7 +404,8 @@ impl Lower<'_> {
             return;
         }
         let (sm, ver) = ptx::requirement(&op);
-        if sm > self.v.target.sm {
+        self.needed_sm = self.needed_sm.max(sm);
+        if sm > self.v.target.sm && !self.v.target_auto {
             let text = ptx::opcode(&op).unwrap_or_default();
             self.error(span, format!("`{text}` needs sm_{sm} or later: add #[target(sm_{sm})] (this kernel targets {})", self.v.target.name));
             return;
@@ -467,6 +550,19 @@ impl Lower<'_> {
             },
             TKind::Var(id) => match self.vars.get(id) {
                 Some(Store::Value(v)) => v.clone(),
+                _ => Val::Unit,
+            },
+            TKind::IsSome(id) => match self.vars.get(id) {
+                Some(Store::Global { base, .. }) => {
+                    let base = *base;
+                    let p = self.reg(RegClass::Pred);
+                    self.emit(
+                        Op::Setp(ptx::CmpKind::Ne, Scalar::U64),
+                        vec![p.into(), base.into(), Operand::Int(0)],
+                        span,
+                    );
+                    Val::Reg(p, Scalar::Bool)
+                }
                 _ => Val::Unit,
             },
             TKind::Unary(op, x) => {

@@ -70,6 +70,35 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                         TypeKind::Error
                     }
                 }
+            } else if p.path.segments.len() == 1 && p.path.segments[0].ident == "Option" {
+                match &p.path.segments[0].arguments {
+                    syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => {
+                        match &a.args[0] {
+                            syn::GenericArgument::Type(inner) => {
+                                TypeKind::Option(Box::new(parse_type(cx, inner)))
+                            }
+                            other => {
+                                cx.error(
+                                    Sp::of(&other),
+                                    "expected `Option<&[T]>` or `Option<&mut [T]>`",
+                                );
+                                TypeKind::Error
+                            }
+                        }
+                    }
+                    _ => {
+                        cx.error(span, "expected `Option<&[T]>` or `Option<&mut [T]>`");
+                        TypeKind::Error
+                    }
+                }
+            } else if let Some(id) = p.path.get_ident().filter(|i| {
+                !matches!(
+                    i.to_string().as_str(),
+                    "usize" | "isize" | "char" | "String" | "str"
+                )
+            }) {
+                // A parameter struct of the invocation (resolved by the checker).
+                TypeKind::Named(id.clone())
             } else {
                 let name = quote::quote!(#ty).to_string();
                 let hint = match name.as_str() {
@@ -387,12 +416,29 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
             }
         },
         syn::Expr::MethodCall(m) => {
+            let mut generics = Vec::new();
             if let Some(t) = &m.turbofish {
-                cx.error(Sp::of(&t), "methods take no generic arguments");
+                for arg in &t.args {
+                    match arg {
+                        syn::GenericArgument::Const(ce) => generics.push(parse_expr(cx, ce)),
+                        syn::GenericArgument::Type(syn::Type::Path(tp)) if tp.qself.is_none() => {
+                            generics.push(parse_expr(
+                                cx,
+                                &syn::Expr::Path(syn::ExprPath {
+                                    attrs: Vec::new(),
+                                    qself: None,
+                                    path: tp.path.clone(),
+                                }),
+                            ))
+                        }
+                        other => cx.error(Sp::of(&other), "expected a const generic argument"),
+                    }
+                }
             }
             ExprKind::Method {
                 recv: b(&m.receiver),
                 method: m.method.clone(),
+                generics,
                 args: m.args.iter().map(|a| parse_expr(cx, a)).collect(),
             }
         }
@@ -459,10 +505,52 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
             base: b(&i.expr),
             index: b(&i.index),
         },
-        syn::Expr::If(i) => ExprKind::If {
-            cond: b(&i.cond),
-            then: parse_block(cx, &i.then_branch),
-            els: i.else_branch.as_ref().map(|(_, e)| b(e)),
+        syn::Expr::If(i) => match &*i.cond {
+            syn::Expr::Let(l) => {
+                let name = match &*l.pat {
+                    syn::Pat::TupleStruct(ts)
+                        if ts.path.is_ident("Some") && ts.elems.len() == 1 =>
+                    {
+                        match &ts.elems[0] {
+                            syn::Pat::Ident(pi) if pi.subpat.is_none() && pi.by_ref.is_none() => {
+                                Some(pi.ident.clone())
+                            }
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                match name {
+                    Some(name) => ExprKind::IfLet {
+                        name,
+                        scrut: b(&l.expr),
+                        then: parse_block(cx, &i.then_branch),
+                        els: i.else_branch.as_ref().map(|(_, e)| b(e)),
+                    },
+                    None => {
+                        cx.error(
+                            Sp::of(&l.pat),
+                            "`if let` takes the pattern `Some(name)` (of an optional slice)",
+                        );
+                        ExprKind::Error
+                    }
+                }
+            }
+            _ => ExprKind::If {
+                cond: b(&i.cond),
+                then: parse_block(cx, &i.then_branch),
+                els: i.else_branch.as_ref().map(|(_, e)| b(e)),
+            },
+        },
+        syn::Expr::Field(f) => match &f.member {
+            syn::Member::Named(field) => ExprKind::Field {
+                base: b(&f.base),
+                field: field.clone(),
+            },
+            syn::Member::Unnamed(u) => {
+                cx.error(Sp::of(&u), "tuple fields are not supported");
+                ExprKind::Error
+            }
         },
         syn::Expr::Match(m) => ExprKind::Match {
             scrut: b(&m.expr),

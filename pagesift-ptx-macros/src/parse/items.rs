@@ -25,7 +25,7 @@ pub fn parse_program(cx: &Ctxt, tokens: proc_macro2::TokenStream) -> Program {
         Ok(items) => items.0,
         Err(e) => {
             cx.syn_error(e);
-            return Program { fns: Vec::new() };
+            return Program::default();
         }
     };
     parse_items(cx, items)
@@ -33,20 +33,313 @@ pub fn parse_program(cx: &Ctxt, tokens: proc_macro2::TokenStream) -> Program {
 
 /// Converts parsed syn items.
 pub fn parse_items(cx: &Ctxt, items: Vec<syn::Item>) -> Program {
-    let mut fns = Vec::new();
+    let mut prog = Program::default();
+    add_items(cx, &mut prog, items, None);
+    prog
+}
+
+/// Adds `items` to `prog`; `module` is the helper library they belong to.
+fn add_items(cx: &Ctxt, prog: &mut Program, items: Vec<syn::Item>, module: Option<&str>) {
     for item in items {
         match item {
-            syn::Item::Fn(f) => fns.push(parse_fn(cx, &f)),
+            syn::Item::Fn(f) => {
+                let mut item = parse_fn(cx, &f);
+                if module.is_some() {
+                    // Every fn of a library is a helper, whatever its visibility.
+                    item.is_kernel = false;
+                    item.module = module.map(str::to_string);
+                }
+                prog.fns.push(item);
+            }
+            syn::Item::Const(c) => {
+                if let Some(k) = parse_const(cx, &c, module) {
+                    prog.consts.push(k);
+                }
+            }
+            syn::Item::Struct(st) if module.is_none() => {
+                if let Some(k) = parse_struct(cx, &st) {
+                    prog.structs.push(k);
+                }
+            }
+            syn::Item::Mod(m) if module.is_none() => add_library(cx, prog, &m),
             other => cx.error(
                 Sp::of(&other),
-                "only `fn` items are allowed in ptx_kernel! (`pub fn` = kernel, `fn` = helper)",
+                if module.is_some() {
+                    "a helper library holds `fn` and `const` items only"
+                } else {
+                    "ptx_kernel! holds `fn` items (`pub fn` = kernel, `fn` = helper), parameter `struct`s, `const`s and helper libraries (`#[path = \"..\"] mod name;`)"
+                },
             ),
         }
     }
-    Program { fns }
+}
+
+/// `#[path = "src/kernels/math.rs"] mod math;` (the path relative to the invoking crate's
+/// root, `CARGO_MANIFEST_DIR`) or `mod math { .. }`: a library of helpers and consts, named
+/// `math::f` by the invocation.
+fn add_library(cx: &Ctxt, prog: &mut Program, m: &syn::ItemMod) {
+    let name = m.ident.to_string();
+    let mut path = None;
+    for attr in &m.attrs {
+        if attr.path().is_ident("path") {
+            match &attr.meta {
+                syn::Meta::NameValue(syn::MetaNameValue {
+                    value:
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        }),
+                    ..
+                }) => path = Some((s.value(), s.span())),
+                _ => cx.error(Sp::of(&attr), "expected `#[path = \"file.rs\"]`"),
+            }
+        } else if !attr.path().is_ident("doc") {
+            cx.error(
+                Sp::of(&attr),
+                "a helper library takes `#[path = \"..\"]` and docs only",
+            );
+        }
+    }
+    let items = match (&m.content, path) {
+        (Some((_, items)), None) => items.clone(),
+        (None, Some((file, span))) => {
+            let root = std::env::var_os("CARGO_MANIFEST_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_default();
+            let full = root.join(&file);
+            let text = match std::fs::read_to_string(&full) {
+                Ok(t) => t,
+                Err(e) => {
+                    cx.error(
+                        span,
+                        format!(
+                            "cannot read the helper library `{name}` at {} ({e}); the path is relative to the crate root",
+                            full.display()
+                        ),
+                    );
+                    return;
+                }
+            };
+            prog.files.push(full);
+            match syn::parse_file(&text) {
+                Ok(f) => f.items,
+                Err(e) => {
+                    cx.error(
+                        span,
+                        format!("the helper library `{name}` ({file}) does not parse: {e}"),
+                    );
+                    return;
+                }
+            }
+        }
+        (None, None) => {
+            cx.error(
+                Sp::of(&m.ident),
+                format!("a helper library needs its file: `#[path = \"src/kernels/{name}.rs\"] mod {name};`"),
+            );
+            return;
+        }
+        (Some(_), Some((_, span))) => {
+            cx.error(
+                span,
+                "a helper library is either a file or inline, not both",
+            );
+            return;
+        }
+    };
+    add_items(cx, prog, items, Some(&name));
+}
+
+fn parse_const(cx: &Ctxt, c: &syn::ItemConst, module: Option<&str>) -> Option<ConstItem> {
+    let ty = match &*c.ty {
+        syn::Type::Path(p) => p
+            .path
+            .get_ident()
+            .and_then(|i| Scalar::from_name(&i.to_string())),
+        _ => None,
+    }
+    .filter(|s| s.is_int() || matches!(s, Scalar::Bool | Scalar::F32 | Scalar::F64));
+    let Some(ty) = ty else {
+        let t = &c.ty;
+        cx.error(
+            Sp::of(&c.ty),
+            format!(
+                "unsupported type `{}` for a `const`: integers, `bool`, `f32` or `f64`",
+                quote::quote!(#t).to_string().replace(' ', "")
+            ),
+        );
+        return None;
+    };
+    let attrs = c
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .cloned()
+        .collect();
+    Some(ConstItem {
+        name: c.ident.clone(),
+        vis: c.vis.clone(),
+        attrs,
+        ty,
+        value: parse_expr(cx, &c.expr),
+        module: module.map(str::to_string),
+    })
+}
+
+fn parse_struct(cx: &Ctxt, st: &syn::ItemStruct) -> Option<StructItem> {
+    if !st.generics.params.is_empty() {
+        cx.error(Sp::of(&st.generics), "parameter structs are not generic");
+    }
+    let syn::Fields::Named(named) = &st.fields else {
+        cx.error(
+            Sp::of(&st.ident),
+            "a parameter struct has named fields: `struct P { n: u32, .. }`",
+        );
+        return None;
+    };
+    let mut fields = Vec::new();
+    for f in &named.named {
+        let Some(name) = f.ident.clone() else {
+            continue;
+        };
+        let scalar = match &f.ty {
+            syn::Type::Path(p) => p
+                .path
+                .get_ident()
+                .and_then(|i| Scalar::from_name(&i.to_string())),
+            _ => None,
+        }
+        .filter(|s| !s.is_packed());
+        match scalar {
+            Some(s) => fields.push((name, s, f.attrs.clone(), f.vis.clone())),
+            None => {
+                let ty = &f.ty;
+                cx.error(
+                    Sp::of(&f.ty),
+                    format!(
+                        "field `{name}` of `{}` has type `{}`: the fields of a parameter struct are `Copy` scalars (bool, i8..i64, u8..u64, f16, bf16, f32, f64)",
+                        st.ident,
+                        quote::quote!(#ty).to_string().replace(' ', "")
+                    ),
+                );
+            }
+        }
+    }
+    let attrs = st
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .cloned()
+        .collect();
+    Some(StructItem {
+        name: st.ident.clone(),
+        vis: st.vis.clone(),
+        attrs,
+        fields,
+    })
+}
+
+/// One instantiation of a generic fn: its source parsed with each type parameter replaced by
+/// the scalar type `binds` gives it. The result has no type parameters.
+pub fn instantiate(cx: &Ctxt, f: &FnItem, binds: &[(String, Scalar)]) -> Option<FnItem> {
+    let src = f.source.as_ref()?;
+    let mut item = parse_fn(cx, &substitute_types(src, binds));
+    item.module = f.module.clone();
+    item.is_kernel = f.is_kernel;
+    Some(item)
+}
+
+/// `f` with its type parameters replaced by the scalar types `binds` gives them (and removed
+/// from its generics), for parsing one instantiation.
+pub fn substitute_types(f: &syn::ItemFn, binds: &[(String, Scalar)]) -> syn::ItemFn {
+    fn subst(ts: proc_macro2::TokenStream, binds: &[(String, Scalar)]) -> proc_macro2::TokenStream {
+        ts.into_iter()
+            .map(|tt| match tt {
+                proc_macro2::TokenTree::Ident(i) => {
+                    match binds.iter().find(|(n, _)| i == n.as_str()) {
+                        Some((_, s)) => {
+                            proc_macro2::TokenTree::Ident(Ident::new(s.name(), i.span()))
+                        }
+                        None => proc_macro2::TokenTree::Ident(i),
+                    }
+                }
+                proc_macro2::TokenTree::Group(g) => {
+                    let mut ng = proc_macro2::Group::new(g.delimiter(), subst(g.stream(), binds));
+                    ng.set_span(g.span());
+                    proc_macro2::TokenTree::Group(ng)
+                }
+                other => other,
+            })
+            .collect()
+    }
+    let mut f = f.clone();
+    f.sig.generics.params = f
+        .sig
+        .generics
+        .params
+        .into_iter()
+        .filter(|g| !matches!(g, syn::GenericParam::Type(_)))
+        .collect();
+    // The attributes keep the parameter's name (`#[variants(T in ..)]`, `#[launch]` and
+    // `#[target]` expressions see it as a constant).
+    let sig = &f.sig;
+    let block = &f.block;
+    if let Ok(s) = syn::parse2::<syn::Signature>(subst(quote::quote!(#sig), binds)) {
+        f.sig = s;
+    }
+    if let Ok(b) = syn::parse2::<syn::Block>(subst(quote::quote!(#block), binds)) {
+        *f.block = b;
+    }
+    f
 }
 
 fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
+    let types: Vec<Ident> = f
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|g| match g {
+            syn::GenericParam::Type(t) => Some(t.ident.clone()),
+            _ => None,
+        })
+        .collect();
+    if !types.is_empty() {
+        // A generic fn is parsed for real per instantiation; here only its shape matters
+        // (names, parameters, attributes), from an instantiation with `f32`.
+        let binds: Vec<(String, Scalar)> =
+            types.iter().map(|t| (t.to_string(), Scalar::F32)).collect();
+        let quiet = Ctxt::new();
+        let mut item = parse_fn(&quiet, &substitute_types(f, &binds));
+        let _ = quiet.finish();
+        let mut consts = Vec::new();
+        for g in &f.sig.generics.params {
+            match g {
+                syn::GenericParam::Type(t) => {
+                    consts.push(ConstParam {
+                        name: t.ident.clone(),
+                        ty: ConstTy::Type,
+                    })
+                }
+                syn::GenericParam::Const(c) => {
+                    if let Some(k) = item.consts.iter().find(|k| k.name == c.ident) {
+                        consts.push(ConstParam {
+                            name: k.name.clone(),
+                            ty: k.ty.clone(),
+                        });
+                    }
+                }
+                syn::GenericParam::Lifetime(l) => cx.error(
+                    Sp::of(&l),
+                    "generic parameters are element types and consts (`<T, const N: u32, const ACT: Act>`)",
+                ),
+            }
+        }
+        item.consts = consts;
+        item.types = types;
+        item.source = Some(f.clone());
+        return item;
+    }
     let is_kernel = matches!(f.vis, syn::Visibility::Public(_));
     let mut item = FnItem {
         name: f.sig.ident.clone(),
@@ -59,6 +352,9 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         variants: Vec::new(),
         launch: None,
         target: None,
+        module: None,
+        types: Vec::new(),
+        source: None,
     };
     for attr in &f.attrs {
         let name = attr
@@ -92,8 +388,16 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
             }
             "target" => {
                 kernel_only(cx);
-                match attr.parse_args::<Ident>() {
-                    Ok(t) => item.target = Some((t.to_string(), t.span())),
+                match attr.parse_args::<syn::Expr>() {
+                    Ok(syn::Expr::Path(p)) if p.path.get_ident().is_some() => {
+                        let t = p
+                            .path
+                            .get_ident()
+                            .cloned()
+                            .unwrap_or_else(|| f.sig.ident.clone());
+                        item.target = Some(TargetAttr::Name(t.to_string(), t.span()));
+                    }
+                    Ok(e) => item.target = Some(TargetAttr::Expr(parse_expr(cx, &e))),
                     Err(e) => cx.syn_error(e),
                 }
             }
@@ -144,10 +448,11 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
             }
             other => cx.error(
                 Sp::of(&other),
-                "only const generic parameters are supported (`<const N: u32, const ACT: Act>`)",
+                "generic parameters are element types and consts (`<T, const N: u32, const ACT: Act>`)",
             ),
         }
     }
+
     for input in &f.sig.inputs {
         match input {
             syn::FnArg::Typed(pt) => {

@@ -6,9 +6,34 @@ use crate::types::Scalar;
 use proc_macro2::Span;
 use syn::{Ident, LitStr};
 
-/// Every item of one `ptx_kernel!` invocation.
+/// Every item of one `ptx_kernel!` invocation, with the helper libraries it names.
+#[derive(Default)]
 pub struct Program {
     pub fns: Vec<FnItem>,
+    pub structs: Vec<StructItem>,
+    pub consts: Vec<ConstItem>,
+    /// The files of `#[path = ".."] mod name;` libraries read (the wrapper tracks them for
+    /// rebuilds).
+    pub files: Vec<std::path::PathBuf>,
+}
+
+/// A parameter struct: `struct Name { field: T, .. }`, passed to kernels by value.
+pub struct StructItem {
+    pub name: Ident,
+    pub vis: syn::Visibility,
+    pub attrs: Vec<syn::Attribute>,
+    pub fields: Vec<(Ident, Scalar, Vec<syn::Attribute>, syn::Visibility)>,
+}
+
+/// `const NAME: T = value;`: usable by kernels and exported to the host.
+pub struct ConstItem {
+    pub name: Ident,
+    pub vis: syn::Visibility,
+    pub attrs: Vec<syn::Attribute>,
+    pub ty: Scalar,
+    pub value: Expr,
+    /// The helper library it belongs to (`None`: the invocation itself).
+    pub module: Option<String>,
 }
 
 /// A `fn`: a kernel when `pub`, a helper otherwise.
@@ -22,7 +47,19 @@ pub struct FnItem {
     pub body: Block,
     pub variants: Vec<VariantGroup>,
     pub launch: Option<LaunchAttr>,
-    pub target: Option<(String, Span)>,
+    pub target: Option<TargetAttr>,
+    /// The helper library the fn belongs to (`None`: the invocation itself).
+    pub module: Option<String>,
+    /// Type parameters (`<T>`): also listed in `consts` with [`ConstTy::Type`]. The body of a
+    /// generic fn is parsed again per instantiation, from `source` with each type substituted.
+    pub types: Vec<Ident>,
+    pub source: Option<syn::ItemFn>,
+}
+
+/// `#[target(sm_80)]`, or an expression over the const parameters choosing one per variant.
+pub enum TargetAttr {
+    Name(String, Span),
+    Expr(Expr),
 }
 
 /// `const NAME: Type` in a fn's generics.
@@ -38,6 +75,8 @@ pub enum ConstTy {
     Bool,
     /// An enum as written (`Act`, `crate::Act`); its variants are matched by name.
     Enum(syn::Path),
+    /// A type parameter (`<T>`), one of the scalar types its `#[variants]` list names.
+    Type,
 }
 
 /// A fn parameter.
@@ -69,6 +108,10 @@ pub enum TypeKind {
         elem: Scalar,
         len: Option<Box<Expr>>,
     },
+    /// `Option<&[T]>` / `Option<&mut [T]>`.
+    Option(Box<TypeAst>),
+    /// A parameter struct of the invocation, by name.
+    Named(Ident),
     Unit,
     /// A type that was already reported as an error.
     Error,
@@ -212,7 +255,21 @@ pub enum ExprKind {
     Method {
         recv: Box<Expr>,
         method: Ident,
+        /// `x.load_vec::<16>(i)`: the method's const arguments.
+        generics: Vec<Expr>,
         args: Vec<Expr>,
+    },
+    /// `s.field` of a parameter struct.
+    Field {
+        base: Box<Expr>,
+        field: Ident,
+    },
+    /// `if let Some(name) = opt { .. } else { .. }` on an optional slice.
+    IfLet {
+        name: Ident,
+        scrut: Box<Expr>,
+        then: Block,
+        els: Option<Box<Expr>>,
     },
     Binary {
         op: BinOp,
@@ -281,6 +338,7 @@ mod body;
 mod items;
 
 pub use body::{parse_block, parse_expr, parse_type};
+pub use items::instantiate;
 pub use items::{parse_items, parse_program};
 
 #[cfg(test)]

@@ -188,6 +188,8 @@ pub enum Item {
 pub struct ParamDecl {
     pub name: String,
     pub ty: &'static str,
+    /// A parameter struct's blob: `.param .align A .b8 name[bytes]` (then `ty` is `b8`).
+    pub blob: Option<(u32, u32)>,
 }
 
 /// One kernel entry, ready to print.
@@ -296,13 +298,13 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     }
     let _ = write!(s, ".visible .entry {}(", f.entry);
     for (i, p) in f.params.iter().enumerate() {
-        let _ = write!(
-            s,
-            "{}\n\t.param .{} {}",
-            if i == 0 { "" } else { "," },
-            p.ty,
-            p.name
-        );
+        let sep = if i == 0 { "" } else { "," };
+        let _ = match p.blob {
+            Some((align, bytes)) => {
+                write!(s, "{sep}\n\t.param .align {align} .b8 {}[{bytes}]", p.name)
+            }
+            None => write!(s, "{sep}\n\t.param .{} {}", p.ty, p.name),
+        };
     }
     let _ = writeln!(s, "\n)");
     let [x, y, z] = f.block;

@@ -1,7 +1,7 @@
 use pagesift_gpu::ptx_kernel;
 
 ptx_kernel! {
-    struct Tile;
+    enum Tile { A }
 
     #[launch(block = 32)]
     pub fn k(y: &mut [f32]) {
