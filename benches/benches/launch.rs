@@ -9,9 +9,6 @@
 //! overhead, not device throughput. Prints µs per launch and the ratios to the raw call.
 //! Without a device it prints one line and exits 0.
 
-// `Error` carries its context (JIT log, PTX path) inline; it is large, and rare.
-#![allow(clippy::result_large_err)]
-
 use std::time::{Duration, Instant};
 
 use pagesift_gpu::__private::{self, KernelArg};

@@ -19,7 +19,7 @@ extern crate self as pagesift_gpu;
 
 pub mod cpu;
 pub mod driver;
-mod error;
+pub mod error;
 pub mod kernel;
 pub mod kernels;
 pub mod ops;

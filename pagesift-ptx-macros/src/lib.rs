@@ -239,11 +239,12 @@
 //! the first failure is written to the launch stream's *fault record* (the hidden first kernel
 //! parameter) and the runtime returns it where the host next waits for that stream
 //! (`Stream::synchronize`, `Gpu::synchronize`, a host read of a buffer the kernel wrote) as
-//! `Error::KernelFault { kernel, param, index, len, elements, misaligned, bytes }` (see `pagesift-gpu`'s
-//! `driver/fault.rs` for the protocol). There is no trap: a trap would end the CUDA context
-//! for the rest of the process. `ldmatrix`, a warp-wide instruction, is not skipped: a lane
-//! out of bounds reads the array's first row instead (and the fault is recorded); an array
-//! shorter than one row of 8 elements skips the load in every lane (its results are 0).
+//! `Error::KernelFault`, holding an `error::KernelFault { kernel, param, index, len, elements,
+//! misaligned, bytes }` (see `pagesift-gpu`'s `driver/fault.rs` for the protocol). There is no
+//! trap: a trap would end the CUDA context for the rest of the process. `ldmatrix`, a
+//! warp-wide instruction, is not skipped: a lane out of bounds reads the array's first row
+//! instead (and the fault is recorded); an array shorter than one row of 8 elements skips the
+//! load in every lane (its results are 0).
 //!
 //! **Elision**: a check is left out where the compiler proves it, in a dominating `if` or a
 //! loop condition (until the index variable is assigned): `i < x.len()`, `i <= x.len()`,

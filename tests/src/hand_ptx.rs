@@ -11,6 +11,7 @@
 //! computes the same values.
 
 use pagesift_gpu::__private::{self, arg_read, arg_write};
+use pagesift_gpu::error;
 use pagesift_gpu::{
     DeviceRead, DeviceWrite, DriverError, Error, Function, Gpu, KernelArg, KernelVariant,
     LaunchConfig, Module, Result, Stream,
@@ -120,10 +121,10 @@ pub fn launch_axpb_variant(
     b: f32,
 ) -> Result<()> {
     if variant.ptx != AXPB_PTX || variant.entry != "axpb" || variant.ptx_params != 5 {
-        return Err(Error::InvalidArgument {
+        return Err(Error::from(error::InvalidArgument {
             op: "launch_axpb_variant",
             message: format!("`{}` is not a variant of the axpb kernel", variant.entry),
-        });
+        }));
     }
     let n = elements(x.len(), y.len())?;
     let (xa, ya) = (arg_read(stream, x)?, arg_write(stream, y)?);
@@ -136,15 +137,17 @@ pub fn launch_axpb_variant(
 /// The element count `n` of an `axpb` launch over `x_len` inputs into `y_len` outputs.
 fn elements(x_len: usize, y_len: usize) -> Result<u32> {
     if y_len < x_len {
-        return Err(Error::LengthMismatch {
+        return Err(Error::from(error::LengthMismatch {
             what: "axpb output".into(),
             expected: x_len,
             actual: y_len,
-        });
+        }));
     }
-    u32::try_from(x_len).map_err(|_| Error::InvalidArgument {
-        op: "axpb",
-        message: format!("{x_len} elements do not fit the u32 count"),
+    u32::try_from(x_len).map_err(|_| {
+        Error::from(error::InvalidArgument {
+            op: "axpb",
+            message: format!("{x_len} elements do not fit the u32 count"),
+        })
     })
 }
 
@@ -272,12 +275,13 @@ pub const BROKEN_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.
 /// When the load succeeds or fails otherwise.
 pub fn expect_module_load_error(gpu: &Gpu, name: &str, ptx: &str) -> (DriverError, String) {
     match gpu.load_ptx(name, ptx) {
-        Err(Error::ModuleLoad {
-            kernel,
-            source,
-            jit_log,
-            ptx_path,
-        }) => {
+        Err(Error::ModuleLoad(e)) => {
+            let error::ModuleLoad {
+                kernel,
+                source,
+                jit_log,
+                ptx_path,
+            } = *e;
             assert_eq!(kernel, name);
             let path = ptx_path.expect("the PTX is written for inspection");
             let kept = std::fs::read_to_string(&path).expect("the PTX file reads back");

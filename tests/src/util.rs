@@ -3,6 +3,7 @@
 //! an emulated device driven by address ([`Emu`]: allocate, copy, load hand-written PTX and
 //! launch it through the safe API and `Stream::launch`).
 
+use pagesift_gpu::error;
 use std::ops::Range;
 use std::sync::Mutex;
 
@@ -45,7 +46,7 @@ pub fn assert_length_mismatch(e: &Error, expected: usize, actual: usize, what: &
     assert!(
         matches!(
             e,
-            Error::LengthMismatch { expected: x, actual: a, .. } if *x == expected && *a == actual
+            Error::LengthMismatch(m) if (m.expected, m.actual) == (expected, actual)
         ),
         "expected a length mismatch of {expected} against {actual}: {e}"
     );
@@ -124,9 +125,11 @@ impl Emu {
         let i = buffers
             .iter()
             .position(|b| b.device_ptr() == ptr)
-            .ok_or_else(|| Error::InvalidArgument {
-                op: "Emu::mem_free",
-                message: format!("no allocation at {ptr:#x}"),
+            .ok_or_else(|| {
+                Error::from(error::InvalidArgument {
+                    op: "Emu::mem_free",
+                    message: format!("no allocation at {ptr:#x}"),
+                })
             })?;
         drop(buffers.swap_remove(i));
         Ok(())
@@ -145,9 +148,11 @@ impl Emu {
             .find(|b| {
                 ptr >= b.device_ptr() && ptr + bytes as u64 <= b.device_ptr() + b.len() as u64
             })
-            .ok_or_else(|| Error::InvalidArgument {
-                op: "Emu",
-                message: format!("{bytes} bytes at {ptr:#x} are not allocated"),
+            .ok_or_else(|| {
+                Error::from(error::InvalidArgument {
+                    op: "Emu",
+                    message: format!("{bytes} bytes at {ptr:#x} are not allocated"),
+                })
             })?;
         let start = (ptr - b.device_ptr()) as usize;
         f(b, start)
@@ -179,7 +184,7 @@ impl Emu {
     /// The load log when the emulator rejects it.
     pub fn module_load(&self, ptx: &str) -> std::result::Result<Module, LoadFailure> {
         self.gpu.load_ptx("hand-written", ptx).map_err(|e| match e {
-            Error::ModuleLoad { jit_log, .. } => LoadFailure { log: jit_log },
+            Error::ModuleLoad(e) => LoadFailure { log: e.jit_log },
             other => LoadFailure {
                 log: other.to_string(),
             },

@@ -24,6 +24,7 @@
 //! Run with `PAGESIFT_GPU_DEVICE=emulated cargo test -p pagesift-tests --test act_mutants --
 //! --nocapture` (a real GPU runs it too).
 
+use pagesift_gpu::error;
 use pagesift_gpu::ops::act::Geometry;
 use pagesift_gpu::{ptx_kernel, Act, Error, KernelVariant, Stream};
 use pagesift_tests::act_check::{check, launch_op, Failure, Lengths, Operands, Setup, TestElem};
@@ -238,10 +239,10 @@ fn launch_mutant(
     mut ops: Operands<'_, f32>,
 ) -> pagesift_gpu::Result<()> {
     let (Some(x), Some(bias)) = (ops.input, ops.bias) else {
-        return Err(Error::InvalidArgument {
+        return Err(Error::from(error::InvalidArgument {
             op: "mutant_act",
             message: "needs an input and a bias".into(),
-        });
+        }));
     };
     let n = x.len();
     if n == 0 {
@@ -385,15 +386,15 @@ fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
         .expect("the launch succeeds");
     }
     match stream.synchronize() {
-        Err(Error::KernelFault {
-            kernel,
-            param,
-            index,
-            len,
-            elements,
-            misaligned: false,
-            ..
-        }) => {
+        Err(Error::KernelFault(f)) if !f.misaligned => {
+            let error::KernelFault {
+                kernel,
+                param,
+                index,
+                len,
+                elements,
+                ..
+            } = *f;
             assert_eq!(kernel, "mutant_act[ACT=Relu,BUG=OffByOne]");
             assert_eq!(
                 (param.as_str(), index, len, elements),

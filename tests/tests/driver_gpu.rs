@@ -86,7 +86,7 @@ fn synchronous_copies_round_trip() {
     let mut b = DeviceBuffer::<u8>::alloc(&gpu, 4).unwrap();
     assert!(matches!(
         b.copy_from_host(&[1, 2, 3]),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::LengthMismatch(_))
     ));
 }
 
@@ -175,7 +175,7 @@ fn a_hand_written_ptx_kernel_runs() {
     // SAFETY: refused before launching.
     let r = unsafe { stream.launch(axpb.function(), [1, 1, 1], [4096, 1, 1], 0, &[]) };
     assert!(
-        matches!(r, Err(Error::Launch { ref kernel, .. }) if kernel == "axpb"),
+        matches!(&r, Err(Error::Launch(e)) if e.kernel == "axpb"),
         "{r:?}"
     );
     assert!(axpb.module().function("no_such_entry").is_err());
@@ -208,7 +208,7 @@ fn a_kernel_variant_launches_through_the_generated_code_path() {
         LaunchConfig::grid_1d(4).with_shared_mem(gpu.props().max_shared_per_block_optin + 1);
     assert!(matches!(
         launch_axpb_variant(&stream, &AXPB, &too_big, &x, &mut y, 0.0, 0.0),
-        Err(Error::Launch { .. })
+        Err(Error::Launch(_))
     ));
 }
 

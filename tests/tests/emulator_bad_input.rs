@@ -4,7 +4,7 @@
 //! launches past the total-work cap ([`Error::Launch`]).
 
 use pagesift_gpu::driver::emulator::EmulatorConfig;
-use pagesift_gpu::{DeviceBuffer, Error, Gpu};
+use pagesift_gpu::{error, DeviceBuffer, Error, Gpu};
 
 const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n";
 
@@ -27,9 +27,9 @@ fn default_gpu() -> Gpu {
 fn load_error(gpu: &Gpu, name: &str, body: &str) -> String {
     let ptx = format!("{HEADER}{body}");
     match gpu.load_ptx(name, &ptx) {
-        Err(Error::ModuleLoad { jit_log, .. }) => {
-            eprintln!("{name}: {jit_log}");
-            jit_log
+        Err(Error::ModuleLoad(e)) => {
+            eprintln!("{name}: {}", e.jit_log);
+            e.jit_log
         }
         Err(e) => panic!("{name}: not a module-load error: {e}"),
         Ok(_) => panic!("{name}: loaded"),
@@ -199,9 +199,10 @@ fn a_grid_past_the_work_cap_is_refused() {
     let s = g.default_stream();
     // SAFETY: `k` takes no parameters and touches no memory.
     let r = unsafe { s.launch(&f, [i32::MAX as u32, 65535, 65535], [1, 1, 1], 0, &[]) };
-    let Err(Error::Launch { kernel, message }) = r else {
+    let Err(Error::Launch(e)) = r else {
         panic!("not refused: {r:?}")
     };
+    let error::Launch { kernel, message } = *e;
     assert_eq!(kernel, "k");
     assert!(message.contains("cap of 4294967296"), "{message}");
     assert!(message.contains("max_launch_threads"), "{message}");
@@ -218,5 +219,5 @@ fn a_grid_past_the_work_cap_is_refused() {
     s.synchronize().expect("runs");
     // SAFETY: as above.
     let r = unsafe { s.launch(&f, [5, 1, 1], [64, 1, 1], 0, &[]) };
-    assert!(matches!(r, Err(Error::Launch { .. })), "{r:?}");
+    assert!(matches!(r, Err(Error::Launch(_))), "{r:?}");
 }

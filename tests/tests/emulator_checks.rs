@@ -33,9 +33,10 @@ fn line_of(ptx: &str, needle: &str) -> usize {
 /// the PTX line of `needle`.
 fn assert_check(r: Result<()>, check: &str, kernel: &str, ptx: &str, needle: &str) -> String {
     let err = r.expect_err("the broken kernel must fail");
-    let Error::Emulator { kernel: k, message } = &err else {
+    let Error::Emulator(e) = &err else {
         panic!("not an emulator error: {err}")
     };
+    let (k, message) = (&e.kernel, &e.message);
     assert_eq!(k, kernel);
     assert!(
         message.contains(check),

@@ -12,6 +12,7 @@
 //! access is skipped and reported as `KernelFault { misaligned: true, .. }`; on a GPU it would
 //! otherwise raise an exception that ends the CUDA context).
 
+use pagesift_gpu::error::KernelFault;
 use pagesift_gpu::kernels::act::{act_f32, FLAG_BIAS, FLAG_RES};
 use pagesift_gpu::{ptx_kernel, Act, DeviceBuffer, Error, Gpu, LaunchConfig};
 use pagesift_tests::gpu_or_skip;
@@ -96,15 +97,17 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 /// The `KernelFault` fields of `e`, or a panic naming what came instead.
 fn fault(e: Error) -> (String, String, u64, u64, u32) {
     match e {
-        Error::KernelFault {
-            kernel,
-            param,
-            index,
-            len,
-            elements,
-            misaligned: false,
-            ..
-        } => (kernel, param, index, len, elements),
+        Error::KernelFault(f) if !f.misaligned => {
+            let KernelFault {
+                kernel,
+                param,
+                index,
+                len,
+                elements,
+                ..
+            } = *f;
+            (kernel, param, index, len, elements)
+        }
         other => panic!("expected Error::KernelFault, got {other}"),
     }
 }
@@ -396,14 +399,16 @@ fn the_dynamic_shared_array_is_checked_against_its_launch_size() {
 /// The fields of a misaligned `KernelFault`: (kernel, param, index, elements).
 fn misaligned_fault(e: Error) -> (String, String, u64, u32) {
     match e {
-        Error::KernelFault {
-            kernel,
-            param,
-            index,
-            elements,
-            misaligned: true,
-            ..
-        } => (kernel, param, index, elements),
+        Error::KernelFault(f) if f.misaligned => {
+            let KernelFault {
+                kernel,
+                param,
+                index,
+                elements,
+                ..
+            } = *f;
+            (kernel, param, index, elements)
+        }
         other => panic!("expected a misaligned Error::KernelFault, got {other}"),
     }
 }

@@ -9,7 +9,7 @@ use super::gpu::Gpu;
 use super::memory::{as_bytes, as_bytes_mut, byte_len, check_len, check_same};
 use super::memory::{DeviceRead, DeviceRepr};
 use super::track::Tracking;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// Shared implementation of the copies of buffers and views: `(gpu, ptr, len)`.
 pub(crate) struct Region<'a, T> {
@@ -88,13 +88,13 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
     pub(crate) fn fill_u32(&self, word: u32) -> Result<()> {
         let bytes = byte_len::<T>("fill_u32", self.len)?;
         if bytes % 4 != 0 || self.ptr % 4 != 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::from(error::InvalidArgument {
                 op: "fill_u32",
                 message: format!(
                     "{bytes} bytes at {:#x} are not whole aligned 32-bit words",
                     self.ptr
                 ),
-            });
+            }));
         }
         if bytes == 0 {
             return Ok(());
@@ -124,11 +124,12 @@ impl<'a, T: DeviceRepr> Region<'a, T> {
 pub(crate) fn zeroed_vec<T: DeviceRepr>(len: usize) -> Result<Vec<T>> {
     let bytes = byte_len::<T>("to_host", len)?;
     let mut v: Vec<T> = Vec::new();
-    v.try_reserve_exact(len)
-        .map_err(|_| Error::InvalidArgument {
+    v.try_reserve_exact(len).map_err(|_| {
+        Error::from(error::InvalidArgument {
             op: "to_host",
             message: format!("the host cannot allocate {bytes} bytes"),
-        })?;
+        })
+    })?;
     // SAFETY: the capacity holds `len` elements; writing `bytes` zero bytes initializes all of
     // them, and all-zero bytes are a valid `T` (`DeviceRepr`: plain numbers).
     unsafe {

@@ -31,7 +31,7 @@ use super::backend::{Backend, DevicePtr, KernelArg, RawHandle};
 use super::gpu::Gpu;
 use super::stream::Stream;
 use super::track::StreamInner;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::kernel::KernelVariant;
 
 /// The record's size in bytes (8-aligned, as every device allocation is).
@@ -137,9 +137,11 @@ pub fn fault_arg(stream: &Stream) -> Result<KernelArg> {
                 // Another thread allocated the stream's record first.
                 let _ = unused.release(gpu.backend().as_ref(), inner.handle);
             }
-            let r = inner.fault.get().ok_or(Error::Launch {
-                kernel: "fault record".into(),
-                message: "not allocated".into(),
+            let r = inner.fault.get().ok_or_else(|| {
+                Error::from(error::Launch {
+                    kernel: "fault record".into(),
+                    message: "not allocated".into(),
+                })
             })?;
             let mut all = gpu.inner.faults.lock().unwrap_or_else(|p| p.into_inner());
             all.retain(|w| w.strong_count() > 0);
@@ -241,7 +243,7 @@ fn fault_error(
             format!("parameter {param}"),
         ),
     };
-    Error::KernelFault {
+    Error::from(error::KernelFault {
         kernel,
         param,
         index,
@@ -249,7 +251,7 @@ fn fault_error(
         elements,
         misaligned,
         bytes,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -285,7 +287,7 @@ mod tests {
         );
         let e = fault_error(Some(&v), 0xFFFE, 1, 9, 8);
         assert!(
-            matches!(e, Error::KernelFault { ref param, .. } if param == "buf"),
+            matches!(&e, Error::KernelFault(f) if f.param == "buf"),
             "{e}"
         );
         let e = fault_error(None, 0, 1, 9, 8);
@@ -295,14 +297,17 @@ mod tests {
         let e = fault_error(Some(&v), 0, code >> 16, 3, 100);
         assert!(
             matches!(
-                e,
-                Error::KernelFault {
-                    misaligned: true,
-                    elements: 4,
-                    bytes: 16,
-                    index: 3,
-                    ..
-                }
+                &e,
+                Error::KernelFault(f) if matches!(
+                    **f,
+                    error::KernelFault {
+                        misaligned: true,
+                        elements: 4,
+                        bytes: 16,
+                        index: 3,
+                        ..
+                    }
+                )
             ),
             "{e:?}"
         );
@@ -312,13 +317,7 @@ mod tests {
         );
         let e = fault_error(Some(&v), 1, 4, 384, 4);
         assert!(
-            matches!(
-                e,
-                Error::KernelFault {
-                    misaligned: false,
-                    ..
-                }
-            ),
+            matches!(&e, Error::KernelFault(f) if !f.misaligned),
             "{e:?}"
         );
     }

@@ -208,7 +208,7 @@ impl Gpu {
         if deferred.is_empty() {
             Ok(())
         } else {
-            Err(Error::Deferred(deferred))
+            Err(Error::Deferred(deferred.into()))
         }
     }
 

@@ -6,7 +6,7 @@ use super::backend::{DeviceProps, DevicePtr, KernelArg, LaunchRequest};
 use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
 use super::track::Tracking;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::kernel::{KernelVariant, LaunchConfig};
 
 /// Checks a launch shape against the device's limits; [`Error::Launch`] names the kernel and
@@ -20,10 +20,10 @@ pub fn check_limits(
     dynamic_shared: u32,
 ) -> Result<()> {
     let fail = |message: String| {
-        Err(Error::Launch {
+        Err(Error::from(error::Launch {
             kernel: kernel.to_string(),
             message,
-        })
+        }))
     };
     const AXES: [char; 3] = ['x', 'y', 'z'];
     for i in 0..3 {
@@ -103,14 +103,14 @@ pub unsafe fn launch(
     )
     .map_err(|e| rename(e, variant))?;
     if args.len() != variant.ptx_params as usize {
-        return Err(Error::Launch {
+        return Err(Error::from(error::Launch {
             kernel: variant.display_name(),
             message: format!(
                 "{} arguments for {} PTX parameters",
                 args.len(),
                 variant.ptx_params
             ),
-        });
+        }));
     }
     if cfg.grid.contains(&0) {
         return Ok(());
@@ -135,10 +135,10 @@ pub unsafe fn launch(
         None => {
             let slot = gpu.variant_function(variant)?;
             let Some(loaded) = slot.loaded() else {
-                return Err(Error::Launch {
+                return Err(Error::from(error::Launch {
                     kernel: variant.display_name(),
                     message: "module not loaded".into(),
-                });
+                }));
             };
             loaded.ensure_dynamic_shared(
                 backend.as_ref(),
@@ -169,10 +169,10 @@ pub unsafe fn launch(
 /// Names a launch error after the variant's display name.
 fn rename(e: Error, variant: &KernelVariant) -> Error {
     match e {
-        Error::Launch { message, .. } => Error::Launch {
-            kernel: variant.display_name(),
-            message,
-        },
+        Error::Launch(mut e) => {
+            e.kernel = variant.display_name();
+            Error::Launch(e)
+        }
         other => other,
     }
 }
@@ -306,8 +306,8 @@ pub fn arg_write<'a, T: DeviceRepr>(
 
 /// The error for const values no compiled variant of `kernel` matches.
 pub fn variant_not_compiled(kernel: &str, consts: String) -> Error {
-    Error::Unsupported {
+    Error::from(error::Unsupported {
         kernel: kernel.to_string(),
         reason: format!("no variant was compiled for {consts}"),
-    }
+    })
 }

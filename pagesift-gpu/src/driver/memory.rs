@@ -12,7 +12,7 @@ use super::backend::DevicePtr;
 use super::copy::Region;
 use super::gpu::Gpu;
 use super::track::Tracking;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// Unnameable outside the crate: the seals and what buffers share with their views.
 pub(crate) mod sealed {
@@ -140,11 +140,12 @@ pub(crate) fn as_bytes_mut<T: DeviceRepr>(s: &mut [T]) -> &mut [u8] {
 
 /// Size in bytes of `len` elements of `T`, or `InvalidArgument` on overflow.
 pub(crate) fn byte_len<T>(op: &'static str, len: usize) -> Result<usize> {
-    len.checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| Error::InvalidArgument {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        Error::from(error::InvalidArgument {
             op,
             message: format!("{len} elements overflow the address space"),
         })
+    })
 }
 
 /// Device memory a kernel may read: a buffer or a view of one. Sealed.
@@ -183,24 +184,24 @@ fn resolve(op: &'static str, range: impl RangeBounds<usize>, len: usize) -> Resu
     };
     match (start, end) {
         (Some(s), Some(e)) if s <= e && e <= len => Ok((s, e)),
-        _ => Err(Error::InvalidArgument {
+        _ => Err(Error::from(error::InvalidArgument {
             op,
             message: format!(
                 "range {:?}..{:?} out of bounds for length {len}",
                 range.start_bound(),
                 range.end_bound()
             ),
-        }),
+        })),
     }
 }
 
 pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()> {
     if expected != actual {
-        return Err(Error::LengthMismatch {
+        return Err(Error::from(error::LengthMismatch {
             what: what.to_string(),
             expected,
             actual,
-        });
+        }));
     }
     Ok(())
 }
@@ -209,10 +210,10 @@ pub(crate) fn check_len(what: &str, expected: usize, actual: usize) -> Result<()
 /// `gpu`.
 pub(crate) fn check_same(gpu: &Gpu, other: &Gpu, what: &str, object: &'static str) -> Result<()> {
     if !gpu.same_device(other) {
-        return Err(Error::DeviceMismatch {
+        return Err(Error::from(error::DeviceMismatch {
             what: what.to_string(),
             object,
-        });
+        }));
     }
     Ok(())
 }

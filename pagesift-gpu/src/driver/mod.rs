@@ -73,10 +73,6 @@
 //! # }
 //! ```
 
-// `Error` carries its context inline (the JIT log, the PTX path); it is returned rarely and
-// boxing it would cost every caller an allocation on failure for no gain.
-#![allow(clippy::result_large_err)]
-
 pub mod backend;
 mod copy;
 pub mod cuda;
@@ -110,7 +106,7 @@ pub use memory::{
 pub use module::{Function, Module};
 pub use stream::{Event, PinnedBuffer, Stream};
 
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// The environment variable that selects the device implementation: unset (or `cuda`) for the
 /// NVIDIA driver, `emulated` for the emulated device (feature `emulator`).
@@ -134,11 +130,11 @@ fn backend_for(device: &str) -> Result<Arc<dyn Backend>> {
     match device {
         "" | "cuda" => Ok(cuda::CudaBackend::global()?),
         "emulated" => emulated_backend(),
-        other => Err(Error::Config {
+        other => Err(Error::from(error::Config {
             variable: DEVICE_ENV,
             value: other.to_string(),
             message: "not a known device (use `cuda` or `emulated`)".into(),
-        }),
+        })),
     }
 }
 
@@ -156,12 +152,12 @@ fn emulated_backend() -> Result<Arc<dyn Backend>> {
 
 #[cfg(not(feature = "emulator"))]
 fn emulated_backend() -> Result<Arc<dyn Backend>> {
-    Err(Error::Unsupported {
+    Err(Error::from(error::Unsupported {
         kernel: "emulated device".into(),
         reason: format!(
             "{DEVICE_ENV}=emulated needs pagesift-gpu built with the `emulator` feature"
         ),
-    })
+    }))
 }
 
 /// What the default backend reports about its driver, for tools (`pagesift-gpu info`).

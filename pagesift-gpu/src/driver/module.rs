@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use super::backend::{Backend, FunctionAttributes, ModuleLoadError, RawHandle};
 use super::gpu::Gpu;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use crate::kernel::KernelVariant;
 
 /// A loaded kernel of the cache.
@@ -133,7 +133,7 @@ pub(crate) fn check_supported(
 ) -> Result<()> {
     let need_driver = variant.min_driver_version();
     if need_driver > driver_version {
-        return Err(Error::Unsupported {
+        return Err(Error::from(error::Unsupported {
             kernel: variant.display_name(),
             reason: format!(
                 "its PTX ISA {}.{} needs a driver for CUDA {} or newer; this driver supports CUDA {}",
@@ -142,7 +142,7 @@ pub(crate) fn check_supported(
                 cuda_version(need_driver),
                 cuda_version(driver_version)
             ),
-        });
+        }));
     }
     let need_cc = variant.min_compute_capability();
     // `sm_90a`-style targets use features of exactly that architecture.
@@ -153,7 +153,7 @@ pub(crate) fn check_supported(
         cc >= need_cc
     };
     if !fits {
-        return Err(Error::Unsupported {
+        return Err(Error::from(error::Unsupported {
             kernel: variant.display_name(),
             reason: format!(
                 "target {} needs compute capability {}{}.{}; this device has {}.{}",
@@ -164,7 +164,7 @@ pub(crate) fn check_supported(
                 cc.0,
                 cc.1
             ),
-        });
+        }));
     }
     Ok(())
 }
@@ -231,12 +231,12 @@ fn write_ptx(entry: &str, ptx: &str) -> Option<PathBuf> {
 }
 
 fn module_load_error(entry: &str, ptx: &str, e: ModuleLoadError) -> Error {
-    Error::ModuleLoad {
+    Error::from(error::ModuleLoad {
         kernel: entry.to_string(),
         source: e.error,
         jit_log: e.log,
         ptx_path: write_ptx(entry, ptx),
-    }
+    })
 }
 
 impl Gpu {
@@ -285,9 +285,11 @@ impl Gpu {
     pub fn preload(&self, variant: &'static KernelVariant) -> Result<FunctionAttributes> {
         self.enter()?;
         let slot = self.variant_function(variant)?;
-        let loaded = slot.loaded().ok_or_else(|| Error::Launch {
-            kernel: variant.display_name(),
-            message: "module not loaded".into(),
+        let loaded = slot.loaded().ok_or_else(|| {
+            Error::from(error::Launch {
+                kernel: variant.display_name(),
+                message: "module not loaded".into(),
+            })
         })?;
         self.backend().function_attributes(loaded.function)
     }

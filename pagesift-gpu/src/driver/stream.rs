@@ -14,7 +14,7 @@ use super::gpu::Gpu;
 use super::memory::{byte_len, check_len, check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::module::Function;
 use super::track::{StreamInner, Tracking};
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// An ordered queue of device work. Created by [`Gpu::new_stream`] or [`Gpu::default_stream`]
 /// (the legacy default stream, one per device, never destroyed).
@@ -411,10 +411,10 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
     /// Waits for every asynchronous copy that uses the buffer.
     pub fn wait(&self) -> Result<()> {
         if self.abandoned.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument {
+            return Err(Error::from(error::InvalidArgument {
                 op: "PinnedBuffer",
                 message: "an asynchronous copy using this buffer could not be tracked; its memory is no longer accessible".into(),
-            });
+            }));
         }
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(ev) = pending.last() {

@@ -449,41 +449,30 @@ fn lengths_and_ranges_are_checked() {
     let mut buf = DeviceBuffer::<u16>::alloc(&gpu, 5).unwrap();
     assert!(matches!(
         buf.copy_from_host(&[1, 2, 3]),
-        Err(Error::LengthMismatch {
-            expected: 5,
-            actual: 3,
-            ..
-        })
+        Err(Error::LengthMismatch(m)) if (m.expected, m.actual) == (5, 3)
     ));
     assert!(matches!(
         buf.copy_to_host(&mut [0; 6]),
-        Err(Error::LengthMismatch {
-            expected: 5,
-            actual: 6,
-            ..
-        })
+        Err(Error::LengthMismatch(m)) if (m.expected, m.actual) == (5, 6)
     ));
-    assert!(matches!(
-        buf.slice(2..6),
-        Err(Error::InvalidArgument { .. })
-    ));
+    assert!(matches!(buf.slice(2..6), Err(Error::InvalidArgument(_))));
     #[allow(clippy::reversed_empty_ranges)]
     let reversed = buf.slice(4..2);
-    assert!(matches!(reversed, Err(Error::InvalidArgument { .. })));
+    assert!(matches!(reversed, Err(Error::InvalidArgument(_))));
     assert!(
         matches!(
             buf.fill_u32(0),
-            Err(Error::InvalidArgument { op: "fill_u32", .. })
+            Err(Error::InvalidArgument(a)) if a.op == "fill_u32"
         ),
         "10 bytes are not whole words"
     );
     let small = DeviceBuffer::<u16>::alloc(&gpu, 4).unwrap();
     assert!(matches!(
         buf.copy_from_device(&small),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::LengthMismatch(_))
     ));
     let huge = DeviceBuffer::<f64>::alloc(&gpu, usize::MAX / 4);
-    assert!(matches!(huge, Err(Error::InvalidArgument { .. })));
+    assert!(matches!(huge, Err(Error::InvalidArgument(_))));
 }
 
 #[test]
@@ -537,11 +526,12 @@ fn launch_limits_are_checked_before_the_driver() {
     ];
     for &(grid, block, st, dy, what) in cases {
         match launch::check_limits("my_kernel", &props, grid, block, st, dy) {
-            Err(Error::Launch { kernel, message }) => {
-                assert_eq!(kernel, "my_kernel");
+            Err(Error::Launch(e)) => {
+                assert_eq!(e.kernel, "my_kernel");
                 assert!(
-                    message.contains(what),
-                    "{message:?} should mention {what:?}"
+                    e.message.contains(what),
+                    "{:?} should mention {what:?}",
+                    e.message
                 );
             }
             other => {
@@ -593,11 +583,12 @@ fn variants_load_once_and_launch_with_their_block() {
     .unwrap();
     assert_eq!(f.n.launch.load(Ordering::SeqCst), 3);
     match fake_launch(&stream, &SCALE, &cfg, &[1u32.into()], &[]) {
-        Err(Error::Launch { kernel, message }) => {
-            assert_eq!(kernel, "scale[ACT=Relu]");
+        Err(Error::Launch(e)) => {
+            assert_eq!(e.kernel, "scale[ACT=Relu]");
             assert!(
-                message.contains("1 arguments for 3 PTX parameters"),
-                "{message}"
+                e.message.contains("1 arguments for 3 PTX parameters"),
+                "{}",
+                e.message
             );
         }
         other => panic!("expected a launch error, got {other:?}"),
@@ -666,7 +657,7 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
     let too_big = LaunchConfig::grid_1d(1).with_shared_mem(96 * 1024);
     assert!(matches!(
         fake_launch(&stream, &SCALE, &too_big, &args, &[]),
-        Err(Error::Launch { .. })
+        Err(Error::Launch(_))
     ));
 }
 
@@ -680,7 +671,8 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
     let stream = gpu.default_stream();
     let args = [0u64.into(), 0u64.into(), 1u32.into()];
     match fake_launch(&stream, &NEW_PTX, &LaunchConfig::grid_1d(1), &args, &[]) {
-        Err(Error::Unsupported { kernel, reason }) => {
+        Err(Error::Unsupported(e)) => {
+            let error::Unsupported { kernel, reason } = *e;
             assert_eq!(kernel, "scale[ACT=Relu]");
             assert!(
                 reason.contains("CUDA 13.0") && reason.contains("CUDA 12.8"),
@@ -690,8 +682,12 @@ fn variants_beyond_the_driver_or_device_are_unsupported() {
         other => panic!("expected Unsupported, got {other:?}"),
     }
     match fake_launch(&stream, &HOPPER, &LaunchConfig::grid_1d(1), &args, &[]) {
-        Err(Error::Unsupported { reason, .. }) => {
-            assert!(reason.contains("9.0") && reason.contains("8.0"), "{reason}")
+        Err(Error::Unsupported(e)) => {
+            assert!(
+                e.reason.contains("9.0") && e.reason.contains("8.0"),
+                "{}",
+                e.reason
+            )
         }
         other => panic!("expected Unsupported, got {other:?}"),
     }
@@ -722,12 +718,13 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
         &[0u64.into(), 0u64.into(), 1u32.into()],
         &[],
     ) {
-        Err(Error::ModuleLoad {
-            kernel,
-            source,
-            jit_log,
-            ptx_path,
-        }) => {
+        Err(Error::ModuleLoad(e)) => {
+            let error::ModuleLoad {
+                kernel,
+                source,
+                jit_log,
+                ptx_path,
+            } = *e;
             assert_eq!(kernel, "bad_entry_for_unit_test");
             assert_eq!(source.call, "cuModuleLoadDataEx");
             assert!(jit_log.contains("line 3"), "{jit_log}");
@@ -749,12 +746,9 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
                 &[0u64.into(), 0u64.into(), 1u32.into()],
                 &[],
             );
-            let Err(Error::ModuleLoad {
-                ptx_path: Some(second),
-                ..
-            }) = again
-            else {
-                panic!("expected ModuleLoad with a path, got {again:?}");
+            let second = match again {
+                Err(Error::ModuleLoad(e)) => e.ptx_path.expect("PTX written again"),
+                other => panic!("expected ModuleLoad with a path, got {other:?}"),
             };
             assert_ne!(second, path);
             assert_eq!(std::fs::read_to_string(&path).unwrap(), BAD.ptx);
@@ -764,13 +758,15 @@ fn a_jit_failure_carries_the_log_and_writes_the_ptx() {
         other => panic!("expected ModuleLoad, got {other:?}"),
     }
     let raw = gpu.load_ptx("raw/name with space", "syntax error");
-    assert!(matches!(raw, Err(Error::ModuleLoad { ref jit_log, .. }) if !jit_log.is_empty()));
-    if let Err(Error::ModuleLoad {
-        ptx_path: Some(p), ..
-    }) = raw
-    {
-        assert!(p.to_string_lossy().contains("raw_name_with_space"));
-        let _ = std::fs::remove_file(p);
+    match raw {
+        Err(Error::ModuleLoad(e)) => {
+            assert!(!e.jit_log.is_empty());
+            if let Some(p) = e.ptx_path {
+                assert!(p.to_string_lossy().contains("raw_name_with_space"));
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        other => panic!("expected ModuleLoad, got {other:?}"),
     }
 }
 
@@ -782,16 +778,16 @@ fn buffers_of_another_device_are_refused() {
     let mut other = DeviceBuffer::<f32>::alloc(&g2, 4).unwrap();
     assert!(matches!(
         launch::arg_read(&stream, &other),
-        Err(Error::DeviceMismatch { .. })
+        Err(Error::DeviceMismatch(_))
     ));
     assert!(matches!(
         launch::arg_write(&stream, &mut other),
-        Err(Error::DeviceMismatch { .. })
+        Err(Error::DeviceMismatch(_))
     ));
     let mine = DeviceBuffer::<f32>::alloc(&g1, 4).unwrap();
     assert!(matches!(
         other.copy_from_device(&mine),
-        Err(Error::DeviceMismatch { .. })
+        Err(Error::DeviceMismatch(_))
     ));
     assert!(launch::arg_read(&stream, &mine.slice(1..).unwrap()).is_ok());
 }
@@ -827,7 +823,7 @@ fn pinned_buffers_wait_for_their_copies() {
     );
     assert!(matches!(
         stream.copy_dtoh_async(&mut back, &dev.slice(..3).unwrap()),
-        Err(Error::LengthMismatch { .. })
+        Err(Error::LengthMismatch(_))
     ));
 }
 

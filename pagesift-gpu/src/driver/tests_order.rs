@@ -268,7 +268,7 @@ fn device_mismatch_names_the_object() {
     let ev2 = Event::new(&g2).unwrap();
     let ev1 = Event::new(&g1).unwrap();
     let object = |r: Result<()>| match r {
-        Err(Error::DeviceMismatch { object, .. }) => object,
+        Err(Error::DeviceMismatch(e)) => e.object,
         other => panic!("expected a device mismatch, got {other:?}"),
     };
     assert_eq!(object(ev2.record(&s1)), "stream");
@@ -278,10 +278,10 @@ fn device_mismatch_names_the_object() {
     assert_eq!(object(s1.copy_htod_async(&mut dev, &host)), "pinned buffer");
     let other = DeviceBuffer::<f32>::alloc(&g2, 4).unwrap();
     assert_eq!(object(s1.copy_dtod_async(&mut dev, &other)), "buffer");
-    let e = Error::DeviceMismatch {
+    let e = Error::from(error::DeviceMismatch {
         what: "Event::record".into(),
         object: "stream",
-    };
+    });
     assert!(e
         .to_string()
         .contains("the stream belongs to another device"));
@@ -290,9 +290,9 @@ fn device_mismatch_names_the_object() {
 #[test]
 fn an_unknown_device_variable_is_a_configuration_error() {
     match backend_for("quantum") {
-        Err(Error::Config {
-            variable, value, ..
-        }) => assert_eq!((variable, value.as_str()), (DEVICE_ENV, "quantum")),
+        Err(Error::Config(c)) => {
+            assert_eq!((c.variable, c.value.as_str()), (DEVICE_ENV, "quantum"))
+        }
         Err(other) => panic!("expected a configuration error, got {other}"),
         Ok(_) => panic!("expected a configuration error"),
     }

@@ -1,5 +1,6 @@
 //! Activations: `y = act(x + bias) + residual`, element-wise, on the GPU.
 
+use crate::error;
 use std::mem::size_of;
 
 use half::{bf16, f16};
@@ -106,16 +107,15 @@ impl std::str::FromStr for Act {
 
     /// Parses a name as [`Act::name`] prints it.
     fn from_str(s: &str) -> crate::Result<Act> {
-        Act::ALL
-            .into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| crate::Error::InvalidArgument {
+        Act::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            crate::Error::from(crate::error::InvalidArgument {
                 op: "Act::from_str",
                 message: format!(
                     "unknown activation `{s}`; expected one of {}",
                     Act::ALL.map(Act::name).join(", ")
                 ),
             })
+        })
     }
 }
 
@@ -494,10 +494,10 @@ pub fn activation_inplace_with_grid_limit<T: ActElement>(
             .chain(args.residual.iter())
             .any(|b| !gpu.same_device(b.gpu()))
     {
-        return Err(Error::DeviceMismatch {
+        return Err(Error::from(error::DeviceMismatch {
             what: OP.to_string(),
             object: "buffer",
-        });
+        }));
     }
     let y = data.device_ptr();
     let r = args.residual.map_or(y, |r| r.device_ptr());
@@ -523,16 +523,16 @@ fn validate<T: DeviceRepr>(
     )?;
     // The kernels track the column in 32 bits (c + step < 2 cols must not wrap).
     if args.bias.is_some() && args.cols >= 1 << 31 {
-        return Err(Error::InvalidArgument {
+        return Err(Error::from(error::InvalidArgument {
             op,
             message: format!("cols = {} must be below 2^31", args.cols),
-        });
+        }));
     }
     if !args.slope.is_finite() && args.act == Act::LeakyRelu {
-        return Err(Error::InvalidArgument {
+        return Err(Error::from(error::InvalidArgument {
             op,
             message: format!("the leaky relu slope {} is not finite", args.slope),
-        });
+        }));
     }
     Ok(())
 }

@@ -16,7 +16,7 @@ use super::backend::{
     Backend, BackendKind, DeviceProps, DevicePtr, FunctionAttributes, KernelArg, LaunchRequest,
     ModuleLoadError, RawHandle,
 };
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// The most kernel parameters passed without a heap allocation.
 const STACK_ARGS: usize = 32;
@@ -73,28 +73,14 @@ impl CudaBackend {
 /// Rebuilds a remembered load error (errors are not `Clone`).
 fn replicate(e: &Error) -> Error {
     match e {
-        Error::DriverNotFound { tried, reason } => Error::DriverNotFound {
-            tried: tried.clone(),
-            reason: reason.clone(),
-        },
-        Error::MissingSymbol { library, symbol } => Error::MissingSymbol {
-            library: library.clone(),
-            symbol,
-        },
+        Error::DriverNotFound(e) => Error::DriverNotFound(e.clone()),
+        Error::MissingSymbol(e) => Error::MissingSymbol(e.clone()),
         Error::Driver(d) => Error::Driver(d.clone()),
-        Error::Config {
-            variable,
-            value,
-            message,
-        } => Error::Config {
-            variable,
-            value: value.clone(),
-            message: message.clone(),
-        },
-        other => Error::Unsupported {
+        Error::Config(c) => Error::Config(c.clone()),
+        other => Error::from(error::Unsupported {
             kernel: "NVIDIA driver".into(),
             reason: other.to_string(),
-        },
+        }),
     }
 }
 
@@ -377,9 +363,11 @@ impl Backend for CudaBackend {
     }
 
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {
-        let bytes = i32::try_from(bytes).map_err(|_| Error::InvalidArgument {
-            op: "function_set_max_dynamic_shared",
-            message: format!("{bytes} bytes of shared memory"),
+        let bytes = i32::try_from(bytes).map_err(|_| {
+            Error::from(error::InvalidArgument {
+                op: "function_set_max_dynamic_shared",
+                message: format!("{bytes} bytes of shared memory"),
+            })
         })?;
         // SAFETY: the safe layer passes a function of a loaded module.
         Ok(unsafe {
@@ -465,10 +453,10 @@ pub unsafe fn bench_raw_launch_loop(
 ) -> Result<()> {
     let gpu = stream.gpu();
     if gpu.backend_kind() != BackendKind::Cuda {
-        return Err(Error::Unsupported {
+        return Err(Error::from(error::Unsupported {
             kernel: function.name().to_string(),
             reason: "the raw launch loop needs the NVIDIA driver".into(),
-        });
+        }));
     }
     let backend = CudaBackend::global()?;
     gpu.enter()?;
@@ -498,7 +486,7 @@ pub unsafe fn bench_raw_launch_loop(
             )
         };
         if code != sys::CUDA_SUCCESS {
-            return Err(Error::Driver(backend.driver.error("cuLaunchKernel", code)));
+            return Err(Error::from(backend.driver.error("cuLaunchKernel", code)));
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::ptr;
 use super::sys::{
     self, CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUmodule, CUresult, CUstream,
 };
-use crate::error::{DriverError, Error, Result};
+use crate::error::{self, DriverError, Error, Result};
 
 /// The loaded driver library and its function table.
 pub struct Driver {
@@ -45,13 +45,13 @@ pub(crate) fn check_library_path(path: &str) -> Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => {
             let kind = file_kind(&m);
-            Err(Error::Config {
+            Err(Error::from(error::Config {
                 variable: crate::driver::LIBRARY_ENV,
                 value: path.to_string(),
                 message: format!(
                     "{kind}, not a regular file: it must name the driver library (libcuda.so.1)"
                 ),
-            })
+            }))
         }
         _ => Ok(()),
     }
@@ -113,10 +113,10 @@ impl Driver {
             unsafe { driver.init() }?;
             return Ok(driver);
         }
-        Err(Error::DriverNotFound {
+        Err(Error::from(error::DriverNotFound {
             tried: candidates.join(", "),
             reason: reasons.join("; "),
-        })
+        }))
     }
 
     /// Turns a `CUresult` into `Ok` or a [`DriverError`] for `call`.
@@ -259,10 +259,10 @@ impl Driver {
     /// `dev` came from [`Driver::device_get`].
     pub unsafe fn device_uuid(&self, dev: CUdevice) -> Result<[u8; 16]> {
         let Some(f) = self.fns.cuDeviceGetUuid_v2 else {
-            return Err(Error::Unsupported {
+            return Err(Error::from(error::Unsupported {
                 kernel: "device UUID".into(),
                 reason: "the driver lacks cuDeviceGetUuid_v2 (needs CUDA 11.4 or newer)".into(),
-            });
+            }));
         };
         let mut u = sys::CUuuid::default();
         // SAFETY: writes one CUuuid.
@@ -676,13 +676,13 @@ impl Driver {
             (Some(f), _) => ("cuEventElapsedTime_v2", f),
             (None, Some(f)) => ("cuEventElapsedTime", f),
             (None, None) => {
-                return Err(Error::Unsupported {
+                return Err(Error::from(error::Unsupported {
                     kernel: "event timing".into(),
                     reason: format!(
                         "{} exports neither cuEventElapsedTime_v2 nor cuEventElapsedTime",
                         self.library
                     ),
-                })
+                }))
             }
         };
         let mut ms = 0f32;
@@ -872,10 +872,10 @@ pub fn driver_error(
 }
 
 fn missing_async(library: &str) -> Error {
-    Error::Unsupported {
+    Error::from(error::Unsupported {
         kernel: "stream-ordered allocation".into(),
         reason: format!("{library} lacks cuMemAllocAsync / cuMemFreeAsync (CUDA 11.2)"),
-    }
+    })
 }
 
 /// An allocation failure: lack of memory becomes [`Error::OutOfMemory`], anything else stays a
@@ -884,7 +884,7 @@ pub fn alloc_error(e: DriverError, bytes: usize) -> Error {
     if e.code == sys::CUDA_ERROR_OUT_OF_MEMORY {
         Error::OutOfMemory { bytes }
     } else {
-        Error::Driver(e)
+        Error::from(e)
     }
 }
 

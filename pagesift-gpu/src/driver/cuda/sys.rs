@@ -9,7 +9,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// `CUresult`: 0 is success.
 pub type CUresult = c_int;
@@ -144,10 +144,10 @@ macro_rules! function_table {
                             // SAFETY: the caller guarantees the symbol has this signature.
                             match unsafe { lib.get::<unsafe extern "C" fn($($arg),*) -> $ret>(sym.as_bytes()) } {
                                 Ok(f) => *f,
-                                Err(_) => return Err(Error::MissingSymbol {
+                                Err(_) => return Err(Error::from(error::MissingSymbol {
                                     library: library.to_string(),
                                     symbol: stringify!($name),
-                                }),
+                                })),
                             }
                         },
                     )*

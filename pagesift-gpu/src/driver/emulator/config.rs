@@ -1,7 +1,7 @@
 //! The configuration of the emulated device, from code or from the environment.
 
 use super::ptx;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 /// What the emulated device looks like and how it runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,28 +82,29 @@ impl EmulatorConfig {
     pub(super) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<EmulatorConfig> {
         let mut c = EmulatorConfig::default();
         if let Some(v) = var("PAGESIFT_EMU_MEMORY") {
-            c.memory_capacity = parse_bytes(&v).ok_or_else(|| Error::InvalidArgument {
-                op: "PAGESIFT_EMU_MEMORY",
-                message: format!("`{v}` is not a byte count (e.g. 1073741824, 512M, 2G)"),
+            c.memory_capacity = parse_bytes(&v).ok_or_else(|| {
+                Error::from(error::InvalidArgument {
+                    op: "PAGESIFT_EMU_MEMORY",
+                    message: format!("`{v}` is not a byte count (e.g. 1073741824, 512M, 2G)"),
+                })
             })?;
         }
         if let Some(v) = var("PAGESIFT_EMU_THREADS") {
-            c.threads =
-                v.trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| Error::InvalidArgument {
-                        op: "PAGESIFT_EMU_THREADS",
-                        message: format!("`{v}` is not a positive thread count"),
-                    })?;
+            c.threads = v.trim().parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                Error::from(error::InvalidArgument {
+                    op: "PAGESIFT_EMU_THREADS",
+                    message: format!("`{v}` is not a positive thread count"),
+                })
+            })?;
         }
         let number = |var: &'static str, v: &str| {
             ptx::parse_int(v.trim())
                 .and_then(|n| u64::try_from(n).ok())
-                .ok_or_else(|| Error::InvalidArgument {
-                    op: var,
-                    message: format!("`{v}` is not a non-negative integer"),
+                .ok_or_else(|| {
+                    Error::from(error::InvalidArgument {
+                        op: var,
+                        message: format!("`{v}` is not a non-negative integer"),
+                    })
                 })
         };
         if let Some(v) = var("PAGESIFT_EMU_SEED") {
@@ -113,9 +114,11 @@ impl EmulatorConfig {
             c.max_launch_threads = number("PAGESIFT_EMU_MAX_LAUNCH_THREADS", &v)?;
         }
         if let Some(v) = var("PAGESIFT_EMU_CC") {
-            c.compute_capability = parse_cc(&v).ok_or_else(|| Error::InvalidArgument {
-                op: "PAGESIFT_EMU_CC",
-                message: format!("`{v}` is not a compute capability (e.g. 8.0, 9.0, 86)"),
+            c.compute_capability = parse_cc(&v).ok_or_else(|| {
+                Error::from(error::InvalidArgument {
+                    op: "PAGESIFT_EMU_CC",
+                    message: format!("`{v}` is not a compute capability (e.g. 8.0, 9.0, 86)"),
+                })
             })?;
         }
         Ok(c)

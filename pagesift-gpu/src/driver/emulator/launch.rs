@@ -4,7 +4,7 @@
 use super::queue::{QueuedLaunch, Work};
 use super::{exec, invalid_handle, Emulator, TOTAL_EXECUTED};
 use crate::driver::backend::LaunchRequest;
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -12,9 +12,11 @@ impl Emulator {
     /// Checks a launch as `cuLaunchKernel` does (a bad configuration is an error at once) and
     /// queues it on its stream.
     pub(super) fn queue_launch(&self, req: &LaunchRequest<'_>) -> Result<()> {
-        let launch_err = |message: String| Error::Launch {
-            kernel: req.name.to_string(),
-            message,
+        let launch_err = |message: String| {
+            Error::from(error::Launch {
+                kernel: req.name.to_string(),
+                message,
+            })
         };
         self.check_stream("cuLaunchKernel", req.stream)?;
         let (kernel, max_dynamic) = {
@@ -179,10 +181,10 @@ impl Emulator {
         self.executed.fetch_add(steps, Ordering::Relaxed);
         TOTAL_EXECUTED.fetch_add(steps, Ordering::Relaxed);
         match first_error.into_inner().ok().flatten() {
-            Some((_, message)) => Err(Error::Emulator {
+            Some((_, message)) => Err(Error::from(error::Emulator {
                 kernel: req.name.to_string(),
                 message,
-            }),
+            })),
             None => Ok(()),
         }
     }

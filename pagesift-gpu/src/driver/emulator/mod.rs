@@ -111,7 +111,7 @@ pub struct Emulator {
 const CHUNK: usize = 1 << 20;
 
 fn driver_error(call: &'static str, code: i32, name: &str, message: impl Into<String>) -> Error {
-    Error::Driver(DriverError {
+    Error::from(DriverError {
         call,
         code,
         name: name.to_string(),

@@ -444,7 +444,7 @@ impl Queues {
 }
 
 fn stuck(call: &'static str, message: String) -> Error {
-    Error::Driver(DriverError {
+    Error::from(DriverError {
         call,
         code: 999,
         name: "CUDA_ERROR_UNKNOWN".to_string(),

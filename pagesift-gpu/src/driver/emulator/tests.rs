@@ -3,7 +3,7 @@
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};
 use super::{Emulator, EmulatorConfig};
 use crate::driver::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
-use crate::error::{Error, Result};
+use crate::error::{self, Error, Result};
 
 fn emu() -> Emulator {
     Emulator::new(EmulatorConfig {
@@ -22,9 +22,11 @@ fn launch(
     shared: u32,
     args: &[KernelArg],
 ) -> Result<()> {
-    let m = e.module_load(ptx).map_err(|m| Error::Emulator {
-        kernel: entry.into(),
-        message: m.log,
+    let m = e.module_load(ptx).map_err(|m| {
+        Error::from(error::Emulator {
+            kernel: entry.into(),
+            message: m.log,
+        })
     })?;
     let f = e.module_function(m, entry)?;
     e.launch(&LaunchRequest {
