@@ -53,6 +53,9 @@ pub(super) struct Checker<'a> {
     pub(super) target_auto: bool,
     /// The field variables of parameter structs.
     pub(super) fields: HashMap<VarId, Vec<VarId>>,
+    /// Optional slices whose presence the enclosing code has tested (`if let Some(..)`):
+    /// tests of them again, also in inlined helpers, are constants.
+    pub(super) opt_known: HashMap<VarId, bool>,
     pub(super) block: [u32; 3],
     pub(super) vars: Vec<VarInfo>,
     pub(super) shared: Vec<(VarId, Scalar, u32)>,
@@ -153,6 +156,7 @@ impl<'a> Checker<'a> {
             target,
             target_auto: false,
             fields: HashMap::new(),
+            opt_known: HashMap::new(),
             block: [1, 1, 1],
             vars: Vec::new(),
             shared: Vec::new(),

@@ -602,44 +602,92 @@ impl Checker<'_> {
         let Some(id) = id else {
             return err_expr(span);
         };
-        let cond = TExpr {
-            kind: TKind::IsSome(id),
-            ty: Ty::Scalar(Scalar::Bool),
-            span: scrut.span,
-        };
+        let known = self.opt_known.get(&id).copied();
+        let saved = self.opt_known.insert(id, true);
         self.frame().scopes.push(HashMap::new());
         self.bind(&name.to_string(), Binding::Var(id));
-        let t = self.check_block(then, expect);
-        self.frame().scopes.pop();
-        let (els, ty) = match els {
-            Some(x) => {
-                let ex = self.check_expr(x, expect.or(Some(&t.ty)));
-                let ty = if t.ty == Ty::Never {
-                    ex.ty.clone()
-                } else {
-                    t.ty.clone()
-                };
-                if !same(&t.ty, &ex.ty) {
-                    self.cx.error(
-                        x.span,
-                        format!(
-                            "`if` and `else` have different types: `{}` and `{}`",
-                            t.ty, ex.ty
-                        ),
-                    );
-                }
-                (Some(Box::new(ex)), ty)
-            }
-            None => (None, Ty::Unit),
+        let t = if known == Some(false) {
+            None
+        } else {
+            Some(self.check_block(then, expect))
         };
-        TExpr {
-            kind: TKind::If {
-                cond: Box::new(cond),
-                then: t,
-                els,
-            },
-            ty,
-            span,
+        self.frame().scopes.pop();
+        self.opt_known.insert(id, false);
+        let ex = match els {
+            Some(x) if known != Some(true) => {
+                Some(self.check_expr(x, expect.or(t.as_ref().map(|t| &t.ty))))
+            }
+            _ => None,
+        };
+        match saved {
+            Some(v) => self.opt_known.insert(id, v),
+            None => self.opt_known.remove(&id),
+        };
+        let unit = || TBlock {
+            stmts: vec![],
+            tail: None,
+            ty: Ty::Unit,
+        };
+        // A test the enclosing code already made keeps only its branch.
+        match (known, t, ex) {
+            (Some(true), Some(t), _) => {
+                let ty = if els.is_some() {
+                    t.ty.clone()
+                } else {
+                    Ty::Unit
+                };
+                return TExpr {
+                    kind: TKind::Block(t),
+                    ty,
+                    span,
+                };
+            }
+            (Some(false), _, ex) => {
+                return match ex {
+                    Some(ex) => ex,
+                    None => TExpr {
+                        kind: TKind::Block(unit()),
+                        ty: Ty::Unit,
+                        span,
+                    },
+                };
+            }
+            (_, Some(t), ex) => {
+                let ty = match &ex {
+                    Some(ex) => {
+                        if !same(&t.ty, &ex.ty) {
+                            self.cx.error(
+                                ex.span,
+                                format!(
+                                    "`if` and `else` have different types: `{}` and `{}`",
+                                    t.ty, ex.ty
+                                ),
+                            );
+                        }
+                        if t.ty == Ty::Never {
+                            ex.ty.clone()
+                        } else {
+                            t.ty.clone()
+                        }
+                    }
+                    None => Ty::Unit,
+                };
+                let cond = TExpr {
+                    kind: TKind::IsSome(id),
+                    ty: Ty::Scalar(Scalar::Bool),
+                    span: scrut.span,
+                };
+                TExpr {
+                    kind: TKind::If {
+                        cond: Box::new(cond),
+                        then: t,
+                        els: ex.map(Box::new),
+                    },
+                    ty,
+                    span,
+                }
+            }
+            (_, None, _) => err_expr(span),
         }
     }
 

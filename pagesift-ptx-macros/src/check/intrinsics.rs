@@ -515,8 +515,13 @@ impl Checker<'_> {
                 if m == "is_some" || m == "is_none" {
                     let _ = self.arity(args, 0, &m, span);
                     let b = Ty::Scalar(Scalar::Bool);
+                    // Known inside a test of it (`if let Some(..)`): a constant.
+                    let kind = match self.opt_known.get(&id) {
+                        Some(k) => TKind::Const(ConstVal::Bool(*k)),
+                        None => TKind::IsSome(id),
+                    };
                     let some = TExpr {
-                        kind: TKind::IsSome(id),
+                        kind,
                         ty: b.clone(),
                         span,
                     };
