@@ -169,7 +169,10 @@ fn sweep_acts<T: ActElement>(
             })?;
             row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
         }
-        println!("{:<16} {row}", format!("{} {}", act.name(), T::NAME));
+        println!(
+            "{:<16} {row}",
+            format!("{} {}", act.name(), T::DTYPE.name())
+        );
     }
     Ok(())
 }
@@ -192,7 +195,7 @@ fn bench_type<T: ActElement>(gpu: &Gpu, len: usize, acts: &[Act]) -> Result<()> 
         println!(
             "{:<14} {:>5} {:>10.4} {:>10.1} {:>10.1} {:>7.1}%",
             act.name(),
-            T::NAME,
+            T::DTYPE.name(),
             ms,
             gbps,
             copy_gbps,

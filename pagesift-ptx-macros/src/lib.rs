@@ -195,6 +195,7 @@
 //! | `erf` | absolute error ≤ 2e-7 (prelude) |
 //! | `rsqrt` | `1 / sqrt(x)`, ≤ 1.5 ulp |
 //! | `exp2_fast`, `log2_fast`, `sqrt_fast`, `rsqrt_fast`, `recip_fast`, `sin_fast`, `cos_fast` | `ex2.approx` (2 ulp), `lg2.approx` (abs. 2^-22), `sqrt.approx`, `rsqrt.approx`, `rcp.approx` (1 ulp), `sin.approx`/`cos.approx` (abs. 2^-20.9 in [-π, π]) |
+//! | `exp2_fast_ftz`, `recip_fast_ftz` | `ex2.approx.ftz`, `rcp.approx.ftz`: subnormal inputs and results flushed to zero (fewer instructions) |
 //! | `exp_fast`, `ln_fast` (`log_fast`) | `ex2.approx` / `lg2.approx` with one multiply: relative error ≤ 2e-6 · (1 + \|x\|) / absolute ≤ 2^-22 |
 //! | `tanh_fast` | `tanh.approx` (sm_75+, abs. 2^-10.99); below sm_75 an `ex2.approx` formula |
 //! | `erf_fast` | absolute error ≤ 1e-6 |

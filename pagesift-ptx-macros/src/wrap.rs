@@ -150,7 +150,13 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
     // The type parameters: a trait each, implemented for its listed types.
     let mut type_traits = Vec::new();
     let mut type_generics = Vec::new();
-    for (t, vals) in &sig.type_values {
+    for (k, (t, vals)) in sig.type_values.iter().enumerate() {
+        if let Some(Some(bound)) = f.type_bounds.get(k) {
+            // The bound as written (a sealed trait of the caller's, implemented for exactly
+            // the listed types; another type finds no variant at run time).
+            type_generics.push(quote!(#t: #bound + #p::DeviceRepr));
+            continue;
+        }
         let tr = type_trait(t);
         let tys = vals.iter().map(|s| scalar_tokens(*s));
         let names: Vec<&str> = vals.iter().map(|s| s.name()).collect();

@@ -18,7 +18,7 @@ use pagesift_tests::{gpu_or_skip, is_emulated};
 
 /// Every bias / residual / in-place combination of one activation and storage type.
 fn check_variant<T: TestElem>(act: Act) {
-    let name = format!("act_gpu::{}_{}", act.name(), T::NAME);
+    let name = format!("act_gpu::{}_{}", act.name(), T::DTYPE.name());
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };

@@ -25,7 +25,7 @@
 //! --nocapture` (a real GPU runs it too).
 
 use pagesift_gpu::error;
-use pagesift_gpu::ops::act::Geometry;
+use pagesift_gpu::ops::act::launch_geometry;
 use pagesift_gpu::{ptx_kernel, Act, Error, KernelVariant, Stream};
 use pagesift_tests::act_check::{check, launch_op, Failure, Lengths, Operands, Setup, TestElem};
 use pagesift_tests::gpu_or_skip;
@@ -49,6 +49,9 @@ pub enum Bug {
 }
 
 ptx_kernel! {
+    #[path = "../pagesift-gpu/src/kernels/lib/act_math.rs"]
+    mod math;
+
     /// `y[i] = act(x[i] + bias[i % cols])` for `i < n`, with the bug `BUG`: a scalar head of
     /// `head` elements, `nvec` 16-byte vectors, a scalar tail; grid-stride loops.
     #[variants((ACT, BUG) in [
@@ -123,95 +126,14 @@ ptx_kernel! {
         }
     }
 
-    /// The activation (relu, gelu-tanh, silu), as the real kernels compute them.
+    /// The activation (relu, gelu-tanh, silu): the real kernels' math (their helper library),
+    /// or a deliberately wrong formula built from the same helpers.
     fn act<const A: Act, const B: Bug>(x: f32) -> f32 {
-        match A {
-            Act::Relu => x.max(0.0),
-            Act::GeluTanh => gelu_tanh::<B>(x),
-            Act::Silu => silu::<B>(x),
-            _ => x,
-        }
-    }
-
-    /// x · sigmoid(x), or x · sigmoid(-x) with the bug.
-    fn silu<const B: Bug>(x: f32) -> f32 {
         match B {
-            Bug::SigmoidSign => x_sigmoid(x, -x, 0.0),
-            _ => x_sigmoid(x, x, 0.0),
-        }
-    }
-
-    /// e^x for x <= 0 within 1 ulp down to the subnormal range.
-    fn exp_neg(x: f32) -> f32 {
-        let xc = x.max(-104.0);
-        let shifted = xc.mul_add(1.442695, 12582912.0);
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
-        exp_reduced(xc, shifted) * scale * 5.421010862427522e-20
-    }
-
-    /// e^r for the reduced argument of `x` (Cody–Waite reduction, degree-4 polynomial).
-    fn exp_reduced(x: f32, shifted: f32) -> f32 {
-        let k = shifted - 12582912.0;
-        let r = k.mul_add(-0.6931471824645996, x);
-        let r = k.mul_add(1.904654299957768e-9, r);
-        let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
-        q = q.mul_add(r, 0.041666556149721146);
-        q = q.mul_add(r, 0.16666577756404877);
-        q = q.mul_add(r, 0.5);
-        (q * r).mul_add(r, r) + 1.0
-    }
-
-    /// x · sigmoid(v + vl) without overflow, through e^{-|v|}.
-    fn x_sigmoid(x: f32, v: f32, vl: f32) -> f32 {
-        let neg = v < 0.0;
-        let mut svl = vl;
-        if neg {
-            svl = -vl;
-        }
-        let e0 = exp_neg(-v.abs());
-        let e = (-e0).mul_add(svl, e0);
-        let mut m = x;
-        if neg {
-            m = x * e;
-        }
-        m / (1.0 + e)
-    }
-
-    /// `a * b` rounded on its own (never fused into a following add).
-    fn mul_rn(a: f32, b: f32) -> f32 {
-        asm!("mul.rn.f32 {0}, {1}, {2};", out(f32), a, b)
-    }
-
-    /// gelu-tanh as x · sigmoid(2u), 2u = x (c + k x²) in double-f32; c = 2 sqrt(2 / pi), or
-    /// 2 · 0.79 with the bug.
-    fn gelu_tanh<const B: Bug>(x: f32) -> f32 {
-        let mut c2 = 1.5957691669464111f32;
-        let mut c2l = -4.534068054340423e-08f32;
-        let mut k = 0.07135481387376785f32;
-        let mut kl = 2.3988324659995897e-09f32;
-        if gelu_constant_bug::<B>() {
-            c2 = 1.58f32;
-            c2l = 0.0f32;
-            k = 0.07064969837665558f32;
-            kl = 0.0f32;
-        }
-        let x2 = x * x;
-        let x2l = x.mul_add(x, -x2);
-        let p = mul_rn(k, x2);
-        let pl = k.mul_add(x2, -p) + kl.mul_add(x2, k * x2l);
-        let s = c2 + p;
-        let bb = s - c2;
-        let sl = (c2 - (s - bb)) + (p - bb) + pl + c2l;
-        let v = x * s;
-        let vl = x.mul_add(s, -v) + x * sl;
-        x_sigmoid(x, v, vl)
-    }
-
-    /// Whether gelu-tanh uses the wrong constant.
-    fn gelu_constant_bug<const B: Bug>() -> bool {
-        match B {
-            Bug::GeluConstant => true,
-            _ => false,
+            // gelu-tanh = x · sigmoid(2u), 2u = x (2c + 2c · 0.044715 x²), with c = 0.79.
+            Bug::GeluConstant => math::x_sigmoid_exact(x, x * (1.58 + 0.0706497 * (x * x))),
+            Bug::SigmoidSign => math::x_sigmoid_exact(x, -x),
+            _ => math::act::<A>(x, 0.01),
         }
     }
 }
@@ -249,7 +171,7 @@ fn launch_mutant(
         return Ok(());
     }
     let ptrs = [x.device_ptr(), ops.output.device_ptr(), x.device_ptr()];
-    let geo = Geometry::new(stream, variant(act, bug)?, &ptrs, n, 4, ops.max_blocks)?;
+    let geo = launch_geometry(stream, variant(act, bug)?, act, 4, &ptrs, n, ops.max_blocks)?;
     mutant_act::launch(
         stream,
         geo.cfg,
@@ -369,7 +291,7 @@ fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
         let mut y = out.slice_mut(..n).expect("view");
         let ptrs = [x.device_ptr(), y.device_ptr(), x.device_ptr()];
         let v = variant(Act::Relu, Bug::OffByOne).expect("variant");
-        let geo = Geometry::new(&stream, v, &ptrs, n, 4, None).expect("geometry");
+        let geo = launch_geometry(&stream, v, Act::Relu, 4, &ptrs, n, None).expect("geometry");
         mutant_act::launch(
             &stream,
             geo.cfg,
@@ -426,7 +348,7 @@ fn real_operations_pass_the_shared_checks() {
                     launch_op(s, act, ops)
                 });
                 if let Err(f) = r {
-                    panic!("{} {setup:?}: {f}", T::NAME);
+                    panic!("{} {setup:?}: {f}", T::DTYPE.name());
                 }
             }
         }

@@ -5,15 +5,16 @@
 //! both sides of its layout are checked here). Nothing outside the buffers a launch was given
 //! changes, and the device keeps working.
 //!
-//! The reproducers of issue 7 item 1 are here: `act_f32::launch` with a short output, the same
+//! The reproducers of issue 7 item 1 are here: `act_kernel::launch` with a short output, the same
 //! on empty buffers, and a user kernel writing at an index past the end. So are the misaligned
-//! vector accesses: `act_f32::launch` with a `head` that misaligns its vectors (the kernel
+//! vector accesses: `act_kernel::launch` with a `head` that misaligns its vectors (the kernel
 //! takes its scalar path), and a 16-byte load or store into a view at an odd element (the
 //! access is skipped and reported as `KernelFault { misaligned: true, .. }`; on a GPU it would
 //! otherwise raise an exception that ends the CUDA context).
 
 use pagesift_gpu::error::KernelFault;
-use pagesift_gpu::kernels::act::{act_f32, FLAG_BIAS, FLAG_RES};
+use pagesift_gpu::kernels::act::{act as act_kernel, ActParams};
+use pagesift_gpu::DeviceRead;
 use pagesift_gpu::{ptx_kernel, Act, DeviceBuffer, Error, Gpu, LaunchConfig};
 use pagesift_tests::gpu_or_skip;
 use pagesift_tests::util::{bits, poison_f32, poisoned_device, random_f32, POISON_BITS};
@@ -116,10 +117,21 @@ fn upload(gpu: &Gpu, v: &[f32]) -> DeviceBuffer<f32> {
     DeviceBuffer::from_host(gpu, v).expect("upload")
 }
 
-/// The arguments of `act_f32` for `n` elements with no head, `n / 4` vectors and no bias or
-/// residual (the operations' geometry for an aligned input).
-fn act_scalars(n: u64) -> (u64, u32, u64, u32, u32, u32, u32) {
-    (n, 0, n / 4, 1, 0, 0, 0)
+/// The scalars of the f32 activation kernel for `n` elements with a head of `head` and `nvec`
+/// vectors, no bias columns.
+fn act_params(n: u64, head: u32, nvec: u64) -> ActParams {
+    ActParams {
+        n,
+        nvec,
+        head,
+        cols: 1,
+        vlast: (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
+        clast: 0,
+        cmagic: 0,
+        cshift: 0,
+        slope: 0.0,
+        bias_vec: false,
+    }
 }
 
 #[test]
@@ -135,29 +147,19 @@ fn act_f32_with_a_short_output_reports_y_and_leaves_other_buffers_alone() {
     let x_data = random_f32(384, 12, -4.0..4.0);
     let x = upload(&gpu, &x_data);
     let mut y = poisoned_device(&gpu, 4).expect("y");
-    let (n, head, nvec, cols, magic, shift, flags) = act_scalars(384);
-    act_f32::launch(
+    act_kernel::launch::<f32>(
         &stream,
         LaunchConfig::grid_1d(1),
         Act::Relu,
+        act_params(384, 0, 96),
         &x,
-        &x,
-        &x,
+        None,
+        None,
         &mut y,
-        n,
-        head,
-        nvec,
-        cols,
-        (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
-        0,
-        magic,
-        shift,
-        flags,
-        0.0,
     )
     .expect("the launch itself succeeds");
     let (kernel, param, index, len, elements) = fault(stream.synchronize().unwrap_err());
-    assert_eq!(kernel, "act_f32[ACT=Relu]");
+    assert_eq!(kernel, "act[T=f32,ACT=Relu]");
     assert_eq!(param, "y");
     assert_eq!(len, 4);
     assert_eq!(
@@ -183,30 +185,21 @@ fn act_f32_on_empty_buffers_reports_and_the_device_keeps_working() {
     let stream = gpu.default_stream();
     let x = DeviceBuffer::<f32>::alloc(&gpu, 0).expect("x");
     let mut y = DeviceBuffer::<f32>::alloc(&gpu, 0).expect("y");
-    let (n, head, nvec, cols, magic, shift, _) = act_scalars(16);
-    let flags = FLAG_BIAS | FLAG_RES;
-    act_f32::launch(
+    let b = DeviceBuffer::<f32>::alloc(&gpu, 0).expect("bias");
+    let r = DeviceBuffer::<f32>::alloc(&gpu, 0).expect("res");
+    act_kernel::launch::<f32>(
         &stream,
         LaunchConfig::grid_1d(1),
         Act::Gelu,
+        act_params(16, 0, 4),
         &x,
-        &x,
-        &x,
+        Some(&b as &dyn DeviceRead<f32>),
+        Some(&r as &dyn DeviceRead<f32>),
         &mut y,
-        n,
-        head,
-        nvec,
-        cols,
-        (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
-        0,
-        magic,
-        shift,
-        flags,
-        0.0,
     )
     .expect("the launch itself succeeds");
     let (kernel, param, index, len, _) = fault(gpu.synchronize().unwrap_err());
-    assert_eq!(kernel, "act_f32[ACT=Gelu]");
+    assert_eq!(kernel, "act[T=f32,ACT=Gelu]");
     assert!(
         ["x", "bias", "res", "y"].contains(&param.as_str()),
         "{param}"
@@ -425,24 +418,15 @@ fn act_f32_with_a_misaligned_head_takes_the_scalar_path() {
     let mut y = poisoned_device(&gpu, 256).expect("y");
     // Aligned buffers, but a head of 1 puts every vector at an address of 4 mod 16.
     for (head, nvec) in [(1u32, 63u64), (2, 60), (3, 1)] {
-        act_f32::launch(
+        act_kernel::launch::<f32>(
             &stream,
             LaunchConfig::grid_1d(2),
             Act::Relu,
+            act_params(256, head, nvec),
             &x,
-            &x,
-            &x,
+            None,
+            None,
             &mut y,
-            256,
-            head,
-            nvec,
-            1,
-            (u64::from(head) + 4 * nvec).wrapping_sub(4) as u32,
-            0,
-            0,
-            0,
-            0,
-            0.0,
         )
         .expect("the launch itself succeeds");
         stream

@@ -277,3 +277,26 @@ fn poly_eval_uses_the_library_helpers_and_consts() {
         assert_eq!(y[i].to_bits(), want.to_bits(), "i={i}");
     }
 }
+
+#[test]
+fn occupancy_comes_from_the_device() {
+    let Some(gpu) = gpu_or_skip("occupancy_comes_from_the_device") else {
+        return;
+    };
+    let v = axpy::variant::<f32>().expect("compiled");
+    let threads = v.block.iter().product::<u32>();
+    let blocks = gpu.blocks_per_sm(v, 0).expect("occupancy");
+    let slots = gpu.props().max_threads_per_sm;
+    assert!(
+        blocks >= 1 && blocks * threads <= slots,
+        "{blocks} blocks of {threads}"
+    );
+    if pagesift_tests::is_emulated(&gpu) {
+        // The emulated device answers by thread slots and shared memory.
+        assert_eq!(blocks, slots / threads);
+        // Shared memory limits it: a block of half the multiprocessor's shared memory.
+        assert_eq!(gpu.blocks_per_sm(v, 114 * 1024).expect("occupancy"), 2);
+    }
+    // Remembered: the same answer again.
+    assert_eq!(gpu.blocks_per_sm(v, 0).expect("occupancy"), blocks);
+}

@@ -13,8 +13,8 @@
 //!
 //! Every GPU activation kernel is tested against these functions.
 
+use crate::act::{Act, ActElement};
 use crate::error;
-use crate::ops::act::{Act, ActElement};
 use crate::{Error, Result};
 
 /// `sqrt(2 / pi)`, the constant of the tanh approximation of gelu.

@@ -41,6 +41,8 @@ pub struct DeviceProps {
     pub compute_capability: (u32, u32),
     /// Number of streaming multiprocessors.
     pub sm_count: u32,
+    /// The most threads resident on one streaming multiprocessor.
+    pub max_threads_per_sm: u32,
     /// Total device memory in bytes.
     pub total_memory: usize,
     /// L2 cache size in bytes.
@@ -300,6 +302,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn module_function(&self, module: RawHandle, name: &str) -> Result<RawHandle>;
     /// The register and memory use of a function.
     fn function_attributes(&self, function: RawHandle) -> Result<FunctionAttributes>;
+    /// How many blocks of `block_threads` threads and `dynamic_shared` bytes of dynamic shared
+    /// memory of `function` one multiprocessor holds at once (by registers, shared memory and
+    /// thread slots; `cuOccupancyMaxActiveBlocksPerMultiprocessor`).
+    fn occupancy_blocks_per_sm(
+        &self,
+        function: RawHandle,
+        block_threads: u32,
+        dynamic_shared: u32,
+    ) -> Result<u32>;
     /// Allows a function up to `bytes` of dynamic shared memory (the opt-in attribute).
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()>;
 

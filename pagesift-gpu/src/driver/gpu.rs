@@ -38,6 +38,8 @@ pub(crate) struct GpuInner {
     pub(crate) memory_reserve: AtomicUsize,
     /// Errors of `Drop`s, until [`Gpu::take_deferred_errors`] or [`Gpu::synchronize`].
     deferred: Mutex<Vec<Error>>,
+    /// Occupancy answers: ((variant address, dynamic shared bytes), blocks per SM).
+    pub(crate) occupancy: Mutex<Vec<((usize, u32), u32)>>,
 }
 
 /// Identifies a device of a backend: buffers of one identity may be used with any `Gpu` of it.
@@ -115,6 +117,7 @@ impl Gpu {
             faults: Mutex::new(Vec::new()),
             memory_reserve: AtomicUsize::new(0),
             deferred: Mutex::new(Vec::new()),
+            occupancy: Mutex::new(Vec::new()),
         });
         map.insert(key, Arc::downgrade(&inner));
         Ok(Gpu { inner })

@@ -294,6 +294,45 @@ impl Gpu {
         self.backend().function_attributes(loaded.function)
     }
 
+    /// How many blocks of `variant` (its block shape, `dynamic_shared` bytes of dynamic shared
+    /// memory) one multiprocessor holds at once: the driver's occupancy answer (registers,
+    /// shared memory, thread slots). Loads the variant's module on first use; the answer is
+    /// remembered per device, variant and shared memory size.
+    pub fn blocks_per_sm(
+        &self,
+        variant: &'static KernelVariant,
+        dynamic_shared: u32,
+    ) -> Result<u32> {
+        type Key = (usize, u32);
+        let key: Key = (variant as *const KernelVariant as usize, dynamic_shared);
+        let cache = &self.inner.occupancy;
+        if let Some(&(_, n)) = cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(k, _)| *k == key)
+        {
+            return Ok(n);
+        }
+        self.enter()?;
+        let slot = self.variant_function(variant)?;
+        let loaded = slot.loaded().ok_or_else(|| {
+            Error::from(error::Launch {
+                kernel: variant.display_name(),
+                message: "module not loaded".into(),
+            })
+        })?;
+        let threads = variant.block.iter().product::<u32>().max(1);
+        let n = self
+            .backend()
+            .occupancy_blocks_per_sm(loaded.function, threads, dynamic_shared)?;
+        cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key, n));
+        Ok(n)
+    }
+
     /// How many kernel variant modules this device has loaded.
     pub fn loaded_module_count(&self) -> usize {
         self.inner.modules.len()

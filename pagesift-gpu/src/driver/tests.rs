@@ -147,6 +147,7 @@ impl Backend for Fake {
             name: "Fake GPU".into(),
             compute_capability: self.cc,
             sm_count: 4,
+            max_threads_per_sm: 2048,
             total_memory: TOTAL,
             l2_cache_bytes: 1 << 16,
             max_shared_per_block: 48 * 1024,
@@ -331,6 +332,9 @@ impl Backend for Fake {
             local_bytes: 0,
             max_threads_per_block: 1024,
         })
+    }
+    fn occupancy_blocks_per_sm(&self, _f: RawHandle, threads: u32, _shared: u32) -> Result<u32> {
+        Ok(2048 / threads.max(1))
     }
     fn function_set_max_dynamic_shared(&self, _function: RawHandle, _bytes: u32) -> Result<()> {
         self.n.set_dyn_shared.fetch_add(1, Ordering::SeqCst);

@@ -1,539 +1,355 @@
 //! Activation kernels: `y[i] = act(x[i] + bias[i % cols]) + res[i]`, element-wise, for f32, f16
 //! and bf16 storage (f32 arithmetic, one rounding on store).
 //!
-//! Per storage type an out-of-place kernel (`act_f32`, ...: the input read through the
-//! non-coherent cache) and an in-place one (`act_inplace_f32`, ...: `y` read with coherent
-//! loads, as the kernel writes it), sharing one body; a variant per activation (`ACT`). Each
-//! launch covers `n` elements split by the caller
-//! ([`crate::ops::act`]) into a scalar head of `head` elements (up to the first 16-byte
-//! boundary), `nvec` 16-byte vectors and a scalar tail. Each thread takes one vector per turn of
-//! a grid-stride loop, and the caller's grid normally covers the data in one turn (many short
-//! blocks keep more loads in flight than a persistent grid). The bias column of a vector is
-//! found with a multiply-high division by `cols` (the caller's magic number) below 2^31
-//! elements, and the bias is read as one 16-byte vector where `cols` and the alignment allow
-//! (`bvec`), so any `cols` works at full speed.
+//! Two kernels generic over the storage type `T`, with a variant per type and activation: out
+//! of place (`act`, the input read through the non-coherent cache) and in place
+//! (`act_inplace`, `y` read with coherent loads, as the kernel writes it), sharing one body.
+//! The bias and the residual are optional operands. A launch covers `n` elements split by
+//! the caller ([`crate::ops::act`]) into a scalar head of `head` elements (up to the first
+//! 16-byte boundary), `nvec` 16-byte vectors and a scalar tail; each thread takes one vector
+//! per turn of a grid-stride loop (two for the light f32 activations, `pairs`). The bias
+//! column of a vector comes from a multiply-high division by `cols` below 2^31 elements, and
+//! the bias is read as one 16-byte vector where `cols` and the alignment allow.
 //!
-//! The special functions are written here, accurate against the f64 reference, with no
-//! division instruction (an approximate reciprocal and one residual step) and no divergent
-//! branch: `exp` (Cody–Waite reduction, degree-6 polynomial, exact scaling, subnormal results
-//! rounded once), gelu as `max(x, 0) - |x| erfc(|x|/√2) / 2` with `erfc(a) = t e^{G(t) - a²}`,
-//! `t = 1 / (1 + a/2)` (G a fitted polynomial; a² exact from x²/2), gelu-tanh as
-//! `x · sigmoid(2u)` with the exponent carried as a rounded value and its exact residual, tanh
-//! as an odd polynomial below 0.6 and `(d - 2) / d`, `d = e^{2|x|} + 1`, above (both formed,
-//! one selected), hardswish / hardsigmoid with the division by 6 as a product and a residual
-//! step. The guaranteed bounds are [`crate::ops::act::max_error_ulps`]; measured maxima over
-//! a dense scan (`pagesift-gpu selftest`: 4.8M points over [-9.5, 9.5], both far tails and
-//! small magnitudes, on the emulated device; 19M on an H200, whose approximate reciprocal is
-//! not correctly rounded) are gelu 5 ulp, silu 3, gelu-tanh 2 (3 on the H200), sigmoid and
-//! hardswish 2, tanh and hardsigmoid 1, the rest exact.
-//!
-//! The f16 / bf16 kernels without a residual take cheaper forms of the transcendental
-//! functions (`act_half`: the approximate `ex2` and `rcp`, no correction steps, a relative
-//! 2^-15 of the reference), which rounded to 16 bits stay within one storage ulp of the
-//! reference (an exhaustive scan of every finite f16 and bf16 input: all within it, 0.6% of
-//! f16 gelu results one ulp from the nearest, fewer elsewhere); with a residual, whose sum may
-//! cancel the activation's leading digits, they use the f32 functions.
-//!
-//! Every variant is capped at 32 registers (`max_regs`): none spills, and full occupancy keeps
-//! the most loads in flight (the exp-based f32 activations went from 47-51 registers to 32 at
-//! the same instruction count).
-//!
-//! The kernels are safe code (bounds-checked, `launch` is a safe fn). The vector loops run
-//! over the first element `e` of each vector up to the last vector's, with `e <= vlast` as
-//! the loop condition; a uniform test that the last vector ends inside `n`, `x`, `y` (and the
-//! residual, where there is one) proves every vector access in bounds, so those loops carry no
-//! checks (the operations' launches always pass it). The same test proves them aligned:
-//! element `head` of `x`, `y` (and the residual) 16-byte aligned (`x.is_aligned(head, 16)`),
-//! so every vector, a whole number of vectors after it, is; a vector bias needs its base
-//! aligned and whole vectors of columns (`cols` and `head` multiples of the lanes), else it
-//! is read per element. Otherwise every element takes the checked scalar path, which is always
-//! aligned and reports the first access out of bounds (a residual with more than 2^31
-//! elements also takes it); a misaligned `head` or view costs speed, never a fault. The bias
-//! reads are checked, so a bias shorter than `cols` is reported. The last vector's first
-//! element (`vlast`) is a kernel parameter: the uniform test costs no index arithmetic.
-//!
-//! The bias and residual are runtime flags of the kernel ([`FLAG_BIAS`], [`FLAG_RES`],
-//! [`FLAG_BIAS_VEC`]), not variants: one module per activation, type and form (66 in all),
-//! which keeps the driver's JIT of every variant (it compiles modules one at a time) short.
+//! The vector loops carry no bounds or alignment checks: a uniform test before them (the last
+//! vector, `vlast`, ends inside `x`, `y` and the residual; element `head` of each is 16-byte
+//! aligned) proves every vector access, and where it fails every element takes the checked
+//! scalar path. The activation math is the helper library `kernels/lib/act_math.rs`.
 
-use crate::ops::act::Act;
+use crate::act::{Act, ActElement};
 use crate::ptx_kernel;
 
-/// Kernel flag: a bias is given (read at `bias[i % cols]`).
-pub const FLAG_BIAS: u32 = 1;
-/// Kernel flag: a residual is given (read at `res[i]`).
-pub const FLAG_RES: u32 = 2;
-/// Kernel flag: the bias may be read as 16-byte vectors (no scalar head, `cols` a multiple of
-/// the lanes of a vector, the bias 16-byte aligned; the kernel checks each of these and reads
-/// the bias per element where one fails).
-pub const FLAG_BIAS_VEC: u32 = 4;
+ptx_kernel! {
+    #[path = "src/kernels/lib/act_math.rs"]
+    mod math;
 
-/// The activation kernels as one `ptx_kernel!` invocation, a variant per activation of
-/// `acts`. `kernels`: per storage type `$ty` (16-byte vectors of `$lanes` elements read by
-/// `$loadv` / `$loadv_nc`, the PTX target `$target`) an out-of-place and an in-place kernel,
-/// their body, and the loads of a vector, an element and a bias vector; the body takes a
-/// vector (`$vec`) and a scalar element (`$one`) from the type's own helpers: written out for
-/// f32, and from `halves` for each 16-bit type `$hty`, whose activation is
-/// `act_half::<_, $sub>`. The names are the caller's (one helper per type and name). The body
-/// keeps the indentation of a plain invocation.
-macro_rules! act_kernels {
-    (
-        acts = $acts:tt;
-        kernels {$(
-            $ty:ident, lanes = $lanes:tt, target = $target:tt, rounding = $rounding:tt,
-            loads($loadv:ident, $loadv_nc:ident),
-            names(
-                $kernel:ident, $inplace:ident, $run:ident, $vec:ident, $one:ident,
-                $ldv:ident, $ld1:ident, $biasv:ident
-            );
-        )*}
-        halves {$(
-            $hty:ident, sub = $sub:tt,
-            names($hvec:ident, $hldv:ident, $hld1:ident, $hbiasv:ident, $hone:ident);
-        )*}
-    ) => { ptx_kernel! {
-    $(
-    #[doc = concat!(
-        " ", stringify!($ty), ": `y[i] = act(x[i] + bias[i % cols]) + res[i]`", $rounding, ";"
-    )]
-    #[doc = concat!(" 16-byte vectors of ", $lanes, " elements, loads through the")]
-    /// non-coherent cache. `flags`: [`FLAG_BIAS`], [`FLAG_RES`], [`FLAG_BIAS_VEC`] (runtime
-    /// flags rather than variants: one module per activation, and a uniform branch costs
-    /// nothing here).
-    #[variants(ACT in $acts)]
-    #[launch(block = 256, max_regs = 32)]
-    #[target($target)]
-    pub fn $kernel<const ACT: Act>(
-        x: &[$ty],
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        vlast: u32,
-        clast: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        $run::<ACT, true>(x, bias, res, y, n, head, nvec, cols, vlast, clast, cmagic, cshift, flags, slope);
+    /// The scalars of one activation launch (filled in by [`crate::ops::act`]).
+    pub struct ActParams {
+        /// Elements.
+        pub n: u64,
+        /// Whole 16-byte vectors after the head.
+        pub nvec: u64,
+        /// Scalar elements before the first vector.
+        pub head: u32,
+        /// The row length of the bias (1 without one).
+        pub cols: u32,
+        /// The first element of the last vector, `head + lanes * nvec - lanes` (wrapping).
+        pub vlast: u32,
+        /// `cols - lanes` (wrapping): the last first column of a vector bias read.
+        pub clast: u32,
+        /// The column divider: `e / cols == (umulhi(e, cmagic) + e) >> cshift` below 2^31.
+        pub cmagic: u32,
+        /// See `cmagic`.
+        pub cshift: u32,
+        /// The negative slope of the leaky relu.
+        pub slope: f32,
+        /// Whether the bias may be read as 16-byte vectors (no head, `cols` a multiple of the
+        /// lanes, the bias 16-byte aligned; the kernel checks each and reads per element where
+        /// one fails).
+        pub bias_vec: bool,
     }
 
-    #[doc = concat!(
-        " ", stringify!($ty), ", in place: `y[i] = act(y[i] + bias[i % cols]) + res[i]`",
-        " (`y` read with coherent"
+    /// `y[i] = act(x[i] + bias[i % cols]) + res[i]`, computed in f32 and rounded once to `T`;
+    /// 16-byte vectors, loads through the non-coherent cache.
+    #[variants(
+        T in [f32, f16, bf16],
+        ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid]
     )]
-    /// loads, since the kernel writes it).
-    #[variants(ACT in $acts)]
     #[launch(block = 256, max_regs = 32)]
-    #[target($target)]
-    pub fn $inplace<const ACT: Act>(
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        vlast: u32,
-        clast: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
+    pub fn act<T: ActElement, const ACT: Act>(
+        p: ActParams,
+        x: &[T],
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
     ) {
-        $run::<ACT, false>(y, bias, res, y, n, head, nvec, cols, vlast, clast, cmagic, cshift, flags, slope);
+        run::<T, ACT, true>(x, bias, res, y, p);
+    }
+
+    /// In place: `y[i] = act(y[i] + bias[i % cols]) + res[i]` (`y` read with coherent loads,
+    /// since the kernel writes it).
+    #[variants(
+        T in [f32, f16, bf16],
+        ACT in [Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh, Silu, Sigmoid, Tanh, HardSwish, HardSigmoid]
+    )]
+    #[launch(block = 256, max_regs = 32)]
+    pub fn act_inplace<T: ActElement, const ACT: Act>(
+        p: ActParams,
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
+    ) {
+        run::<T, ACT, false>(y, bias, res, y, p);
     }
 
     /// The body of the kernels: `x` may be `y` itself when `NC` is false.
-    fn $run<const ACT: Act, const NC: bool>(
-        x: &[$ty],
-        bias: &[$ty],
-        res: &[$ty],
-        y: &mut [$ty],
-        n: u64,
-        head: u32,
-        nvec: u64,
-        cols: u32,
-        vlast: u32,
-        clast: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
+    fn run<T, const ACT: Act, const NC: bool>(
+        x: &[T],
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
+        p: ActParams,
     ) {
-        let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
-        let nt = (grid_dim_x() * block_dim_x()) as u64;
+        let lanes = 16 / size_of::<T>();
+        let lanes64 = lanes as u64;
+        let n = p.n;
+        let head = p.head;
         let h = head as u64;
-        let has_bias = (flags & 1) != 0;
-        let has_res = (flags & 2) != 0;
-        // One 16-byte vector per thread and turn of the grid-stride loop. An absent bias or
-        // residual is -0.0, which leaves every value as it is. The loops run over the first
-        // element `e` of a vector up to the last vector's, `vlast`: where that vector ends
-        // inside `n`, `x` and `y` (always, for the operations' launches) the loop condition
-        // `e <= vlast` and `vlast + lanes <= len` prove every vector access in bounds, so
-        // they carry no checks; otherwise every element takes the checked scalar path below,
-        // which reports the first access out of bounds.
-        // Whether every element takes the scalar path (decided here, applied after the
-        // loops so that nothing more stays live in them).
+        // Whether every element takes the scalar path (decided here, applied after the loops
+        // so that nothing more stays live in them).
         let mut all = false;
         // The vector bias needs whole vectors of columns (`cols` and `head` multiples of the
         // lanes, so that every vector's first column is one): else it is read per element.
-        let mut vflags = flags;
-        if ((cols | head) & ($lanes - 1)) != 0u32 {
-            vflags = flags & 0xFFFF_FFFBu32;
-        }
+        let bvec = p.bias_vec & (((p.cols | head) & (lanes - 1)) == 0u32);
         if n <= 0x8000_0000u64 {
-            // Below 2^31 elements the indices are 32-bit (no 64-bit loop arithmetic).
-            // `vlast` is the caller's `head + lanes * nvec - lanes` (a kernel parameter, so no
-            // instruction or register goes to it). Only the lengths and the alignment matter
-            // for the proof: with `vlast + lanes` inside `x` and `y`, and element `head` of
-            // both 16-byte aligned (every vector starts a whole number of vectors after it),
-            // the loops are in bounds and aligned whatever the other arguments (`nvec == 0`
-            // wraps `vlast` and fails the test); else everything takes the scalar path, which
-            // is always aligned. `&`, not `&&`: the tests are computed side by side, with no
-            // branch between them.
-            let step = $lanes * grid_dim_x() * block_dim_x();
-            let mut e = head + $lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
-            if ((vlast as u64) + $lanes <= x.len())
-                & ((vlast as u64) + $lanes <= y.len())
+            // Below 2^31 elements the indices are 32-bit. With `vlast + lanes` inside `x` and
+            // `y`, and element `head` of both 16-byte aligned (every vector starts a whole
+            // number of vectors after it), the loops are in bounds and aligned whatever the
+            // other arguments (`nvec == 0` wraps `vlast` and fails the test). `&`, not `&&`:
+            // the tests are computed side by side, with no branch between them.
+            let vlast = p.vlast;
+            if ((vlast as u64) + lanes64 <= x.len())
+                & ((vlast as u64) + lanes64 <= y.len())
                 & x.is_aligned(head, 16)
                 & y.is_aligned(head, 16)
             {
-                // The common forms (a vector bias without residual, neither) get loops of
-                // their own with the flags as constants: the other forms' code, predicated
-                // off, would still take issue slots in every turn.
-                if (vflags == 5u32) & bias.is_aligned(0, 16) & ((clast as u64) + $lanes <= bias.len()) {
-                    if pairs::<ACT>() && $lanes == 4u32 {
-                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
-                        // pairs): the set-up of a thread is paid once per eight elements.
-                        let mut e2 = e + step;
-                        while (e <= vlast) & (e2 <= vlast) {
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
-                            e += 2 * step;
-                            e2 += 2 * step;
+                // Each operand combination gets loops of its own, the absent operands known
+                // (the other forms' code, predicated off, would still take issue slots).
+                if res.is_none() {
+                    if let Some(b) = bias {
+                        if bvec & b.is_aligned(0, 16) & ((p.clast as u64) + lanes64 <= b.len()) {
+                            vec_loop::<T, ACT, NC>(x, bias, res, y, p, true);
+                        } else {
+                            vec_loop::<T, ACT, NC>(x, bias, res, y, p, bvec);
                         }
+                    } else {
+                        vec_loop::<T, ACT, NC>(x, bias, res, y, p, false);
                     }
-                    while e <= vlast {
-                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 5u32, slope);
-                        e += step;
+                } else if let Some(r) = res {
+                    if ((vlast as u64) + lanes64 <= r.len()) & r.is_aligned(head, 16) {
+                        vec_loop::<T, ACT, NC>(x, bias, res, y, p, bvec);
+                    } else {
+                        all = true;
                     }
-                } else if flags == 0u32 {
-                    if pairs::<ACT>() && $lanes == 4u32 {
-                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
-                        // pairs): the set-up of a thread is paid once per eight elements.
-                        let mut e2 = e + step;
-                        while (e <= vlast) & (e2 <= vlast) {
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
-                            e += 2 * step;
-                            e2 += 2 * step;
-                        }
-                    }
-                    while e <= vlast {
-                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, 0u32, slope);
-                        e += step;
-                    }
-                } else if (flags & 2) == 0u32 {
-                    if pairs::<ACT>() && $lanes == 4u32 {
-                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
-                        // pairs): the set-up of a thread is paid once per eight elements.
-                        let mut e2 = e + step;
-                        while (e <= vlast) & (e2 <= vlast) {
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                            $vec::<ACT, NC, true, false>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                            e += 2 * step;
-                            e2 += 2 * step;
-                        }
-                    }
-                    while e <= vlast {
-                        $vec::<ACT, NC, true, false>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                        e += step;
-                    }
-                } else if ((vlast as u64) + $lanes <= res.len()) & res.is_aligned(head, 16) {
-                    if pairs::<ACT>() && $lanes == 4u32 {
-                        // Two vectors a turn, `step` apart (the caller's grid covers the vectors in
-                        // pairs): the set-up of a thread is paid once per eight elements.
-                        let mut e2 = e + step;
-                        while (e <= vlast) & (e2 <= vlast) {
-                            $vec::<ACT, NC, true, true>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                            $vec::<ACT, NC, true, true>(x, bias, res, y, e2 as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                            e += 2 * step;
-                            e2 += 2 * step;
-                        }
-                    }
-                    while e <= vlast {
-                        $vec::<ACT, NC, true, true>(x, bias, res, y, e as u64, n, cols, clast, cmagic, cshift, vflags, slope);
-                        e += step;
-                    }
-                } else {
-                    all = true;
                 }
             } else {
                 all = true;
             }
         } else {
-            let vend = h + $lanes * nvec;
-            let vlast = vend - $lanes;
-            if nvec >= 1
+            let vend = h + lanes64 * p.nvec;
+            let vlast = vend - lanes64;
+            if p.nvec >= 1
                 && vend <= n
                 && vlast < x.len()
-                && vlast + $lanes <= x.len()
+                && vlast + lanes64 <= x.len()
                 && vlast < y.len()
-                && vlast + $lanes <= y.len()
+                && vlast + lanes64 <= y.len()
                 && x.is_aligned(h, 16)
                 && y.is_aligned(h, 16)
             {
-                let mut e = h + $lanes * t;
-                if (flags & 2) == 0u32 {
-                    while e <= vlast {
-                        $vec::<ACT, NC, false, false>(
-                            x, bias, res, y, e, n, cols, clast, cmagic, cshift, vflags, slope,
-                        );
-                        e += $lanes * nt;
-                    }
-                } else {
+                let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+                let nt = (grid_dim_x() * block_dim_x()) as u64;
+                let mut e = h + lanes64 * t;
+                if let Some(_r) = res {
                     all = true;
+                } else {
+                    while e <= vlast {
+                        vec::<T, ACT, NC, false>(x, bias, res, y, e, p, bvec);
+                        e += lanes64 * nt;
+                    }
                 }
             } else {
                 all = true;
             }
         }
         // The scalar elements: [0, sh) and [tail, n).
-        let mut sh = head as u64;
-        let mut tail = sh + $lanes * nvec;
+        let mut sh = h;
+        let mut tail = sh + lanes64 * p.nvec;
         if all {
             sh = n;
             tail = n;
         }
         let ns = sh + (n - tail);
+        // The thread's index and the grid's size, read again here (not kept across the loops).
+        let t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+        let nt = (grid_dim_x() * block_dim_x()) as u64;
         let mut s = t;
         while s < ns {
             let mut k = s;
             if s >= sh {
                 k = s - sh + tail;
             }
-            $one::<ACT, NC>(
-                x, bias, res, y, k, n, cols, cmagic, cshift, has_bias, has_res, slope,
-            );
+            one::<T, ACT, NC>(x, bias, res, y, k, p);
             s += nt;
         }
     }
 
+    /// The vector loop below 2^31 elements: from `e` in steps of `step` up to `p.vlast`, two
+    /// vectors a turn for the light f32 activations (the caller's grid covers the vectors in
+    /// pairs: the set-up of a thread is paid once per eight elements).
+    fn vec_loop<T, const ACT: Act, const NC: bool>(
+        x: &[T],
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
+        p: ActParams,
+        bvec: bool,
+    ) {
+        let lanes = 16 / size_of::<T>();
+        let step = lanes * grid_dim_x() * block_dim_x();
+        let mut e = p.head + lanes * (block_idx_x() * block_dim_x() + thread_idx_x());
+        if pairs::<ACT>() && T == f32 {
+            let mut e2 = e + step;
+            while (e <= p.vlast) & (e2 <= p.vlast) {
+                vec::<T, ACT, NC, true>(x, bias, res, y, e as u64, p, bvec);
+                vec::<T, ACT, NC, true>(x, bias, res, y, e2 as u64, p, bvec);
+                e += 2 * step;
+                e2 += 2 * step;
+            }
+        }
+        while e <= p.vlast {
+            vec::<T, ACT, NC, true>(x, bias, res, y, e as u64, p, bvec);
+            e += step;
+        }
+    }
+
+    /// One 16-byte vector at element `e` (`SMALL`: `n <= 2^31`).
+    fn vec<T, const ACT: Act, const NC: bool, const SMALL: bool>(
+        x: &[T],
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
+        e: u64,
+        p: ActParams,
+        bvec: bool,
+    ) {
+        let a = load_vec::<T, NC>(x, e);
+        let mut b = [-0.0f32; 16 / size_of::<T>()];
+        if let Some(bs) = bias {
+            let c = column::<SMALL>(e, p);
+            b = bias_vec::<T>(bs, c, p, bvec);
+        }
+        let mut o = a;
+        if let Some(r) = res {
+            // A residual may cancel the activation's leading digits: the f32 functions.
+            let rv = r.load_vec_nc::<16>(e);
+            #[unroll]
+            for i in 0..16 / size_of::<T>() {
+                o[i] = (math::act::<ACT>(a[i] as f32 + b[i], p.slope) + rv[i] as f32) as T;
+            }
+        } else {
+            #[unroll]
+            for i in 0..16 / size_of::<T>() {
+                o[i] = act_t::<T, ACT>(a[i] as f32 + b[i], p.slope) as T;
+            }
+        }
+        y.store_vec::<16>(e, o);
+    }
+
+    /// Element `k` (the scalar head and tail).
+    fn one<T, const ACT: Act, const NC: bool>(
+        x: &[T],
+        bias: Option<&[T]>,
+        res: Option<&[T]>,
+        y: &mut [T],
+        k: u64,
+        p: ActParams,
+    ) {
+        let mut b = -0.0f32;
+        if let Some(bs) = bias {
+            b = bs.load_nc(column::<false>(k, p) as u64) as f32;
+        }
+        let mut r = -0.0f32;
+        if let Some(rs) = res {
+            r = rs.load_nc(k) as f32;
+        }
+        let xk = load_one::<T, NC>(x, k) as f32;
+        let mut yk = 0.0f32;
+        if T == f32 {
+            // An absent residual is -0.0, which leaves every value as it is: one path.
+            yk = math::epi::<ACT>(xk, b, r, p.slope);
+        } else {
+            yk = act_t::<T, ACT>(xk + b, p.slope);
+            if let Some(_rs) = res {
+                yk = math::epi::<ACT>(xk, b, r, p.slope);
+            }
+        }
+        y[k] = yk as T;
+    }
+
+    /// The activation for storage type `T` without a residual: the f32 functions for f32, the
+    /// cheaper 16-bit forms (one storage ulp) for f16 and bf16.
+    fn act_t<T, const ACT: Act>(v: f32, slope: f32) -> f32 {
+        let mut r = 0.0f32;
+        if T == f32 {
+            r = math::act::<ACT>(v, slope);
+        } else if T == bf16 {
+            r = math::act_half::<ACT, true>(v, slope);
+        } else {
+            r = math::act_half::<ACT, false>(v, slope);
+        }
+        r
+    }
+
     /// `x[e..e + lanes]`, through the non-coherent cache when `NC`.
-    fn $ldv<const NC: bool>(x: &[$ty], e: u64) -> [$ty; $lanes] {
-        if NC { x.$loadv_nc(e) } else { x.$loadv(e) }
+    fn load_vec<T, const NC: bool>(x: &[T], e: u64) -> [T; 16 / size_of::<T>()] {
+        if NC { x.load_vec_nc::<16>(e) } else { x.load_vec::<16>(e) }
     }
 
     /// `x[e]`, through the non-coherent cache when `NC`.
-    fn $ld1<const NC: bool>(x: &[$ty], e: u64) -> $ty {
+    fn load_one<T, const NC: bool>(x: &[T], e: u64) -> T {
         if NC { x.load_nc(e) } else { x[e] }
     }
 
     /// The bias of `lanes` consecutive elements whose first column is `c`, in f32: one
-    /// 16-byte load when `vec` (the caller's [`FLAG_BIAS_VEC`]: `cols` a multiple of `lanes`,
-    /// no head, as the kernel made sure) and the bias is 16-byte aligned, else per element.
-    fn $biasv(bias: &[$ty], c: u32, cols: u32, clast: u32, vec: bool) -> [f32; $lanes] {
-        let mut b = [0.0f32; $lanes];
+    /// 16-byte load when `vec` (whole vectors of columns, no head) and the bias is 16-byte
+    /// aligned, else per element.
+    fn bias_vec<T>(bias: &[T], c: u32, p: ActParams, vec: bool) -> [f32; 16 / size_of::<T>()] {
+        let lanes = 16 / size_of::<T>();
+        let mut b = [0.0f32; 16 / size_of::<T>()];
         if vec && bias.is_aligned(0, 16) {
-            // `c` is a whole number of vectors, at most `clast` (the caller's `cols - lanes`;
-            // the kernel clears `vec` otherwise): the masks and the clamp change nothing, but
-            // prove the load aligned and, under the vector-bias loop's `clast + lanes <=
-            // bias.len()`, in bounds (elsewhere its bounds are checked).
-            let cl = clast & (0u32 - $lanes);
-            let cv = c & (0u32 - $lanes);
+            // `c` is a whole number of vectors, at most `clast` (the kernel clears `vec`
+            // otherwise): the masks and the clamp change nothing, but prove the load aligned
+            // and, under the vector-bias loop's `clast + lanes <= bias.len()`, in bounds
+            // (elsewhere its bounds are checked).
+            let cl = p.clast & (0u32 - lanes);
+            let cv = c & (0u32 - lanes);
             let cm = cv.min(cl);
-            let v = bias.$loadv_nc(cm as u64);
+            let v = bias.load_vec_nc::<16>(cm as u64);
             #[unroll]
-            for i in 0..$lanes {
+            for i in 0..16 / size_of::<T>() {
                 b[i] = v[i] as f32;
             }
         } else {
             let mut cc = c;
             #[unroll]
-            for i in 0..$lanes {
+            for i in 0..16 / size_of::<T>() {
                 b[i] = bias.load_nc(cc as u64) as f32;
-                cc = next_col(cc, cols);
+                cc = next_col(cc, p.cols);
             }
         }
         b
     }
-    )*
-
-    /// Element `k` of the f32 kernels (the scalar head and tail).
-    fn one_f32<const ACT: Act, const NC: bool>(
-        x: &[f32],
-        bias: &[f32],
-        res: &[f32],
-        y: &mut [f32],
-        k: u64,
-        n: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        has_bias: bool,
-        has_res: bool,
-        slope: f32,
-    ) {
-        let mut b = -0.0f32;
-        let mut r = -0.0f32;
-        if has_bias {
-            b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64);
-        }
-        if has_res {
-            r = res.load_nc(k);
-        }
-        y[k] = epi::<ACT>(ld1_f32::<NC>(x, k), b, r, slope);
-    }
-
-    /// One 16-byte vector of the f32 kernels at element `e` (`SMALL`: `n <= 2^31`; `RES`:
-    /// with the residual, which `flags` must then have).
-    fn vec_f32<const ACT: Act, const NC: bool, const SMALL: bool, const RES: bool>(
-        x: &[f32],
-        bias: &[f32],
-        res: &[f32],
-        y: &mut [f32],
-        e: u64,
-        n: u64,
-        cols: u32,
-        clast: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        let has_bias = (flags & 1) != 0;
-        let has_res = RES;
-        let bias_vec = (flags & 4) != 0;
-        let a = ld4_f32::<NC>(x, e);
-        let mut b = [-0.0f32; 4];
-        if has_bias {
-            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = bias4_f32(bias, c, cols, clast, bias_vec);
-        }
-        let mut v = [0.0f32; 4];
-        #[unroll]
-        for i in 0..4 {
-            v[i] = act::<ACT>(a[i] + b[i], slope);
-        }
-        if has_res {
-            let rv = res.load4_nc(e);
-            #[unroll]
-            for i in 0..4 {
-                v[i] = add_rn(v[i], rv[i]);
-            }
-        }
-        let mut o = a;
-        #[unroll]
-        for i in 0..4 {
-            o[i] = v[i];
-        }
-        y.store4(e, o);
-    }
-
-    $(
-    /// Element `k` of the 16-bit kernels (the scalar head and tail).
-    fn $hone<const ACT: Act, const NC: bool>(
-        x: &[$hty],
-        bias: &[$hty],
-        res: &[$hty],
-        y: &mut [$hty],
-        k: u64,
-        n: u64,
-        cols: u32,
-        cmagic: u32,
-        cshift: u32,
-        has_bias: bool,
-        has_res: bool,
-        slope: f32,
-    ) {
-        let mut b = -0.0f32;
-        let mut r = -0.0f32;
-        if has_bias {
-            b = bias.load_nc(column::<false>(k, n, cols, cmagic, cshift) as u64) as f32;
-        }
-        if has_res {
-            r = res.load_nc(k) as f32;
-        }
-        let xk = $hld1::<NC>(x, k) as f32;
-        let mut yk = act_half::<ACT, $sub>(xk + b, slope);
-        if has_res {
-            yk = epi::<ACT>(xk, b, r, slope);
-        }
-        y[k] = yk as $hty;
-    }
-
-    /// One 16-byte vector of the 16-bit kernels at element `e` (`SMALL`: `n <= 2^31`; `RES`:
-    /// with the residual).
-    fn $hvec<const ACT: Act, const NC: bool, const SMALL: bool, const RES: bool>(
-        x: &[$hty],
-        bias: &[$hty],
-        res: &[$hty],
-        y: &mut [$hty],
-        e: u64,
-        n: u64,
-        cols: u32,
-        clast: u32,
-        cmagic: u32,
-        cshift: u32,
-        flags: u32,
-        slope: f32,
-    ) {
-        let has_bias = (flags & 1) != 0;
-        let has_res = RES;
-        let bias_vec = (flags & 4) != 0;
-        let a = $hldv::<NC>(x, e);
-        let mut b = [-0.0f32; 8];
-        if has_bias {
-            let c = column::<SMALL>(e, n, cols, cmagic, cshift);
-            b = $hbiasv(bias, c, cols, clast, bias_vec);
-        }
-        let mut o = a;
-        if has_res {
-            // A residual may cancel the activation's leading digits: the f32 functions.
-            let rv = res.load8_nc(e);
-            #[unroll]
-            for i in 0..8 {
-                o[i] = add_rn(act::<ACT>(a[i] as f32 + b[i], slope), rv[i] as f32) as $hty;
-            }
-        } else {
-            #[unroll]
-            for i in 0..8 {
-                o[i] = act_half::<ACT, $sub>(a[i] as f32 + b[i], slope) as $hty;
-            }
-        }
-        y.store8(e, o);
-    }
-
-
-    )*
-
 
     /// The bias column `e % cols` of element `e`. Below 2^31 elements without a division:
     /// `q = (umulhi(e, cmagic) + e) >> cshift` is `e / cols` for every `e < 2^31` (the
-    /// round-up method of division by an invariant integer; the caller computes `cmagic` and
-    /// `cshift` from `cols`); longer data takes the 64-bit remainder (a uniform branch).
-    /// `SMALL`: the caller knows that `n <= 2^31`.
-    fn column<const SMALL: bool>(e: u64, n: u64, cols: u32, cmagic: u32, cshift: u32) -> u32 {
+    /// round-up method of division by an invariant integer); longer data takes the 64-bit
+    /// remainder (a uniform branch). `SMALL`: the caller knows that `n <= 2^31`.
+    fn column<const SMALL: bool>(e: u64, p: ActParams) -> u32 {
         let mut c = 0u32;
         if SMALL {
-            c = column_small(e as u32, cols, cmagic, cshift);
-        } else if n <= 0x8000_0000u64 {
-            c = column_small(e as u32, cols, cmagic, cshift);
+            c = column_small(e as u32, p);
+        } else if p.n <= 0x8000_0000u64 {
+            c = column_small(e as u32, p);
         } else {
-            c = (e % cols as u64) as u32;
+            c = (e % p.cols as u64) as u32;
         }
         c
     }
 
     /// `e % cols` for `e < 2^31` by the multiply-high division (see `column`).
-    fn column_small(e: u32, cols: u32, cmagic: u32, cshift: u32) -> u32 {
-        let hi: u32 = asm!("mul.hi.u32 {0}, {1}, {2};", out(u32), e, cmagic);
-        e - ((hi + e) >> cshift) * cols
+    fn column_small(e: u32, p: ActParams) -> u32 {
+        e - ((e.mul_hi(p.cmagic) + e) >> p.cshift) * p.cols
     }
 
     /// The column after `c`.
@@ -551,378 +367,5 @@ macro_rules! act_kernels {
             | Act::HardSigmoid => true,
             _ => false,
         }
-    }
-
-    /// `act(x + b) + r`, each sum rounded on its own (an absent operand is -0.0): the scalar
-    /// head and tail.
-    fn epi<const A: Act>(x: f32, b: f32, r: f32, slope: f32) -> f32 {
-        // The activation is rounded to f32 before the residual is added (as the reference
-        // does): no fusing of a final multiply into this add.
-        add_rn(act::<A>(x + b, slope), r)
-    }
-
-    /// The activation for f16 (`SUB` false) / bf16 (`SUB` true) storage: the exact functions
-    /// as in f32, the transcendental ones through the approximate `ex2` and `rcp` without
-    /// correction steps, within a relative 2^-15 of the f32 reference (a sixteenth of an f16
-    /// ulp, under a hundredth of a bf16 one; the approximate instructions add at most 2^-22):
-    /// rounded to the storage type, the result stays within one storage ulp of the reference,
-    /// which is what the 16-bit outputs promise, at half the f32 functions' arithmetic. Not
-    /// with a residual: the sum may cancel the activation's leading digits, which then need
-    /// the f32 accuracy.
-    fn act_half<const A: Act, const SUB: bool>(x: f32, slope: f32) -> f32 {
-        match A {
-            Act::Gelu => gelu_half(x),
-            // 2u log2 e = x (A + B x²) in plain f32 (a relative 3 · 2^-24: 2^-16 of the result
-            // where it reaches 127).
-            Act::GeluTanh => x_sigmoid_half::<SUB>(x, (x * x).mul_add(0.10294324, 2.3022082)),
-            Act::Silu => x_sigmoid_half::<SUB>(x, 1.442695),
-            Act::Sigmoid => {
-                let e = exp2_neg_half::<SUB>(x, 1.442695);
-                let mut m = 1.0f32;
-                if x < 0.0 {
-                    m = e;
-                }
-                m * rcp_approx(1.0 + e)
-            }
-            Act::Tanh => tanh_half(x),
-            _ => act::<A>(x, slope),
-        }
-    }
-
-    /// 2^x, approximate (2 ulp), results below 2^-126 flushed to 0.
-    fn ex2_ftz(x: f32) -> f32 {
-        asm!("ex2.approx.ftz.f32 {0}, {1};", out(f32), x)
-    }
-
-    /// 2^{-|x| c} for c >= 0, approximate. With `SUB` (bf16, whose range has the subnormals)
-    /// down into the subnormal range: 2^{32 - |x| c} (the offset rounds the exponent to
-    /// 2^-20 near 0, a relative 2^-20.5) times 2^-32, rounded once there; else flushed to 0
-    /// below 2^-126 (f16 rounds all of those to 0).
-    fn exp2_neg_half<const SUB: bool>(x: f32, c: f32) -> f32 {
-        let mut e = 0.0f32;
-        if SUB {
-            e = ex2_ftz(x.abs().mul_add(-c, 32.0)) * 2.3283064365386963e-10;
-        } else {
-            e = ex2_ftz(-(x.abs() * c));
-        }
-        e
-    }
-
-    /// x · sigmoid(v) for v log2 e = x c (c > 0): x / (1 + e) for x >= 0, x e / (1 + e)
-    /// below, e = 2^{-|x| c} (no overflow).
-    fn x_sigmoid_half<const SUB: bool>(x: f32, c: f32) -> f32 {
-        let e = exp2_neg_half::<SUB>(x, c);
-        let mut m = x;
-        if x < 0.0 {
-            m = x * e;
-        }
-        m * rcp_approx(1.0 + e)
-    }
-
-    /// gelu for 16-bit storage: max(x, 0) - |x| erfc(|x|/√2) / 2 as in [`gelu`], with
-    /// erfc(a)/2 = t 2^{G(t) - 1 - a² log2 e} and G a degree-5 fit in log2 units (2^-16.5
-    /// absolute), t and the power of 2 approximate. The power of 2 is taken 2^32 higher (never
-    /// below 2^-110, so no flush) and t' = 2^-32 t takes the 2^32 back: subnormal results are
-    /// rounded once, for f16 and bf16 alike.
-    fn gelu_half(x: f32) -> f32 {
-        let xc = x.abs().min(14.0);
-        let tp = rcp_approx(xc.mul_add(1518500224.0, 4294967296.0));
-        let s = tp.mul_add(4294967296.0, -0.5840372);
-        let mut g = s.mul_add(0.3300747, -0.059266783);
-        g = g.mul_add(s, -0.57978988);
-        g = g.mul_add(s, 0.13008006);
-        g = g.mul_add(s, 1.974678);
-        g = g.mul_add(s, 30.195504);
-        let h = tp * ex2_ftz((xc * xc).mul_add(-0.72134752, g));
-        (-xc).mul_add(h, x.max(0.0))
-    }
-
-    /// tanh for 16-bit storage, sign restored from |x|: (e - 1) / (e + 1) with
-    /// e = 2^{2|x| log2 e} (|x| clamped at 9.5, where tanh is 1 in every storage type; e - 1
-    /// exact below e = 2, so the approximate ex2's absolute 2^-22 near 1 is a relative 2^-16
-    /// from |x| = 2^-7 on), and |x| itself below 2^-7 (a relative x²/3 < 2^-15.5).
-    fn tanh_half(x: f32) -> f32 {
-        let ax = x.abs();
-        let e = ex2_ftz(ax.min(9.5) * 2.8853901);
-        let mut t = (e - 1.0) * rcp_approx(e + 1.0);
-        if ax < 0.0078125 {
-            t = ax;
-        }
-        t.copysign(x)
-    }
-
-    /// `a + b` rounded on its own: plain `add.f32` may be fused with a multiply feeding it.
-    fn add_rn(a: f32, b: f32) -> f32 {
-        asm!("add.rn.f32 {0}, {1}, {2};", out(f32), a, b)
-    }
-
-    /// `a * b` rounded on its own (never fused into a following add).
-    fn mul_rn(a: f32, b: f32) -> f32 {
-        asm!("mul.rn.f32 {0}, {1}, {2};", out(f32), a, b)
-    }
-
-    /// The activation function (see [`Act`] for the definitions).
-    fn act<const A: Act>(x: f32, slope: f32) -> f32 {
-        match A {
-            Act::Identity => x,
-            Act::Relu => x.max(0.0),
-            Act::Relu6 => x.max(0.0).min(6.0),
-            // A factor of 1 or `slope`: x * 1 is x exactly (also -0.0, inf and NaN), and the
-            // select keeps the register count of relu (full occupancy).
-            Act::LeakyRelu => x * if x >= 0.0 { 1.0 } else { slope },
-            Act::Gelu => gelu(x),
-            Act::GeluTanh => gelu_tanh(x),
-            Act::Silu => x_sigmoid_exact(x, x),
-            Act::Sigmoid => x_sigmoid_exact(1.0, x),
-            Act::Tanh => tanh_acc(x),
-            // x times the quotient (not the quotient of the product, which overflows first).
-            Act::HardSwish => x * div6((x + 3.0).max(0.0).min(6.0)),
-            Act::HardSigmoid => div6((x + 3.0).max(0.0).min(6.0)),
-        }
-    }
-
-    /// `t / 6` within a hair of correct rounding, without a division: the product by the
-    /// rounded 1/6 and one residual step (the residual `t - 6q` is exact in an fma).
-    fn div6(t: f32) -> f32 {
-        let q = t * 0.16666667;
-        let r = (-6.0f32).mul_add(q, t);
-        r.mul_add(0.16666667, q)
-    }
-
-    /// `1 / d`: the approximate reciprocal (flushing subnormals: `d` is never tiny here).
-    fn rcp_approx(d: f32) -> f32 {
-        asm!("rcp.approx.ftz.f32 {0}, {1};", out(f32), d)
-    }
-
-    /// `a / d` for `d` in [1, 2] within a hair of correct rounding: the approximate
-    /// reciprocal, the quotient, and one residual step (no division subroutine, no branch).
-    fn div_acc(a: f32, d: f32) -> f32 {
-        let r = rcp_approx(d);
-        let q = a * r;
-        let e = (-d).mul_add(q, a);
-        e.mul_add(r, q)
-    }
-
-    /// e^x for x <= 0 within 1 ulp down to the subnormal range (rounded once there; 0 below
-    /// -104): the scaling is 2^(k+64) · 2^-64.
-    fn exp_neg(x: f32) -> f32 {
-        let xc = x.max(-104.0);
-        let shifted = xc.mul_add(1.442695, 12582912.0);
-        let scale = f32::from_bits((shifted.to_bits() - 0x4B400000u32 + 191) << 23);
-        exp_reduced(xc, shifted) * scale * 5.421010862427522e-20
-    }
-
-    /// e^r for the reduced argument of `x`, given `shifted` = x log2 e + 1.5 · 2^23 (whose
-    /// rounding found k = round(x log2 e) without conversion instructions): Cody–Waite reduction
-    /// to |r| <= ln2/2, e^r = 1 + r + r^2 q(r) with q a degree-4 minimax polynomial.
-    fn exp_reduced(x: f32, shifted: f32) -> f32 {
-        let k = shifted - 12582912.0;
-        let r = k.mul_add(-0.6931471824645996, x);
-        exp_poly(k.mul_add(1.904654299957768e-9, r))
-    }
-
-    /// e^r for |r| <= ln2/2 (a little beyond is fine): 1 + r + r^2 q(r) with q a degree-4
-    /// minimax polynomial.
-    fn exp_poly(r: f32) -> f32 {
-        let mut q = r.mul_add(0.0013926175888627768, 0.008363173343241215);
-        q = q.mul_add(r, 0.041666556149721146);
-        q = q.mul_add(r, 0.16666577756404877);
-        q = q.mul_add(r, 0.5);
-        (q * r).mul_add(r, r) + 1.0
-    }
-
-    /// `x_sigmoid` for an exact argument `v` (no correction term).
-    fn x_sigmoid_exact(x: f32, v: f32) -> f32 {
-        let e = exp_neg(-v.abs());
-        let mut m = x;
-        if v < 0.0 {
-            m = x * e;
-        }
-        div_acc(m, 1.0 + e)
-    }
-
-    /// gelu(x) = x Φ(x), Φ(x) = erfc(-x/√2) / 2, through one erfc evaluation at
-    /// a = min(|x|, 14)/√2 for both signs (no divergent branch; beyond 14 the erfc term is below
-    /// 2^-140): erfc(a) = t e^{G(t) - a²} with t = 1 / (1 + a/2) in [1/6, 1] and G a degree-10
-    /// polynomial in t - 0.5833 (a Chebyshev fit made for this kernel, 6e-8 absolute with its
-    /// f32 coefficients). The exponent keeps its relative accuracy in the far tail: a² = x²/2
-    /// is exact as a rounded square and its fma residual, and the reduction
-    /// G - x²/2 - n ln2 takes -x²/2 - n ln2_hi exactly in one fma before adding G.
-    fn gelu(x: f32) -> f32 {
-        let xc = x.abs().min(14.0);
-        // t' = 2^63 t, from d' = 2^-63 (1 + a/2) in one fma: the scaling below adds n to its
-        // exponent field, and the rest (2^-64, and 2^-1 for the halving of erfc) rides on t.
-        let d = xc.mul_add(3.8332334761054374e-20, 1.0842021724855044e-19);
-        let r0 = rcp_approx(d);
-        let tp = r0.mul_add((-d).mul_add(r0, 1.0), r0);
-        let s = tp.mul_add(1.0842021724855044e-19, -0.5833333);
-        let mut g = s.mul_add(-0.1530061513185501, 0.1449953317642212);
-        g = g.mul_add(s, 0.14647932350635529);
-        g = g.mul_add(s, -0.24509058892726898);
-        g = g.mul_add(s, -0.053275417536497116);
-        g = g.mul_add(s, 0.295215904712677);
-        g = g.mul_add(s, -0.034655313938856125);
-        g = g.mul_add(s, -0.4073981046676636);
-        g = g.mul_add(s, 0.09069091081619263);
-        g = g.mul_add(s, 1.3687371015548706);
-        g = g.mul_add(s, -0.5585953593254089);
-        let x2 = xc * xc;
-        let x2l = xc.mul_add(xc, -x2);
-        let mh = -0.5 * x2;
-        // n = round((G - a²) / ln2) in [-144, 0]; r = G - a² - n ln2 in about [-0.35, 0.35].
-        let shifted = (g + mh).mul_add(1.442695, 12582912.0);
-        let n = shifted - 12582912.0;
-        let r = n.mul_add(-0.693145751953125, mh);
-        let r = n.mul_add(-1.4286068203094172e-6, r + g);
-        let r = (-0.5f32).mul_add(x2l, r);
-        // t 2^(n+63) (normal: n >= -144) as an integer add to the exponent field of t', times
-        // 2^-64 e^r: one rounding for subnormal results.
-        let tn = f32::from_bits((shifted.to_bits() << 23) + tp.to_bits());
-        let h = tn * exp_horner_m64(r);
-        // x Φ(x) = max(x, 0) - |x| h for both signs (x h below 0, x - x h above, one rounding);
-        // the clamped |x| keeps h = 0 · inf away (the term is below 2^-140 from |x| = 14 on).
-        (-xc).mul_add(h, x.max(0.0))
-    }
-
-    /// 2^-64 · 2^f for |f| <= 0.52: 2^-64 (1 + f p(f)) with p a degree-5 minimax fit
-    /// (relative error 2.6e-9), the 2^-64 in the coefficients (exact, all normal).
-    fn exp2_poly_m64(f: f32) -> f32 {
-        let mut p = f.mul_add(8.32077151077825e-24, 7.266394066583959e-23);
-        p = p.mul_add(f, 5.2141938786681185e-22);
-        p = p.mul_add(f, 3.0088341371930843e-21);
-        p = p.mul_add(f, 1.3022703433444386e-20);
-        p = p.mul_add(f, 3.757558405401626e-20);
-        p.mul_add(f, 5.421010862427522e-20)
-    }
-
-    /// 2^(k + bias) for `shifted` = 1.5 · 2^23 + k (k a small integer, k + bias in [1, 254]):
-    /// k in the low bits of `shifted`, whose high bits vanish in the shift.
-    fn pow2_bits(shifted: f32, bias_bits: u32) -> f32 {
-        f32::from_bits((shifted.to_bits() << 23) + bias_bits)
-    }
-
-    /// e^r for |r| <= 0.36: 1 + r p(r) with p a degree-5 minimax fit (relative error 2.6e-9),
-    /// one fma per degree.
-    fn exp_horner(r: f32) -> f32 {
-        let mut p = r.mul_add(0.0013839947059750557, 0.008377335034310818);
-        p = p.mul_add(r, 0.04166822135448456);
-        p = p.mul_add(r, 0.16666392982006073);
-        p = p.mul_add(r, 0.4999999403953552);
-        p = p.mul_add(r, 1.0);
-        p.mul_add(r, 1.0)
-    }
-
-    /// 2^-64 e^r: [`exp_horner`] with the 2^-64 in its coefficients (exact, all normal).
-    fn exp_horner_m64(r: f32) -> f32 {
-        let mut p = r.mul_add(7.502650334632962e-23, 4.541362421919358e-22);
-        p = p.mul_add(r, 2.2588388058069523e-21);
-        p = p.mul_add(r, 9.034869739294074e-21);
-        p = p.mul_add(r, 2.7105051080963343e-20);
-        p = p.mul_add(r, 5.421010862427522e-20);
-        p.mul_add(r, 5.421010862427522e-20)
-    }
-
-    /// e^{2u} for |u| <= 0.18: [`exp_horner`] at 2u, the powers of 2 in its coefficients.
-    fn exp_horner_2x(u: f32) -> f32 {
-        let mut p = u.mul_add(0.08857566118240356, 0.26807472109794617);
-        p = p.mul_add(u, 0.6666915416717529);
-        p = p.mul_add(u, 1.3333114385604858);
-        p = p.mul_add(u, 1.999999761581421);
-        p = p.mul_add(u, 2.0);
-        p.mul_add(u, 1.0)
-    }
-
-    /// gelu with the tanh approximation, as x · sigmoid(2u) = x · m / (1 + e) with
-    /// e = 2^{-|w|}, w = 2u log2 e = x (A + B x²), and m = 1 for x >= 0, e for x < 0 (no
-    /// cancellation, no overflow). For x < 0 the relative error of e is the relative error of
-    /// the result, so w is carried as h + r: h = |x| t rounded, t = A + B x² rounded, and r its
-    /// residual from exact fma parts (x² + x2l exactly, t's rounding error as B x² + (A - t),
-    /// with A a multiple of 2^-20 so that A - t is exact for t < 16, and the low parts of the
-    /// constants). e = 2^-k 2^f with k = round(h) and f = -(h - k) - r in [-0.52, 0.52].
-    fn gelu_tanh(x: f32) -> f32 {
-        // Beyond 10.5, e^{-|w|} < 2^-143: the result is x or below 2^-139.
-        let ax = x.abs().min(10.5);
-        let x2 = ax * ax;
-        let x2l = ax.mul_add(ax, -x2);
-        let t = 0.10294324159622192f32.mul_add(x2, 2.3022079467773438);
-        let h = ax * t;
-        let dt = 0.10294324159622192f32.mul_add(x2, 2.3022079467773438 - t);
-        let lo = (-2.016198319410023e-09f32).mul_add(x2, 2.513669699055754e-07);
-        let s = 0.10294324159622192f32.mul_add(x2l, dt + lo);
-        let r = ax.mul_add(s, ax.mul_add(t, -h));
-        // -k in shifted's low bits: -h + 1.5 · 2^23 rounds h to an integer.
-        let shifted = 12582912.0 - h;
-        let mk = shifted - 12582912.0;
-        let f = -((h + mk) + r);
-        // 2^-64 2^f (normal), then 2^(64-k): one rounding where e is subnormal.
-        let e = exp2_poly_m64(f) * pow2_bits(shifted, 191 << 23);
-        let mut m = x;
-        if x < 0.0 {
-            m = (-ax) * e;
-        }
-        // m / (1 + e) with the residual m - (1 + e) q0 as (m - q0) - e q0 (m - q0 is exact:
-        // q0 lies in [m/2, m]): the rounding of 1 + e only reaches the reciprocal.
-        let rc = rcp_approx(1.0 + e);
-        let q0 = m * rc;
-        let res = (-e).mul_add(q0, m - q0);
-        res.mul_add(rc, q0)
-    }
-
-    /// tanh, sign restored from |x|: below 0.6 an odd minimax polynomial x + x³ P(x²)
-    /// (degree 4 in x², relative error 3e-9); from 0.6 on (d - 2) / d with d = e^{2|x|} + 1
-    /// rounded once (d - 2 is then exact below |x| = 8.3, and tanh rounds to 1 from 9.01 on),
-    /// e^{2|x|} by Cody–Waite reduction and a degree-6 polynomial, the quotient by the
-    /// approximate reciprocal and one residual step. Both formed, one selected (a NaN takes
-    /// the polynomial and stays NaN).
-    fn tanh_acc(x: f32) -> f32 {
-        let ax = x.abs();
-        let x2 = ax * ax;
-        let mut p = x2.mul_add(-0.005895158741623163, 0.020795973017811775);
-        p = p.mul_add(x2, -0.053783830255270004);
-        p = p.mul_add(x2, 0.13331924378871918);
-        p = p.mul_add(x2, -0.33333298563957214);
-        let small = (ax * x2).mul_add(p, ax);
-        let ac = ax.min(9.5);
-        let shifted = ac.mul_add(2.88539, 12582912.0);
-        let k = shifted - 12582912.0;
-        // u = |x| - k ln2 / 2 (the halves of the Cody–Waite constants), e^{2|x|} = 2^k e^{2u}.
-        let u = k.mul_add(-0.3465735912322998, ac);
-        let u = k.mul_add(9.523271060629668e-10, u);
-        let d = exp_horner_2x(u).mul_add(pow2_bits(shifted, 127 << 23), 1.0);
-        let n = d - 2.0;
-        let rd = rcp_approx(d);
-        let q0 = n * rd;
-        let big = (-d).mul_add(q0, n).mul_add(rd, q0);
-        let mut t = small;
-        if ax >= 0.6 {
-            t = big;
-        }
-        t.copysign(x)
-    }
-    } };
-}
-
-act_kernels! {
-    acts = [
-        Identity, Relu, Relu6, LeakyRelu, Gelu, GeluTanh,
-        Silu, Sigmoid, Tanh, HardSwish, HardSigmoid,
-    ];
-    kernels {
-        f32, lanes = 4, target = sm_70, rounding = "",
-        loads(load4, load4_nc),
-        names(act_f32, act_inplace_f32, run_f32, vec_f32, one_f32, ld4_f32, ld1_f32, bias4_f32);
-        f16, lanes = 8, target = sm_70, rounding = "; computed in f32, rounded once to f16",
-        loads(load8, load8_nc),
-        names(act_f16, act_inplace_f16, run_f16, vec_f16, one_f16, ld8_f16, ld1_f16, bias8_f16);
-        bf16, lanes = 8, target = sm_80, rounding = "; computed in f32, rounded once to bf16",
-        loads(load8, load8_nc),
-        names(
-            act_bf16, act_inplace_bf16, run_bf16, vec_bf16, one_bf16, ld8_bf16, ld1_bf16,
-            bias8_bf16
-        );
-    }
-    halves {
-        f16, sub = false, names(vec_f16, ld8_f16, ld1_f16, bias8_f16, one_f16);
-        bf16, sub = true, names(vec_bf16, ld8_bf16, ld1_bf16, bias8_bf16, one_bf16);
     }
 }

@@ -1,4 +1,5 @@
-//! The `ptx_kernel!` invocations of this crate, one file per family.
+//! The `ptx_kernel!` invocations of this crate, one file per family; `lib/` holds the helper
+//! libraries in the kernel language that they share (`#[path = "src/kernels/lib/..."] mod ..;`).
 
 use crate::kernel::KernelVariant;
 
@@ -6,13 +7,6 @@ pub mod act;
 
 /// Every kernel variant compiled into this crate.
 pub fn registry() -> Vec<&'static KernelVariant> {
-    let families: &[&[KernelVariant]] = &[
-        act::act_f32::VARIANTS,
-        act::act_f16::VARIANTS,
-        act::act_bf16::VARIANTS,
-        act::act_inplace_f32::VARIANTS,
-        act::act_inplace_f16::VARIANTS,
-        act::act_inplace_bf16::VARIANTS,
-    ];
+    let families: &[&[KernelVariant]] = &[act::act::VARIANTS, act::act_inplace::VARIANTS];
     families.iter().flat_map(|f| f.iter()).collect()
 }

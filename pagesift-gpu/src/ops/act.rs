@@ -1,334 +1,17 @@
-//! Activations: `y = act(x + bias) + residual`, element-wise, on the GPU.
+//! Activations: `y = act(x + bias) + residual`, element-wise, on the GPU: the public API,
+//! its validation and the launch geometry (the kernels are [`crate::kernels::act`]).
 
-use crate::error;
 use std::mem::size_of;
 
-use half::{bf16, f16};
-
+use crate::error;
+use crate::kernels::act::{act as act_kernel, act_inplace as inplace_kernel, ActParams};
+use crate::ops::elementwise::{column_divider, Geometry, MAX_GRID};
 use crate::{
-    DevicePtr, DeviceRead, DeviceRepr, DeviceSlice, DeviceWrite, Error, KernelVariant,
-    LaunchConfig, Result, Stream,
+    DevicePtr, DeviceRead, DeviceRepr, DeviceSlice, DeviceWrite, Error, KernelVariant, Result,
+    Stream,
 };
 
-/// An element-wise activation function.
-///
-/// The formulas below define the semantics; [`crate::cpu::act`] evaluates them in f64 and every
-/// GPU kernel is tested against it. `x` is the (f32) input after the optional bias add.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Act {
-    /// `x`.
-    Identity,
-    /// `max(x, 0)`.
-    Relu,
-    /// `min(max(x, 0), 6)`.
-    Relu6,
-    /// `x` for `x >= 0`, `slope * x` otherwise; `slope` is a runtime parameter (see
-    /// [`ActArgs::slope`], 0.01 by default).
-    LeakyRelu,
-    /// Gelu with the exact normal distribution function:
-    /// `x * Phi(x) = 0.5 * x * (1 + erf(x / sqrt(2)))`.
-    Gelu,
-    /// Gelu with the tanh approximation:
-    /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`.
-    GeluTanh,
-    /// Silu (swish): `x * sigmoid(x) = x / (1 + exp(-x))`.
-    Silu,
-    /// The logistic function: `1 / (1 + exp(-x))`.
-    Sigmoid,
-    /// The hyperbolic tangent: `tanh(x)`.
-    Tanh,
-    /// `x * min(max(x + 3, 0), 6) / 6`.
-    HardSwish,
-    /// `min(max(x + 3, 0), 6) / 6`.
-    HardSigmoid,
-}
-
-impl Act {
-    /// Every activation, in declaration order.
-    pub const ALL: [Act; 11] = [
-        Act::Identity,
-        Act::Relu,
-        Act::Relu6,
-        Act::LeakyRelu,
-        Act::Gelu,
-        Act::GeluTanh,
-        Act::Silu,
-        Act::Sigmoid,
-        Act::Tanh,
-        Act::HardSwish,
-        Act::HardSigmoid,
-    ];
-
-    /// The lower-case name used in listings and on the command line, e.g. `gelu_tanh`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Act::Identity => "identity",
-            Act::Relu => "relu",
-            Act::Relu6 => "relu6",
-            Act::LeakyRelu => "leaky_relu",
-            Act::Gelu => "gelu",
-            Act::GeluTanh => "gelu_tanh",
-            Act::Silu => "silu",
-            Act::Sigmoid => "sigmoid",
-            Act::Tanh => "tanh",
-            Act::HardSwish => "hardswish",
-            Act::HardSigmoid => "hardsigmoid",
-        }
-    }
-}
-
-impl Act {
-    /// The enum variant's name as the kernel variants record it, e.g. `GeluTanh`.
-    fn variant_name(self) -> &'static str {
-        match self {
-            Act::Identity => "Identity",
-            Act::Relu => "Relu",
-            Act::Relu6 => "Relu6",
-            Act::LeakyRelu => "LeakyRelu",
-            Act::Gelu => "Gelu",
-            Act::GeluTanh => "GeluTanh",
-            Act::Silu => "Silu",
-            Act::Sigmoid => "Sigmoid",
-            Act::Tanh => "Tanh",
-            Act::HardSwish => "HardSwish",
-            Act::HardSigmoid => "HardSigmoid",
-        }
-    }
-}
-
-impl std::fmt::Display for Act {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Act {
-    type Err = crate::Error;
-
-    /// Parses a name as [`Act::name`] prints it.
-    fn from_str(s: &str) -> crate::Result<Act> {
-        Act::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
-            crate::Error::from(crate::error::InvalidArgument {
-                op: "Act::from_str",
-                message: format!(
-                    "unknown activation `{s}`; expected one of {}",
-                    Act::ALL.map(Act::name).join(", ")
-                ),
-            })
-        })
-    }
-}
-
-/// The storage types activations run on: f32, f16 and bf16 (computed in f32, rounded once on
-/// store). Sealed.
-pub trait ActElement: DeviceRepr + private::Sealed {
-    /// The type's name, e.g. `f16`.
-    const NAME: &'static str;
-    /// Widens to f32 (exact).
-    fn to_f32(self) -> f32;
-    /// Rounds an f32 to this type (round to nearest even).
-    fn from_f32(v: f32) -> Self;
-    /// The compiled activation kernel variants of this type.
-    fn variants() -> &'static [KernelVariant] {
-        <Self as private::Sealed>::kernel_variants()
-    }
-}
-
-mod private {
-    use super::{ActArgs, Geometry};
-    use crate::{DeviceRead, DeviceWrite, KernelVariant, Result, Stream};
-
-    /// Seals [`super::ActElement`] and carries the per-type kernel plumbing.
-    pub trait Sealed: crate::DeviceRepr {
-        /// The variants of this type's kernel.
-        fn kernel_variants() -> &'static [KernelVariant];
-        /// The variants of this type's in-place kernel.
-        fn inplace_variants() -> &'static [KernelVariant];
-        /// Launches this type's in-place kernel through its typed wrapper.
-        fn launch_inplace_kernel(
-            stream: &Stream,
-            args: &ActArgs<'_, Self>,
-            geo: &Geometry,
-            data: &mut impl DeviceWrite<Self>,
-        ) -> Result<()>;
-        /// Launches this type's kernel through its typed wrapper (out of place).
-        fn launch_kernel(
-            stream: &Stream,
-            args: &ActArgs<'_, Self>,
-            geo: &Geometry,
-            input: &impl DeviceRead<Self>,
-            output: &mut impl DeviceWrite<Self>,
-        ) -> Result<()>;
-    }
-}
-
-/// The kernel variant of `act` among `variants` (the bias and residual are runtime flags).
-fn find_variant(variants: &'static [KernelVariant], act: Act) -> Result<&'static KernelVariant> {
-    variants
-        .iter()
-        .find(|v| v.consts.contains(&("ACT", act.variant_name())))
-        .ok_or_else(|| {
-            let kernel = variants.first().map_or("act", |v| v.kernel);
-            crate::__private::variant_not_compiled(kernel, format!("ACT={}", act.variant_name()))
-        })
-}
-
-macro_rules! act_element {
-    ($t:ty, $name:literal, $kernel:ident, $inplace:ident, |$v:ident| $to:expr, |$f:ident| $from:expr) => {
-        impl ActElement for $t {
-            const NAME: &'static str = $name;
-            fn to_f32(self) -> f32 {
-                let $v = self;
-                $to
-            }
-            fn from_f32($f: f32) -> $t {
-                $from
-            }
-        }
-
-        impl private::Sealed for $t {
-            fn kernel_variants() -> &'static [KernelVariant] {
-                crate::kernels::act::$kernel::VARIANTS
-            }
-
-            fn inplace_variants() -> &'static [KernelVariant] {
-                crate::kernels::act::$inplace::VARIANTS
-            }
-
-            fn launch_inplace_kernel(
-                stream: &Stream,
-                args: &ActArgs<'_, $t>,
-                geo: &Geometry,
-                data: &mut impl DeviceWrite<$t>,
-            ) -> Result<()> {
-                let n = data.len() as u64;
-                let k = KernelScalars::new(args, geo);
-                // An absent operand is an empty buffer (no allocation): the flags tell the
-                // kernel not to read it.
-                let none = crate::DeviceBuffer::<$t>::alloc(stream.gpu(), 0)?;
-                let bias = args.bias.as_ref().map_or(none.slice(..)?, |b| *b);
-                let res = args.residual.as_ref().map_or(none.slice(..)?, |r| *r);
-                crate::kernels::act::$inplace::launch(
-                    stream, geo.cfg, args.act, &bias, &res, data, n, geo.head, geo.nvec, k.cols,
-                    k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
-                )
-            }
-
-            fn launch_kernel(
-                stream: &Stream,
-                args: &ActArgs<'_, $t>,
-                geo: &Geometry,
-                input: &impl DeviceRead<$t>,
-                output: &mut impl DeviceWrite<$t>,
-            ) -> Result<()> {
-                let n = input.len() as u64;
-                let k = KernelScalars::new(args, geo);
-                // Absent operands are passed as the input: the flags tell the kernel not to
-                // read them.
-                use crate::kernels::act::$kernel::launch;
-                match (&args.bias, &args.residual) {
-                    (Some(b), Some(r)) => launch(
-                        stream, geo.cfg, args.act, input, b, r, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
-                    ),
-                    (Some(b), None) => launch(
-                        stream, geo.cfg, args.act, input, b, input, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
-                    ),
-                    (None, Some(r)) => launch(
-                        stream, geo.cfg, args.act, input, input, r, output, n, geo.head, geo.nvec,
-                        k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
-                    ),
-                    (None, None) => launch(
-                        stream, geo.cfg, args.act, input, input, input, output, n, geo.head,
-                        geo.nvec, k.cols, k.vlast, k.clast, k.magic, k.shift, k.flags, args.slope,
-                    ),
-                }
-            }
-        }
-    };
-}
-
-/// The kernels' scalar parameters that describe the bias and residual.
-struct KernelScalars {
-    /// `cols` (1 without a bias).
-    cols: u32,
-    /// The first element of the last whole vector, `head + lanes * nvec - lanes` (wrapping).
-    vlast: u32,
-    /// `cols` less the lanes of a vector (wrapping): the last first column of a vector bias
-    /// read.
-    clast: u32,
-    /// The column divider (see [`column_divider`]).
-    magic: u32,
-    shift: u32,
-    /// [`crate::kernels::act::FLAG_BIAS`] | `FLAG_RES` | `FLAG_BIAS_VEC`.
-    flags: u32,
-}
-
-impl KernelScalars {
-    fn new<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> KernelScalars {
-        use crate::kernels::act::{FLAG_BIAS, FLAG_BIAS_VEC, FLAG_RES};
-        let cols = cols_u32(args);
-        let lanes = (16 / size_of::<T>()) as u64;
-        let (magic, shift) = column_divider(cols);
-        let mut flags = 0;
-        if args.bias.is_some() {
-            flags |= FLAG_BIAS;
-        }
-        if args.residual.is_some() {
-            flags |= FLAG_RES;
-        }
-        if bias_vectors(args, geo) {
-            flags |= FLAG_BIAS_VEC;
-        }
-        KernelScalars {
-            cols,
-            vlast: (u64::from(geo.head) + lanes * geo.nvec).wrapping_sub(lanes) as u32,
-            clast: cols.wrapping_sub(lanes as u32),
-            magic,
-            shift,
-            flags,
-        }
-    }
-}
-
-act_element!(f32, "f32", act_f32, act_inplace_f32, |v| v, |v| v);
-act_element!(
-    f16,
-    "f16",
-    act_f16,
-    act_inplace_f16,
-    |v| f16::to_f32(v),
-    |v| f16::from_f32(v)
-);
-act_element!(
-    bf16,
-    "bf16",
-    act_bf16,
-    act_inplace_bf16,
-    |v| bf16::to_f32(v),
-    |v| bf16::from_f32(v)
-);
-
-/// The accuracy of the activation kernels in f32: the largest difference from the reference
-/// ([`crate::cpu::act::act_f32`], the f64 definition rounded once), in units in the last place
-/// of the reference activation value. 0 means bit-exact. With a residual the f32 sum adds up to
-/// 1 ulp of the result; f16 / bf16 outputs add the rounding to the storage type (1 ulp of it).
-/// Results below 2^-124 in magnitude (a few times the smallest normal f32) are only accurate to
-/// an absolute 2^-124.
-pub fn max_error_ulps(act: Act) -> f32 {
-    match act {
-        Act::Identity | Act::Relu | Act::Relu6 | Act::LeakyRelu => 0.0,
-        Act::Tanh => 2.0,
-        Act::HardSigmoid => 2.0,
-        Act::HardSwish | Act::Sigmoid => 3.0,
-        Act::Silu | Act::GeluTanh => 4.0,
-        Act::Gelu => 6.0,
-    }
-}
-
-/// The negative slope of [`Act::LeakyRelu`] when none is given.
-pub const DEFAULT_LEAKY_SLOPE: f32 = 0.01;
+pub use crate::act::{max_error_ulps, Act, ActElement, DEFAULT_LEAKY_SLOPE};
 
 /// What an activation computes besides its input and output: the function, its slope, and the
 /// optional fused bias (one per column) and residual (one per element).
@@ -452,11 +135,20 @@ pub fn activation_with_grid_limit<T: ActElement>(
     if n == 0 {
         return stream.gpu().take_deferred();
     }
-    let variant = find_variant(T::variants(), args.act)?;
-    let residual_ptr = args.residual.map_or(input.device_ptr(), |r| r.device_ptr());
-    let ptrs = [input.device_ptr(), output.device_ptr(), residual_ptr];
-    let geo = Geometry::new(stream, variant, &ptrs, n, size_of::<T>(), max_blocks)?;
-    <T as private::Sealed>::launch_kernel(stream, args, &geo, input, output)
+    let variant = compiled(act_kernel::variant::<T>(args.act), "act", args.act)?;
+    let residual = args.residual.map_or(input.device_ptr(), |r| r.device_ptr());
+    let ptrs = [input.device_ptr(), output.device_ptr(), residual];
+    let (geo, p) = plan(stream, variant, args, &ptrs, n, max_blocks)?;
+    act_kernel::launch::<T>(
+        stream,
+        geo.cfg,
+        args.act,
+        p,
+        input,
+        args.bias.as_ref().map(|b| b as &dyn DeviceRead<T>),
+        args.residual.as_ref().map(|r| r as &dyn DeviceRead<T>),
+        output,
+    )
 }
 
 /// The in-place form of [`activation`]: `data[i] = act(data[i] + bias[i % cols]) + residual[i]`.
@@ -501,9 +193,30 @@ pub fn activation_inplace_with_grid_limit<T: ActElement>(
     }
     let y = data.device_ptr();
     let r = args.residual.map_or(y, |r| r.device_ptr());
-    let variant = find_variant(<T as private::Sealed>::inplace_variants(), args.act)?;
-    let geo = Geometry::new(stream, variant, &[y, r], n, size_of::<T>(), max_blocks)?;
-    <T as private::Sealed>::launch_inplace_kernel(stream, args, &geo, data)
+    let variant = compiled(
+        inplace_kernel::variant::<T>(args.act),
+        "act_inplace",
+        args.act,
+    )?;
+    let (geo, p) = plan(stream, variant, args, &[y, r], n, max_blocks)?;
+    inplace_kernel::launch::<T>(
+        stream,
+        geo.cfg,
+        args.act,
+        p,
+        args.bias.as_ref().map(|b| b as &dyn DeviceRead<T>),
+        args.residual.as_ref().map(|r| r as &dyn DeviceRead<T>),
+        data,
+    )
+}
+
+/// The variant a kernel's typed selection found, or the error naming what has none.
+fn compiled(
+    v: Option<&'static KernelVariant>,
+    kernel: &str,
+    act: Act,
+) -> Result<&'static KernelVariant> {
+    v.ok_or_else(|| crate::__private::variant_not_compiled(kernel, format!("ACT={act:?}")))
 }
 
 /// Shared argument checks of the two operations.
@@ -537,241 +250,127 @@ fn validate<T: DeviceRepr>(
     Ok(())
 }
 
-/// Whether the kernel may read the bias as 16-byte vectors: there is no scalar head and `cols`
-/// is a multiple of the lanes of a vector (so every vector's first column is a multiple of the
-/// lanes, and its lanes do not wrap round the row), and the bias is 16-byte aligned (else the
-/// bias is read per element).
-fn bias_vectors<T: DeviceRepr>(args: &ActArgs<'_, T>, geo: &Geometry) -> bool {
-    let lanes = 16 / size_of::<T>();
-    match args.bias {
-        Some(b) => {
-            geo.head == 0 && geo.nvec > 0 && args.cols % lanes == 0 && b.device_ptr() % 16 == 0
-        }
-        None => false,
-    }
-}
-
-/// The magic number and shift with which the kernels divide an element index `e < 2^31` by
-/// `cols` (`1 <= cols < 2^31`): `e / cols == (umulhi(e, magic) + e) >> shift`, where
-/// `shift = ceil(log2(cols))` and `magic = floor(2^32 (2^shift - cols) / cols) + 1` (division
-/// by an invariant integer, the round-up method; the sum stays below 2^32 since `e < 2^31`).
-pub(crate) fn column_divider(cols: u32) -> (u32, u32) {
-    let d = u64::from(cols.max(1));
-    let shift = 64 - (d - 1).leading_zeros();
-    let magic = ((1u64 << 32) * ((1u64 << shift) - d)) / d + 1;
-    (magic as u32, shift)
-}
-
-/// `cols` as the kernel takes it (1 without a bias, so the kernel's column arithmetic is defined).
-fn cols_u32<T: DeviceRepr>(args: &ActArgs<'_, T>) -> u32 {
-    match args.bias {
+/// The launch geometry and the kernel's scalars for `n` elements whose pointers are `ptrs`.
+fn plan<T: DeviceRepr>(
+    stream: &Stream,
+    variant: &'static KernelVariant,
+    args: &ActArgs<'_, T>,
+    ptrs: &[DevicePtr],
+    n: usize,
+    limit: Option<u32>,
+) -> Result<(Geometry, ActParams)> {
+    let elem = size_of::<T>();
+    let geo = launch_geometry(stream, variant, args.act, elem, ptrs, n, limit)?;
+    let lanes = (16 / elem) as u64;
+    let cols = match args.bias {
         Some(_) => args.cols as u32,
         None => 1,
-    }
-}
-
-/// Threads per block of the activation kernels.
-pub(crate) const BLOCK: u64 = 256;
-/// The most blocks of one launch: 2^28 threads, one 16-byte vector each (4 GiB); longer data
-/// goes round the kernels' grid-stride loops.
-const MAX_GRID: u64 = 1 << 20;
-/// Blocks per SM for the arithmetic-bound activations (see [`Geometry::new`]; on an H200, with
-/// the kernels at 32 registers, 256 reaches 97.0-97.9% of the copy for gelu, gelu-tanh, silu,
-/// sigmoid and tanh in f32 and f16, 128 96.0-96.6%, 64 about 94.5%, and one vector per
-/// thread 86-97%).
-const ARITH_BLOCKS_PER_SM: u64 = 256;
-/// Blocks per SM for the other activations on two-byte types, or with fewer resident threads
-/// than the SM has slots (on an H200: 97% of the copy bandwidth, against 92-93% with one vector
-/// per thread).
-const HALF_BLOCKS_PER_SM: u64 = 256;
-
-/// Whether an SM holds as many threads of `variant` as it has thread slots (by its registers;
-/// measured on an H200: at 34 registers, 75% of the slots, a one-vector-per-thread grid
-/// reaches 93% of the copy bandwidth, a grid of 256 blocks per SM 97%). Loads the variant's
-/// module on first use; remembered per device and variant. True where the device reports no
-/// function (the emulated device).
-fn full_occupancy(gpu: &crate::Gpu, variant: &'static KernelVariant) -> Result<bool> {
-    type Key = (crate::BackendKind, usize, usize);
-    static CACHE: std::sync::Mutex<Vec<(Key, bool)>> = std::sync::Mutex::new(Vec::new());
-    let key = (
-        gpu.backend_kind(),
-        gpu.ordinal(),
-        variant as *const KernelVariant as usize,
-    );
-    if let Some(&(_, full)) = CACHE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .find(|(k, _)| *k == key)
-    {
-        return Ok(full);
-    }
-    gpu.enter()?;
-    let slot = gpu.variant_function(variant)?;
-    let Some(loaded) = slot.loaded() else {
-        return Ok(true);
     };
-    let regs = u64::from(
-        gpu.backend()
-            .function_attributes(loaded.function)?
-            .num_regs
-            .max(1),
-    );
-    let threads: u64 = variant
-        .block
-        .iter()
-        .map(|&b| u64::from(b))
-        .product::<u64>()
-        .max(1);
-    // 64K registers per SM on sm_70..sm_90, allocated per warp in units of 256.
-    let warp_regs = (regs * 32).div_ceil(256) * 256;
-    let blocks_by_regs = 65536 / (warp_regs * threads.div_ceil(32));
-    let sm_threads: u64 = match gpu.compute_capability() {
-        (7, 5) => 1024,
-        (8, 6) | (8, 7) | (8, 9) => 1536,
-        _ => 2048,
+    let (cmagic, cshift) = column_divider(cols);
+    let bias_vec = args.bias.is_some_and(|b| {
+        geo.head == 0 && geo.nvec > 0 && args.cols as u64 % lanes == 0 && b.device_ptr() % 16 == 0
+    });
+    let p = ActParams {
+        n: n as u64,
+        nvec: geo.nvec,
+        head: geo.head,
+        cols,
+        vlast: (u64::from(geo.head) + lanes * geo.nvec).wrapping_sub(lanes) as u32,
+        clast: cols.wrapping_sub(lanes as u32),
+        cmagic,
+        cshift,
+        slope: args.slope,
+        bias_vec,
     };
-    let full = blocks_by_regs * threads >= sm_threads;
-    CACHE
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((key, full));
-    Ok(full)
+    Ok((geo, p))
 }
 
-/// Whether `variant` computes an activation whose arithmetic, not its memory traffic, bounds
-/// its speed (exp, erfc or a reciprocal per element).
-/// Whether `variant` is one of the activations whose vector loops take two vectors a turn in
-/// f32 (the kernels' `pairs`).
-fn light(variant: &KernelVariant) -> bool {
-    variant.consts.iter().any(|&(k, v)| {
-        k == "ACT"
-            && matches!(
-                v,
-                "Identity" | "Relu" | "Relu6" | "LeakyRelu" | "HardSwish" | "HardSigmoid"
-            )
-    })
-}
-
-fn arithmetic_bound(variant: &KernelVariant) -> bool {
-    variant
-        .consts
-        .iter()
-        .any(|&(k, v)| k == "ACT" && matches!(v, "Gelu" | "GeluTanh" | "Silu" | "Sigmoid" | "Tanh"))
-}
-
-/// How one launch splits its elements: a scalar head up to the first 16-byte boundary, `nvec`
-/// vectors of 16 bytes, and a scalar tail; and the grid.
+/// The grid of an activation launch of `variant` over `n` elements of `elem` bytes whose
+/// pointers are `ptrs` (for tests that launch kernels the way the operations do; not a
+/// stable API).
+///
+/// The grid gives each thread one vector (or scalar element), so that the whole grid covers
+/// the data in one pass (many short blocks keep more loads in flight than a persistent grid),
+/// up to [`MAX_GRID`] blocks (or `limit`). Activations whose arithmetic outweighs their memory
+/// traffic, the 16-bit types (which convert every element), and variants that cannot fill
+/// every thread slot of an SM (by the driver's occupancy answer) get a grid of
+/// [`BOUNDED_BLOCKS_PER_SM`] blocks per SM instead, each thread taking several vectors. The
+/// light f32 activations take two vectors a turn on the one-vector grid (the kernels'
+/// `pairs`): half the threads, each set up once for eight elements. Measurements are in the
+/// README.
 #[doc(hidden)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
-    /// Elements before the first vector.
-    pub head: u32,
-    /// Whole 16-byte vectors.
-    pub nvec: u64,
-    /// The launch configuration.
-    pub cfg: LaunchConfig,
+pub fn launch_geometry(
+    stream: &Stream,
+    variant: &'static KernelVariant,
+    act: Act,
+    elem: usize,
+    ptrs: &[DevicePtr],
+    n: usize,
+    limit: Option<u32>,
+) -> Result<Geometry> {
+    let gpu = stream.gpu();
+    let props = gpu.props();
+    let sms = u64::from(props.sm_count.max(1));
+    let bounded = sms * BOUNDED_BLOCKS_PER_SM;
+    let max_blocks = match limit {
+        Some(b) => u64::from(b),
+        None if arithmetic_bound(act) || elem < 4 => bounded,
+        None => {
+            let threads = variant.block.iter().product::<u32>().max(1);
+            let resident = gpu.blocks_per_sm(variant, 0)?.saturating_mul(threads);
+            if resident < props.max_threads_per_sm {
+                bounded
+            } else {
+                MAX_GRID
+            }
+        }
+    };
+    let per_thread = if elem == 4 && max_blocks == MAX_GRID && light(act) {
+        2
+    } else {
+        1
+    };
+    let elem = elem as u64;
+    Ok(Geometry::with_vectors_per_thread(
+        max_blocks, ptrs, n as u64, elem, per_thread,
+    ))
 }
 
-impl Geometry {
-    /// The split for `len` elements of `elem` bytes whose pointers are `ptrs` (every stream the
-    /// kernel reads or writes per element; vectors need them all at the same offset modulo 16).
-    /// The grid gives each thread one vector (or scalar element), so that the whole grid
-    /// covers the data in one pass: many short blocks keep more loads in flight than a
-    /// persistent grid of one wave (measured on an H200: a copy in this pattern reaches the
-    /// driver's copy bandwidth, a one-wave grid-stride copy 91-95% of it); at most
-    /// [`MAX_GRID`] blocks (or `limit`), beyond which the kernels' grid-stride loops take
-    /// over. Activations whose arithmetic outweighs their memory traffic get a grid of
-    /// [`ARITH_BLOCKS_PER_SM`] blocks per SM instead, each thread taking several vectors (its
-    /// set-up amortized), and the others on f16 / bf16, or with too many registers for every
-    /// thread slot of an SM, [`HALF_BLOCKS_PER_SM`]. Loads the variant's module on first use
-    /// (its register count decides). `variant` is the kernel to be launched (its block is [`BLOCK`]
-    /// threads).
-    pub fn new(
-        stream: &Stream,
-        variant: &'static KernelVariant,
-        ptrs: &[DevicePtr],
-        len: usize,
-        elem: usize,
-        limit: Option<u32>,
-    ) -> Result<Geometry> {
-        let sms = u64::from(stream.gpu().props().sm_count.max(1));
-        let max_blocks = match limit {
-            Some(b) => u64::from(b),
-            None if arithmetic_bound(variant) => sms * ARITH_BLOCKS_PER_SM,
-            // Two-byte types convert every element: their threads do enough work that a
-            // bounded grid does better than one vector per thread.
-            None if elem < 4 => sms * HALF_BLOCKS_PER_SM,
-            // One vector per thread needs every thread slot of the SM to keep enough loads in
-            // flight; with fewer (more registers), a bounded grid does better.
-            None if !full_occupancy(stream.gpu(), variant)? => sms * HALF_BLOCKS_PER_SM,
-            None => MAX_GRID,
-        };
-        // The light f32 activations take two vectors a turn on the one-vector grid (see the
-        // kernels' `pairs`): half the threads, each set up once for eight elements.
-        let per_thread = if elem == 4 && max_blocks == MAX_GRID && light(variant) {
-            2
-        } else {
-            1
-        };
-        Ok(Geometry::with_vectors_per_thread(
-            max_blocks,
-            ptrs,
-            len as u64,
-            elem as u64,
-            per_thread,
-        ))
-    }
+/// Blocks per SM of the bounded grids (see [`plan`]).
+const BOUNDED_BLOCKS_PER_SM: u64 = 256;
 
-    /// As [`Geometry::new`] with a grid of at most `max_blocks` blocks.
-    pub fn with_max_blocks(max_blocks: u64, ptrs: &[DevicePtr], len: u64, elem: u64) -> Geometry {
-        Geometry::with_vectors_per_thread(max_blocks, ptrs, len, elem, 1)
-    }
+/// Whether `act`'s arithmetic, not its memory traffic, bounds its speed (exp, erfc or a
+/// reciprocal per element).
+fn arithmetic_bound(act: Act) -> bool {
+    matches!(
+        act,
+        Act::Gelu | Act::GeluTanh | Act::Silu | Act::Sigmoid | Act::Tanh
+    )
+}
 
-    /// As [`Geometry::with_max_blocks`] with a thread for every `per_thread` vectors.
-    fn with_vectors_per_thread(
-        max_blocks: u64,
-        ptrs: &[DevicePtr],
-        len: u64,
-        elem: u64,
-        per_thread: u64,
-    ) -> Geometry {
-        let lanes = 16 / elem;
-        let misalign = ptrs.first().map_or(0, |p| p % 16);
-        let (head, nvec) = if ptrs.iter().all(|p| p % 16 == misalign) && misalign % elem == 0 {
-            let head = ((16 - misalign) % 16 / elem).min(len);
-            (head, (len - head) / lanes)
-        } else {
-            (len.min(u64::from(u32::MAX)), 0)
-        };
-        let scalar = len - nvec * lanes;
-        let work = nvec.div_ceil(per_thread).max(scalar);
-        let blocks = work
-            .div_ceil(BLOCK)
-            .clamp(1, max_blocks.clamp(1, u64::from(u32::MAX)));
-        Geometry {
-            head: head as u32,
-            nvec,
-            cfg: LaunchConfig::grid_1d(blocks as u32),
-        }
-    }
+/// Whether `act`'s f32 vector loops take two vectors a turn (the kernels' `pairs`).
+fn light(act: Act) -> bool {
+    !arithmetic_bound(act)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const BASE: DevicePtr = 0x7000_0000_0000;
+    use half::{bf16, f16};
 
     #[test]
-    fn every_combination_has_a_compiled_variant() {
+    fn every_activation_and_type_has_a_compiled_variant() {
         fn check<T: ActElement>() {
             for act in Act::ALL {
-                for variants in [T::variants(), <T as private::Sealed>::inplace_variants()] {
-                    let v = find_variant(variants, act).unwrap();
+                let want = format!("{act:?}");
+                for v in [
+                    act_kernel::variant::<T>(act),
+                    inplace_kernel::variant::<T>(act),
+                ] {
+                    let v = v.expect("compiled");
                     assert_eq!(
                         v.consts,
-                        &[("ACT", act.variant_name())],
+                        &[("T", T::DTYPE.name()), ("ACT", want.as_str())],
                         "{}",
                         v.display_name()
                     );
@@ -781,66 +380,5 @@ mod tests {
         check::<f32>();
         check::<f16>();
         check::<bf16>();
-    }
-
-    #[test]
-    fn aligned_pointers_use_vectors_and_a_tail() {
-        let g = Geometry::with_max_blocks(528, &[BASE, BASE + 4096, BASE + 8192], 1003, 4);
-        assert_eq!((g.head, g.nvec), (0, 250));
-        // 250 vectors, 3 tail elements: one block.
-        assert_eq!(g.cfg.grid, [1, 1, 1]);
-    }
-
-    #[test]
-    fn a_common_offset_gives_a_scalar_head() {
-        // Views at element 3 of f32 buffers: 1 element up to the 16-byte boundary.
-        let g = Geometry::with_max_blocks(16, &[BASE + 12, BASE + 4096 + 12], 10, 4);
-        assert_eq!((g.head, g.nvec), (1, 2));
-        // f16 at element 5: 3 elements to the boundary, then vectors of 8.
-        let g = Geometry::with_max_blocks(16, &[BASE + 10, BASE + 256 + 10], 30, 2);
-        assert_eq!((g.head, g.nvec), (3, 3));
-        // Shorter than the head.
-        let g = Geometry::with_max_blocks(16, &[BASE + 4, BASE + 4], 2, 4);
-        assert_eq!((g.head, g.nvec), (2, 0));
-    }
-
-    #[test]
-    fn the_column_divider_divides() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        let mut divisors: Vec<u32> = vec![1, 2, 3, 4, 5, 7, 64, 1000, 4096, 65537, (1 << 31) - 1];
-        divisors.extend((0..300).map(|_| (next() % (1 << 31)) as u32 + 1));
-        divisors.extend((0..300).map(|_| (next() % 5000) as u32 + 1));
-        for d in divisors {
-            let (magic, shift) = column_divider(d);
-            let mut es: Vec<u32> = vec![0, 1, d - 1, d, d.wrapping_add(1), (1 << 31) - 1];
-            es.extend((0..200).map(|_| (next() % (1 << 31)) as u32));
-            for e in es.into_iter().filter(|&e| e < 1 << 31) {
-                let hi = ((u64::from(e) * u64::from(magic)) >> 32) as u32;
-                let q = (hi + e) >> shift;
-                assert_eq!(q, e / d, "{e} / {d} (magic {magic}, shift {shift})");
-            }
-        }
-    }
-
-    #[test]
-    fn disagreeing_offsets_fall_back_to_scalar() {
-        let g = Geometry::with_max_blocks(16, &[BASE + 4, BASE + 8], 100, 4);
-        assert_eq!((g.head, g.nvec), (100, 0));
-    }
-
-    #[test]
-    fn the_grid_fills_the_device_and_no_more() {
-        let g = Geometry::with_max_blocks(528, &[BASE, BASE], 1 << 28, 4);
-        assert_eq!(g.nvec, 1 << 26);
-        assert_eq!(g.cfg.grid, [528, 1, 1]);
-        // 1250 vectors, one per thread.
-        let g = Geometry::with_max_blocks(528, &[BASE, BASE], 5000, 4);
-        assert_eq!(g.cfg.grid, [5, 1, 1]);
     }
 }

@@ -140,6 +140,19 @@ impl Checker<'_> {
                 )
             }
             ExprKind::If { cond, then, els } => {
+                // `if opt.is_some()` / `if opt.is_none()` on an optional slice: its presence is
+                // known in each branch (as with `if let`).
+                if let Some((id, some)) = self.presence_test(cond) {
+                    return self.check_presence_if(
+                        id,
+                        some,
+                        cond,
+                        then,
+                        els.as_deref(),
+                        expect,
+                        span,
+                    );
+                }
                 let c = self.check_expr(cond, Some(&Ty::Scalar(Scalar::Bool)));
                 self.expect_ty(&c, &Ty::Scalar(Scalar::Bool), cond.span);
                 if let TKind::Const(ConstVal::Bool(b)) = c.kind {
@@ -523,6 +536,122 @@ impl Checker<'_> {
         );
     }
 
+    /// `opt.is_some()` (`true`) or `opt.is_none()` (`false`) of an optional slice parameter.
+    fn presence_test(&self, cond: &Expr) -> Option<(VarId, bool)> {
+        let ExprKind::Method {
+            recv,
+            method,
+            generics,
+            args,
+        } = &cond.kind
+        else {
+            return None;
+        };
+        let ExprKind::Var(name) = &recv.kind else {
+            return None;
+        };
+        let some = match method.to_string().as_str() {
+            "is_some" => true,
+            "is_none" => false,
+            _ => return None,
+        };
+        if !generics.is_empty() || !args.is_empty() {
+            return None;
+        }
+        match self.lookup(&name.to_string()) {
+            Some(Binding::Opt(id)) => Some((id, some)),
+            _ => None,
+        }
+    }
+
+    /// `if opt.is_some() { a } else { b }` (or `is_none`): `opt`'s presence known in each
+    /// branch; a test already made keeps only its branch.
+    #[allow(clippy::too_many_arguments)]
+    fn check_presence_if(
+        &mut self,
+        id: VarId,
+        some: bool,
+        cond: &Expr,
+        then: &crate::parse::Block,
+        els: Option<&Expr>,
+        expect: Option<&Ty>,
+        span: Span,
+    ) -> TExpr {
+        let known = self.opt_known.get(&id).copied().map(|k| k == some);
+        let saved = self.opt_known.insert(id, some);
+        let t = (known != Some(false)).then(|| self.check_block(then, expect));
+        self.opt_known.insert(id, !some);
+        let ex = match els {
+            Some(x) if known != Some(true) => {
+                Some(self.check_expr(x, expect.or(t.as_ref().map(|t| &t.ty))))
+            }
+            _ => None,
+        };
+        match saved {
+            Some(v) => self.opt_known.insert(id, v),
+            None => self.opt_known.remove(&id),
+        };
+        let unit = TExpr {
+            kind: TKind::Block(TBlock {
+                stmts: vec![],
+                tail: None,
+                ty: Ty::Unit,
+            }),
+            ty: Ty::Unit,
+            span,
+        };
+        match (known, t, ex) {
+            (Some(true), Some(t), _) => {
+                let ty = if els.is_some() {
+                    t.ty.clone()
+                } else {
+                    Ty::Unit
+                };
+                TExpr {
+                    kind: TKind::Block(t),
+                    ty,
+                    span,
+                }
+            }
+            (Some(false), _, ex) => ex.unwrap_or(unit),
+            (_, Some(t), ex) => {
+                let ty = match &ex {
+                    Some(ex) if !same(&t.ty, &ex.ty) => {
+                        self.cx.error(
+                            ex.span,
+                            format!(
+                                "`if` and `else` have different types: `{}` and `{}`",
+                                t.ty, ex.ty
+                            ),
+                        );
+                        t.ty.clone()
+                    }
+                    Some(ex) if t.ty == Ty::Never => ex.ty.clone(),
+                    Some(_) => t.ty.clone(),
+                    None => Ty::Unit,
+                };
+                let mut c = TExpr {
+                    kind: TKind::IsSome(id),
+                    ty: Ty::Scalar(Scalar::Bool),
+                    span: cond.span,
+                };
+                if !some {
+                    c = self.unary(crate::parse::UnOp::Not, c, cond.span);
+                }
+                TExpr {
+                    kind: TKind::If {
+                        cond: Box::new(c),
+                        then: t,
+                        els: ex.map(Box::new),
+                    },
+                    ty,
+                    span,
+                }
+            }
+            (_, None, _) => err_expr(span),
+        }
+    }
+
     /// `s.field` of a parameter struct: the field's variable.
     fn check_field(&mut self, base: &Expr, field: &syn::Ident, span: Span) -> TExpr {
         let Some((id, ty)) = self.place_base(base) else {
@@ -636,22 +765,20 @@ impl Checker<'_> {
                 } else {
                     Ty::Unit
                 };
-                return TExpr {
+                TExpr {
                     kind: TKind::Block(t),
                     ty,
                     span,
-                };
+                }
             }
-            (Some(false), _, ex) => {
-                return match ex {
-                    Some(ex) => ex,
-                    None => TExpr {
-                        kind: TKind::Block(unit()),
-                        ty: Ty::Unit,
-                        span,
-                    },
-                };
-            }
+            (Some(false), _, ex) => match ex {
+                Some(ex) => ex,
+                None => TExpr {
+                    kind: TKind::Block(unit()),
+                    ty: Ty::Unit,
+                    span,
+                },
+            },
             (_, Some(t), ex) => {
                 let ty = match &ex {
                     Some(ex) => {

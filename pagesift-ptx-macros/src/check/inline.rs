@@ -131,17 +131,39 @@ impl Checker<'_> {
             match pty {
                 Ty::Option(inner) => {
                     let HelperArg::Expr(e) = a else { continue };
+                    use crate::parse::ExprKind;
                     let found = match &e.kind {
-                        crate::parse::ExprKind::Var(n) => self.lookup(&n.to_string()),
+                        ExprKind::Var(n) if n == "None" => {
+                            // An operand known to be absent: its tests fold away.
+                            let id = self.declare_hidden("None", (**inner).clone());
+                            self.opt_known.insert(id, false);
+                            Some(Binding::Opt(id))
+                        }
+                        ExprKind::Var(n) => self.lookup(&n.to_string()),
+                        ExprKind::Call { func, args, .. }
+                            if func.len() == 1 && func[0] == "Some" && args.len() == 1 =>
+                        {
+                            // A slice known to be present.
+                            self.place_base(&args[0]).map(|(id, t)| {
+                                if t == **inner || t == Ty::Never {
+                                    self.opt_known.insert(id, true);
+                                }
+                                Binding::Opt(id)
+                            })
+                        }
                         _ => None,
                     };
                     match found {
-                        Some(Binding::Opt(id)) if self.vars[id].ty == **inner => {
+                        Some(Binding::Opt(id))
+                            if self.vars[id].ty == **inner
+                                || matches!((&self.vars[id].ty, &**inner),
+                                    (Ty::Slice { elem: a, mutable: true }, Ty::Slice { elem: b, mutable: false }) if a == b) =>
+                        {
                             aliases.push((p.name.to_string(), Binding::Opt(id)));
                         }
                         _ => self.cx.error(
                             e.span,
-                            format!("expected an optional slice parameter of type `{pty}`"),
+                            format!("expected `None`, `Some(slice)` or an optional slice parameter of type `{pty}`"),
                         ),
                     }
                 }

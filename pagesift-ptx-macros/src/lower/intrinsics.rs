@@ -127,6 +127,8 @@ impl Lower<'_> {
             Intr::Recip => self.un(UnKind::Rcp, s0, vals[0].clone(), span),
             Intr::RecipFast => self.un(UnKind::RcpApprox, s0, vals[0].clone(), span),
             Intr::Exp2Fast => self.un(UnKind::Ex2Approx, s0, vals[0].clone(), span),
+            Intr::RecipFastFtz => self.un(UnKind::RcpApproxFtz, s0, vals[0].clone(), span),
+            Intr::Exp2FastFtz => self.un(UnKind::Ex2ApproxFtz, s0, vals[0].clone(), span),
             Intr::Log2Fast => self.un(UnKind::Lg2Approx, s0, vals[0].clone(), span),
             Intr::TanhFast => self.un(UnKind::TanhApprox, s0, vals[0].clone(), span),
             Intr::SinFast => self.un(UnKind::SinApprox, s0, vals[0].clone(), span),

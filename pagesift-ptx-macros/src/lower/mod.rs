@@ -553,12 +553,25 @@ impl Lower<'_> {
                 _ => Val::Unit,
             },
             TKind::IsSome(id) => match self.vars.get(id) {
-                Some(Store::Global { base, .. }) => {
-                    let base = *base;
+                Some(Store::Global { len_param, .. }) => {
+                    // The address parameter, loaded where it is tested (ptxas reads it from
+                    // the constant bank, so no register holds it for the test).
+                    let param = len_param.trim_end_matches("_len").to_string();
+                    let raw = self.reg(RegClass::B64);
+                    self.emit(
+                        Op::Ld {
+                            space: Space::Param,
+                            ty: Scalar::U64,
+                            vec: 1,
+                            nc: false,
+                        },
+                        vec![raw.into(), addr(Operand::Name(param), 0)],
+                        span,
+                    );
                     let p = self.reg(RegClass::Pred);
                     self.emit(
                         Op::Setp(ptx::CmpKind::Ne, Scalar::U64),
-                        vec![p.into(), base.into(), Operand::Int(0)],
+                        vec![p.into(), raw.into(), Operand::Int(0)],
                         span,
                     );
                     Val::Reg(p, Scalar::Bool)

@@ -337,6 +337,20 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         }
         item.consts = consts;
         item.types = types;
+        item.type_bounds = f
+            .sig
+            .generics
+            .params
+            .iter()
+            .filter_map(|g| match g {
+                syn::GenericParam::Type(t) if t.bounds.is_empty() => Some(None),
+                syn::GenericParam::Type(t) => {
+                    let b = &t.bounds;
+                    Some(Some(quote::quote!(#b)))
+                }
+                _ => None,
+            })
+            .collect();
         item.source = Some(f.clone());
         return item;
     }
@@ -354,6 +368,7 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         target: None,
         module: None,
         types: Vec::new(),
+        type_bounds: Vec::new(),
         source: None,
     };
     for attr in &f.attrs {

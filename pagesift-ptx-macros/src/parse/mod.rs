@@ -53,6 +53,9 @@ pub struct FnItem {
     /// Type parameters (`<T>`): also listed in `consts` with [`ConstTy::Type`]. The body of a
     /// generic fn is parsed again per instantiation, from `source` with each type substituted.
     pub types: Vec<Ident>,
+    /// The bounds written on each type parameter (`T: ActElement`): the launch wrapper takes
+    /// them as written instead of a trait of its own.
+    pub type_bounds: Vec<Option<proc_macro2::TokenStream>>,
     pub source: Option<syn::ItemFn>,
 }
 

@@ -198,14 +198,14 @@ fn preload_parallel(gpu: &Gpu, pick: impl Fn(&KernelVariant) -> bool) -> usize {
 
 /// The storage type's ulp at `v`.
 fn storage_ulp<T: ActElement>(v: f32) -> f32 {
-    let mantissa_bits = match T::NAME {
+    let mantissa_bits = match T::DTYPE.name() {
         "f16" => 10,
         "bf16" => 7,
         _ => return 0.0,
     };
     let a = v.abs().max(f32::MIN_POSITIVE);
     let exp = a.log2().floor() as i32;
-    let min_exp = if T::NAME == "f16" { -14 } else { -126 };
+    let min_exp = if T::DTYPE.name() == "f16" { -14 } else { -126 };
     2f32.powi(exp.max(min_exp) - mantissa_bits)
 }
 
@@ -232,7 +232,7 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
         Err(e) => {
             report
                 .failures
-                .push(format!("{}: upload failed: {e}", T::NAME));
+                .push(format!("{}: upload failed: {e}", T::DTYPE.name()));
             return;
         }
     };
@@ -244,7 +244,7 @@ fn check_type<T: ActElement>(gpu: &Gpu, n: usize, cols: usize, report: &mut Fami
                 let where_ = format!(
                     "{} {}{}{}{}",
                     act.name(),
-                    T::NAME,
+                    T::DTYPE.name(),
                     if bias_on { "+b" } else { "" },
                     if res_on { "+r" } else { "" },
                     if inplace { " inpl" } else { "" }
@@ -442,7 +442,7 @@ fn scan_half<T: ActElement>(gpu: &Gpu, inputs: &[T], report: &mut FamilyReport) 
     let mut line = format!(
         "  {} exhaustive ({} inputs), storage ulps beyond the f32 allowance (results other \
          than the nearest to the reference):",
-        T::NAME,
+        T::DTYPE.name(),
         inputs.len()
     );
     for act in Act::ALL {
@@ -451,7 +451,7 @@ fn scan_half<T: ActElement>(gpu: &Gpu, inputs: &[T], report: &mut FamilyReport) 
             Err(e) => {
                 report
                     .failures
-                    .push(format!("scan {} {}: {e}", act.name(), T::NAME));
+                    .push(format!("scan {} {}: {e}", act.name(), T::DTYPE.name()));
                 continue;
             }
         };
@@ -486,7 +486,7 @@ fn scan_half<T: ActElement>(gpu: &Gpu, inputs: &[T], report: &mut FamilyReport) 
         }
         line += &format!(" {} {worst:.2} ({not_nearest})", act.name());
         if worst > report.worst.0 {
-            report.worst = (worst, format!("{} {} scan", act.name(), T::NAME));
+            report.worst = (worst, format!("{} {} scan", act.name(), T::DTYPE.name()));
         }
     }
     outln!("{line}");

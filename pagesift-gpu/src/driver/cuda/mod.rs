@@ -129,6 +129,7 @@ impl Backend for CudaBackend {
                 self.attr(dev, COMPUTE_CAPABILITY_MINOR)?,
             ),
             sm_count: self.attr(dev, MULTIPROCESSOR_COUNT)?,
+            max_threads_per_sm: self.attr(dev, MAX_THREADS_PER_MULTIPROCESSOR)?,
             total_memory,
             l2_cache_bytes: self.attr(dev, L2_CACHE_SIZE)?,
             max_shared_per_block: self.attr(dev, MAX_SHARED_MEMORY_PER_BLOCK)?,
@@ -360,6 +361,23 @@ impl Backend for CudaBackend {
             local_bytes: get(LOCAL_SIZE_BYTES)?,
             max_threads_per_block: get(MAX_THREADS_PER_BLOCK)?,
         })
+    }
+
+    fn occupancy_blocks_per_sm(
+        &self,
+        function: RawHandle,
+        block_threads: u32,
+        dynamic_shared: u32,
+    ) -> Result<u32> {
+        // SAFETY: the safe layer passes a function of a loaded module.
+        let v = unsafe {
+            self.driver.occupancy_max_active_blocks(
+                ptr(function),
+                block_threads.min(i32::MAX as u32) as i32,
+                dynamic_shared as usize,
+            )
+        }?;
+        Ok(v.max(0) as u32)
     }
 
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {

@@ -801,6 +801,29 @@ impl Driver {
         Ok(v)
     }
 
+    /// `cuOccupancyMaxActiveBlocksPerMultiprocessor`.
+    ///
+    /// # Safety
+    /// `f` is a function of a loaded module.
+    pub unsafe fn occupancy_max_active_blocks(
+        &self,
+        f: CUfunction,
+        block_threads: c_int,
+        dynamic_shared: usize,
+    ) -> std::result::Result<i32, DriverError> {
+        let mut v: c_int = 0;
+        // SAFETY: writes one int.
+        self.check("cuOccupancyMaxActiveBlocksPerMultiprocessor", unsafe {
+            (self.fns.cuOccupancyMaxActiveBlocksPerMultiprocessor)(
+                &mut v,
+                f,
+                block_threads,
+                dynamic_shared,
+            )
+        })?;
+        Ok(v)
+    }
+
     /// `cuFuncSetAttribute`.
     ///
     /// # Safety

@@ -80,6 +80,8 @@ pub mod attr {
     pub const MULTIPROCESSOR_COUNT: c_int = 16;
     /// `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE`.
     pub const L2_CACHE_SIZE: c_int = 38;
+    /// `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR`.
+    pub const MAX_THREADS_PER_MULTIPROCESSOR: c_int = 39;
     /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR`.
     pub const COMPUTE_CAPABILITY_MAJOR: c_int = 75;
     /// `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR`.
@@ -209,6 +211,7 @@ function_table! {
         cuModuleGetFunction: fn(*mut CUfunction, CUmodule, *const c_char) -> CUresult;
         cuFuncGetAttribute: fn(*mut c_int, c_int, CUfunction) -> CUresult;
         cuFuncSetAttribute: fn(CUfunction, c_int, c_int) -> CUresult;
+        cuOccupancyMaxActiveBlocksPerMultiprocessor: fn(*mut c_int, CUfunction, c_int, usize) -> CUresult;
         cuLaunchKernel: fn(CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, *mut *mut c_void, *mut *mut c_void) -> CUresult;
     }
     optional {

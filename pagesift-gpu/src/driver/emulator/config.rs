@@ -11,6 +11,11 @@ pub struct EmulatorConfig {
     pub compute_capability: (u32, u32),
     /// Streaming multiprocessors it reports (default 4).
     pub sm_count: u32,
+    /// Threads resident on one multiprocessor (default 2048): with the shared memory, what
+    /// its occupancy answers come from.
+    pub max_threads_per_sm: u32,
+    /// Shared memory of one multiprocessor, in bytes (default 228 KiB).
+    pub shared_per_sm: u32,
     /// Shared memory per block without opting in, in bytes (default 48 KiB).
     pub max_shared_per_block: u32,
     /// Shared memory per block after opting in, in bytes (default 163 KiB).
@@ -41,6 +46,8 @@ impl Default for EmulatorConfig {
         EmulatorConfig {
             compute_capability: (8, 0),
             sm_count: 4,
+            max_threads_per_sm: 2048,
+            shared_per_sm: 228 * 1024,
             max_shared_per_block: 48 * 1024,
             max_shared_per_block_optin: 163 * 1024,
             memory_capacity: 1 << 30,

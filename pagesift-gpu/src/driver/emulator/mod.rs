@@ -403,6 +403,7 @@ impl Backend for Emulator {
             name: c.name.clone(),
             compute_capability: c.compute_capability,
             sm_count: c.sm_count,
+            max_threads_per_sm: c.max_threads_per_sm,
             total_memory: c.memory_capacity,
             l2_cache_bytes: 4 << 20,
             max_shared_per_block: c.max_shared_per_block,
@@ -775,6 +776,25 @@ impl Backend for Emulator {
             local_bytes: k.local_bytes,
             max_threads_per_block: max_threads.min(1024),
         })
+    }
+    fn occupancy_blocks_per_sm(
+        &self,
+        function: RawHandle,
+        block_threads: u32,
+        dynamic_shared: u32,
+    ) -> Result<u32> {
+        let h = self.handles("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
+        let f = h.functions.get(&function.0).ok_or_else(|| {
+            invalid_handle("cuOccupancyMaxActiveBlocksPerMultiprocessor", function)
+        })?;
+        // The emulated device has no register file: thread slots and shared memory decide.
+        let c = &self.config;
+        let by_threads = c.max_threads_per_sm / block_threads.max(1);
+        let shared = f.kernel.static_shared as u64 + dynamic_shared as u64;
+        let by_shared = (c.shared_per_sm as u64)
+            .checked_div(shared)
+            .map_or(u32::MAX, |b| b.min(u32::MAX as u64) as u32);
+        Ok(by_threads.min(by_shared).min(32))
     }
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {
         let optin = self.config.max_shared_per_block_optin;
