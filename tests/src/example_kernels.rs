@@ -2,7 +2,8 @@
 //! and the snapshot and `ptxas` tests compile them. Each exercises a different part of the
 //! language: enum const parameters and helpers (`bias_act`), shared memory, shuffles and
 //! atomics (`block_sum`), tuple variants, 2-D blocks, unrolled loops and vector accesses
-//! (`tile_scale`), half precision on sm_80 (`half_axpy`), and the `asm!` escape (`clock_mix`).
+//! (`tile_scale`), half precision on sm_80 (`half_axpy`, `half2_fma`), and the `asm!` escape
+//! (`clock_mix`).
 
 use pagesift_gpu::ptx_kernel;
 
@@ -360,6 +361,39 @@ pub fn semantics_reference(x: &[f32], k: &[i32], i: usize) -> [u32; 12] {
     out
 }
 
+ptx_kernel! {
+    /// `d[i] = a[i] * b[i] + c[i]` in f16 and `db[i] = ab[i] * bb[i] + cb[i]` in bf16, on
+    /// pairs: one `fma.rn.f16x2` and one `fma.rn.bf16x2` per thread (each lane rounded once).
+    #[target(sm_80)]
+    #[launch(block = 256)]
+    pub fn half2_fma(
+        a: &[f16],
+        b: &[f16],
+        c: &[f16],
+        d: &mut [f16],
+        ab: &[bf16],
+        bb: &[bf16],
+        cb: &[bf16],
+        db: &mut [bf16],
+        n_pairs: u32,
+    ) {
+        let p = block_idx_x() * block_dim_x() + thread_idx_x();
+        if p < n_pairs {
+            let x = a.load2(2 * p);
+            let y = b.load2(2 * p);
+            let z = c.load2(2 * p);
+            let r = f16x2::new(x[0], x[1]).mul_add(f16x2::new(y[0], y[1]), f16x2::new(z[0], z[1]));
+            d.store2(2 * p, [r.lo(), r.hi()]);
+            let x = ab.load2(2 * p);
+            let y = bb.load2(2 * p);
+            let z = cb.load2(2 * p);
+            let r =
+                bf16x2::new(x[0], x[1]).mul_add(bf16x2::new(y[0], y[1]), bf16x2::new(z[0], z[1]));
+            db.store2(2 * p, [r.lo(), r.hi()]);
+        }
+    }
+}
+
 /// Declares `casts_from_<T>`: `out_U[i] = x[i] as U` for every numeric type `U` (sm_80 for the
 /// bf16 results). Written through `macro_rules!`, which `ptx_kernel!` accepts like any tokens.
 macro_rules! casts_from {
@@ -421,7 +455,7 @@ casts_from!(casts_from_f64, f64);
 /// Every variant of the example kernels.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
     use crate::language_kernels as lang;
-    let families: [&'static [pagesift_gpu::KernelVariant]; 25] = [
+    let families: &[&'static [pagesift_gpu::KernelVariant]] = &[
         lang::axpy::VARIANTS,
         lang::vec_copy::VARIANTS,
         lang::type_tag::VARIANTS,
@@ -430,6 +464,7 @@ pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
         block_sum::VARIANTS,
         tile_scale::VARIANTS,
         half_axpy::VARIANTS,
+        half2_fma::VARIANTS,
         clock_mix::VARIANTS,
         special_fn::VARIANTS,
         chunk_reverse::VARIANTS,

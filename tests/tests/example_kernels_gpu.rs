@@ -6,9 +6,10 @@
 
 use half::{bf16, f16};
 use pagesift_gpu::cpu::act::erf_f64;
+use pagesift_gpu::cpu::round;
 use pagesift_gpu::{DeviceBuffer, Gpu, LaunchConfig};
 use pagesift_tests::example_kernels::{self, ExampleAct};
-use pagesift_tests::gpu_or_skip;
+use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::{Rng, SeedableRng};
 
 fn random_f32(n: usize, seed: u64) -> Vec<f32> {
@@ -180,10 +181,175 @@ fn half_axpy_packed_math_and_bf16_rounding() {
     );
     for i in 0..xs.len() {
         // fma in f16: one rounding of a * x + y.
-        let want = f16::from_f64(0.75 * xs[i].to_f64() + ys[i].to_f64());
+        let want = round::f16_mul_add(f16::from_f32(a), xs[i], ys[i]);
         assert_eq!(y[i], want, "i={i}");
         assert_eq!(z[i], bf16::from_f32(xs[i].to_f32()), "i={i}");
     }
+}
+
+/// Operand bit patterns `[a, b, c]` of `n` fused multiply-adds in the 16-bit `fmt`: arbitrary
+/// patterns (NaN, infinities, subnormals), moderate values, products exactly on a midpoint of
+/// the format with an addend far below f32's resolution of the sum (or zero: a tie), and
+/// products next to a midpoint with the addend that lands the sum on it or one of its ulps
+/// either side.
+fn fma_operands(fmt: round::Format, n: usize, seed: u64) -> [Vec<u16>; 3] {
+    use round::Rounding::{NearestEven, TowardZero};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let m = fmt.fraction_bits();
+    let rn = |x: f64| round::round_f64(x, fmt, NearestEven) as u16;
+    let sign = |rng: &mut rand::rngs::StdRng| if rng.gen() { 0x8000u16 } else { 0 };
+    let mut out: [Vec<u16>; 3] = Default::default();
+    for i in 0..n {
+        let ops: [u16; 3] = match i % 4 {
+            0 => rng.gen(),
+            1 => [(); 3].map(|_| rn(rng.gen_range(-8.0..8.0))),
+            2 => {
+                // An odd integer of m + 2 bits with a factor; both factors fit m + 1 bits.
+                let (f1, f2) = loop {
+                    let v: u64 = (1 << (m + 1)) | rng.gen_range(0..1u64 << (m + 1)) | 1;
+                    if let Some(f) = (3..)
+                        .step_by(2)
+                        .take_while(|f| f * f <= v)
+                        .find(|f| v.is_multiple_of(*f))
+                    {
+                        break (f, v / f);
+                    }
+                };
+                let unit = |f: u64| f as f64 / (1u64 << (63 - f.leading_zeros())) as f64;
+                let scale = 2f64.powi(rng.gen_range(-3..4));
+                let (a, b) = (rn(unit(f1) * scale), rn(unit(f2) * 2.0));
+                let p = fmt.to_f64(a.into()) * fmt.to_f64(b.into());
+                let tiny = p * 2f64.powi(-rng.gen_range(26..40));
+                [a | sign(&mut rng), b, rn(tiny) | sign(&mut rng)]
+            }
+            _ => {
+                let (a, b) = (rn(rng.gen_range(-4.0..4.0)), rn(rng.gen_range(-4.0..4.0)));
+                let p = fmt.to_f64(a.into()) * fmt.to_f64(b.into());
+                let lower = round::round_f64(p.abs(), fmt, TowardZero);
+                let mid = (fmt.to_f64(lower) + fmt.to_f64(lower + 1)) / 2.0 * p.signum();
+                let c = rn(mid - p);
+                let c = match rng.gen_range(0..3) {
+                    0 => c,
+                    1 if c & 0x7fff != 0 => c - 1,
+                    _ => c + 1,
+                };
+                [a, b, c]
+            }
+        };
+        for k in 0..3 {
+            out[k].push(ops[k]);
+        }
+    }
+    out
+}
+
+/// `fma.rn.f16x2` and `fma.rn.bf16x2` from `mul_add` on pairs: every lane bit for bit the
+/// correctly rounded `a * b + c` of the CPU reference (NaN as any NaN), on random operands and
+/// sums on or next to midpoints; a few million on a GPU.
+#[test]
+fn half2_fma_rounds_once_like_the_cpu_reference() {
+    let Some(gpu) = gpu_or_skip("half2_fma_rounds_once_like_the_cpu_reference") else {
+        return;
+    };
+    if gpu.compute_capability() < (8, 0) {
+        eprintln!("SKIPPED half2_fma_rounds_once_like_the_cpu_reference: needs sm_80");
+        return;
+    }
+    let ptx = example_kernels::half2_fma::VARIANTS[0].ptx;
+    assert!(
+        ptx.contains("fma.rn.f16x2") && ptx.contains("fma.rn.bf16x2"),
+        "packed fma instructions expected:\n{ptx}"
+    );
+    let pairs: u32 = if is_emulated(&gpu) {
+        8191
+    } else {
+        (1 << 21) + 77
+    };
+    let n = 2 * pairs as usize;
+    let [a, b, c] = fma_operands(round::Format::F16, n, 14);
+    let [ab, bb, cb] = fma_operands(round::Format::BF16, n, 15);
+    let h = |v: &[u16]| v.iter().map(|&x| f16::from_bits(x)).collect::<Vec<_>>();
+    let bh = |v: &[u16]| v.iter().map(|&x| bf16::from_bits(x)).collect::<Vec<_>>();
+    let (a, b, c) = (h(&a), h(&b), h(&c));
+    let (ab, bb, cb) = (bh(&ab), bh(&bb), bh(&cb));
+    // Poisoned outputs, two elements longer than the kernel writes.
+    let mut dd = upload(&gpu, &vec![f16::from_bits(0x7e5a); n + 2]);
+    let mut ddb = upload(&gpu, &vec![bf16::from_bits(0x7f5a); n + 2]);
+    let stream = gpu.default_stream();
+    example_kernels::half2_fma::launch(
+        &stream,
+        LaunchConfig::grid_1d(pairs.div_ceil(256)),
+        &upload(&gpu, &a),
+        &upload(&gpu, &b),
+        &upload(&gpu, &c),
+        &mut dd,
+        &upload(&gpu, &ab),
+        &upload(&gpu, &bb),
+        &upload(&gpu, &cb),
+        &mut ddb,
+        pairs,
+    )
+    .expect("launch");
+    let (d, db) = (
+        dd.to_host().expect("download"),
+        ddb.to_host().expect("download"),
+    );
+    let same = |got: f64, want: f64, gb: u16, wb: u16| gb == wb || (got.is_nan() && want.is_nan());
+    let (mut bad, mut twice) = (Vec::new(), [0usize; 2]);
+    for i in 0..n {
+        let want = round::f16_mul_add(a[i], b[i], c[i]);
+        if !same(d[i].to_f64(), want.to_f64(), d[i].to_bits(), want.to_bits()) {
+            bad.push(format!(
+                "f16 {i}: {} * {} + {} = {:#06x}, want {:#06x}",
+                a[i],
+                b[i],
+                c[i],
+                d[i].to_bits(),
+                want.to_bits()
+            ));
+        }
+        let exact = a[i].to_f64() * b[i].to_f64() + c[i].to_f64();
+        twice[0] += usize::from(!want.is_nan() && f16::from_f64(exact) != want);
+        let want = round::bf16_mul_add(ab[i], bb[i], cb[i]);
+        if !same(
+            db[i].to_f64(),
+            want.to_f64(),
+            db[i].to_bits(),
+            want.to_bits(),
+        ) {
+            bad.push(format!(
+                "bf16 {i}: {} * {} + {} = {:#06x}, want {:#06x}",
+                ab[i],
+                bb[i],
+                cb[i],
+                db[i].to_bits(),
+                want.to_bits()
+            ));
+        }
+        let exact = ab[i].to_f64() * bb[i].to_f64() + cb[i].to_f64();
+        twice[1] += usize::from(!want.is_nan() && bf16::from_f64(exact) != want);
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {} results differ:\n{}",
+        bad.len(),
+        2 * n,
+        bad[..bad.len().min(20)].join("\n")
+    );
+    assert!(
+        d[n..].iter().all(|v| v.to_bits() == 0x7e5a)
+            && db[n..].iter().all(|v| v.to_bits() == 0x7f5a),
+        "wrote past the pairs"
+    );
+    // The inputs include sums that rounding through f32 (f64 sum, then `half`'s from_f64) gets
+    // wrong.
+    assert!(twice[0] > 0 && twice[1] > 0, "no hard cases: {twice:?}");
+    eprintln!(
+        "half2_fma: {} results checked ({} f16 and {} bf16 that two roundings get wrong)",
+        2 * n,
+        twice[0],
+        twice[1]
+    );
 }
 
 #[test]
@@ -648,6 +814,19 @@ fn float_inputs(rng: &mut rand::rngs::StdRng) -> Vec<f64> {
         let mag = 10f64.powf(rng.gen_range(-10.0..25.0));
         v.push(if rng.gen() { mag } else { -mag });
     }
+    // Midpoints of f16 and one f64 ulp either side (rounding through f32 makes ties of these).
+    v.push(0.7692870795726776);
+    for _ in 0..50 {
+        let b = rng.gen_range(0..0x7bffu16);
+        let mid = (f16::from_bits(b).to_f64() + f16::from_bits(b + 1).to_f64()) / 2.0;
+        for x in [
+            mid,
+            f64::from_bits(mid.to_bits() + 1),
+            f64::from_bits(mid.to_bits() - 1),
+        ] {
+            v.push(if rng.gen() { x } else { -x });
+        }
+    }
     v
 }
 
@@ -668,12 +847,13 @@ fn conversions_match_rust_as() {
             v
         }};
     }
-    // `x as f32` of an integer of 32 bits or fewer equals `x as f64 as f32` (the f64 is exact).
+    // f16: one rounding of the integer; bf16: through f32 (two roundings above 2^24), as the
+    // language converts on sm_80.
     macro_rules! check_ints {
         ($($kernel:ident: $t:ty),*) => {$(
             check_casts!(&gpu, $kernel, ints!($t), |x: $t| casts_of!(
                 x,
-                f16::from_f64(x as f64),
+                round::f16_from_i128(x as i128),
                 bf16::from_f32(x as f32)
             ));
         )*};
@@ -697,10 +877,10 @@ fn conversions_match_rust_as() {
     ));
     check_casts!(&gpu, casts_from_f64, floats.clone(), |x: f64| casts_of!(
         x,
-        f16::from_f64(x),
+        round::f16_from_f64(x),
         bf16::from_f32(x as f32)
     ));
-    let f16s: Vec<f16> = floats.iter().map(|&x| f16::from_f64(x)).collect();
+    let f16s: Vec<f16> = floats.iter().map(|&x| round::f16_from_f64(x)).collect();
     check_casts!(&gpu, casts_from_f16, f16s, |x: f16| {
         let w = casts_of!(x.to_f32(), x, bf16::from_f32(x.to_f32()));
         Casts {
@@ -708,7 +888,7 @@ fn conversions_match_rust_as() {
             ..w
         }
     });
-    let bf16s: Vec<bf16> = floats.iter().map(|&x| bf16::from_f64(x)).collect();
+    let bf16s: Vec<bf16> = floats.iter().map(|&x| round::bf16_from_f64(x)).collect();
     check_casts!(&gpu, casts_from_bf16, bf16s, |x: bf16| {
         let w = casts_of!(x.to_f32(), f16::from_f32(x.to_f32()), x);
         Casts {

@@ -1,3 +1,4 @@
 //! CPU reference kernels: the semantics every GPU kernel is tested against.
 
 pub mod act;
+pub mod round;

@@ -1,7 +1,7 @@
 //! Arithmetic as PTX defines it: types, IEEE rounding modes, flush-to-zero, saturation,
 //! conversions, and the integer and floating-point operations on raw register bits.
 
-use half::{bf16, f16};
+use crate::cpu::round::{self, Format, Rounding};
 
 /// A PTX instruction type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,25 +147,32 @@ impl Fmt {
         let (e, m) = self.exp_mant();
         1u64 << (e + m)
     }
-    /// The value of `bits` in this format, exactly, as f64.
-    pub fn to_f64(self, bits: u64) -> f64 {
+    /// The format as the CPU reference's rounding functions name it.
+    fn format(self) -> Format {
         match self {
-            Fmt::F16 => f16::from_bits(bits as u16).to_f64(),
-            Fmt::BF16 => bf16::from_bits(bits as u16).to_f64(),
-            Fmt::F32 => f32::from_bits(bits as u32) as f64,
-            Fmt::F64 => f64::from_bits(bits),
+            Fmt::F16 => Format::F16,
+            Fmt::BF16 => Format::BF16,
+            Fmt::F32 => Format::F32,
+            Fmt::F64 => Format::F64,
         }
     }
-    /// `x` rounded to nearest-even in this format.
+    /// The value of `bits` in this format, exactly, as f64.
+    pub fn to_f64(self, bits: u64) -> f64 {
+        self.format().to_f64(bits)
+    }
+    /// `x` rounded once to nearest-even in this format; NaN gives the canonical NaN.
     fn round_f64(self, x: f64) -> u64 {
         if x.is_nan() {
             return self.nan();
         }
-        match self {
-            Fmt::F16 => f16::from_f64(x).to_bits() as u64,
-            Fmt::BF16 => bf16::from_f64(x).to_bits() as u64,
-            Fmt::F32 => (x as f32).to_bits() as u64,
-            Fmt::F64 => x.to_bits(),
+        round::round_f64(x, self.format(), Rounding::NearestEven)
+    }
+    /// A NaN result becomes the canonical NaN.
+    fn canonical(self, bits: u64) -> u64 {
+        if self.is_nan(bits) {
+            self.nan()
+        } else {
+            bits
         }
     }
     fn is_nan(self, bits: u64) -> bool {
@@ -182,29 +189,6 @@ impl Fmt {
             Fmt::BF16 => 0x7fff,
             Fmt::F32 => 0x7fff_ffff,
             Fmt::F64 => 0x7fff_ffff_ffff_ffff,
-        }
-    }
-    /// The next representable value above (`up`) or below.
-    fn step(self, bits: u64, up: bool) -> u64 {
-        if self.is_nan(bits) {
-            return bits;
-        }
-        let sign = self.sign_bit();
-        let mag = bits & (sign - 1);
-        let neg = bits & sign != 0;
-        if mag == 0 {
-            return if up { 1 } else { sign | 1 };
-        }
-        // Moving away from zero grows the magnitude; +inf/-inf stay where they are.
-        let inf = mask(self.exp_mant().0) << self.exp_mant().1;
-        if up != neg {
-            if mag == inf {
-                bits
-            } else {
-                bits + 1
-            }
-        } else {
-            bits - 1
         }
     }
     /// Flushes a subnormal to a zero of the same sign.
@@ -228,85 +212,93 @@ pub(super) enum Rnd {
     Rp,
 }
 
-/// Rounds the exact value `hi + lo` (an unevaluated sum, `|lo|` tiny next to `hi`) to `fmt`.
+impl Rnd {
+    fn rounding(self) -> Rounding {
+        match self {
+            Rnd::Default | Rnd::Rn => Rounding::NearestEven,
+            Rnd::Rz => Rounding::TowardZero,
+            Rnd::Rm => Rounding::Down,
+            Rnd::Rp => Rounding::Up,
+        }
+    }
+}
+
+/// Rounds the exact value `hi + lo` once to `fmt`; the pair normalized as a two-sum leaves it
+/// (`hi` is `hi + lo` rounded to the nearest f64). NaN gives the canonical NaN.
 pub(super) fn round_to(hi: f64, lo: f64, fmt: Fmt, rnd: Rnd) -> u64 {
-    if hi.is_nan() {
+    if hi.is_nan() || lo.is_nan() {
         return fmt.nan();
     }
-    let nearest = matches!(rnd, Rnd::Default | Rnd::Rn);
-    if nearest && lo == 0.0 {
-        return fmt.round_f64(hi);
-    }
-    let r = fmt.round_f64(hi);
-    let back = fmt.to_f64(r);
-    let resid = (hi - back) + lo;
-    if resid == 0.0 || resid.is_nan() {
-        return r;
-    }
-    match rnd {
-        Rnd::Default | Rnd::Rn => {
-            if lo == 0.0 || fmt == Fmt::F64 {
-                return r;
-            }
-            if !back.is_finite() {
-                // Overflow: `hi + lo` overflows too, unless `hi` is exactly the threshold (the
-                // largest finite value plus half its ulp) and `lo` points back inside.
-                let max = fmt.step(r, resid > 0.0);
-                let mb = fmt.to_f64(max);
-                let threshold = mb + (mb - fmt.to_f64(fmt.step(max, resid > 0.0))) / 2.0;
-                return if hi == threshold && (lo < 0.0) == (hi > 0.0) {
-                    max
-                } else {
-                    r
-                };
-            }
-            // `hi` may sit exactly on a midpoint that `lo` breaks.
-            let other = fmt.step(r, resid > 0.0);
-            let ob = fmt.to_f64(other);
-            if (hi - back).abs() == (ob - back).abs() / 2.0 && (lo > 0.0) == (ob > back) {
-                other
-            } else {
-                r
-            }
-        }
-        Rnd::Rz => {
-            if back == 0.0 {
-                // An underflow to zero keeps the sign of the exact value.
-                if resid < 0.0 {
-                    fmt.sign_bit()
-                } else {
-                    0
-                }
-            } else if back > 0.0 && resid < 0.0 {
-                fmt.step(r, false)
-            } else if back < 0.0 && resid > 0.0 {
-                fmt.step(r, true)
-            } else {
-                r
-            }
-        }
-        Rnd::Rm if resid < 0.0 => fmt.step(r, false),
-        Rnd::Rp if resid > 0.0 => fmt.step(r, true),
-        Rnd::Rm | Rnd::Rp => r,
-    }
+    round::round_sum(hi, lo, fmt.format(), rnd.rounding())
 }
 
-/// Whether `x` lies exactly halfway between two neighbours in `fmt` (normal range).
-fn on_midpoint(x: f64, fmt: Fmt) -> bool {
-    let drop = 52 - fmt.exp_mant().1;
-    let low = x.to_bits() & mask(drop);
-    let min_normal = match fmt {
-        Fmt::F16 => 6.103515625e-5,
-        _ => f32::MIN_POSITIVE as f64,
+/// Rounds the integer `v` once to `fmt`.
+pub(super) fn round_int(v: i128, fmt: Fmt, rnd: Rnd) -> u64 {
+    round::round_i128(v, fmt.format(), rnd.rounding())
+}
+
+/// `x * y + z` computed exactly and rounded once to `fmt`; NaN gives the canonical NaN.
+fn fused(x: f64, y: f64, z: f64, fmt: Fmt, rnd: Rnd) -> u64 {
+    fmt.canonical(round::mul_add(x, y, z, fmt.format(), rnd.rounding()))
+}
+
+/// A finite nonzero `x` as `m * 2^e` with `|m|` in [1, 2) (the sign stays with `m`).
+fn split(x: f64) -> (f64, i32) {
+    let (x, k) = if x.abs() < f64::MIN_POSITIVE {
+        (x * 2f64.powi(64), -64)
+    } else {
+        (x, 0)
     };
-    low == 1 << (drop - 1) || !x.is_normal() || x.abs() < min_normal
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i32 - 1023;
+    (
+        f64::from_bits((bits & !(0x7ff << 52)) | (1023 << 52)),
+        e + k,
+    )
 }
 
-fn two_sum(a: f64, b: f64) -> (f64, f64) {
-    let s = a + b;
-    let bb = s - a;
-    let e = (a - (s - bb)) + (b - bb);
-    (s, if e.is_nan() { 0.0 } else { e })
+/// `x / y` rounded once to `fmt` in any direction. Finite nonzero operands are scaled to
+/// [1, 2) first, so that the remainder of the f64 quotient is exact (no underflow) and the
+/// quotient cannot overflow; the exact quotient is that f64 quotient plus remainder / divisor,
+/// rounded with the scale put back.
+fn div_rounded(x: f64, y: f64, fmt: Fmt, rnd: Rnd) -> u64 {
+    if !x.is_finite() || !y.is_finite() || x == 0.0 || y == 0.0 {
+        // Exact: infinities, zeros, NaN.
+        return fmt.round_f64(x / y);
+    }
+    let ((mx, ex), (my, ey)) = (split(x), split(y));
+    let q = mx / my;
+    let rem = -q.mul_add(my, -mx);
+    fmt.canonical(round::round_scaled_sum(
+        q,
+        rem / my,
+        ex - ey,
+        fmt.format(),
+        rnd.rounding(),
+    ))
+}
+
+/// `sqrt(x)` rounded once to `fmt` in any direction, scaled as [`div_rounded`] is: `x = m *
+/// 4^k` with `m` in [1, 4), `sqrt(m)` in f64 and its exact residual, the scale put back.
+fn sqrt_rounded(x: f64, fmt: Fmt, rnd: Rnd) -> u64 {
+    if !x.is_finite() || x <= 0.0 {
+        // Exact: +-0, +inf, NaN (negative operands included).
+        return fmt.round_f64(x.sqrt());
+    }
+    let (mut m, mut e) = split(x);
+    if e % 2 != 0 {
+        m *= 2.0;
+        e -= 1;
+    }
+    let r = m.sqrt();
+    let res = -r.mul_add(r, -m);
+    fmt.canonical(round::round_scaled_sum(
+        r,
+        res / (2.0 * r),
+        e / 2,
+        fmt.format(),
+        rnd.rounding(),
+    ))
 }
 
 /// Float flags of an instruction: rounding, flush-to-zero, saturation to [0, 1].
@@ -375,43 +367,21 @@ pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
     let (x, y) = (input(fmt, fm, a), input(fmt, fm, b));
     let nearest = matches!(fm.rnd, Rnd::Default | Rnd::Rn);
     let r = match op {
-        // Every format up to f32 is exact or innocuously double-rounded through f64 for
-        // + - * / when rounding to nearest (53 >= 2 * 24 + 2).
-        FOp2::Add if nearest && fmt != Fmt::F64 => fmt.round_f64(x + y),
-        FOp2::Sub if nearest && fmt != Fmt::F64 => fmt.round_f64(x - y),
-        FOp2::Mul if fmt != Fmt::F64 => round_to(x * y, 0.0, fmt, fm.rnd),
-        FOp2::Div if nearest && fmt != Fmt::F64 => fmt.round_f64(x / y),
-        FOp2::Add | FOp2::Sub => {
-            let y = if op == FOp2::Sub { -y } else { y };
-            let (s, e) = two_sum(x, y);
-            if s == 0.0 && e == 0.0 && x == -y {
-                // Exact cancellation: +0, except -0 when rounding down.
-                let z = if fm.rnd == Rnd::Rm { -0.0 } else { 0.0 };
-                let z = if x == 0.0 && y == 0.0 && x.is_sign_negative() && y.is_sign_negative() {
-                    -0.0
-                } else {
-                    z
-                };
-                fmt.round_f64(z)
-            } else {
-                round_to(s, e, fmt, fm.rnd)
-            }
-        }
-        FOp2::Mul => {
-            let p = x * y;
-            let e = x.mul_add(y, -p);
-            round_to(p, if e.is_finite() { e } else { 0.0 }, fmt, fm.rnd)
-        }
-        FOp2::Div => {
-            let q = x / y;
-            let r = -q.mul_add(y, -x);
-            let lo = if r.is_finite() && q.is_finite() && y != 0.0 {
-                r / y
-            } else {
-                0.0
-            };
-            round_to(q, lo, fmt, fm.rnd)
-        }
+        // Rounding to nearest, f64 arithmetic is correctly rounded, and rounding its result
+        // once more to a format up to f32 is too: products are exact in f64, and + - / are
+        // innocuously double-rounded (53 >= 2 * 24 + 2).
+        FOp2::Add if nearest => fmt.round_f64(x + y),
+        FOp2::Sub if nearest => fmt.round_f64(x - y),
+        FOp2::Mul if nearest => fmt.round_f64(x * y),
+        FOp2::Div if nearest => fmt.round_f64(x / y),
+        // Directed: the exact sum (x * 1 + y, with IEEE's signs of an exact zero) rounded once.
+        FOp2::Add => fused(x, 1.0, y, fmt, fm.rnd),
+        FOp2::Sub => fused(x, 1.0, -y, fmt, fm.rnd),
+        // The product is exact in f64 up to f32 (and when an operand is zero); otherwise in f64
+        // its exact value is rounded once.
+        FOp2::Mul if fmt != Fmt::F64 || x == 0.0 || y == 0.0 => round_to(x * y, 0.0, fmt, fm.rnd),
+        FOp2::Mul => fused(x, y, 0.0, fmt, fm.rnd),
+        FOp2::Div => div_rounded(x, y, fmt, fm.rnd),
         FOp2::Min | FOp2::Max => {
             let pick_x = if x.is_nan() {
                 false
@@ -443,31 +413,12 @@ pub(super) fn fbin(op: FOp2, fmt: Fmt, fm: FMode, a: u64, b: u64) -> u64 {
 /// `a * b + c` with a single rounding.
 pub(super) fn ffma(fmt: Fmt, fm: FMode, a: u64, b: u64, c: u64) -> u64 {
     let (x, y, z) = (input(fmt, fm, a), input(fmt, fm, b), input(fmt, fm, c));
-    let r = match fmt {
-        Fmt::F64 => x.mul_add(y, z).to_bits(),
-        _ if matches!(fm.rnd, Rnd::Rn | Rnd::Default) => {
-            // x*y is exact in f64; the sum rounds once to f64. Rounding that to the format is
-            // the correctly rounded result unless it sits exactly on a midpoint of the format.
-            let p = x * y;
-            let (s, e) = two_sum(p, z);
-            let r = fmt.round_f64(s);
-            if e == 0.0 || !on_midpoint(s, fmt) {
-                r
-            } else {
-                round_to(s, e, fmt, fm.rnd)
-            }
-        }
-        _ => {
-            // x*y is exact in f64 for every format up to f32.
-            let p = x * y;
-            let (s, e) = two_sum(p, z);
-            if s == 0.0 && e == 0.0 {
-                let r = x.mul_add(y, z);
-                fmt.round_f64(r)
-            } else {
-                round_to(s, e, fmt, fm.rnd)
-            }
-        }
+    let r = if fmt == Fmt::F64 && matches!(fm.rnd, Rnd::Rn | Rnd::Default) {
+        fmt.round_f64(x.mul_add(y, z))
+    } else {
+        // The exact product and sum, rounded once to the format (never through f64: the sum
+        // of an exact product and an addend is not always exact in f64).
+        fused(x, y, z, fmt, fm.rnd)
     };
     finish(fmt, fm, r)
 }
@@ -493,15 +444,10 @@ pub(super) fn fun(op: FOp1, fmt: Fmt, fm: FMode, a: u64) -> u64 {
             };
             b ^ s
         }
-        FOp1::Sqrt => {
-            let r = x.sqrt();
-            if fmt == Fmt::F64 || r.is_nan() || r == 0.0 || r.is_infinite() {
-                fmt.round_f64(r)
-            } else {
-                let res = -r.mul_add(r, -x);
-                round_to(r, res / (2.0 * r), fmt, fm.rnd)
-            }
-        }
+        // Rounding to nearest, the f64 square root is correctly rounded and rounding it once
+        // more to a format up to f32 is innocuous (53 >= 2 * 24 + 2).
+        FOp1::Sqrt if matches!(fm.rnd, Rnd::Rn | Rnd::Default) => fmt.round_f64(x.sqrt()),
+        FOp1::Sqrt => sqrt_rounded(x, fmt, fm.rnd),
         FOp1::Rsqrt => fmt.round_f64(1.0 / x.sqrt()),
         FOp1::Rcp => return fbin(FOp2::Div, fmt, fm, fmt.round_f64(1.0), a),
         FOp1::Ex2 => fmt.round_f64(x.exp2()),
@@ -656,12 +602,8 @@ pub(super) fn cvt(dty: Ty, sty: Ty, rnd: Rnd, int_rnd: bool, sat: bool, ftz: boo
             // Float -> integer conversions always saturate.
             (clamp_int(v, dty) as u64) & dty.mask()
         }
-        (Some(df), None) => {
-            let v = int_val(a, sty);
-            let hi = v as f64;
-            let lo = (v - hi as i128) as f64;
-            finish(df, fm, round_to(hi, lo, df, rnd))
-        }
+        // One rounding of the exact integer (`as f64` first would round 64-bit values twice).
+        (Some(df), None) => finish(df, fm, round_int(int_val(a, sty), df, rnd)),
         (Some(df), Some(sf)) => {
             let x = input(sf, fm, a);
             if int_rnd {

@@ -2,6 +2,7 @@
 
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};
 use super::{Emulator, EmulatorConfig};
+use crate::cpu::round;
 use crate::driver::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
 use crate::error::{self, Error, Result};
 
@@ -1128,4 +1129,398 @@ fn barrier_reductions_and_arrive() {
         let want = if t < 64 { 0 } else { (t - 64) * 5 };
         assert_eq!(w[3], want, "thread {t}");
     }
+}
+
+/// xorshift64 for the rounding tests' inputs.
+fn xorshift(seed: &mut u64) -> u64 {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    *seed
+}
+
+/// Equal bits, or both NaN (the device's NaN is the canonical one, the reference's quiet NaN
+/// may carry a payload).
+fn same_half(fmt: round::Format, got: u64, want: u64) -> bool {
+    got == want || (fmt.to_f64(got).is_nan() && fmt.to_f64(want).is_nan())
+}
+
+/// Operands `(a, b, c)` of a 16-bit fma in `fmt`: arbitrary bit patterns, moderate values,
+/// products next to a midpoint of the format with an addend that lands the sum on it or one
+/// addend ulp either side (where rounding the sum to f32 first would decide the tie), and tiny
+/// values around the subnormals.
+fn half_fma_operands(fmt: round::Format, i: usize, seed: &mut u64) -> [u16; 3] {
+    use round::Rounding::{NearestEven, TowardZero};
+    let r = |s: &mut u64| xorshift(s) as u16;
+    let rn = |x: f64| round::round_f64(x, fmt, NearestEven) as u16;
+    let sign = |s: &mut u64| if xorshift(s) % 2 == 0 { 0 } else { 0x8000u16 };
+    // Normal values of magnitude around 1 (exponent field within 4 of the bias).
+    let near_one = |s: &mut u64| {
+        let m = fmt.fraction_bits();
+        let bias = (1u64 << (fmt.exponent_bits() - 1)) - 1;
+        let e = bias - 4 + xorshift(s) % 8;
+        ((e << m) | (xorshift(s) & ((1 << m) - 1))) as u16 | sign(s)
+    };
+    match i % 4 {
+        0 => [r(seed), r(seed), r(seed)],
+        1 => {
+            let mut v = || rn((xorshift(seed) % 4001) as f64 / 250.0 - 8.0);
+            [v(), v(), v()]
+        }
+        2 if xorshift(seed) % 2 == 0 => {
+            // A product exactly on a midpoint: an odd integer of m + 2 bits that has a factor
+            // (the factors have at most m + 1 bits), scaled to [2, 8); the addend a tiny
+            // fraction of it (to be seen through f32 it would have to be 2^-25 of it or more).
+            let m = fmt.fraction_bits();
+            let (f1, f2) = loop {
+                let n = (1u64 << (m + 1)) | (xorshift(seed) & ((1 << (m + 1)) - 1)) | 1;
+                if let Some(f) = (3..)
+                    .step_by(2)
+                    .take_while(|f| f * f <= n)
+                    .find(|f| n % f == 0)
+                {
+                    break (f, n / f);
+                }
+            };
+            let unit = |f: u64| f as f64 / (1u64 << (63 - f.leading_zeros())) as f64;
+            let (a, b) = (rn(2.0 * unit(f1)) | sign(seed), rn(unit(f2)) | sign(seed));
+            let p = fmt.to_f64(a.into()) * fmt.to_f64(b.into());
+            let tiny = p.abs() * 2f64.powi(-26 - (xorshift(seed) % 12) as i32);
+            [a, b, rn(tiny) | sign(seed)]
+        }
+        2 => {
+            let (a, b) = (near_one(seed), near_one(seed));
+            let p = fmt.to_f64(a.into()) * fmt.to_f64(b.into());
+            // The neighbours of p's magnitude and their midpoint, with p's sign.
+            let lower = round::round_f64(p.abs(), fmt, TowardZero);
+            let mid = (fmt.to_f64(lower) + fmt.to_f64(lower + 1)) / 2.0 * p.signum();
+            let d = mid - p;
+            let c = if d == 0.0 {
+                // On the midpoint already: the least subnormal either way, or zero.
+                [0x0001, 0x8001, 0x0000][(xorshift(seed) % 3) as usize]
+            } else {
+                let c0 = rn(d);
+                match xorshift(seed) % 3 {
+                    0 => c0,
+                    1 if c0 & 0x7fff != 0 => c0 - 1,
+                    _ => c0 + 1,
+                }
+            };
+            [a, b, c]
+        }
+        _ => {
+            // Exponent fields 0..8: subnormals and the first normal binades.
+            let t = |s: &mut u64| (xorshift(s) & ((8 << fmt.fraction_bits()) - 1)) as u16 | sign(s);
+            [t(seed), near_one(seed), t(seed)]
+        }
+    }
+}
+
+/// `fma.rn.f16`, `fma.rn.f16x2`, `fma.rn.bf16` and `fma.rn.bf16x2` against the CPU reference
+/// (the exact product, a two-sum, one correct rounding), bit for bit, on inputs that include
+/// sums next to and on midpoints of the format; the packed forms take a different case in each
+/// lane.
+#[test]
+fn half_fma_matches_the_cpu_reference_bit_for_bit() {
+    let e = emu();
+    for (t, fmt) in [("f16", round::Format::F16), ("bf16", round::Format::BF16)] {
+        let ptx = format!(
+            "{HEADER}.visible .entry k(.param .u64 x)\n{{\n .reg .b16 %h<8>;\n .reg .b32 %r<8>;\n .reg .b64 %rd<4>;\n\
+             ld.param.u64 %rd1, [x];\n mov.u32 %r1, %tid.x;\n mov.u32 %r2, %ctaid.x;\n mad.lo.s32 %r3, %r2, 256, %r1;\n\
+             mul.wide.u32 %rd2, %r3, 20;\n add.s64 %rd3, %rd1, %rd2;\n\
+             ld.global.b32 %r4, [%rd3];\n ld.global.b32 %r5, [%rd3+4];\n ld.global.b32 %r6, [%rd3+8];\n\
+             fma.rn.{t}x2 %r7, %r4, %r5, %r6;\n st.global.b32 [%rd3+12], %r7;\n\
+             mov.b32 {{%h1, %h2}}, %r4;\n mov.b32 {{%h3, %h4}}, %r5;\n mov.b32 {{%h5, %h6}}, %r6;\n\
+             fma.rn.{t} %h7, %h1, %h3, %h5;\n st.global.b16 [%rd3+16], %h7;\n\
+             fma.rn.{t} %h7, %h2, %h4, %h6;\n st.global.b16 [%rd3+18], %h7;\n\
+             ret;\n}}\n"
+        );
+        let n = 256 * 32;
+        let mut seed = 0x6a09_e667_f3bc_c908u64 ^ fmt.fraction_bits() as u64;
+        let mut words = Vec::with_capacity(n * 5);
+        let mut cases = Vec::with_capacity(n);
+        for i in 0..n {
+            let lo = half_fma_operands(fmt, i, &mut seed);
+            let hi = half_fma_operands(fmt, i + 1 + (xorshift(&mut seed) % 3) as usize, &mut seed);
+            for k in 0..3 {
+                words.push(lo[k] as u32 | (hi[k] as u32) << 16);
+            }
+            words.extend_from_slice(&[0xdead_beef, 0xdead_beef]);
+            cases.push((lo, hi));
+        }
+        let p = upload_u32(&e, &words);
+        launch(&e, &ptx, "k", 32, 256, 0, &[KernelArg::ptr(p)]).expect("half fma");
+        let got = download_u32(&e, p, n * 5);
+        let reference = |[a, b, c]: [u16; 3]| -> u64 {
+            match fmt {
+                round::Format::F16 => {
+                    let h = half::f16::from_bits;
+                    round::f16_mul_add(h(a), h(b), h(c)).to_bits() as u64
+                }
+                _ => {
+                    let h = half::bf16::from_bits;
+                    round::bf16_mul_add(h(a), h(b), h(c)).to_bits() as u64
+                }
+            }
+        };
+        let mut near_ties = 0;
+        for (i, (lo, hi)) in cases.iter().enumerate() {
+            let w = &got[i * 5..i * 5 + 5];
+            for (lane, case, packed, scalar) in [
+                ("lo", lo, w[3] & 0xffff, w[4] & 0xffff),
+                ("hi", hi, w[3] >> 16, w[4] >> 16),
+            ] {
+                let want = reference(*case);
+                let [a, b, c] = case.map(|v| fmt.to_f64(v.into()));
+                let what =
+                    format!("{t} {lane} {a:e} * {b:e} + {c:e} ({case:04x?}): want {want:#06x}");
+                assert!(
+                    same_half(fmt, packed as u64, want),
+                    "fma.rn.{t}x2 {what}, got {packed:#06x}"
+                );
+                assert!(
+                    same_half(fmt, scalar as u64, want),
+                    "fma.rn.{t} {what}, got {scalar:#06x}"
+                );
+                // Count the sums that a rounding through f32 would get wrong.
+                let through_f32 = ((a * b + c) as f32) as f64;
+                if round::round_f64(through_f32, fmt, round::Rounding::NearestEven) != want
+                    && !fmt.to_f64(want).is_nan()
+                {
+                    near_ties += 1;
+                }
+            }
+        }
+        assert!(
+            near_ties > 100,
+            "{t}: only {near_ties} cases where two roundings differ"
+        );
+    }
+}
+
+/// `cvt.rn.f16.f64` and `cvt.rn.bf16.f64` (sm_90) against the CPU reference on random f64
+/// values, on the midpoints of the 16-bit formats and one f64 ulp either side, and on values
+/// whose rounding through f32 lands on a midpoint.
+#[test]
+fn cvt_from_f64_to_halves_rounds_once() {
+    let e = Emulator::new(EmulatorConfig {
+        threads: 2,
+        memory_capacity: 64 << 20,
+        compute_capability: (9, 0),
+        ..EmulatorConfig::default()
+    });
+    let ptx = ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k(.param .u64 x)\n{\n .reg .b16 %h<4>;\n .reg .b32 %r<4>;\n .reg .f64 %fd<2>;\n .reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [x];\n mov.u32 %r1, %tid.x;\n mov.u32 %r2, %ctaid.x;\n mad.lo.s32 %r3, %r2, 256, %r1;\n\
+         mul.wide.u32 %rd2, %r3, 16;\n add.s64 %rd3, %rd1, %rd2;\n ld.global.f64 %fd1, [%rd3];\n\
+         cvt.rn.f16.f64 %h1, %fd1;\n cvt.rn.bf16.f64 %h2, %fd1;\n\
+         st.global.b16 [%rd3+8], %h1;\n st.global.b16 [%rd3+10], %h2;\n ret;\n}\n";
+    let n = 256 * 16;
+    let mut seed = 0xbb67_ae85_84ca_a73bu64;
+    let mut xs = vec![
+        1.0 + 2f64.powi(-8) + 2f64.powi(-30),
+        0.7692870795726776,
+        65519.99,
+        65520.0,
+        -65520.0,
+        f64::MAX,
+        2f64.powi(-25),
+        2f64.powi(-25) + 2f64.powi(-80),
+        f64::NAN,
+        f64::NEG_INFINITY,
+        -0.0,
+    ];
+    while xs.len() < n {
+        let fmt = if xs.len() % 2 == 0 {
+            round::Format::F16
+        } else {
+            round::Format::BF16
+        };
+        let vb = xorshift(&mut seed) % (fmt.infinity() - 1);
+        let mid = (fmt.to_f64(vb) + fmt.to_f64(vb + 1)) / 2.0;
+        let mid = if xorshift(&mut seed) % 2 == 0 {
+            mid
+        } else {
+            -mid
+        };
+        let x = match xorshift(&mut seed) % 4 {
+            0 => f64::from_bits(xorshift(&mut seed)),
+            1 => mid,
+            2 => f64::from_bits(mid.to_bits() + 1),
+            _ => f64::from_bits(mid.to_bits() - 1),
+        };
+        xs.push(x);
+    }
+    let words: Vec<u32> = xs
+        .iter()
+        .flat_map(|x| {
+            let b = x.to_bits();
+            [b as u32, (b >> 32) as u32, 0xdead_beef, 0xdead_beef]
+        })
+        .collect();
+    let p = upload_u32(&e, &words);
+    launch(&e, ptx, "k", 16, 256, 0, &[KernelArg::ptr(p)]).expect("cvt from f64");
+    let got = download_u32(&e, p, n * 4);
+    let mut double_rounded = 0;
+    for (i, &x) in xs.iter().enumerate() {
+        let (h, b) = (got[i * 4 + 2] & 0xffff, got[i * 4 + 2] >> 16);
+        let wh = round::f16_from_f64(x).to_bits() as u64;
+        let wb = round::bf16_from_f64(x).to_bits() as u64;
+        assert!(
+            same_half(round::Format::F16, h as u64, wh),
+            "cvt.rn.f16.f64 {x:e}: {h:#06x} vs {wh:#06x}"
+        );
+        assert!(
+            same_half(round::Format::BF16, b as u64, wb),
+            "cvt.rn.bf16.f64 {x:e}: {b:#06x} vs {wb:#06x}"
+        );
+        if !x.is_nan()
+            && (half::f16::from_f64(x).to_bits() as u64 != wh
+                || half::bf16::from_f64(x).to_bits() as u64 != wb)
+        {
+            double_rounded += 1;
+        }
+    }
+    assert!(
+        double_rounded > 100,
+        "only {double_rounded} inputs that two roundings get wrong"
+    );
+}
+
+/// Directed roundings and signs of zero where an f64 intermediate overflows, underflows or
+/// rounds a second time; conversions from 64-bit integers rounded once.
+#[test]
+fn directed_rounding_edges_and_integer_conversions() {
+    let d = |x: f64| x.to_bits();
+    let f = |x: f32| x.to_bits() as u64;
+    let max = f64::MAX;
+    let least = f64::from_bits(1);
+    let bin = |op, fmt, rnd, a, b| num::fbin(op, fmt, fm(rnd), a, b);
+    // f64 overflow: toward zero stays finite.
+    assert_eq!(bin(FOp2::Add, Fmt::F64, Rnd::Rz, d(max), d(max)), d(max));
+    assert_eq!(
+        bin(FOp2::Add, Fmt::F64, Rnd::Rp, d(max), d(max)),
+        d(f64::INFINITY)
+    );
+    assert_eq!(bin(FOp2::Mul, Fmt::F64, Rnd::Rz, d(max), d(2.0)), d(max));
+    assert_eq!(bin(FOp2::Mul, Fmt::F64, Rnd::Rp, d(-max), d(2.0)), d(-max));
+    assert_eq!(bin(FOp2::Div, Fmt::F64, Rnd::Rz, d(max), d(0.5)), d(max));
+    assert_eq!(
+        bin(FOp2::Div, Fmt::F64, Rnd::Rm, d(max), d(-0.5)),
+        d(f64::NEG_INFINITY)
+    );
+    // f64 underflow: an inexact tiny result rounds away from zero under .rp.
+    assert_eq!(
+        bin(FOp2::Mul, Fmt::F64, Rnd::Rp, d(1e-200), d(1e-200)),
+        d(least)
+    );
+    assert_eq!(
+        bin(FOp2::Mul, Fmt::F64, Rnd::Rz, d(1e-200), d(1e-200)),
+        d(0.0)
+    );
+    assert_eq!(
+        bin(FOp2::Mul, Fmt::F64, Rnd::Rm, d(-1e-200), d(1e-200)),
+        d(-least)
+    );
+    assert_eq!(
+        bin(FOp2::Div, Fmt::F64, Rnd::Rp, d(1e-300), d(1e300)),
+        d(least)
+    );
+    assert_eq!(bin(FOp2::Div, Fmt::F64, Rnd::Rz, d(least), d(3.0)), d(0.0));
+    assert_eq!(
+        bin(FOp2::Div, Fmt::F64, Rnd::Rp, d(least), d(3.0)),
+        d(least)
+    );
+    // Subnormal quotients in f64: the remainder decides.
+    let q = 3.0 * least;
+    assert_eq!(bin(FOp2::Div, Fmt::F64, Rnd::Rz, d(q), d(2.0)), d(least));
+    assert_eq!(
+        bin(FOp2::Div, Fmt::F64, Rnd::Rp, d(q), d(2.0)),
+        d(2.0 * least)
+    );
+    // Square roots in f64 take the direction.
+    let s = |rnd, x: f64| f64::from_bits(num::fun(FOp1::Sqrt, Fmt::F64, fm(rnd), d(x)));
+    assert_eq!(s(Rnd::Rn, 2.0), 2f64.sqrt());
+    assert!(s(Rnd::Rp, 2.0) > s(Rnd::Rz, 2.0));
+    assert_eq!(s(Rnd::Rz, 2.0), s(Rnd::Rm, 2.0));
+    assert_eq!(s(Rnd::Rp, 4.0), 2.0);
+    assert_eq!(s(Rnd::Rz, 4.0), 2.0);
+    assert!(s(Rnd::Rp, 3.0 * least) > s(Rnd::Rm, 3.0 * least));
+    // f64 fma in every direction.
+    let fma = |rnd, a: f64, b: f64, c: f64| {
+        f64::from_bits(num::ffma(Fmt::F64, fm(rnd), d(a), d(b), d(c)))
+    };
+    assert_eq!(fma(Rnd::Rp, 1.0, 1.0, 1e-300), 1.0 + f64::EPSILON);
+    assert_eq!(fma(Rnd::Rz, 1.0, 1.0, -1e-300), 1.0 - f64::EPSILON / 2.0);
+    assert_eq!(fma(Rnd::Rz, max, 2.0, -max), max);
+    // Exact zeros: +0 + +0 is +0 in every direction, x - x is -0 only rounding down.
+    for rnd in [Rnd::Rn, Rnd::Rz, Rnd::Rm, Rnd::Rp] {
+        assert_eq!(bin(FOp2::Add, Fmt::F32, rnd, f(0.0), f(0.0)), 0, "{rnd:?}");
+        assert_eq!(
+            bin(FOp2::Add, Fmt::F32, rnd, f(-0.0), f(-0.0)),
+            f(-0.0),
+            "{rnd:?}"
+        );
+        let want = if rnd == Rnd::Rm { f(-0.0) } else { 0 };
+        assert_eq!(
+            bin(FOp2::Sub, Fmt::F32, rnd, f(1.5), f(1.5)),
+            want,
+            "{rnd:?}"
+        );
+        assert_eq!(
+            num::ffma(Fmt::F32, fm(rnd), f(1.5), f(2.0), f(-3.0)),
+            want,
+            "{rnd:?}"
+        );
+        assert_eq!(
+            num::ffma(Fmt::F64, fm(rnd), d(1.5), d(2.0), d(-3.0)),
+            if rnd == Rnd::Rm { d(-0.0) } else { 0 },
+            "{rnd:?}"
+        );
+    }
+    // f32 fma whose f64 sum would be rounded twice: (1 + 2^-12)^2 + 2^-70 in every direction.
+    let x = 1.0 + 2f32.powi(-12);
+    let exact_above = 1.0 + 2f32.powi(-11) + 2f32.powi(-23);
+    assert_eq!(
+        num::ffma(Fmt::F32, fm(Rnd::Rp), f(x), f(x), f(2f32.powi(-70))),
+        f(exact_above)
+    );
+    assert_eq!(
+        num::ffma(Fmt::F32, fm(Rnd::Rz), f(x), f(x), f(2f32.powi(-70))),
+        f(1.0 + 2f32.powi(-11))
+    );
+    assert_eq!(
+        num::ffma(Fmt::F32, fm(Rnd::Rm), f(x), f(x), f(-2f32.powi(-70))),
+        f(1.0 + 2f32.powi(-11))
+    );
+    // 64-bit integers: one rounding of the exact value, never through f64.
+    let hard: [u64; 4] = [
+        (1 << 60) + (1 << 36) + 1,
+        (1 << 63) + (1 << 39) + 1,
+        u64::MAX,
+        (1 << 62) + (1 << 52) + 1,
+    ];
+    for v in hard {
+        assert_eq!(cvt_plain(Ty::F32, Ty::U64, Rnd::Rn, v), f(v as f32), "{v}");
+        assert_eq!(
+            cvt_plain(Ty::F32, Ty::S64, Rnd::Rn, (v >> 1) | 1),
+            f(((v >> 1) | 1) as f32),
+            "{v}"
+        );
+        let neg = (-(((v >> 1) | 1) as i64)) as u64;
+        assert_eq!(
+            cvt_plain(Ty::F32, Ty::S64, Rnd::Rn, neg),
+            f(-(((v >> 1) | 1) as f32)),
+            "{v}"
+        );
+        let wb = round::bf16_from_i128(v.into()).to_bits() as u64;
+        assert_eq!(cvt_plain(Ty::BF16, Ty::U64, Rnd::Rn, v), wb, "{v}");
+        assert_eq!(cvt_plain(Ty::F16, Ty::U64, Rnd::Rz, v), 0x7bff, "{v}");
+        assert_eq!(cvt_plain(Ty::F16, Ty::U64, Rnd::Rn, v), 0x7c00, "{v}");
+    }
+    // 2^60 + 2^52 + 1 in bf16: just above a tie, up (as f64 it would be the tie, then even).
+    let v = (1u64 << 60) + (1 << 52) + 1;
+    assert_eq!(
+        half::bf16::from_bits(cvt_plain(Ty::BF16, Ty::U64, Rnd::Rn, v) as u16).to_f64(),
+        2f64.powi(60) + 2f64.powi(53)
+    );
 }
