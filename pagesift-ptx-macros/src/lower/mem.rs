@@ -1,4 +1,5 @@
-//! Memory: element addresses, loads and stores (scalar and vector), atomics.
+//! Memory: element addresses, loads and stores (scalar and vector), acquire loads and release
+//! stores, atomics.
 
 use super::{addr, mem_scalar, Lower, Store, Val};
 use crate::check::{MemOp, TExpr, TKind, VarId};
