@@ -84,7 +84,7 @@
 //! | `i8 u8` | storage: slices, shared arrays, loads, stores and `as` casts only (no arithmetic) | `.b16` registers, `ld.s8/u8` |
 //! | `f32 f64` | everywhere | `.f32/.f64` registers |
 //! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
-//! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
+//! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `f16x2::from_f32s(lo, hi)` (below), `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
 //! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
@@ -143,7 +143,10 @@
 //! | `block_dim_x()` .. | `u32` constant: the variant's block shape |
 //! | `lane_id()`, `warp_id()` (linear thread index / 32), `warp_size()`, `num_warps()` | `u32` |
 //! | `sync_threads()` | block barrier (`bar.sync 0`) |
-//! | `shfl_xor(v, mask)`, `shfl_down(v, d)`, `shfl_up(v, d)`, `shfl_idx(v, lane)` | full-warp shuffles of a 32-bit `v` (`f32`, `u32`, `i32`, `f16x2`, `bf16x2`) |
+//! | `sync_warp()`, `sync_warp_mask(m: u32)` | warp barrier of the full warp / of the lanes in `m` (`bar.warp.sync`): each lane of the mask waits for the others, and the memory accesses of those lanes before it are ordered before their accesses after it (warp-synchronous shared-memory exchanges); every lane of `m` must execute it |
+//! | `fence_block()`, `fence_device()`, `fence_system()` | sequentially consistent fence (`fence.sc.cta` / `.gpu` / `.sys`, Rust's `fence(SeqCst)`) for the threads of the block / of the device / of the device, the host and peer devices |
+//! | `fence_acq_rel_block()`, `fence_acq_rel_device()`, `fence_acq_rel_system()` | acquire-release fence (`fence.acq_rel.*`, Rust's `fence(AcqRel)`): lighter, enough to publish data with a relaxed atomic flag |
+//! | `shfl_xor(v, mask)`, `shfl_down(v, d)`, `shfl_up(v, d)`, `shfl_idx(v, lane)` | full-warp shuffles (`shfl.sync.*.b32`) of a 16-, 32- or 64-bit `v`: `u16 i16 f16 bf16` (widened to 32 bits and back), `u32 i32 f32 f16x2 bf16x2`, `u64 i64 f64` (two shuffles of the halves, `mov.b64 {lo, hi}`); bits move unchanged |
 //! | `vote_all(p)`, `vote_any(p)` / `vote_ballot(p)` | `bool` / `u32`, over the full warp |
 //!
 //! Methods on a slice `x: &[T]` / `y: &mut [T]` or a shared array `t`, at element index `i`
@@ -153,21 +156,34 @@
 //! |---|---|
 //! | `x[i]`, `y[i] = v` | `ld.global` / `st.global` (`ld.shared` / `st.shared`) |
 //! | `x.load_nc(i)` | through the non-coherent cache (`ld.global.nc`): only `&[T]` params, which the kernel must not write through any alias |
+//! | `x.load_acquire(i)` | an acquire load at device scope (`ld.acquire.gpu.global`): reads after it in this thread see at least what the thread whose release store (or fence) it observed had written before; `u32 i32 u64 i64 f32 f64`, slices only |
+//! | `y.store_release(i, v)` | a release store at device scope (`st.release.gpu.global`): the thread's earlier reads and writes are visible to any thread whose acquire load sees `v`; same types |
 //! | `x.load2(i)`, `load4`, `load8`, `load16` (`_nc` forms too) | `[T; N]` from elements `i..i+N` in one access of 4, 8 or 16 bytes |
 //! | `y.store2(i, v)`, `store4`, `store8`, `store16` | writes `[T; N]` |
-//! | `y.atomic_add(i, v)` | old value; `u32 i32 u64 f32 f64` |
+//! | `y.atomic_add(i, v)` | old value; `u32 i32 u64 f32 f64`, and `f16` (`atom.add.noftz.f16`), `f16x2` (both halves), `bf16` and `bf16x2` (sm_90): each half is the exact sum rounded once to nearest even, subnormals kept (f32 adds flush subnormals, as the hardware does) |
 //! | `y.atomic_min/max(i, v)` | `u32 i32 u64 i64` |
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
 //! | `x.len()` | the slice's length in elements (`u64`); of a static shared array a `u32` constant |
 //! | `x.is_aligned(i, B)` | `bool`: whether the address of element `i` of a slice is a multiple of `B` (2, 4, 8, 16) bytes; as a condition it proves vector accesses aligned (below) |
-//! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
+//! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked`, `load_acquire_unchecked`, `store_release_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
 //! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
 //! | `t.cp_async16_partial(i, x, j, n)` | the same copying only the first `n` bytes of the source, zero-filling the rest (bounds at tile edges) |
 //! | `t.ldmatrix_x1/x2/x4(i)`, `_trans` | `[u32; N]`: N 8x8 matrices of 16-bit elements from shared memory, each lane giving the address `&t[i]` of one row (`ldmatrix`, sm_75) |
 //!
 //! With `cp_async_commit()`, `cp_async_wait(N)` (N constant: at most N groups stay pending) and
 //! `cp_async_wait_all()`.
+//!
+//! **Memory ordering**: plain accesses (`x[i]`, `y[i] = v`, vector accesses) are weak: without
+//! synchronization another block may see them late or in another order. Atomics are relaxed
+//! at device scope. `sync_threads()` orders the accesses of a block's threads among
+//! themselves, `sync_warp()` those of a warp's lanes. To hand data from one block to another, write it with plain stores, then
+//! either `flag.store_release(b, 1)`, or `fence_device()` (or `fence_acq_rel_device()`) and a
+//! relaxed atomic on the flag; the reader waits for the flag with `flag.load_acquire(b)` (or a
+//! relaxed atomic such as `flag.atomic_or(b, 0)` followed by a fence) and then reads the data
+//! with plain loads. A kernel that waits on another block must only wait on blocks that have
+//! already started: take a ticket with `atomic_add` on a counter and wait on lower tickets
+//! (blocks are not scheduled in index order), and bound the wait.
 //!
 //! **Tensor cores** (one warp, all lanes; fragment layouts as in the PTX ISA, "Matrix Fragments
 //! for mma.m16n8k*"): `mma_m16n8k8_tf32(a: [u32; 4], b: [u32; 2], c: [f32; 4]) -> [f32; 4]`,
@@ -200,6 +216,9 @@
 //! | `tanh_fast` | `tanh.approx` (sm_75+, abs. 2^-10.99); below sm_75 an `ex2.approx` formula |
 //! | `erf_fast` | absolute error ≤ 1e-6 |
 //! | `mul_hi`, `count_ones`, `leading_zeros` | integer `mul.hi`, `popc`, `clz` |
+//! | `a.dp4a(b, c)` | `c` plus the dot product of the four bytes of `a` and `b` (`dp4a`, exact, wrapping in 32 bits): `a`, `b` are `u32` (unsigned bytes) or `i32` (signed bytes), each on its own; `c` and the result are `u32` when both are `u32`, else `i32` (`dp4a.u32.s32`, ...) |
+//! | `a.prmt(b, sel)` | byte permute (`prmt.b32`, `u32` or `i32`): result byte k is byte `sel >> 4k & 7` of the 8 bytes `{b, a}` (0..3 from `a`), replicated from its sign bit when `sel >> 4k & 8` |
+//! | `f16x2::from_f32s(lo, hi)`, `bf16x2::from_f32s(lo, hi)` | two f32 each rounded to nearest even into one pair (`cvt.rn.f16x2.f32 d, hi, lo`, sm_80; below sm_80 the f16 form is two conversions with the same result; bf16x2 needs sm_80) |
 //!
 //! The accurate functions are a built-in prelude written in this language (inlined like any
 //! helper); new instruction families (`cp.async`, `ldmatrix`, `mma.sync`, `wgmma`) slot into
@@ -216,8 +235,8 @@
 //! # Bounds checks and `unsafe`
 //!
 //! Safe kernel code cannot touch memory outside the buffers its launch was given. Every access
-//! through a slice (`x[i]`, `y[i] = v`, `y[i] += v`, `load_nc`, `loadN`/`storeN`: `i + N <=
-//! len`, atomics, the source of `cp_async*`: its whole byte range, with the `_partial` form's
+//! through a slice (`x[i]`, `y[i] = v`, `y[i] += v`, `load_nc`, `load_acquire`,
+//! `store_release`, `loadN`/`storeN`: `i + N <= len`, atomics, the source of `cp_async*`: its whole byte range, with the `_partial` form's
 //! count) and to a shared array (static: its constant length; the dynamic one: from
 //! `%dynamic_smem_size`) is checked. The index is compared in 64 bits, sign-extended from
 //! signed types, so a negative index fails.

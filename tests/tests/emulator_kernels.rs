@@ -40,7 +40,8 @@ fn every_example_kernel_variant_loads_on_the_emulator() {
         example_kernels::half_axpy::VARIANTS,
         example_kernels::clock_mix::VARIANTS,
     ];
-    let variants: Vec<&KernelVariant> = families.iter().flat_map(|f| f.iter()).collect();
+    let mut variants: Vec<&KernelVariant> = families.iter().flat_map(|f| f.iter()).collect();
+    variants.extend(pagesift_tests::intrinsic_kernels::all_variants());
     assert!(variants.len() >= 5);
     let failures = load_all(&variants);
     assert!(

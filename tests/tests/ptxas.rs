@@ -1,12 +1,12 @@
-//! Every kernel variant (the runtime crate's registry and the example kernels) assembled by
-//! NVIDIA's `ptxas` for its own target and for sm_90, with the register report checked: no
-//! errors, no spills.
+//! Every kernel variant (the runtime crate's registry, the example kernels and the intrinsic
+//! kernels of `pagesift_tests`) assembled by NVIDIA's `ptxas` for its own target and for sm_90,
+//! with the register report checked: no errors, no spills.
 //!
 //! `ptxas` is found at `PAGESIFT_PTXAS`, else `target/ptxas/ptxas` in the workspace, else on
 //! `PATH`. Without it the test prints why it skipped, and fails when `PAGESIFT_REQUIRE_PTXAS=1`.
 
 use pagesift_gpu::KernelVariant;
-use pagesift_tests::example_kernels;
+use pagesift_tests::{example_kernels, intrinsic_kernels};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +27,9 @@ fn find_ptxas() -> Option<PathBuf> {
 }
 
 fn example_variants() -> Vec<&'static KernelVariant> {
-    example_kernels::all_variants()
+    let mut v = example_kernels::all_variants();
+    v.extend(intrinsic_kernels::all_variants());
+    v
 }
 
 /// The architectures a variant is assembled for: its own target, and sm_90 where its PTX can

@@ -8,6 +8,7 @@ use super::inline::HelperArg;
 use super::{TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::{Expr, ExprKind};
+use crate::ptx::FenceScope;
 use crate::types::{ConstVal, Scalar, Ty};
 
 /// PTX special registers read as `u32`.
@@ -84,7 +85,7 @@ impl AtomKind {
     pub fn supports(self, s: Scalar) -> bool {
         use Scalar::*;
         match self {
-            AtomKind::Add => matches!(s, U32 | I32 | U64 | F32 | F64),
+            AtomKind::Add => matches!(s, U32 | I32 | U64 | F32 | F64 | F16 | Bf16 | F16x2 | Bf16x2),
             AtomKind::Min | AtomKind::Max => matches!(s, U32 | I32 | U64 | I64),
             AtomKind::Exch => matches!(s, U32 | I32 | U64 | I64 | F32),
             AtomKind::Cas | AtomKind::And | AtomKind::Or | AtomKind::Xor => {
@@ -99,6 +100,10 @@ impl AtomKind {
 pub enum MemOp {
     /// `x.load_nc(i)`: one element through the non-coherent (read-only) cache.
     LoadNc,
+    /// `x.load_acquire(i)`: one element of a global slice, an acquire load at device scope.
+    LoadAcquire,
+    /// `y.store_release(i, v)`: one element of a global slice, a release store at device scope.
+    StoreRelease,
     /// `x.load4(i)`: `n` consecutive elements from element `i` in one access.
     LoadVec { n: u32, nc: bool },
     /// `y.store4(i, v)`.
@@ -165,6 +170,13 @@ pub enum Intr {
     /// The warp index within the block: linear thread index / 32.
     WarpId,
     SyncThreads,
+    /// `sync_warp()` / `sync_warp_mask(m)`: `bar.warp.sync` (the full warp without a mask).
+    SyncWarp,
+    /// `fence_device()` and friends: `fence.sc` (`sc`) or `fence.acq_rel` at a scope.
+    Fence {
+        sc: bool,
+        scope: FenceScope,
+    },
     Shfl(ShflKind),
     Vote(VoteKind),
     Abs,
@@ -196,6 +208,12 @@ pub enum Intr {
     BitCast,
     /// `f16x2::new(lo, hi)`.
     Pack,
+    /// `f16x2::from_f32s(lo, hi)`: two f32 rounded to the halves of a pair.
+    PackF32,
+    /// `a.dp4a(b, c)`: `c` plus the dot product of the four bytes of `a` and `b`.
+    Dp4a,
+    /// `a.prmt(b, sel)`: byte permute of `{b, a}` (`prmt.b32`).
+    Prmt,
     /// `x.to_tf32()`: f32 rounded to tf32 (`cvt.rna.tf32.f32`), as its 32 bits.
     ToTf32,
     /// `mma_m16n8kK_T(a, b, c)`: one warp-wide `mma.sync` (row-major A, column-major B).
@@ -235,6 +253,14 @@ const INTRINSIC_FNS: &[&str] = &[
     "vote_any",
     "vote_ballot",
     "size_of",
+    "sync_warp",
+    "sync_warp_mask",
+    "fence_block",
+    "fence_device",
+    "fence_system",
+    "fence_acq_rel_block",
+    "fence_acq_rel_device",
+    "fence_acq_rel_system",
 ];
 
 /// Whether `name` is the name of an intrinsic function.
@@ -385,12 +411,16 @@ impl Checker<'_> {
                 let l = self.check_expr(&args[1], Some(&u32t));
                 self.expect_ty(&l, &u32t, args[1].span);
                 match scalar_of(&v) {
-                    Some(s) if s.bytes() == 4 => {}
+                    // 16-bit values are widened, 64-bit ones moved as two 32-bit halves.
+                    Some(s) if matches!(s.bytes(), 2 | 4 | 8) => {}
                     _ if v.ty == Ty::Never => return err_expr(span),
                     _ => {
                         self.cx.error(
                             args[0].span,
-                            format!("warp shuffles move 32-bit values, not `{}`", v.ty),
+                            format!(
+                                "warp shuffles move 16-, 32- or 64-bit values, not `{}`",
+                                v.ty
+                            ),
                         );
                         return err_expr(span);
                     }
@@ -424,6 +454,43 @@ impl Checker<'_> {
                         err_expr(span)
                     }
                 }
+            }
+            "sync_warp" | "sync_warp_mask" => {
+                let masked = name == "sync_warp_mask";
+                if !self.arity(args, masked as usize, &name, span) {
+                    return err_expr(span);
+                }
+                let mask = if masked {
+                    let m = self.check_expr(&args[0], Some(&u32t));
+                    self.expect_ty(&m, &u32t, args[0].span);
+                    m
+                } else {
+                    TExpr {
+                        kind: TKind::Const(ConstVal::Int(0xffff_ffff)),
+                        ty: u32t,
+                        span,
+                    }
+                };
+                self.intr(Intr::SyncWarp, vec![mask], Ty::Unit, span)
+            }
+            "fence_block"
+            | "fence_device"
+            | "fence_system"
+            | "fence_acq_rel_block"
+            | "fence_acq_rel_device"
+            | "fence_acq_rel_system" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                let sc = !name.starts_with("fence_acq_rel_");
+                let scope = if name.ends_with("_block") {
+                    FenceScope::Block
+                } else if name.ends_with("_device") {
+                    FenceScope::Device
+                } else {
+                    FenceScope::System
+                };
+                self.intr(Intr::Fence { sc, scope }, vec![], Ty::Unit, span)
             }
             "vote_all" | "vote_any" | "vote_ballot" => {
                 if !self.arity(args, 1, &name, span) {
@@ -493,6 +560,22 @@ impl Checker<'_> {
                 self.expect_ty(&a, &elem, args[0].span);
                 self.expect_ty(&b, &elem, args[1].span);
                 self.intr(Intr::Pack, vec![a, b], Ty::Scalar(s), span)
+            }
+            "from_f32s" if s.is_packed() => {
+                let what = format!("{s}::from_f32s");
+                if !self.arity(args, 2, &what, span) {
+                    return err_expr(span);
+                }
+                // f16x2 below sm_80 rounds each half on its own (the same result).
+                if s == Scalar::Bf16x2 {
+                    self.needs_sm(80, &what, span);
+                }
+                let f = Ty::Scalar(Scalar::F32);
+                let a = self.check_expr(&args[0], Some(&f));
+                let b = self.check_expr(&args[1], Some(&f));
+                self.expect_ty(&a, &f, args[0].span);
+                self.expect_ty(&b, &f, args[1].span);
+                self.intr(Intr::PackF32, vec![a, b], Ty::Scalar(s), span)
             }
             _ => {
                 self.cx
@@ -654,6 +737,9 @@ impl Checker<'_> {
             }
             return err_expr(span);
         };
+        if matches!(m.as_str(), "dp4a" | "prmt") {
+            return self.check_byte_op(x, &m, args, span);
+        }
         let float = s.is_float();
         let f32_only = s == Scalar::F32;
         let rounding = s == Scalar::F32 || s == Scalar::F64;
@@ -734,5 +820,53 @@ impl Checker<'_> {
             targs.push(t);
         }
         self.intr(intr, targs, ty, span)
+    }
+
+    /// `a.dp4a(b, c)` and `a.prmt(b, sel)`: operations on the four bytes of 32-bit integers.
+    fn check_byte_op(&mut self, x: TExpr, m: &str, args: &[Expr], span: Span) -> TExpr {
+        let word = |t: &Ty| matches!(t, Ty::Scalar(Scalar::U32 | Scalar::I32));
+        if !word(&x.ty) {
+            self.cx.error(
+                x.span,
+                format!(
+                    "`{m}` works on four bytes packed in a `u32` or `i32`, not `{}`",
+                    x.ty
+                ),
+            );
+            return err_expr(span);
+        }
+        if !self.arity(args, 2, m, span) {
+            return err_expr(span);
+        }
+        let b = self.check_expr(&args[0], Some(&x.ty));
+        if m == "prmt" {
+            self.expect_ty(&b, &x.ty, args[0].span);
+            let u = Ty::Scalar(Scalar::U32);
+            let sel = self.check_expr(&args[1], Some(&u));
+            self.expect_ty(&sel, &u, args[1].span);
+            let ty = x.ty.clone();
+            return self.intr(Intr::Prmt, vec![x, b, sel], ty, span);
+        }
+        if !word(&b.ty) {
+            if b.ty != Ty::Never {
+                self.cx.error(
+                    args[0].span,
+                    format!(
+                        "`dp4a` multiplies four bytes packed in a `u32` or `i32`, not `{}`",
+                        b.ty
+                    ),
+                );
+            }
+            return err_expr(span);
+        }
+        // The accumulator and the result are unsigned only when both byte vectors are.
+        let acc = if x.ty == Ty::Scalar(Scalar::U32) && b.ty == Ty::Scalar(Scalar::U32) {
+            Ty::Scalar(Scalar::U32)
+        } else {
+            Ty::Scalar(Scalar::I32)
+        };
+        let c = self.check_expr(&args[1], Some(&acc));
+        self.expect_ty(&c, &acc, args[1].span);
+        self.intr(Intr::Dp4a, vec![x, b, c], acc, span)
     }
 }

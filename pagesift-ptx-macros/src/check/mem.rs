@@ -40,6 +40,10 @@ impl Checker<'_> {
             return self.unknown_mem(full, span);
         } else if m == "load_nc" {
             (MemOp::LoadNc, 1)
+        } else if m == "load_acquire" {
+            (MemOp::LoadAcquire, 1)
+        } else if m == "store_release" {
+            (MemOp::StoreRelease, 2)
         } else if let Some(rest) = m.strip_prefix("load") {
             let (num, nc) = match rest.strip_suffix("_nc") {
                 Some(r) => (r, true),
@@ -86,11 +90,36 @@ impl Checker<'_> {
         if !self.arity(args, n_args, m, span) {
             return err_expr(span);
         }
+        if matches!(op, MemOp::LoadAcquire | MemOp::StoreRelease) {
+            if mutable.is_none() {
+                self.cx.error(
+                    span,
+                    format!(
+                        "`{m}` works on slice parameters (global memory), not on shared arrays"
+                    ),
+                );
+                return err_expr(span);
+            }
+            if !matches!(
+                elem,
+                Scalar::U32 | Scalar::I32 | Scalar::U64 | Scalar::I64 | Scalar::F32 | Scalar::F64
+            ) {
+                self.cx.error(
+                    span,
+                    format!("`{m}` is not available on `{elem}` (u32, i32, u64, i64, f32, f64)"),
+                );
+                return err_expr(span);
+            }
+        }
         let nc = matches!(op, MemOp::LoadNc | MemOp::LoadVec { nc: true, .. });
         if nc && mutable != Some(false) {
             self.cx.error(span, format!("`{m}` reads through the non-coherent cache: only for `&[T]` parameters (read-only for the whole kernel)"));
         }
-        if matches!(op, MemOp::StoreVec { .. } | MemOp::Atomic(_) | MemOp::Set) && !writable {
+        if matches!(
+            op,
+            MemOp::StoreVec { .. } | MemOp::Atomic(_) | MemOp::Set | MemOp::StoreRelease
+        ) && !writable
+        {
             self.cx.error(
                 span,
                 format!("`{m}` writes: declare the parameter `&mut [{elem}]`"),
@@ -99,8 +128,8 @@ impl Checker<'_> {
         let idx = self.check_index(&args[0]);
         let mut targs = vec![idx];
         let ty = match op {
-            MemOp::LoadNc | MemOp::Get => elem_ty,
-            MemOp::Set => {
+            MemOp::LoadNc | MemOp::Get | MemOp::LoadAcquire => elem_ty,
+            MemOp::Set | MemOp::StoreRelease => {
                 let v = self.check_expr(&args[1], Some(&elem_ty));
                 self.expect_ty(&v, &elem_ty, args[1].span);
                 targs.push(v);
@@ -129,6 +158,9 @@ impl Checker<'_> {
                     self.cx
                         .error(span, format!("`{m}` is not available on `{elem}`"));
                     return err_expr(span);
+                }
+                if matches!(elem, Scalar::Bf16 | Scalar::Bf16x2) {
+                    self.needs_sm(90, &format!("{m}` on `{elem}"), span);
                 }
                 for a in &args[1..] {
                     let v = self.check_expr(a, Some(&elem_ty));
@@ -313,7 +345,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

@@ -38,7 +38,10 @@ impl Lower<'_> {
         let mut written = Vec::new();
         match op {
             Op::St { .. }
+            | Op::StRelease(_)
             | Op::BarSync
+            | Op::BarWarpSync
+            | Op::Fence { .. }
             | Op::Bra
             | Op::Ret
             | Op::CpAsync { .. }

@@ -4,7 +4,7 @@ use super::{Lower, Val};
 use crate::check::{AsmPiece, Intr, ShflKind, Special, TExpr};
 use crate::ctxt::Sp as Span;
 use crate::ptx::{self, BinKind, Op, Operand, UnKind};
-use crate::types::{ConstVal, Scalar, Ty};
+use crate::types::{ConstVal, RegClass, Scalar, Ty};
 
 const FULL_MASK: i128 = 0xffff_ffff;
 
@@ -84,16 +84,58 @@ impl Lower<'_> {
                 self.emit(Op::BarSync, vec![Operand::Int(0)], span);
                 Val::Unit
             }
+            Intr::SyncWarp => {
+                let m = self.operand(&vals[0], span);
+                self.emit(Op::BarWarpSync, vec![m], span);
+                Val::Unit
+            }
+            Intr::Fence { sc, scope } => {
+                self.emit(Op::Fence { sc, scope }, vec![], span);
+                Val::Unit
+            }
             Intr::Shfl(k) => {
                 let v = self.operand_reg(&vals[0], span);
                 let l = self.operand(&vals[1], span);
                 let c = if k == ShflKind::Up { 0 } else { 0x1f };
-                self.op_to(
-                    Op::Shfl(k),
-                    rs,
-                    vec![v, l, Operand::Int(c), Operand::Int(FULL_MASK)],
-                    span,
-                )
+                let shfl = |lw: &mut Self, v: Operand, to: Scalar| {
+                    let ops = vec![v, l.clone(), Operand::Int(c), Operand::Int(FULL_MASK)];
+                    lw.op_to(Op::Shfl(k), to, ops, span)
+                };
+                match rs.bytes() {
+                    // 16 bits: zero-extended to 32, shuffled, narrowed again.
+                    2 => {
+                        let widen = Op::Cvt {
+                            to: Scalar::U32,
+                            from: Scalar::U16,
+                        };
+                        let w = self.op_to(widen, Scalar::U32, vec![v], span);
+                        let wo = self.operand_reg(&w, span);
+                        let r = shfl(self, wo, Scalar::U32);
+                        let ro = self.operand_reg(&r, span);
+                        let narrow = Op::Cvt {
+                            to: Scalar::U16,
+                            from: Scalar::U32,
+                        };
+                        self.op_to(narrow, rs, vec![ro], span)
+                    }
+                    // 64 bits: both 32-bit halves shuffled alike.
+                    8 => {
+                        let (lo, hi) = (self.reg(RegClass::B32), self.reg(RegClass::B32));
+                        let halves = Operand::Vec(vec![lo.into(), hi.into()]);
+                        self.emit(Op::MovBits(64), vec![halves, v], span);
+                        let a = shfl(self, lo.into(), Scalar::U32);
+                        let b = shfl(self, hi.into(), Scalar::U32);
+                        let (ao, bo) = (self.operand_reg(&a, span), self.operand_reg(&b, span));
+                        let d = self.reg(rs.reg_class());
+                        self.emit(
+                            Op::MovBits(64),
+                            vec![d.into(), Operand::Vec(vec![ao, bo])],
+                            span,
+                        );
+                        Val::Reg(d, rs)
+                    }
+                    _ => shfl(self, v, rs),
+                }
             }
             Intr::Vote(k) => {
                 let p = self.operand_reg(&vals[0], span);
@@ -166,6 +208,37 @@ impl Lower<'_> {
                 self.op_to(Op::MovBits(rs.bytes() * 8), rs, vec![a], span)
             }
             Intr::Pack => self.pack(&vals[0], &vals[1], rs, span),
+            Intr::PackF32 => {
+                let op = Op::CvtPack(rs);
+                if !ptx::available(&op, self.v.target.sm) {
+                    // Each half rounded on its own: the same result as the packed conversion.
+                    let elem = rs.packed_elem().unwrap_or(Scalar::F16);
+                    let lo = self.cast(vals[0].clone(), elem, span);
+                    let hi = self.cast(vals[1].clone(), elem, span);
+                    return self.pack(&lo, &hi, rs, span);
+                }
+                // `cvt.rn.f16x2.f32 d, a, b` puts `a` in the upper half.
+                let hi = self.operand_reg(&vals[1], span);
+                let lo = self.operand_reg(&vals[0], span);
+                self.op_to(op, rs, vec![hi, lo], span)
+            }
+            Intr::Dp4a => {
+                let signed = |v: &Val| Self::scalar_of(v) == Some(Scalar::I32);
+                let op = Op::Dp4a {
+                    a_signed: signed(&vals[0]),
+                    b_signed: signed(&vals[1]),
+                };
+                let a = self.operand_reg(&vals[0], span);
+                let b = self.operand_reg(&vals[1], span);
+                let c = self.operand_reg(&vals[2], span);
+                self.op_to(op, rs, vec![a, b, c], span)
+            }
+            Intr::Prmt => {
+                let a = self.operand_reg(&vals[0], span);
+                let b = self.operand_reg(&vals[1], span);
+                let c = self.operand(&vals[2], span);
+                self.op_to(Op::Prmt, rs, vec![a, b, c], span)
+            }
             Intr::ToTf32 => {
                 let a = self.operand_reg(&vals[0], span);
                 self.op_to(Op::CvtTf32, Scalar::U32, vec![a], span)

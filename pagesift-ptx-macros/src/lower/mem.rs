@@ -1,4 +1,5 @@
-//! Memory: element addresses, loads and stores (scalar and vector), atomics.
+//! Memory: element addresses, loads and stores (scalar and vector), acquire loads and release
+//! stores, atomics.
 
 use super::{addr, mem_scalar, Lower, Store, Val};
 use crate::check::{MemOp, TExpr, TKind, VarId};
@@ -219,7 +220,7 @@ impl Lower<'_> {
         };
         // Values are computed before the check (a skipped store still evaluates them).
         let vals: Vec<Val> = match op {
-            MemOp::Set | MemOp::StoreVec { .. } | MemOp::Atomic(_) => {
+            MemOp::Set | MemOp::StoreVec { .. } | MemOp::Atomic(_) | MemOp::StoreRelease => {
                 args[1..].iter().map(|x| self.expr(x)).collect()
             }
             _ => Vec::new(),
@@ -334,6 +335,12 @@ impl Lower<'_> {
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
+            MemOp::LoadAcquire => self.op_to(Op::LdAcquire(mem_scalar(elem)), elem, vec![a], span),
+            MemOp::StoreRelease => {
+                let x = self.operand_reg(&vals[0], span);
+                self.emit(Op::StRelease(mem_scalar(elem)), vec![a, x], span);
+                Val::Unit
+            }
             MemOp::Get => self.load(space, elem, a, false, span),
             MemOp::Set => {
                 self.store(space, elem, a, &vals[0], span);

@@ -368,7 +368,10 @@ fn has_dest(op: &Op) -> bool {
     !matches!(
         op,
         Op::St { .. }
+            | Op::StRelease(_)
             | Op::BarSync
+            | Op::BarWarpSync
+            | Op::Fence { .. }
             | Op::Bra
             | Op::Ret
             | Op::CpAsync { .. }
@@ -396,6 +399,9 @@ fn is_pure(op: &Op) -> bool {
             | Op::Bfe { .. }
             | Op::Bfi
             | Op::CvtTf32
+            | Op::CvtPack(_)
+            | Op::Dp4a { .. }
+            | Op::Prmt
             | Op::Ld {
                 space: Space::Param,
                 ..

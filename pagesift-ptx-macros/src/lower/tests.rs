@@ -717,3 +717,130 @@ fn a_masked_clamp_proves_through_two_bounds() {
     // their alignment tests stay: those are not `setp.ge.u64`).
     assert_eq!(checks, 0, "{text}");
 }
+
+#[test]
+fn ordered_accesses_fences_byte_ops_and_wide_shuffles_assemble() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(flags: &mut [u32], x: &[u64], y: &mut [f64], h: &mut [f16], n: u32) {
+            let t = thread_idx_x();
+            let f = flags.load_acquire(t);
+            fence_block();
+            fence_acq_rel_device();
+            fence_system();
+            sync_warp();
+            sync_warp_mask(f | 1);
+            flags.store_release(t + 1, f.dp4a(t, 7u32) + (t as i32).dp4a(f, -3) as u32);
+            let w = shfl_xor(x[t], 1u32) + shfl_down(t as u16, 2u32) as u64;
+            y[t] = shfl_idx(y[t], 0u32) + w as f64;
+            h.atomic_add(t, shfl_up(h[t], 1u32));
+            flags[t] = f.prmt(n, 0x3210u32);
+            let p = f16x2::from_f32s(1.5, y[t] as f32);
+            flags[t + 2] = p.to_bits();
+        }
+
+        #[launch(block = 32)]
+        #[target(sm_80)]
+        pub fn k80(y: &mut [u32], a: f32, b: f32) {
+            y[0] = f16x2::from_f32s(a, b).to_bits() ^ bf16x2::from_f32s(b, a).to_bits();
+        }
+
+        #[launch(block = 32)]
+        #[target(sm_90)]
+        pub fn k90(y: &mut [bf16], z: &mut [u32]) {
+            let s: Shared<[bf16x2; 32]>;
+            let t = thread_idx_x();
+            s[t] = bf16x2::from_f32s(1.0, 2.0);
+            sync_threads();
+            let old = s.atomic_add(t ^ 1, bf16x2::from_f32s(0.5, 0.25));
+            z[t] = old.to_bits();
+            y.atomic_add(t, 1.0);
+        }
+    });
+    let text = &ptx[0].1;
+    for form in [
+        "ld.acquire.gpu.global.u32",
+        "st.release.gpu.global.u32",
+        "fence.sc.cta;",
+        "fence.acq_rel.gpu;",
+        "fence.sc.sys;",
+        "bar.warp.sync 4294967295;",
+        "bar.warp.sync %r",
+        "dp4a.u32.u32",
+        "dp4a.s32.u32",
+        "shfl.sync.bfly.b32",
+        "atom.global.add.noftz.f16",
+        "prmt.b32",
+    ] {
+        assert!(text.contains(form), "{form}: {text}");
+    }
+    // Below sm_80 the packed conversion is two conversions and a pack.
+    assert!(!text.contains("cvt.rn.f16x2.f32"), "{text}");
+    assert!(text.contains("cvt.rn.f16.f32"), "{text}");
+    // The 64-bit shuffles go in two halves each; the 16-bit ones widened.
+    assert_eq!(text.matches("shfl.sync.").count(), 2 + 1 + 2 + 1, "{text}");
+    assert!(text.contains("cvt.u32.u16"), "{text}");
+    // Every access is checked: the acquire load, the release store, the atomic, the others.
+    let (checks, faults, _) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &mut [u64], i: u32) {
+            let v = x.load_acquire(i);
+            x.store_release(i + 1, v);
+        }
+    });
+    assert_eq!((checks, faults), (2, 2));
+    // A proven index needs no check.
+    let (checks, _, text2) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &mut [u64], i: u32) {
+            if (i as u64) < x.len() {
+                let v = x.load_acquire(i);
+                x.store_release(i, v + 1);
+            }
+        }
+    });
+    assert_eq!(checks, 0, "{text2}");
+    let t80 = &ptx[1].1;
+    assert!(t80.contains("cvt.rn.f16x2.f32"), "{t80}");
+    assert!(t80.contains("cvt.rn.bf16x2.f32"), "{t80}");
+    let t90 = &ptx[2].1;
+    assert!(t90.contains("atom.shared.add.noftz.bf16x2"), "{t90}");
+    assert!(t90.contains("atom.global.add.noftz.bf16 "), "{t90}");
+    assemble("ordered-byte-ops", &ptx);
+}
+
+#[test]
+fn new_intrinsics_report_wrong_types_and_old_targets() {
+    let errs = |tokens| match compile_for_test(tokens) {
+        Ok(_) => panic!("no errors"),
+        Err(e) => e.join("\n"),
+    };
+    let e = errs(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [bf16], s: &mut [u16], b: &[u32]) {
+            let sh: Shared<[u32; 32]>;
+            let t = thread_idx_x();
+            let a = x.load_acquire(t);
+            let z = sh.load_acquire(t);
+            s.store_release(t, 1u16);
+            b.store_release(t, 1u32);
+            y.atomic_add(t, a as bf16);
+            let p = bf16x2::from_f32s(a, a);
+            let q = a.dp4a(1u32, 2u32);
+            let r = t.dp4a(a, 2);
+            let w = shfl_xor(t as u8, 1u32);
+        }
+    });
+    for want in [
+        "`load_acquire` works on slice parameters (global memory), not on shared arrays",
+        "`store_release` is not available on `u16` (u32, i32, u64, i64, f32, f64)",
+        "`store_release` writes: declare the parameter `&mut [u32]`",
+        "`atomic_add` on `bf16` needs sm_90 or later",
+        "`bf16x2::from_f32s` needs sm_80 or later",
+        "`dp4a` works on four bytes packed in a `u32` or `i32`, not `f32`",
+        "`dp4a` multiplies four bytes packed in a `u32` or `i32`, not `f32`",
+        "warp shuffles move 16-, 32- or 64-bit values, not `u8`",
+    ] {
+        assert!(e.contains(want), "missing {want:?} in:\n{e}");
+    }
+}

@@ -101,6 +101,31 @@ pub enum Space {
     Param,
 }
 
+/// The scope of a fence: the threads whose accesses it orders against the fencing thread's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceScope {
+    /// The thread block (`.cta`).
+    Block,
+    /// The whole device (`.gpu`).
+    Device,
+    /// The device, the host and peer devices (`.sys`).
+    System,
+}
+
+impl FenceScope {
+    /// The PTX scope qualifier.
+    pub fn ptx(self) -> &'static str {
+        match self {
+            FenceScope::Block => "cta",
+            FenceScope::Device => "gpu",
+            FenceScope::System => "sys",
+        }
+    }
+
+    /// Every scope.
+    pub const ALL: [FenceScope; 3] = [FenceScope::Block, FenceScope::Device, FenceScope::System];
+}
+
 /// An operation; its types select the instruction form.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -138,6 +163,26 @@ pub enum Op {
     Shfl(ShflKind),
     Vote(VoteKind),
     BarSync,
+    /// `bar.warp.sync mask`.
+    BarWarpSync,
+    /// `fence.sc.<scope>` (`sc`) or `fence.acq_rel.<scope>`.
+    Fence {
+        sc: bool,
+        scope: FenceScope,
+    },
+    /// `ld.acquire.gpu.global` of one element; `ty` is the memory type.
+    LdAcquire(Scalar),
+    /// `st.release.gpu.global` of one element; `ty` is the memory type.
+    StRelease(Scalar),
+    /// `dp4a.<a>.<b>`: the dot product of the four bytes of `a` and `b`, plus `c`.
+    Dp4a {
+        a_signed: bool,
+        b_signed: bool,
+    },
+    /// `prmt.b32` (default mode).
+    Prmt,
+    /// `cvt.rn.f16x2.f32 d, hi, lo` / `cvt.rn.bf16x2.f32`: two f32 rounded into one packed pair.
+    CvtPack(Scalar),
     Bra,
     Ret,
     CvtaGlobal,

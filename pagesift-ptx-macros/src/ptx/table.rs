@@ -1,7 +1,7 @@
 //! The emitter's tables: operation -> instruction text, and the target / PTX ISA version each
 //! instruction form needs.
 
-use super::{BinKind, CmpKind, Op, Space, UnKind};
+use super::{BinKind, CmpKind, FenceScope, Op, Space, UnKind};
 use crate::check::{AtomKind, MmaType, ShflKind, VoteKind};
 use crate::types::Scalar;
 
@@ -170,8 +170,10 @@ pub fn opcode(op: &Op) -> Result<String, String> {
                 return no();
             }
             let t = match kind {
-                AtomKind::Add | AtomKind::Min | AtomKind::Max => ty.ptx(),
-                _ => ty.bits(),
+                // Half-precision adds exist only without flushing subnormals (`.noftz`).
+                AtomKind::Add if half(*ty) => format!("noftz.{}", ty.ptx()),
+                AtomKind::Add | AtomKind::Min | AtomKind::Max => ty.ptx().to_string(),
+                _ => ty.bits().to_string(),
             };
             format!("atom.{}.{}.{t}", space_name(*space), kind.names().1)
         }
@@ -188,6 +190,22 @@ pub fn opcode(op: &Op) -> Result<String, String> {
         Op::Vote(VoteKind::Any) => "vote.sync.any.pred".into(),
         Op::Vote(VoteKind::Ballot) => "vote.sync.ballot.b32".into(),
         Op::BarSync => "bar.sync".into(),
+        Op::BarWarpSync => "bar.warp.sync".into(),
+        Op::Fence { sc, scope } => format!(
+            "fence.{}.{}",
+            if *sc { "sc" } else { "acq_rel" },
+            scope.ptx()
+        ),
+        Op::LdAcquire(ty) if ordered_ty(*ty) => format!("ld.acquire.gpu.global.{}", ty.ptx()),
+        Op::StRelease(ty) if ordered_ty(*ty) => format!("st.release.gpu.global.{}", ty.ptx()),
+        Op::LdAcquire(_) | Op::StRelease(_) => return no(),
+        Op::Dp4a { a_signed, b_signed } => {
+            let t = |s: bool| if s { "s32" } else { "u32" };
+            format!("dp4a.{}.{}", t(*a_signed), t(*b_signed))
+        }
+        Op::Prmt => "prmt.b32".into(),
+        Op::CvtPack(s @ (F16x2 | Bf16x2)) => format!("cvt.rn.{}.f32", s.ptx()),
+        Op::CvtPack(_) => return no(),
         Op::Bra => "bra".into(),
         Op::Ret => "ret".into(),
         Op::CvtaGlobal => "cvta.to.global.u64".into(),
@@ -227,6 +245,12 @@ pub fn opcode(op: &Op) -> Result<String, String> {
         Op::CvtTf32 => "cvt.rna.tf32.f32".into(),
         Op::Asm { pieces, .. } => pieces.concat(),
     })
+}
+
+/// The memory types of acquire loads and release stores: 32- and 64-bit integers and floats.
+fn ordered_ty(ty: Scalar) -> bool {
+    use Scalar::*;
+    matches!(ty, U32 | I32 | U64 | I64 | F32 | F64)
 }
 
 fn space_name(s: Space) -> &'static str {
@@ -303,6 +327,12 @@ pub fn requirement(op: &Op) -> (u32, (u32, u32)) {
             from: Bf16,
         } => (80, (7, 1)),
         Op::Cvt { to: Bf16, .. } | Op::Cvt { from: Bf16, .. } => (90, (7, 8)),
+        Op::CvtPack(_) => (80, (7, 0)),
+        Op::Atom {
+            kind: AtomKind::Add,
+            ty: Bf16 | Bf16x2,
+            ..
+        } => (90, (7, 8)),
         _ => base,
     }
 }
@@ -405,6 +435,21 @@ pub(crate) fn all_ops() -> Vec<Op> {
     for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
         ops.push(Op::Vote(k));
     }
+    for sc in [false, true] {
+        for scope in FenceScope::ALL {
+            ops.push(Op::Fence { sc, scope });
+        }
+    }
+    for s in Scalar::ALL {
+        ops.push(Op::LdAcquire(s));
+        ops.push(Op::StRelease(s));
+        ops.push(Op::CvtPack(s));
+    }
+    for a_signed in [false, true] {
+        for b_signed in [false, true] {
+            ops.push(Op::Dp4a { a_signed, b_signed });
+        }
+    }
     for (_, ty, k, _, _) in MmaType::SHAPES {
         ops.push(Op::Mma { ty, k });
     }
@@ -424,6 +469,8 @@ pub(crate) fn all_ops() -> Vec<Op> {
         Op::MovBits(32),
         Op::MovBits(64),
         Op::BarSync,
+        Op::BarWarpSync,
+        Op::Prmt,
         Op::Bra,
         Op::Ret,
         Op::CvtaGlobal,

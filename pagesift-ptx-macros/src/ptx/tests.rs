@@ -46,6 +46,40 @@ fn opcodes_come_from_the_tables() {
             },
             "atom.shared.cas.b32",
         ),
+        (
+            Op::Atom {
+                space: Space::Global,
+                kind: AtomKind::Add,
+                ty: Scalar::Bf16x2,
+            },
+            "atom.global.add.noftz.bf16x2",
+        ),
+        (Op::LdAcquire(Scalar::U64), "ld.acquire.gpu.global.u64"),
+        (Op::StRelease(Scalar::F32), "st.release.gpu.global.f32"),
+        (
+            Op::Fence {
+                sc: false,
+                scope: FenceScope::Device,
+            },
+            "fence.acq_rel.gpu",
+        ),
+        (
+            Op::Fence {
+                sc: true,
+                scope: FenceScope::System,
+            },
+            "fence.sc.sys",
+        ),
+        (Op::BarWarpSync, "bar.warp.sync"),
+        (
+            Op::Dp4a {
+                a_signed: false,
+                b_signed: true,
+            },
+            "dp4a.u32.s32",
+        ),
+        (Op::Prmt, "prmt.b32"),
+        (Op::CvtPack(Scalar::F16x2), "cvt.rn.f16x2.f32"),
     ];
     for (op, want) in cases {
         assert_eq!(opcode(&op).as_deref(), Ok(want), "{op:?}");
@@ -54,6 +88,14 @@ fn opcodes_come_from_the_tables() {
 
 #[test]
 fn an_operation_with_no_rule_is_an_error() {
+    assert!(opcode(&Op::LdAcquire(Scalar::U16)).is_err());
+    assert!(opcode(&Op::CvtPack(Scalar::F32)).is_err());
+    assert!(opcode(&Op::Atom {
+        space: Space::Global,
+        kind: AtomKind::Min,
+        ty: Scalar::F16,
+    })
+    .is_err());
     assert!(opcode(&Op::Bin(BinKind::Rem, Scalar::F32)).is_err());
     assert!(opcode(&Op::Un(UnKind::TanhApprox, Scalar::F64)).is_err());
     assert!(opcode(&Op::Ld {
@@ -216,6 +258,12 @@ fn sample_operands(op: &Op) -> Option<Vec<Operand>> {
             ]
         }
         Op::CvtTf32 => vec![r(C::B32, 1), r(C::F32, 2)],
+        Op::BarWarpSync => vec![Operand::Int(0xffff_ffff)],
+        Op::Fence { .. } => vec![],
+        Op::LdAcquire(ty) => vec![of(*ty, 1), global],
+        Op::StRelease(ty) => vec![global, of(*ty, 1)],
+        Op::Dp4a { .. } | Op::Prmt => (1..=4).map(|n| r(C::B32, n)).collect(),
+        Op::CvtPack(_) => vec![r(C::B32, 1), r(C::F32, 1), r(C::F32, 2)],
         Op::Asm { .. } => return None,
     })
 }

@@ -661,6 +661,15 @@ fn instruction_form_rules() {
         "cvt.rzi.u8.bf16",
         "mul.rn.bf16x2",
         "vote.sync.ballot.b32",
+        "atom.global.add.noftz.f16",
+        "atom.shared.add.noftz.bf16x2",
+        "ld.acquire.gpu.global.u64",
+        "st.release.gpu.global.f32",
+        "fence.acq_rel.gpu",
+        "membar.gl",
+        "bar.warp.sync",
+        "cvt.rn.bf16x2.f32",
+        "prmt.b32",
     ] {
         assert_eq!(super::check_instruction_form(f), Ok(()), "{f}");
     }
@@ -670,6 +679,10 @@ fn instruction_form_rules() {
         "add.rn.xyz.f32",
         "shfl.bfly.b32",
         "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32",
+        "atom.global.add.f16",
+        "atom.global.add.noftz.f32",
+        "atom.global.max.noftz.f16",
+        "atom.global.and.noftz.b32",
     ] {
         assert!(
             super::check_instruction_form(f).is_err(),
@@ -1523,4 +1536,137 @@ fn directed_rounding_edges_and_integer_conversions() {
         half::bf16::from_bits(cvt_plain(Ty::BF16, Ty::U64, Rnd::Rn, v) as u16).to_f64(),
         2f64.powi(60) + 2f64.powi(53)
     );
+}
+
+#[test]
+fn half_atomics_round_once_and_ordered_accesses_fence() {
+    let e = emu();
+    // Thread t adds b[t] to the f16 at a[t] (returning the old value to old[t]), then adds the
+    // pair b2[t] to the bf16x2 at c[t]; the fourth word goes through an acquire load, a fence
+    // and a release store.
+    let ptx = format!(
+        "{HEADER}.visible .entry k(.param .u64 a, .param .u64 b, .param .u64 c, .param .u64 d, .param .u64 old)\n{{\n\
+         .reg .b16 %rs<4>;\n .reg .b32 %r<8>;\n .reg .b64 %rd<16>;\n\
+         ld.param.u64 %rd1, [a];\n ld.param.u64 %rd2, [b];\n ld.param.u64 %rd3, [c];\n\
+         ld.param.u64 %rd4, [d];\n ld.param.u64 %rd5, [old];\n mov.u32 %r1, %tid.x;\n\
+         mul.wide.u32 %rd6, %r1, 2;\n mul.wide.u32 %rd7, %r1, 4;\n\
+         add.u64 %rd8, %rd1, %rd6;\n add.u64 %rd9, %rd2, %rd6;\n add.u64 %rd10, %rd3, %rd7;\n\
+         add.u64 %rd11, %rd5, %rd6;\n\
+         ld.global.u16 %rs1, [%rd9];\n atom.global.add.noftz.f16 %rs2, [%rd8], %rs1;\n\
+         st.global.u16 [%rd11], %rs2;\n\
+         mov.b32 %r2, {{%rs1, %rs1}};\n atom.global.add.noftz.bf16x2 %r3, [%rd10], %r2;\n\
+         ld.acquire.gpu.global.u32 %r4, [%rd4];\n fence.sc.gpu;\n membar.cta;\n add.u32 %r5, %r4, %r1;\n\
+         st.release.gpu.global.u32 [%rd4+4], %r5;\n ret;\n}}\n"
+    );
+    // f16: a tie (1 + 2^-11 -> 1), above the tie, subnormals kept (no flush), an overflow.
+    let a: [u16; 4] = [0x3c00, 0x3c00, 0x0001, 0x7bff];
+    let b: [u16; 4] = [0x1000, 0x1001, 0x0001, 0x7bff];
+    let c: [u32; 4] = [0x3f80_3f80, 0x0001_8001, 0x4000_c000, 0x7f7f_ff7f];
+    let pack16 = |v: &[u16]| -> Vec<u32> {
+        v.chunks(2)
+            .map(|p| p[0] as u32 | (p[1] as u32) << 16)
+            .collect()
+    };
+    let pa = upload_u32(&e, &pack16(&a));
+    let pb = upload_u32(&e, &pack16(&b));
+    let pc = upload_u32(&e, &c);
+    let pd = upload_u32(&e, &[40, 0]);
+    let po = upload_u32(&e, &[0xdead_beef; 2]);
+    let args = [pa, pb, pc, pd, po].map(KernelArg::ptr);
+    launch(&e, &ptx, "k", 1, 4, 0, &args).expect("half atomics");
+    let unpack16 = |w: Vec<u32>| -> Vec<u16> {
+        w.iter()
+            .flat_map(|x| [*x as u16, (*x >> 16) as u16])
+            .collect()
+    };
+    let got_a = unpack16(download_u32(&e, pa, 2));
+    let want_a: Vec<u16> = (0..4)
+        .map(|i| {
+            let s = half::f16::from_bits(a[i]).to_f64() + half::f16::from_bits(b[i]).to_f64();
+            half::f16::from_f64(s).to_bits()
+        })
+        .collect();
+    assert_eq!(got_a, want_a);
+    assert_eq!(want_a[..3], [0x3c00, 0x3c01, 0x0002]);
+    assert_eq!(unpack16(download_u32(&e, po, 2)), a.to_vec());
+    let got_c = download_u32(&e, pc, 4);
+    for i in 0..4 {
+        let lane = |w: u32, k: u32| half::bf16::from_bits((w >> (16 * k)) as u16).to_f64();
+        let add = half::bf16::from_bits(b[i]).to_f64();
+        for k in 0..2 {
+            let want = half::bf16::from_f64(lane(c[i], k) + add);
+            assert_eq!(
+                lane(got_c[i], k).to_bits(),
+                want.to_f64().to_bits(),
+                "c[{i}] lane {k}"
+            );
+        }
+    }
+    // The last thread's release store wins; every thread read 40.
+    assert_eq!(download_u32(&e, pd, 2), vec![40, 43]);
+}
+
+/// Each thread writes its shared word, runs `sync`, reads the word of thread `t ^ flip` and
+/// writes it to `out[t]`, runs `sync`, writes that word; then, after a block barrier, every
+/// thread reads word 0, runs `sync`, and thread 0 writes word 0.
+fn warp_exchange_ptx(sync: &str, flip: u32) -> String {
+    format!(
+        "{HEADER}.visible .entry k(.param .u64 out)\n{{\n .reg .pred %p<2>;\n .reg .b32 %r<8>;\n .reg .b64 %rd<4>;\n\
+         .shared .align 4 .b8 s[256];\n\
+         ld.param.u64 %rd1, [out];\n mov.u32 %r1, %tid.x;\n shl.b32 %r2, %r1, 2;\n\
+         mov.u32 %r3, s;\n add.u32 %r4, %r3, %r2;\n st.shared.u32 [%r4], %r1;\n {sync}\n\
+         xor.b32 %r5, %r1, {flip};\n shl.b32 %r5, %r5, 2;\n add.u32 %r5, %r3, %r5;\n\
+         ld.shared.u32 %r6, [%r5];\n {sync}\n st.shared.u32 [%r5], %r1;\n\
+         mul.wide.u32 %rd2, %r1, 4;\n add.u64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r6;\n\
+         bar.sync 0;\n ld.shared.u32 %r7, [%r3];\n {sync}\n setp.eq.u32 %p1, %r1, 0;\n\
+         @%p1 st.shared.u32 [%r3], %r7;\n ret;\n}}\n"
+    )
+}
+
+#[test]
+fn warp_barriers_order_shared_accesses_within_their_warp() {
+    let e = emu();
+    let out = upload_u32(&e, &[u32::MAX; 64]);
+    let run_in = |sync: &str, flip: u32, threads: u32| {
+        launch(
+            &e,
+            &warp_exchange_ptx(sync, flip),
+            "k",
+            1,
+            threads,
+            0,
+            &[KernelArg::ptr(out)],
+        )
+    };
+    let run = |sync: &str, flip: u32| run_in(sync, flip, 64);
+    let race = |r: Result<()>| match r {
+        // Threads run in order: the first reads a word not yet written, a later one a word
+        // written with no barrier in between.
+        Err(Error::Emulator(em)) => assert!(
+            em.message.contains("shared memory data race")
+                || em.message.contains("uninitialized shared memory read"),
+            "{}",
+            em.message
+        ),
+        other => panic!("expected a race, got {other:?}"),
+    };
+    run_in("bar.warp.sync -1;", 1, 32).expect("a full-warp barrier orders the exchange");
+    let want: Vec<u32> = (0..32).map(|t| t ^ 1).collect();
+    assert_eq!(download_u32(&e, out, 32), want);
+    // Word 0 is read by both warps: a warp barrier does not order the second warp's reads
+    // before thread 0's write.
+    match run("bar.warp.sync -1;", 1) {
+        Err(Error::Emulator(em)) => assert!(
+            em.message
+                .contains("which other threads read with no barrier"),
+            "{}",
+            em.message
+        ),
+        other => panic!("expected a race, got {other:?}"),
+    }
+    // No barrier, or a warp barrier between threads of different warps: races.
+    race(run("membar.cta;", 1));
+    race(run("bar.warp.sync -1;", 32));
+    // A block barrier orders every thread.
+    run("bar.sync 0;", 32).expect("a block barrier orders the exchange");
 }

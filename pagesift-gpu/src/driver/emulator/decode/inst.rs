@@ -254,6 +254,14 @@ fn access_of(m: &mut Mods<'_>) -> (MemSpace, u8) {
     (space, n)
 }
 
+/// Whether a load or store orders other accesses (`.acquire`, `.release`, `.sc`); `.relaxed`
+/// and `.volatile` accesses are plain ones in the emulator.
+fn ordering_of(m: &Mods<'_>) -> bool {
+    m.parts
+        .iter()
+        .any(|p| matches!(*p, "acquire" | "release" | "sc"))
+}
+
 fn space_of(m: &mut Mods<'_>) -> MemSpace {
     if m.take("global") {
         MemSpace::Global
@@ -325,6 +333,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             }
         }
         "ld" | "ldu" => {
+            let ordered = ordering_of(&m);
             let (space, n) = access_of(&mut m);
             let ty = m.ty()?;
             want(2)?;
@@ -337,12 +346,14 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                 space,
                 ty,
                 n,
+                ordered,
                 d,
                 base: b,
                 off,
             }
         }
         "st" => {
+            let ordered = ordering_of(&m);
             let (space, n) = access_of(&mut m);
             let ty = m.ty()?;
             want(2)?;
@@ -355,6 +366,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                 space,
                 ty,
                 n,
+                ordered,
                 s,
                 base: b,
                 off,
@@ -718,7 +730,12 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             Op::Exit
         }
         "trap" | "brkpt" => Op::Trap,
-        "membar" | "fence" | "nanosleep" | "prefetch" | "prefetchu" => {
+        "membar" | "fence" => {
+            m.parts.clear();
+            m.used.clear();
+            Op::Fence
+        }
+        "nanosleep" | "prefetch" | "prefetchu" => {
             m.parts.clear();
             m.used.clear();
             Op::Nop
@@ -1112,9 +1129,14 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
             let space = space_of(&mut m);
             m.ignore_hints();
             let op = atom_op(&mut m)?;
+            let noftz = m.take("noftz");
             let ty = m.ty()?;
-            if ty.is_float() && !(op == AtomOp::Add && matches!(ty, Ty::F32 | Ty::F64)) {
-                return Err("only f32/f64 atomic add is supported among float atomics".into());
+            let half = matches!(ty, Ty::F16 | Ty::BF16 | Ty::F16x2 | Ty::BF16x2);
+            if ty.is_float() && !(op == AtomOp::Add && (half == noftz)) {
+                return Err("among float atomics only add on f32/f64 and add.noftz on f16, bf16, f16x2 and bf16x2 are supported".into());
+            }
+            if noftz && !ty.is_float() {
+                return Err(".noftz on an integer atomic".into());
             }
             if ops.is_empty() {
                 return Err("expected operands, found 0".into());

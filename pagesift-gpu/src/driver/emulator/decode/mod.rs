@@ -284,18 +284,22 @@ pub(super) enum Op {
         c: Slot,
         lut: u8,
     },
+    /// `ordered`: an acquire (or sequentially consistent) load, fenced on both sides.
     Ld {
         space: MemSpace,
         ty: Ty,
         n: u8,
+        ordered: bool,
         d: [Slot; 4],
         base: Slot,
         off: i64,
     },
+    /// `ordered`: a release (or sequentially consistent) store, fenced on both sides.
     St {
         space: MemSpace,
         ty: Ty,
         n: u8,
+        ordered: bool,
         s: [Slot; 4],
         base: Slot,
         off: i64,
@@ -324,6 +328,9 @@ pub(super) enum Op {
     Exit,
     Trap,
     Nop,
+    /// `membar` / `fence`: a sequentially consistent fence between the host threads that run
+    /// blocks (within a block the emulator runs threads one at a time).
+    Fence,
     /// `bar.sync id{, count}` and `bar.red`: `count` is `S_SINK` when absent.
     Bar {
         id: Slot,

@@ -6,16 +6,24 @@ use super::super::memory::Fault;
 use super::super::num::Ty;
 use super::{coords, fmt3, Launch, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 
-/// Per shared byte: who wrote and read it last, and in which barrier interval (epoch).
+/// Per shared byte: who wrote and read it last, in which barrier interval (epoch), and after
+/// how many warp barriers of the block (the stamps: a later warp barrier of both threads
+/// orders the accesses).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Shadow {
     writer: u32,
     w_epoch: u32,
+    w_stamp: u32,
     reader: u32,
     r_epoch: u32,
+    /// The latest stamp of the interval's reads.
+    r_stamp: u32,
 }
 
+/// Readers in several warps.
 const MANY_READERS: u32 = u32::MAX;
+/// Several readers, all in warp `w`: `MANY_IN_WARP | w` (thread numbers stay below 2^31).
+const MANY_IN_WARP: u32 = 1 << 31;
 
 /// Memory of one thread's view while it runs.
 pub(super) struct Mem<'r, 'a> {
@@ -27,6 +35,12 @@ pub(super) struct Mem<'r, 'a> {
     pub(super) epoch: u32,
     pub(super) block_epoch: u32,
     pub(super) me: u32,
+    /// The stamp of the block's last warp barrier.
+    pub(super) warp_syncs: u32,
+    /// Per lane of this thread's warp: the stamp of the last warp barrier of both.
+    pub(super) met: &'r [u32; 32],
+    /// The stamp of the last warp barrier of this thread's whole warp.
+    pub(super) met_all: u32,
 }
 
 pub(super) enum Where {
@@ -105,41 +119,80 @@ impl Mem<'_, '_> {
         }
     }
 
+    /// Whether this thread and thread `other` (numbered from 1) are in one warp and both took
+    /// part in a warp barrier after the access made at `stamp`.
+    fn warp_ordered(me: u32, met: &[u32; 32], other: u32, stamp: u32) -> bool {
+        let (a, b) = (me - 1, other - 1);
+        a / 32 == b / 32 && met[(b % 32) as usize] > stamp
+    }
+
+    /// Whether the interval's earlier reads of a byte (`reader`, at `stamp` the latest) are
+    /// ordered before an access of this thread.
+    fn reads_ordered(&self, reader: u32, stamp: u32) -> bool {
+        let warp = (self.me - 1) / 32;
+        match reader {
+            MANY_READERS => false,
+            r if r & MANY_IN_WARP != 0 => r & !MANY_IN_WARP == warp && self.met_all > stamp,
+            r => r == self.me || Self::warp_ordered(self.me, self.met, r, stamp),
+        }
+    }
+
     pub(super) fn shared_read(&mut self, at: usize, len: usize) -> Result<(), String> {
+        let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
+        let warp = (me - 1) / 32;
         for i in at..at + len {
             let s = &mut self.shadow[i];
             if s.w_epoch < self.block_epoch {
                 return Err(format!("uninitialized shared memory read: byte at shared offset {i:#x} was never written by any thread of the block"));
             }
-            if s.w_epoch == self.epoch && s.writer != self.me {
+            if s.w_epoch == self.epoch
+                && s.writer != me
+                && !Self::warp_ordered(me, met, s.writer, s.w_stamp)
+            {
                 let other = coords(s.writer as usize - 1, self.l.block);
                 return Err(format!(
                     "shared memory data race: read of shared offset {i:#x}, which thread {} wrote with no barrier in between",
                     fmt3(other)
                 ));
             }
-            if s.r_epoch == self.epoch && s.reader != self.me {
-                s.reader = MANY_READERS;
+            if s.r_epoch == self.epoch && s.reader != me {
+                let same_warp = match s.reader {
+                    MANY_READERS => false,
+                    r if r & MANY_IN_WARP != 0 => r & !MANY_IN_WARP == warp,
+                    r => (r - 1) / 32 == warp,
+                };
+                s.reader = if same_warp {
+                    MANY_IN_WARP | warp
+                } else {
+                    MANY_READERS
+                };
+                s.r_stamp = s.r_stamp.max(stamp);
             } else {
-                s.reader = self.me;
+                s.reader = me;
                 s.r_epoch = self.epoch;
+                s.r_stamp = stamp;
             }
         }
         Ok(())
     }
 
     pub(super) fn shared_write(&mut self, at: usize, len: usize) -> Result<(), String> {
+        let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
         for i in at..at + len {
-            let s = &mut self.shadow[i];
-            if s.w_epoch == self.epoch && s.writer != self.me {
+            let s = self.shadow[i];
+            if s.w_epoch == self.epoch
+                && s.writer != me
+                && !Self::warp_ordered(me, met, s.writer, s.w_stamp)
+            {
                 let other = coords(s.writer as usize - 1, self.l.block);
                 return Err(format!(
                     "shared memory data race: write of shared offset {i:#x}, which thread {} also wrote with no barrier in between",
                     fmt3(other)
                 ));
             }
-            if s.r_epoch == self.epoch && s.reader != self.me {
-                let who = if s.reader == MANY_READERS {
+            if s.r_epoch == self.epoch && s.reader != me && !self.reads_ordered(s.reader, s.r_stamp)
+            {
+                let who = if s.reader & MANY_IN_WARP != 0 {
                     "other threads".to_string()
                 } else {
                     format!(
@@ -149,8 +202,10 @@ impl Mem<'_, '_> {
                 };
                 return Err(format!("shared memory data race: write of shared offset {i:#x}, which {who} read with no barrier in between"));
             }
-            s.writer = self.me;
+            let s = &mut self.shadow[i];
+            s.writer = me;
             s.w_epoch = self.epoch;
+            s.w_stamp = stamp;
         }
         Ok(())
     }
@@ -221,6 +276,24 @@ fn le(b: &[u8]) -> u64 {
 pub(super) fn atom_apply(op: AtomOp, ty: Ty, old: u64, b: u64, c: u64) -> u64 {
     use super::super::num::{int_val, FMode, FOp2, Rnd};
     match op {
+        // f16 / bf16 (`.noftz`): each lane's exact sum rounded once to nearest even.
+        AtomOp::Add if ty.packed().is_some() || matches!(ty, Ty::F16 | Ty::BF16) => {
+            let fmt = ty
+                .packed()
+                .or(ty.fmt())
+                .unwrap_or(super::super::num::Fmt::F16);
+            let fm = FMode {
+                rnd: Rnd::Rn,
+                ftz: false,
+                sat: false,
+            };
+            let add = |x: u64, y: u64, _: u64| super::super::num::fbin(FOp2::Add, fmt, fm, x, y);
+            if ty.packed().is_some() {
+                super::super::num::lanes2(old, b, 0, add)
+            } else {
+                add(old, b, 0)
+            }
+        }
         AtomOp::Add if ty.is_float() => {
             let fmt = ty.fmt().unwrap_or(super::super::num::Fmt::F32);
             super::super::num::fbin(

@@ -64,6 +64,12 @@ pub(super) struct Runner {
     pub steps: u64,
     /// `bar.arrive` counts per barrier id, since the barrier last completed.
     arrivals: Vec<(u64, u64)>,
+    /// Warp barriers (`bar.warp.sync`) completed in this block so far: the stamp of the last.
+    warp_syncs: u32,
+    /// Per thread and lane of its warp: the stamp of the last warp barrier both took part in.
+    met: Vec<[u32; 32]>,
+    /// Per thread: the stamp of the last warp barrier of every lane of its warp.
+    met_all: Vec<u32>,
 }
 
 fn coords(t: usize, dim: [u32; 3]) -> [u32; 3] {
@@ -89,6 +95,9 @@ impl Runner {
             hint: 0,
             steps: 0,
             arrivals: Vec::new(),
+            warp_syncs: 0,
+            met: Vec::new(),
+            met_all: Vec::new(),
         }
     }
 
@@ -134,6 +143,11 @@ impl Runner {
         self.epoch += 1;
         self.block_epoch = self.epoch;
         self.arrivals.clear();
+        self.warp_syncs = 0;
+        self.met.clear();
+        self.met.resize(nt, [0; 32]);
+        self.met_all.clear();
+        self.met_all.resize(nt, 0);
         let nwarps = nt.div_ceil(32) as u64;
         for t in 0..nt {
             let r = &mut self.regs[t * n..(t + 1) * n];
@@ -387,6 +401,9 @@ impl Runner {
             epoch: self.epoch,
             block_epoch: self.block_epoch,
             me: t as u32 + 1,
+            warp_syncs: self.warp_syncs,
+            met: &self.met[t],
+            met_all: self.met_all[t],
         }
     }
 
@@ -532,6 +549,24 @@ impl Runner {
                 }
             }
             Op::Ldmatrix { .. } => self.ldmatrix(l, lo, pc)?,
+            Op::BarWarp { .. } => {
+                // Shared accesses of the group's threads before the barrier are ordered before
+                // their accesses after it (`mem.rs`, the race checks).
+                self.warp_syncs += 1;
+                let stamp = self.warp_syncs;
+                let nt = (l.block[0] * l.block[1] * l.block[2]) as usize;
+                let lanes_here = (nt - lo).min(32);
+                let whole = lanes_here == 32 && group == u32::MAX
+                    || lanes_here < 32 && group == (1u32 << lanes_here) - 1;
+                for i in lanes() {
+                    for j in lanes() {
+                        self.met[lo + i][j] = stamp;
+                    }
+                    if whole {
+                        self.met_all[lo + i] = stamp;
+                    }
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -555,6 +590,9 @@ impl Runner {
             hint,
             steps,
             arrivals,
+            warp_syncs,
+            met,
+            met_all,
         } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
@@ -566,6 +604,9 @@ impl Runner {
             epoch: *epoch,
             block_epoch: *block_epoch,
             me: t as u32 + 1,
+            warp_syncs: *warp_syncs,
+            met: &met[t],
+            met_all: met_all[t],
         };
         let mut pc = pcs[t] as usize;
         let mut count = 0u64;

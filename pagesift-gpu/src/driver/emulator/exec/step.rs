@@ -3,6 +3,7 @@
 use super::super::decode::*;
 use super::mem::{atom_apply, Mem};
 use super::{TState, LOCAL_WINDOW, SHARED_WINDOW};
+use std::sync::atomic::{fence, Ordering};
 
 #[inline(always)]
 fn f32_in(v: u64) -> f64 {
@@ -164,12 +165,16 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             space,
             ty,
             n,
+            ordered,
             d,
             base,
             off,
         } => {
             let size = ty.bytes();
             let elems = vector_elems(mem, space, addr_of(r, base, off), size, n, "vector load")?;
+            if ordered {
+                fence(Ordering::SeqCst);
+            }
             for (ea, &ds) in elems.zip(&d) {
                 let v = mem.load(space, ea, size)?;
                 let v = if ty.is_signed() {
@@ -179,19 +184,29 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
                 };
                 g!(ds) = v;
             }
+            if ordered {
+                fence(Ordering::SeqCst);
+            }
         }
         Op::St {
             space,
             ty,
             n,
+            ordered,
             s,
             base,
             off,
         } => {
             let size = ty.bytes();
             let elems = vector_elems(mem, space, addr_of(r, base, off), size, n, "vector store")?;
+            if ordered {
+                fence(Ordering::SeqCst);
+            }
             for (ea, &ss) in elems.zip(&s) {
                 mem.store(space, ea, size, g!(ss) & mask(size * 8))?;
+            }
+            if ordered {
+                fence(Ordering::SeqCst);
             }
         }
         Op::Atom {
@@ -476,6 +491,9 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             } as u64;
         }
         Op::Nop => {}
+        // Plain accesses are relaxed atomics of the host (`memory.rs`): a fence orders them
+        // against the blocks that other host threads run at the same time.
+        Op::Fence => fence(Ordering::SeqCst),
         Op::Trap => return Err("trap: the kernel executed trap".into()),
     }
     Ok(Flow::Next)
