@@ -85,7 +85,7 @@
 //! | `f32 f64` | everywhere | `.f32/.f64` registers |
 //! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
 //! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
-//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`) | |
+//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`); a kernel's `T` is not packed (the host has no `f16x2`: take `&[f16]` and read pairs with `load2`, or `&[u32]` with `f16x2::from_bits`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
 //! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
@@ -295,6 +295,8 @@
 
 mod check;
 mod ctxt;
+#[cfg(test)]
+mod feature_tests;
 mod lower;
 mod parse;
 mod ptx;

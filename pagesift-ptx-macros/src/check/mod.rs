@@ -486,6 +486,17 @@ fn kernel_param_ty(
             cx.error(ty.span, "slices of `bool` are not supported: use `u8`");
             None
         }
+        TypeKind::Slice { elem, mutable } if elem.is_packed() => {
+            let half = elem.packed_elem().unwrap_or(Scalar::F16);
+            let m = if *mutable { "mut " } else { "" };
+            cx.error(
+                ty.span,
+                format!(
+                    "slices of the packed `{elem}` have no host element type: take `&{m}[{half}]` and read pairs with `load2` (`{elem}::new(v[0], v[1])`), or `&{m}[u32]` with `{elem}::from_bits`"
+                ),
+            );
+            None
+        }
         TypeKind::Slice { elem, mutable } => Some(Ty::Slice {
             elem: *elem,
             mutable: *mutable,
