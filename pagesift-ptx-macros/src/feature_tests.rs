@@ -39,3 +39,30 @@ fn a_packed_slice_parameter_is_an_error_at_the_parameter() {
     assert!(out.contains("pub mod k"), "{out}");
     assert!(!out.contains("DeviceRead < f16x2 >"), "{out}");
 }
+
+#[test]
+fn the_wrapper_takes_const_arguments_by_name_too() {
+    let out = crate::expand(quote! {
+        #[variants(BM in [64], ACT in [Relu])]
+        #[launch(block = 64)]
+        pub fn k<const BM: u32, const ACT: crate::Act>(y: &mut [f32], n: u32) {
+            y[0] = 1.0;
+        }
+        #[launch(block = 64)]
+        pub fn plain(y: &mut [f32]) {
+            y[0] = 1.0;
+        }
+    })
+    .to_string();
+    assert!(out.contains("pub struct Consts"), "{out}");
+    assert!(out.contains("pub bm : u32"), "{out}");
+    assert!(out.contains("pub act : crate :: Act"), "{out}");
+    assert!(out.contains("pub fn launch_with"), "{out}");
+    assert!(out.contains("let Consts { bm , act } = __consts"), "{out}");
+    assert!(
+        out.contains("launch (stream , cfg , bm , act , y , n)"),
+        "{out}"
+    );
+    // A kernel without consts has no `Consts`.
+    assert_eq!(out.matches("pub struct Consts").count(), 1, "{out}");
+}

@@ -39,6 +39,7 @@
 //! //     pub fn launch(stream: &Stream, cfg: LaunchConfig, act: Act,
 //! //                   x: &impl DeviceRead<f32>, bias: &impl DeviceRead<f32>,
 //! //                   y: &mut impl DeviceWrite<f32>, n: u32, cols: u32) -> Result<()>;
+//! //     // (and `launch_with(stream, cfg, Consts { act }, ..)`: the consts by name)
 //! // }
 //! bias_act::launch(&stream, LaunchConfig::grid_1d(n.div_ceil(256)), Act::Relu, &x, &b, &mut y, n, cols)?;
 //! ```
@@ -276,7 +277,16 @@
 //! address and length), the number of PTX parameters, the names of its shared arrays, and
 //! `launch(stream, cfg, <const args, lower-case>, <params>)`:
 //! `&[T]` params take `&impl DeviceRead<T>`, `&mut [T]` params `&mut impl DeviceWrite<T>`,
-//! scalars by value. Each variant's `.version` is the lowest PTX ISA its target and
+//! scalars by value. A kernel with const parameters also gets `pub struct Consts` (a field per
+//! const parameter, its name in lower case) and `launch_with(stream, cfg, Consts { bm: 64, bn:
+//! 128, .. }, <params>)`, the same launch with the consts by name, so that two consts of one
+//! type cannot be swapped unnoticed:
+//!
+//! ```ignore
+//! sgemm::launch_with(&stream, cfg, sgemm::Consts { bm: 64, bn: 64 }, &a, &b, &mut c, m, n, k)?;
+//! ```
+//!
+//! Each variant's `.version` is the lowest PTX ISA its target and
 //! instructions need (7.0 for sm_70..sm_80, 7.1 for sm_86, 7.8 for sm_89/sm_90 and bf16
 //! arithmetic, 8.0 for sm_90a).
 //!

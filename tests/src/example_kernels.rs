@@ -420,8 +420,10 @@ casts_from!(casts_from_f64, f64);
 
 /// Every variant of the example kernels.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
+    use crate::block_kernels as blk;
     use crate::language_kernels as lang;
-    let families: [&'static [pagesift_gpu::KernelVariant]; 25] = [
+    let families: [&'static [pagesift_gpu::KernelVariant]; 26] = [
+        blk::affine::VARIANTS,
         lang::axpy::VARIANTS,
         lang::vec_copy::VARIANTS,
         lang::type_tag::VARIANTS,
