@@ -82,7 +82,7 @@
 //! |---|---|---|
 //! | `bool` | values, scalar params (`.u8`), consts | `.pred` registers |
 //! | `i16 i32 i64 u16 u32 u64` | everywhere | `.b16/.b32/.b64` registers |
-//! | `i8 u8` | storage: slices, shared arrays, loads, stores and `as` casts only (no arithmetic) | `.b16` registers, `ld.s8/u8` |
+//! | `i8 u8` | everywhere but indices and `for` ranges: `+ - * / %`, `& \| ^ << >> !`, `-` (i8), comparisons, wrapping at 8 bits (computed at 16 bits, then the low byte extended again: `cvt.u16.u8` / `cvt.s16.s8`) | `.b16` registers (zero- / sign-extended), `ld.s8/u8` |
 //! | `f32 f64` | everywhere | `.f32/.f64` registers |
 //! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
 //! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
@@ -161,6 +161,7 @@
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
 //! | `x.len()` | the slice's length in elements (`u64`); of a static shared array a `u32` constant |
+//! | `w.read::<T>(off)` | on byte data (`&[u8]`, `&[i8]`, a shared byte array): the `T` (any scalar but `bool`) stored at bytes `off..off + size_of::<T>()`, a field of a packed record (`w.read::<f16>(18 * b)`, the scale of a GGUF q4_0 block); checked over its bytes and for alignment (`off` and the view's start a multiple of `size_of::<T>()`) like a vector access |
 //! | `x.is_aligned(i, B)` | `bool`: whether the address of element `i` of a slice is a multiple of `B` (2, 4, 8, 16) bytes; as a condition it proves vector accesses aligned (below) |
 //! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
 //! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
@@ -224,7 +225,7 @@
 //!
 //! **Alignment checks**: every checked vector access of `B` bytes (`loadN`, `loadN_nc`,
 //! `storeN` moving more than one element, the global source and the shared destination of
-//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
+//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`, `read::<T>` of 2 bytes or more) also tests
 //! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
 //! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
 //! and `bytes: B` (bit 31 of the record's code word, the access's bytes at bits 24..30). The

@@ -143,7 +143,7 @@ impl Scalar {
         matches!(self, Scalar::F16x2 | Scalar::Bf16x2)
     }
 
-    /// Whether the type is an 8-bit integer (a storage type: load, store, cast only).
+    /// Whether the type is an 8-bit integer (computed at 16 bits, wrapping at 8; no indices).
     pub fn is_byte(self) -> bool {
         matches!(self, Scalar::I8 | Scalar::U8)
     }

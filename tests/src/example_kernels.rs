@@ -422,8 +422,10 @@ casts_from!(casts_from_f64, f64);
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
     use crate::block_kernels as blk;
     use crate::language_kernels as lang;
-    let families: [&'static [pagesift_gpu::KernelVariant]; 26] = [
+    let families: [&'static [pagesift_gpu::KernelVariant]; 28] = [
         blk::affine::VARIANTS,
+        blk::byte_mix::VARIANTS,
+        blk::q4_0_gemv::VARIANTS,
         lang::axpy::VARIANTS,
         lang::vec_copy::VARIANTS,
         lang::type_tag::VARIANTS,

@@ -1,8 +1,9 @@
 //! The kernels of `block_kernels` end to end on the device (the GPU, or the emulated one):
 //! random data, outputs poisoned before each run, CPU references.
 
-use pagesift_gpu::{DeviceBuffer, DeviceRepr, Gpu, LaunchConfig};
-use pagesift_tests::block_kernels::affine;
+use half::f16;
+use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
+use pagesift_tests::block_kernels::{affine, byte_mix, q4_0_gemv};
 use pagesift_tests::gpu_or_skip;
 use rand::{Rng, SeedableRng};
 
@@ -54,4 +55,148 @@ fn const_arguments_by_name_select_the_variant_they_name() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("SCALE=2, SHIFT=2"), "{e}");
+}
+
+#[test]
+fn byte_arithmetic_wraps_at_eight_bits() {
+    let Some(gpu) = gpu_or_skip("byte_arithmetic_wraps_at_eight_bits") else {
+        return;
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let stream = gpu.default_stream();
+    // Every value of `a` and of `b`, in a random pairing, and some more.
+    let n = 700usize;
+    let mut a: Vec<u8> = (0..n).map(|i| i as u8).collect();
+    let mut b: Vec<i8> = (0..n).map(|i| (i as u8).wrapping_mul(7) as i8).collect();
+    for i in (1..n).rev() {
+        a.swap(i, rng.gen_range(0..=i));
+        b.swap(i, rng.gen_range(0..=i));
+    }
+    let (da, db) = (upload(&gpu, &a), upload(&gpu, &b));
+    let mut dy = upload(&gpu, &vec![0xA5u8; n + 3]);
+    let mut dz = upload(&gpu, &vec![0x5Ai8; n + 3]);
+    {
+        let mut y = dy.slice_mut(..n).expect("view");
+        let mut z = dz.slice_mut(..n).expect("view");
+        byte_mix::launch(
+            &stream,
+            LaunchConfig::grid_1d((n as u32).div_ceil(64)),
+            &da,
+            &db,
+            &mut y,
+            &mut z,
+        )
+        .expect("launch");
+    }
+    let (y, z) = (dy.to_host().expect("y"), dz.to_host().expect("z"));
+    for i in 0..n {
+        let (p, q) = (a[i], b[i]);
+        let mut v = p.wrapping_mul(3).wrapping_add(q as u8) ^ (p >> 1);
+        if p > 200 {
+            v = v.wrapping_add(v);
+        }
+        assert_eq!(y[i], v, "y: a={p} b={q}");
+        let w = ((q / 3).wrapping_neg() % 5)
+            .wrapping_mul(p as i8)
+            .wrapping_add(q.wrapping_shl(2))
+            .wrapping_sub(7);
+        assert_eq!(z[i], w, "z: a={p} b={q}");
+    }
+    assert!(y[n..].iter().all(|&v| v == 0xA5) && z[n..].iter().all(|&v| v == 0x5A));
+}
+
+/// q4_0 blocks of `rows` x `cols` weights: per block an f16 scale then 16 nibble bytes.
+fn q4_0_blocks(rng: &mut rand::rngs::StdRng, rows: usize, cols: usize) -> Vec<u8> {
+    let mut w = Vec::new();
+    for _ in 0..rows * cols / 32 {
+        // Powers of two: every product and sum below is exact in f32.
+        let d =
+            f16::from_f32((if rng.gen() { 1.0 } else { -1.0 }) * 2f32.powi(rng.gen_range(-4..3)));
+        w.extend_from_slice(&d.to_bits().to_le_bytes());
+        w.extend((0..16).map(|_| rng.gen::<u8>()));
+    }
+    w
+}
+
+fn q4_0_ref(w: &[u8], x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows)
+        .map(|r| {
+            let mut acc = 0.0f32;
+            for b in 0..cols / 32 {
+                let blk = &w[(r * cols / 32 + b) * 18..][..18];
+                let d = f16::from_bits(u16::from_le_bytes([blk[0], blk[1]])).to_f32();
+                for j in 0..16 {
+                    let q = blk[2 + j];
+                    let lo = (q & 0xF) as i32 - 8;
+                    let hi = (q >> 4) as i32 - 8;
+                    acc += d * (lo as f32 * x[b * 32 + j] + hi as f32 * x[b * 32 + j + 16]);
+                }
+            }
+            acc
+        })
+        .collect()
+}
+
+#[test]
+fn q4_0_gemv_reads_the_scale_and_nibbles_of_packed_blocks() {
+    let Some(gpu) = gpu_or_skip("q4_0_gemv_reads_the_scale_and_nibbles_of_packed_blocks") else {
+        return;
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(43);
+    let stream = gpu.default_stream();
+    let (rows, cols) = (7usize, 32 * 37);
+    let w = q4_0_blocks(&mut rng, rows, cols);
+    let x: Vec<f32> = (0..cols).map(|_| rng.gen_range(-3..=3) as f32).collect();
+    let (dw, dx) = (upload(&gpu, &w), upload(&gpu, &x));
+    let mut dy = upload(&gpu, &vec![f32::NAN; rows + 2]);
+    {
+        let mut y = dy.slice_mut(..rows).expect("view");
+        q4_0_gemv::launch(
+            &stream,
+            LaunchConfig::grid_1d(rows as u32),
+            &dw,
+            &dx,
+            &mut y,
+            rows as u32,
+            cols as u32,
+        )
+        .expect("launch");
+    }
+    let got = dy.to_host().expect("download");
+    let want = q4_0_ref(&w, &x, rows, cols);
+    for r in 0..rows {
+        assert_eq!(
+            got[r].to_bits(),
+            want[r].to_bits(),
+            "row {r}: {} vs {}",
+            got[r],
+            want[r]
+        );
+    }
+    assert!(got[rows..].iter().all(|v| v.is_nan()), "tail written");
+
+    // The blocks one byte off: the f16 scale is misaligned, and reported so.
+    let view = dw.slice(1..).expect("view");
+    let mut y1 = upload(&gpu, &[0.0f32]);
+    q4_0_gemv::launch(
+        &stream,
+        LaunchConfig::grid_1d(1),
+        &view,
+        &dx,
+        &mut y1,
+        1,
+        cols as u32,
+    )
+    .expect("launch");
+    match stream.synchronize() {
+        Err(Error::KernelFault(f)) => {
+            assert!(f.misaligned, "{f:?}");
+            assert_eq!(
+                (f.param.as_str(), f.bytes, f.elements),
+                ("w", 2, 2),
+                "{f:?}"
+            );
+        }
+        other => panic!("expected a misaligned read, got {other:?}"),
+    }
 }

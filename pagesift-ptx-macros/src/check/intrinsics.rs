@@ -119,6 +119,8 @@ pub enum MemOp {
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
     Set,
+    /// `bytes.read::<T>(off)`: a `T` from the bytes `off..off + size_of::<T>()` of byte data.
+    Read(Scalar),
 }
 
 /// The operand types of `mma.sync`.
@@ -531,6 +533,9 @@ impl Checker<'_> {
                     return self.unary(crate::parse::UnOp::Not, some, span);
                 }
             }
+        }
+        if m == "read" {
+            return self.check_read(recv, generics, args, span);
         }
         // `load_vec::<B>` and friends: the vector access of B bytes of the element type.
         let vec_form = ["load_vec", "store_vec"]

@@ -79,38 +79,27 @@ impl Checker<'_> {
             (Ty::Scalar(s), _) => {
                 let s = *s;
                 match op {
-                    BinOp::Add | BinOp::Sub | BinOp::Mul => s.is_arith(),
-                    BinOp::Div => s.is_arith() && !s.is_packed(),
-                    BinOp::Rem => s.is_int() && !s.is_byte(),
-                    BinOp::And | BinOp::Or | BinOp::Xor => {
-                        (s.is_int() && !s.is_byte()) || s == Scalar::Bool
-                    }
+                    // 8-bit integers compute as the others do, wrapping at 8 bits.
+                    BinOp::Add | BinOp::Sub | BinOp::Mul => s.is_arith() || s.is_byte(),
+                    BinOp::Div => (s.is_arith() || s.is_byte()) && !s.is_packed(),
+                    BinOp::Rem => s.is_int(),
+                    BinOp::And | BinOp::Or | BinOp::Xor => s.is_int() || s == Scalar::Bool,
                     BinOp::Shl | BinOp::Shr => {
-                        s.is_int()
-                            && !s.is_byte()
-                            && matches!(r.ty, Ty::Scalar(t) if t.is_int() && !t.is_byte())
+                        s.is_int() && matches!(r.ty, Ty::Scalar(t) if t.is_int() && !t.is_byte())
                     }
-                    BinOp::Eq | BinOp::Ne => !s.is_packed() && !s.is_byte(),
-                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => s.is_arith() && !s.is_packed(),
+                    BinOp::Eq | BinOp::Ne => !s.is_packed(),
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                        (s.is_arith() || s.is_byte()) && !s.is_packed()
+                    }
                     BinOp::LogicAnd | BinOp::LogicOr => false,
                 }
             }
             _ => false,
         };
         if !ok {
-            let hint = match &l.ty {
-                Ty::Scalar(s) if s.is_byte() => {
-                    " (8-bit integers are storage types: cast with `as` first)"
-                }
-                _ => "",
-            };
             self.cx.error(
                 span,
-                format!(
-                    "operator `{}` is not defined on `{}`{hint}",
-                    op_str(op),
-                    l.ty
-                ),
+                format!("operator `{}` is not defined on `{}`", op_str(op), l.ty),
             );
             return err_expr(span);
         }
@@ -145,10 +134,8 @@ impl Checker<'_> {
     pub(super) fn unary(&mut self, op: UnOp, x: TExpr, span: Span) -> TExpr {
         let ok = match (&x.ty, op) {
             (Ty::Never, _) => return err_expr(span),
-            (Ty::Scalar(s), UnOp::Neg) => {
-                s.is_signed() && !s.is_byte() || s.is_float() || s.is_packed()
-            }
-            (Ty::Scalar(s), UnOp::Not) => *s == Scalar::Bool || (s.is_int() && !s.is_byte()),
+            (Ty::Scalar(s), UnOp::Neg) => s.is_signed() || s.is_float() || s.is_packed(),
+            (Ty::Scalar(s), UnOp::Not) => *s == Scalar::Bool || s.is_int(),
             _ => false,
         };
         if !ok {

@@ -215,6 +215,7 @@ impl Lower<'_> {
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
             MemOp::Ldmatrix { .. } => 8,
+            MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
             _ => 1,
         };
         // Values are computed before the check (a skipped store still evaluates them).
@@ -233,6 +234,7 @@ impl Lower<'_> {
                     | MemOp::StoreVec { .. }
                     | MemOp::CpAsync { .. }
                     | MemOp::Ldmatrix { .. }
+                    | MemOp::Read(_)
             ) {
                 guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
             }
@@ -335,6 +337,7 @@ impl Lower<'_> {
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
             MemOp::Get => self.load(space, elem, a, false, span),
+            MemOp::Read(t) => self.load(space, t, a, false, span),
             MemOp::Set => {
                 self.store(space, elem, a, &vals[0], span);
                 Val::Unit
