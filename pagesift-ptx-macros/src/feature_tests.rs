@@ -141,3 +141,130 @@ fn a_typed_read_of_byte_data_is_bounds_and_alignment_checked() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn two_dimensional_register_arrays_are_flat_registers_indexed_after_unrolling() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut acc = [[0.0f32; 4]; 3];
+            let id = [[1.0f32, 0.0], [0.0, 1.0]];
+            #[unroll]
+            for i in 0..3 {
+                acc[i] = x.load4(4 * i);
+                #[unroll]
+                for j in 0..4 {
+                    acc[i][j] += id[1][1] * (j as f32);
+                }
+            }
+            acc[2] = acc[0];
+            acc[1] += acc[2];
+            let r = acc[1];
+            y.store4(0, r);
+            y[4] = acc[2][3];
+        }
+    });
+    let text = &ptx[0].1;
+    // Three vector loads into the rows, one vector store of a row, no local memory.
+    assert_eq!(text.matches("ld.global.v4.f32").count(), 3, "{text}");
+    assert_eq!(text.matches("st.global.v4.f32").count(), 1, "{text}");
+    assert!(!text.contains(".local"), "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            let mut acc = [[0.0f32; 4]; 2];
+            acc[0][5] = 1.0;
+            acc[0] = [1.0, 2.0];
+            y[0] = acc[1][1];
+        }
+    });
+    // Each dimension on its own: [0][5] is outside a row although inside the 8 registers.
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 5 is out of bounds for `[f32; 4]`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("mismatched types: expected `[f32; 4]` (a row), found `[f32; 2]`")),
+        "{errs:?}"
+    );
+    // Indices known only after unrolling are checked then, per dimension too.
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            let mut acc = [[0.0f32; 4]; 2];
+            #[unroll]
+            for j in 0..5 {
+                acc[1][j] = 2.0;
+            }
+            acc[n][0] = 3.0;
+            y[0] = acc[1][1];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("index 4 is out of bounds for a register array of 4")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("indexed only by values known after unrolling")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn two_dimensional_shared_arrays_are_row_major_and_checked_on_the_flat_index() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = (32, 8))]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let t: Shared<[[f32; 33]; 32]>;
+            let r = thread_idx_y();
+            let c = thread_idx_x();
+            t[r][c] = x[r * 32 + c];
+            t[1][2] = 0.0;
+            sync_threads();
+            y[r * 32 + c] = t[c][r] + (t.len() as f32);
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains(".shared .align 16 .b8 smem_t_"), "{text}");
+    assert!(text.contains("[4224]"), "32 rows of 33 f32: {text}");
+    // Element [1][2] is at 4 * 35 bytes.
+    assert!(text.contains("+140]"), "{text}");
+    // `t.len()` is its rows.
+    assert!(text.contains("0f42000000"), "{text}");
+    // The two run-time accesses are checked against the 1056 elements.
+    let checks = text
+        .lines()
+        .filter(|l| l.contains("setp.ge.u64") && l.ends_with(", 1056;"))
+        .count();
+    assert_eq!(checks, 2, "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32]) {
+            let t: Shared<[[f32; 8]; 4]>;
+            t[0][8] = 1.0;
+            t[4][0] = 1.0;
+            y[0] = t[1];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 8 is out of bounds for `[f32; 8]`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 4 is out of bounds for `Shared<[[f32; 8]; 4]>`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("a row of a two-dimensional shared array is not a value")),
+        "{errs:?}"
+    );
+}

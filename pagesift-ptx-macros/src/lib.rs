@@ -89,7 +89,9 @@
 //! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`); a kernel's `T` is not packed (the host has no `f16x2`: take `&[f16]` and read pairs with `load2`, or `&[u32]` with `f16x2::from_bits`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
+//! | `Shared<[[T; C]; R]>` | `let t: Shared<[[f32; 33]; 32]>;` a two-dimensional static shared array, row-major: `t[r][c]` is element `r * C + c` | `.shared` |
 //! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
+//! | `[[T; C]; R]` | two-dimensional register arrays (`[[0.0f32; 8]; 8]`, `[[a, b], [c, d]]`), R·C ≤ 1024; a row `acc[i]` is a `[T; C]` value and place | R·C registers |
 //!
 //! Half-precision arithmetic that the target lacks (bf16 `+ - *` and comparisons below sm_90,
 //! f16/bf16 `min`/`max` below sm_80) is computed in f32 and rounded once; `/` on halves
@@ -99,6 +101,18 @@
 //! A register array is indexed only by values known after unrolling: constants, const
 //! parameters, and counters of `#[unroll]` loops with constant bounds. Anything else is a
 //! compile error, never a silent spill to local memory.
+//!
+//! **Two-dimensional arrays** are flat and row-major. Of a register array `acc: [[f32; C]; R]`
+//! each index of `acc[i][j]` must be known after unrolling and inside its own dimension (a
+//! compile error otherwise, `acc[0][C]` included); a row `acc[i]` is a `[f32; C]`: read it
+//! (`let r = acc[i];`, `y.store4(k, acc[i])`) or assign it whole, from a vector load or any
+//! array of its length (`acc[i] = x.load4(k);`, `acc[i] += [1.0; 4];` element-wise). Of a
+//! shared array `t: Shared<[[f32; C]; R]>` the element `t[r][c]` is `t`'s flat element
+//! `r * C + c`, computed in `r`'s type and bounds-checked at run time as a whole (against
+//! `R * C`, not per dimension: `t[0][C]` is `t[1][0]`); constant indices are checked per
+//! dimension at compile time. `t.len()` is `R`; the memory methods (`load4`, `cp_async16`,
+//! `ldmatrix_x4`, ...) take the flat index (`t.load4(r * C + c)`). A row of a shared array is
+//! not a value.
 //!
 //! **Literals**: `1.5f32`, `3u64`, `true`. An unsuffixed literal takes its type from context
 //! (the other operand, the declared type, the parameter); with no context an integer is `u32`

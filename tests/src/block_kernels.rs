@@ -1,6 +1,6 @@
 //! Kernels of the shapes that tiled and byte-packed workloads take: const arguments passed by
-//! name (`affine`), 8-bit arithmetic (`byte_mix`) and typed reads of packed byte records
-//! (`q4_0_gemv`, GGUF's q4_0 blocks).
+//! name (`affine`), 8-bit arithmetic (`byte_mix`), typed reads of packed byte records
+//! (`q4_0_gemv`, GGUF's q4_0 blocks) and two-dimensional register and shared arrays (`sgemm`).
 
 use pagesift_gpu::ptx_kernel;
 
@@ -64,6 +64,104 @@ ptx_kernel! {
         }
         if lane == 0 && r < rows {
             y[r] = acc;
+        }
+    }
+
+    /// `C = A·B + bias` (row-major `m x k` by `k x n`, the bias per column): a `BM x BN` tile of
+    /// `C` per block of 16 x 16 threads, each thread `BM / 16` rows of 2 columns in a
+    /// two-dimensional register array (its rows loaded from the bias by `load2`, stored by
+    /// `store2`); tiles of `A` (transposed, a padded row per `k`) and `B` in two-dimensional
+    /// shared arrays.
+    #[variants((BM, BN) in [(32, 32), (64, 32)])]
+    #[launch(block = (16, 16))]
+    pub fn sgemm<const BM: u32, const BN: u32>(
+        a: &[f32],
+        b: &[f32],
+        bias: &[f32],
+        c: &mut [f32],
+        m: u32,
+        n: u32,
+        k: u32,
+    ) {
+        let at: Shared<[[f32; BM + 1]; 16]>;
+        let bt: Shared<[[f32; BN]; 16]>;
+        let tx = thread_idx_x();
+        let ty = thread_idx_y();
+        let tid = ty * 16 + tx;
+        let bm0 = block_idx_y() * BM;
+        let bn0 = block_idx_x() * BN;
+        let col0 = bn0 + tx * 2;
+        // The accumulators start at the bias of their columns.
+        let mut acc = [[0.0f32; 2]; BM / 16];
+        #[unroll]
+        for i in 0..BM / 16 {
+            if col0 + 2 <= n && bias.is_aligned(col0, 8) {
+                acc[i] = bias.load2(col0);
+            } else {
+                #[unroll]
+                for j in 0..2 {
+                    if col0 + j < n {
+                        acc[i][j] = bias[col0 + j];
+                    }
+                }
+            }
+        }
+        let mut k0 = 0u32;
+        while k0 < k {
+            #[unroll]
+            for e in 0..BM * 16 / 256 {
+                let idx = e * 256 + tid;
+                let r = idx / 16;
+                let kk = idx % 16;
+                let mut v = 0.0f32;
+                if bm0 + r < m && k0 + kk < k {
+                    v = a[(bm0 + r) * k + k0 + kk];
+                }
+                at[kk][r] = v;
+            }
+            #[unroll]
+            for e in 0..BN * 16 / 256 {
+                let idx = e * 256 + tid;
+                let kk = idx / BN;
+                let cc = idx % BN;
+                let mut v = 0.0f32;
+                if k0 + kk < k && bn0 + cc < n {
+                    v = b[(k0 + kk) * n + bn0 + cc];
+                }
+                bt[kk][cc] = v;
+            }
+            sync_threads();
+            #[unroll]
+            for kk in 0..16 {
+                #[unroll]
+                for i in 0..BM / 16 {
+                    let av = at[kk][ty * (BM / 16) + i];
+                    #[unroll]
+                    for j in 0..2 {
+                        acc[i][j] += av * bt[kk][tx * 2 + j];
+                    }
+                }
+            }
+            sync_threads();
+            k0 += 16;
+        }
+        #[unroll]
+        for i in 0..BM / 16 {
+            let row = bm0 + ty * (BM / 16) + i;
+            if row < m {
+                let idx = row * n + col0;
+                if col0 + 2 <= n && c.is_aligned(idx, 8) {
+                    c.store2(idx, acc[i]);
+                } else {
+                    let r = acc[i];
+                    #[unroll]
+                    for j in 0..2 {
+                        if col0 + j < n {
+                            c[idx + j] = r[j];
+                        }
+                    }
+                }
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use half::f16;
 use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
-use pagesift_tests::block_kernels::{affine, byte_mix, q4_0_gemv};
+use pagesift_tests::block_kernels::{affine, byte_mix, q4_0_gemv, sgemm};
 use pagesift_tests::gpu_or_skip;
 use rand::{Rng, SeedableRng};
 
@@ -198,5 +198,54 @@ fn q4_0_gemv_reads_the_scale_and_nibbles_of_packed_blocks() {
             );
         }
         other => panic!("expected a misaligned read, got {other:?}"),
+    }
+}
+
+#[test]
+fn sgemm_with_two_dimensional_tiles_and_accumulators() {
+    let Some(gpu) = gpu_or_skip("sgemm_with_two_dimensional_tiles_and_accumulators") else {
+        return;
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(44);
+    let stream = gpu.default_stream();
+    // Small integers: every sum is exact in f32, whatever its order.
+    let mut gen =
+        |len: usize| -> Vec<f32> { (0..len).map(|_| rng.gen_range(-4..=4) as f32).collect() };
+    for (m, n, k) in [(70usize, 45usize, 37usize), (33, 64, 16), (5, 3, 50)] {
+        let (a, b, bias) = (gen(m * k), gen(k * n), gen(n));
+        let (da, db, dbias) = (upload(&gpu, &a), upload(&gpu, &b), upload(&gpu, &bias));
+        for bm in [32u32, 64] {
+            let mut dc = upload(&gpu, &vec![f32::NAN; m * n + 4]);
+            {
+                let mut c = dc.slice_mut(..m * n).expect("view");
+                let cfg = LaunchConfig::grid([(n as u32).div_ceil(32), (m as u32).div_ceil(bm), 1]);
+                sgemm::launch_with(
+                    &stream,
+                    cfg,
+                    sgemm::Consts { bm, bn: 32 },
+                    &da,
+                    &db,
+                    &dbias,
+                    &mut c,
+                    m as u32,
+                    n as u32,
+                    k as u32,
+                )
+                .expect("launch");
+            }
+            let got = dc.to_host().expect("download");
+            for r in 0..m {
+                for col in 0..n {
+                    let want =
+                        bias[col] + (0..k).map(|i| a[r * k + i] * b[i * n + col]).sum::<f32>();
+                    assert_eq!(
+                        got[r * n + col],
+                        want,
+                        "BM={bm} {m}x{n}x{k} at ({r}, {col})"
+                    );
+                }
+            }
+            assert!(got[m * n..].iter().all(|v| v.is_nan()), "tail written");
+        }
     }
 }

@@ -517,27 +517,53 @@ impl<'a> Checker<'a> {
                 elem: *elem,
                 mutable: *mutable,
             },
-            TypeKind::Array { elem, len } => match self.const_u32(len, "an array length") {
-                Some(0) | None => Ty::Never,
-                Some(n) if n > 1024 => {
-                    self.cx
-                        .error(len.span, "register arrays hold at most 1024 elements");
-                    Ty::Never
+            TypeKind::Array { elem, len, cols } => {
+                let c = match cols {
+                    Some(c) => match self.const_u32(c, "an array length") {
+                        Some(0) | None => return Ty::Never,
+                        Some(c) => Some(c),
+                    },
+                    None => None,
+                };
+                match self.const_u32(len, "an array length") {
+                    Some(0) | None => Ty::Never,
+                    Some(n) if n as u64 * c.unwrap_or(1) as u64 > 1024 => {
+                        self.cx
+                            .error(t.span, "register arrays hold at most 1024 elements");
+                        Ty::Never
+                    }
+                    Some(n) => match c {
+                        Some(c) => Ty::Array2(*elem, n, c),
+                        None => Ty::Array(*elem, n),
+                    },
                 }
-                Some(n) => Ty::Array(*elem, n),
-            },
-            TypeKind::Shared { elem, len } => match len {
+            }
+            TypeKind::Shared { elem, len, cols } => match len {
                 None => Ty::Shared {
                     elem: *elem,
                     len: None,
+                    cols: None,
                 },
-                Some(l) => match self.const_u32(l, "a shared array length") {
-                    Some(n) if n > 0 => Ty::Shared {
-                        elem: *elem,
-                        len: Some(n),
-                    },
-                    _ => Ty::Never,
-                },
+                Some(l) => {
+                    let c = match cols {
+                        Some(c) => match self.const_u32(c, "a shared array length") {
+                            Some(c) if c > 0 => Some(c),
+                            _ => return Ty::Never,
+                        },
+                        None => None,
+                    };
+                    match self.const_u32(l, "a shared array length") {
+                        // (A length beyond any limit saturates, for the size checks.)
+                        Some(n) if n > 0 => Ty::Shared {
+                            elem: *elem,
+                            len: Some(
+                                (n as u64 * c.unwrap_or(1) as u64).min(u32::MAX as u64 / 16) as u32
+                            ),
+                            cols: c,
+                        },
+                        _ => Ty::Never,
+                    }
+                }
             },
         }
     }
@@ -593,7 +619,7 @@ impl<'a> Checker<'a> {
     ) -> Option<TStmt> {
         let declared = ty.map(|t| self.resolve_ty(t));
         let name_s = name.to_string();
-        if let Some(Ty::Shared { elem, len }) = &declared {
+        if let Some(Ty::Shared { elem, len, .. }) = &declared {
             if let Some(i) = init {
                 self.cx.error(
                     i.span,

@@ -626,9 +626,10 @@ impl Checker<'_> {
                     }
                     return self.check_mem(id, elem, Some(mutable), &m, args, span);
                 }
-                if let Ty::Shared { elem, len } = ty {
+                if let Ty::Shared { elem, len, cols } = ty {
                     if m == "len" {
-                        if let Some(n) = len {
+                        // Of a two-dimensional array its rows, as in Rust.
+                        if let Some(n) = len.map(|n| n / cols.unwrap_or(1).max(1)) {
                             let _ = self.arity(args, 0, "len", span);
                             return TExpr {
                                 kind: TKind::Const(ConstVal::Int(n as i128)),

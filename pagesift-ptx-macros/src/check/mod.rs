@@ -5,6 +5,7 @@
 //! path. Helper calls are inlined into the tree (checked at each call with the caller's consts
 //! and argument types). Lowering then works only from this checked form.
 
+mod arrays;
 mod checker;
 mod expr;
 mod fold;
@@ -57,10 +58,17 @@ pub enum TKind {
     Cast(Box<TExpr>),
     /// Whether an optional slice was given (its address is not null).
     IsSome(VarId),
-    /// `base[index]` on a register array, slice or shared array.
+    /// `base[index]` on a register array, slice or shared array (of a two-dimensional one
+    /// the flat, row-major index).
     Index {
         base: VarId,
         index: Box<TExpr>,
+    },
+    /// An index into one dimension of a two-dimensional register array: its value, which
+    /// must be known after unrolling and below `len`.
+    Within {
+        index: Box<TExpr>,
+        len: u32,
     },
     /// A value intrinsic (math, special registers, shuffles, ...).
     Intr {

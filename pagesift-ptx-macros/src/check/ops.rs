@@ -265,7 +265,10 @@ impl Checker<'_> {
                         if !info.mutable {
                             self.cx.error(place.span, format!("cannot assign to immutable variable `{name}` (declare it `let mut`)"));
                         }
-                        if !matches!(info.ty, Ty::Scalar(_) | Ty::Array(..) | Ty::Never) {
+                        if !matches!(
+                            info.ty,
+                            Ty::Scalar(_) | Ty::Array(..) | Ty::Array2(..) | Ty::Never
+                        ) {
                             self.cx.error(
                                 place.span,
                                 format!("cannot assign to `{name}` of type `{}`", info.ty),
@@ -292,50 +295,43 @@ impl Checker<'_> {
                 }
             }
             ExprKind::Index { base, index } => {
-                let Some((id, bty)) = self.place_base(base) else {
-                    return err_expr(span);
+                let target = self.indexed(base, index);
+                // The array's variable: a slice must be `&mut`, a register array `let mut`.
+                let (id, elem) = match &target {
+                    Some(super::arrays::Indexed::Elem(id, _, e))
+                    | Some(super::arrays::Indexed::Row(id, _, _, e)) => (*id, *e),
+                    None => return err_expr(span),
                 };
-                let idx = self.check_index(index);
-                let elem = match &bty {
-                    Ty::Slice { elem, mutable } => {
-                        if !mutable {
-                            self.cx.error(
-                                base.span,
-                                format!("cannot assign through `{bty}`: declare the parameter `&mut [{elem}]`"),
-                            );
-                        }
-                        *elem
+                match self.vars[id].ty.clone() {
+                    bty @ Ty::Slice { mutable: false, .. } => {
+                        let b = match &base.kind {
+                            ExprKind::Index { base: b, .. } => b,
+                            _ => base,
+                        };
+                        self.cx.error(
+                            b.span,
+                            format!("cannot assign through `{bty}`: declare the parameter `&mut [{elem}]`"),
+                        );
                     }
-                    Ty::Shared { elem, .. } => *elem,
-                    Ty::Array(elem, n) => {
-                        if !self.vars[id].mutable {
-                            let name = self.vars[id].name.clone();
-                            self.cx.error(base.span, format!("cannot assign to an element of immutable `{name}` (declare it `let mut`)"));
-                        }
-                        if let TKind::Const(ConstVal::Int(i)) = idx.kind {
-                            if i < 0 || i >= *n as i128 {
-                                self.cx.error(
-                                    index.span,
-                                    format!("index {i} is out of bounds for `[{elem}; {n}]`"),
-                                );
-                            }
-                        }
-                        *elem
+                    Ty::Array(..) | Ty::Array2(..) if !self.vars[id].mutable => {
+                        let name = self.vars[id].name.clone();
+                        self.cx.error(base.span, format!("cannot assign to an element of immutable `{name}` (declare it `let mut`)"));
                     }
-                    Ty::Never => return err_expr(span),
-                    other => {
-                        self.cx
-                            .error(base.span, format!("cannot index a value of type `{other}`"));
-                        return err_expr(span);
+                    _ => {}
+                }
+                match target {
+                    Some(super::arrays::Indexed::Row(id, first, cols, elem)) => {
+                        return self.assign_row(id, first, cols, elem, op, value, span);
                     }
-                };
-                (
-                    Place::Index {
-                        base: id,
-                        index: Box::new(idx),
-                    },
-                    Ty::Scalar(elem),
-                )
+                    Some(super::arrays::Indexed::Elem(id, idx, elem)) => (
+                        Place::Index {
+                            base: id,
+                            index: Box::new(idx),
+                        },
+                        Ty::Scalar(elem),
+                    ),
+                    None => return err_expr(span),
+                }
             }
             ExprKind::Error => return err_expr(span),
             _ => {

@@ -604,6 +604,13 @@ impl Lower<'_> {
                 }
             }
             TKind::Index { base, index } => self.index_load(*base, index, span),
+            TKind::Within { index, len } => {
+                let i = self.expr(index);
+                match self.const_index(&i, *len as usize, index.span) {
+                    Some(_) => i,
+                    None => Val::Imm(ConstVal::Int(0), Self::scalar_of(&i).unwrap_or(Scalar::U32)),
+                }
+            }
             TKind::Intr { intr, args } => self.intrinsic(*intr, args, &e.ty, span),
             TKind::Mem {
                 op,
@@ -627,11 +634,20 @@ impl Lower<'_> {
                     }
                 }
             }
-            TKind::Array(items) => Val::Arr(items.iter().map(|x| self.expr(x)).collect()),
-            TKind::Repeat(x, n) => {
-                let v = self.expr(x);
-                Val::Arr(vec![v; *n as usize])
-            }
+            // Rows of a two-dimensional array are laid out flat, one after the other.
+            TKind::Array(items) => Val::Arr(
+                items
+                    .iter()
+                    .flat_map(|x| match self.expr(x) {
+                        Val::Arr(row) => row,
+                        v => vec![v],
+                    })
+                    .collect(),
+            ),
+            TKind::Repeat(x, n) => match self.expr(x) {
+                Val::Arr(row) => Val::Arr((0..*n).flat_map(|_| row.iter().cloned()).collect()),
+                v => Val::Arr(vec![v; *n as usize]),
+            },
             TKind::Assign { place, op, value } => {
                 self.assign(place, *op, value, span);
                 Val::Unit
