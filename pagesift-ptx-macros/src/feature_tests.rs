@@ -268,3 +268,53 @@ fn two_dimensional_shared_arrays_are_row_major_and_checked_on_the_flat_index() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn views_of_dynamic_shared_memory_sit_at_their_offsets_with_their_own_lengths() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 128)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let a: Shared<[[f32; 64]; 2]> = dyn_shared(0);
+            let b: Shared<[f16; 8192]> = dyn_shared(512);
+            let i = thread_idx_x();
+            a[1][i] = x[i];
+            b[3] = 1.0;
+            sync_threads();
+            y[i] = a[0][i] + (b[i] as f32);
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(
+        text.contains(".extern .shared .align 16 .b8 dyn_smem[];"),
+        "{text}"
+    );
+    // No static shared memory; element 3 of `b` at byte 512 + 6.
+    assert!(!text.contains(".shared .align 16 .b8 smem"), "{text}");
+    assert!(text.contains("[dyn_smem+518]"), "{text}");
+    // Each view is checked against its own length.
+    assert!(text.contains(", 128;"), "{text}");
+    assert!(text.contains(", 8192;"), "{text}");
+    // The launch must hold `b` (512 + 16384 bytes), tested at the start.
+    assert!(text.contains("%dynamic_smem_size"), "{text}");
+    assert!(text.contains("setp.lt.u32"), "{text}");
+    assert!(text.contains(", 16896;"), "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a: Shared<[f32; 64]> = dyn_shared(8);
+            let b: Shared<[f32]> = dyn_shared(0);
+            y[0] = a[0];
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e
+            == "a view of dynamic shared memory starts at a multiple of 16 bytes, not at byte 8"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("a view of dynamic shared memory has a length")),
+        "{errs:?}"
+    );
+}

@@ -89,6 +89,7 @@
 //! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`); a kernel's `T` is not packed (the host has no `f16x2`: take `&[f16]` and read pairs with `load2`, or `&[u32]` with `f16x2::from_bits`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
+//! | `Shared<[T; N]> = dyn_shared(off)` | `let a: Shared<[[f32; BK]; STAGES * BM]> = dyn_shared(0);` a typed view of the dynamic shared memory at byte `off` (a constant multiple of 16; any number of views, of any types and shapes, which may overlap) | `dyn_smem+off` |
 //! | `Shared<[[T; C]; R]>` | `let t: Shared<[[f32; 33]; 32]>;` a two-dimensional static shared array, row-major: `t[r][c]` is element `r * C + c` | `.shared` |
 //! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
 //! | `[[T; C]; R]` | two-dimensional register arrays (`[[0.0f32; 8]; 8]`, `[[a, b], [c, d]]`), R·C ≤ 1024; a row `acc[i]` is a `[T; C]` value and place | R·C registers |
@@ -101,6 +102,17 @@
 //! A register array is indexed only by values known after unrolling: constants, const
 //! parameters, and counters of `#[unroll]` loops with constant bounds. Anything else is a
 //! compile error, never a silent spill to local memory.
+//!
+//! **Views of dynamic shared memory** carve the one dynamic buffer into typed arrays (the
+//! stages of a pipeline, say): each is an array of its own constant length at its own offset,
+//! bounds-checked against that length like a static array (with the same elisions and
+//! compile-time checks); they count toward no static limit, so together they may pass 48 KiB
+//! (the runtime opts the kernel in when a launch asks for more, up to the device's limit). At
+//! its start the kernel tests that the launch's dynamic shared memory (`with_shared_mem`)
+//! reaches the end of every view; where it does not, the view that ends last is reported as
+//! the fault (index 0, its elements, and the elements the launch gave it as the length) and
+//! every thread returns. The views and the dynamic array are named in `KernelVariant::shared`
+//! after the static arrays.
 //!
 //! **Two-dimensional arrays** are flat and row-major. Of a register array `acc: [[f32; C]; R]`
 //! each index of `acc[i][j]` must be known after unrolling and inside its own dimension (a

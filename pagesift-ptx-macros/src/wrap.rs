@@ -306,7 +306,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             let (maj, min) = e.func.ptx_version;
             let [bx, by, bz] = v.block;
             let shared = v.static_shared_bytes();
-            let dynamic = v.dyn_shared.is_some();
+            let dynamic = v.dyn_shared.is_some() || !v.dyn_views.is_empty();
             let ptx = &e.ptx;
             let params = &param_meta;
             let ptx_params = e.func.params.len() as u32;
@@ -315,6 +315,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 .iter()
                 .map(|(id, _, _)| v.vars[*id].name.clone())
                 .chain(v.dyn_shared.iter().map(|(id, _)| v.vars[*id].name.clone()))
+                .chain(v.dyn_views.iter().map(|(id, ..)| v.vars[*id].name.clone()))
                 .collect();
             quote! {
                 #p::KernelVariant {

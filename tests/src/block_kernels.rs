@@ -1,6 +1,7 @@
 //! Kernels of the shapes that tiled and byte-packed workloads take: const arguments passed by
 //! name (`affine`), 8-bit arithmetic (`byte_mix`), typed reads of packed byte records
-//! (`q4_0_gemv`, GGUF's q4_0 blocks) and two-dimensional register and shared arrays (`sgemm`).
+//! (`q4_0_gemv`, GGUF's q4_0 blocks), two-dimensional register and shared arrays (`sgemm`)
+//! and typed views of one dynamic shared buffer, over 48 KiB (`staged_dot`).
 
 use pagesift_gpu::ptx_kernel;
 
@@ -162,6 +163,58 @@ ptx_kernel! {
                     }
                 }
             }
+        }
+    }
+
+    /// The elements of a tile of `staged_dot`.
+    pub const STAGE_TILE: u32 = 4096;
+    /// The dynamic shared memory `staged_dot` needs: two stages of `x` (f32) and of `w` (f16),
+    /// and 256 partial sums (50176 bytes, over the 48 KiB a launch gets without opting in).
+    pub const STAGED_DOT_SHARED: u32 = 2 * STAGE_TILE * 4 + 2 * STAGE_TILE * 2 + 256 * 4;
+
+    /// `y[b] = Σ_i x[b * n + i] · w[i]` per block `b`, tile by tile through two stages of `x`
+    /// and `w` in views of one dynamic shared buffer: `x`'s stages at byte 0, `w`'s after
+    /// them, the partial sums last.
+    #[launch(block = 256)]
+    pub fn staged_dot(x: &[f32], w: &[f16], y: &mut [f32], n: u32) {
+        let xs: Shared<[[f32; STAGE_TILE]; 2]> = dyn_shared(0);
+        let ws: Shared<[[f16; STAGE_TILE]; 2]> = dyn_shared(2 * STAGE_TILE * 4);
+        let part: Shared<[f32; 256]> = dyn_shared(2 * STAGE_TILE * 6);
+        let tid = thread_idx_x();
+        let row = block_idx_x() * n;
+        let mut acc = 0.0f32;
+        let mut t = 0u32;
+        while t * STAGE_TILE < n {
+            let s = t % 2;
+            #[unroll]
+            for e in 0..STAGE_TILE / 256 {
+                let j = e * 256 + tid;
+                let i = t * STAGE_TILE + j;
+                let mut xv = 0.0f32;
+                let mut wv = 0.0f16;
+                if i < n {
+                    xv = x[row + i];
+                    wv = w[i];
+                }
+                xs[s][j] = xv;
+                ws[s][j] = wv;
+            }
+            sync_threads();
+            #[unroll]
+            for e in 0..STAGE_TILE / 256 {
+                let j = e * 256 + tid;
+                acc += xs[s][j] * (ws[s][j] as f32);
+            }
+            t += 1;
+        }
+        part[tid] = acc;
+        sync_threads();
+        if tid == 0 {
+            let mut sum = 0.0f32;
+            for k in 0..256u32 {
+                sum += part[k];
+            }
+            y[block_idx_x()] = sum;
         }
     }
 }

@@ -3,7 +3,9 @@
 
 use half::f16;
 use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
-use pagesift_tests::block_kernels::{affine, byte_mix, q4_0_gemv, sgemm};
+use pagesift_tests::block_kernels::{
+    affine, byte_mix, q4_0_gemv, sgemm, staged_dot, STAGED_DOT_SHARED,
+};
 use pagesift_tests::gpu_or_skip;
 use rand::{Rng, SeedableRng};
 
@@ -248,4 +250,56 @@ fn sgemm_with_two_dimensional_tiles_and_accumulators() {
             assert!(got[m * n..].iter().all(|v| v.is_nan()), "tail written");
         }
     }
+}
+
+#[test]
+fn views_of_dynamic_shared_memory_over_48_kib() {
+    let Some(gpu) = gpu_or_skip("views_of_dynamic_shared_memory_over_48_kib") else {
+        return;
+    };
+    assert!(STAGED_DOT_SHARED > 48 * 1024);
+    assert!(staged_dot::VARIANTS[0].dynamic_shared);
+    assert_eq!(staged_dot::VARIANTS[0].static_shared_bytes, 0);
+    assert_eq!(staged_dot::VARIANTS[0].shared, ["xs", "ws", "part"]);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(45);
+    let stream = gpu.default_stream();
+    let (rows, n) = (3usize, 9000usize);
+    // Small integers: the sums are exact in any order.
+    let x: Vec<f32> = (0..rows * n)
+        .map(|_| rng.gen_range(-4..=4) as f32)
+        .collect();
+    let w: Vec<f16> = (0..n)
+        .map(|_| f16::from_f32(rng.gen_range(-3..=3) as f32))
+        .collect();
+    let (dx, dw) = (upload(&gpu, &x), upload(&gpu, &w));
+    let mut dy = upload(&gpu, &vec![f32::NAN; rows + 1]);
+    {
+        let mut y = dy.slice_mut(..rows).expect("view");
+        let cfg = LaunchConfig::grid_1d(rows as u32).with_shared_mem(STAGED_DOT_SHARED);
+        staged_dot::launch(&stream, cfg, &dx, &dw, &mut y, n as u32).expect("launch");
+    }
+    let got = dy.to_host().expect("download");
+    for r in 0..rows {
+        let want: f32 = (0..n).map(|i| x[r * n + i] * w[i].to_f32()).sum();
+        assert_eq!(got[r], want, "row {r}");
+    }
+    assert!(got[rows].is_nan(), "tail written");
+
+    // 960 bytes short: 64 bytes of the partial sums fit (16 of their 256 elements); the view
+    // that ends last is reported and no thread runs on.
+    let mut dy = upload(&gpu, &vec![f32::NAN; rows]);
+    let cfg = LaunchConfig::grid_1d(rows as u32).with_shared_mem(STAGED_DOT_SHARED - 960);
+    staged_dot::launch(&stream, cfg, &dx, &dw, &mut dy, n as u32).expect("launch");
+    match stream.synchronize() {
+        Err(Error::KernelFault(f)) => {
+            assert!(!f.misaligned, "{f:?}");
+            assert_eq!(
+                (f.param.as_str(), f.index, f.len, f.elements),
+                ("part", 0, 16, 256),
+                "{f:?}"
+            );
+        }
+        other => panic!("expected the view to be reported, got {other:?}"),
+    }
+    assert!(dy.to_host().expect("download").iter().all(|v| v.is_nan()));
 }

@@ -229,6 +229,9 @@ pub struct Variant {
     pub shared: Vec<(VarId, Scalar, u32)>,
     /// The dynamic shared array, if any.
     pub dyn_shared: Option<(VarId, Scalar)>,
+    /// Views of the dynamic shared memory (`= dyn_shared(offset)`): variable, element type,
+    /// length, byte offset.
+    pub dyn_views: Vec<(VarId, Scalar, u32, u32)>,
     /// Whether the variant has `unsafe` code (its launch is then an `unsafe fn`).
     pub uses_unsafe: bool,
     /// The field variables of each parameter struct (kernel parameters), in field order.

@@ -56,8 +56,12 @@ impl Lower<'_> {
         };
         let size = elem.bytes() as i128;
         let s = Self::scalar_of(i).unwrap_or(Scalar::U32);
+        let view = match store {
+            Store::Shared { off, .. } => *off as i64,
+            _ => 0,
+        };
         if let Val::Imm(ConstVal::Int(c), _) = i {
-            let off = ((c + k) * size) as i64;
+            let off = ((c + k) * size) as i64 + view;
             let base = match store {
                 Store::Global { base, .. } => Operand::Reg(*base),
                 Store::Shared { sym, .. } => Operand::Name(sym.clone()),
@@ -65,7 +69,7 @@ impl Lower<'_> {
             };
             return (space, addr(base, off), elem);
         }
-        let off = (k * size) as i64;
+        let off = (k * size) as i64 + view;
         match store {
             Store::Global { base, .. } => {
                 let scaled = match s {
@@ -378,16 +382,27 @@ impl Lower<'_> {
         out: Option<Reg>,
         span: Span,
     ) -> Operand {
-        let Store::Shared { sym, .. } = store else {
+        let Store::Shared { sym, off: view, .. } = store else {
             return a;
         };
+        let view = *view as i64;
         let base = self.op_to(
             Op::Mov(Scalar::U32),
             Scalar::U32,
             vec![Operand::Name(sym.clone())],
             span,
         );
-        let bo = self.operand_reg(&base, span);
+        let mut bo = self.operand_reg(&base, span);
+        if view != 0 {
+            // A view's first row.
+            let v = self.op_to(
+                Op::Bin(crate::ptx::BinKind::Add, Scalar::U32),
+                Scalar::U32,
+                vec![bo, Operand::Int(view as i128)],
+                span,
+            );
+            bo = self.operand_reg(&v, span);
+        }
         let Some(p) = out else {
             return super::addr(bo, 0);
         };

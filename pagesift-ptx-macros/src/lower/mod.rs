@@ -43,12 +43,14 @@ enum Store {
         elem: Scalar,
         param: u32,
     },
-    /// A shared array: its symbol, its length (`None`: the dynamic array) and fault code.
+    /// A shared array: its symbol, its length (`None`: the dynamic array), fault code and
+    /// byte offset from the symbol (of a view of the dynamic shared memory).
     Shared {
         sym: String,
         elem: Scalar,
         len: Option<u32>,
         code: u32,
+        off: u32,
     },
 }
 
@@ -260,20 +262,37 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
             elem: *elem,
             len: Some(*n),
             code: bounds::record::SHARED - k as u32,
+            off: 0,
         };
         lw.vars.insert(*id, store);
     }
-    let dyn_shared = v.dyn_shared.map(|(id, elem)| {
+    let mut dyn_shared = v.dyn_shared.map(|(id, elem)| {
         let sym = "dyn_smem".to_string();
         let store = Store::Shared {
             sym: sym.clone(),
             elem,
             len: None,
             code: bounds::record::SHARED - v.shared.len() as u32,
+            off: 0,
         };
         lw.vars.insert(id, store);
         sym
     });
+    // Views of the dynamic shared memory: arrays of their own lengths at their offsets, codes
+    // after the dynamic array's; the launch must give them room (tested first).
+    let first_view = v.shared.len() as u32 + v.dyn_shared.is_some() as u32;
+    for (k, (id, elem, n, off)) in v.dyn_views.iter().enumerate() {
+        let store = Store::Shared {
+            sym: "dyn_smem".to_string(),
+            elem: *elem,
+            len: Some(*n),
+            code: bounds::record::SHARED - first_view - k as u32,
+            off: *off,
+        };
+        lw.vars.insert(*id, store);
+        dyn_shared = Some("dyn_smem".to_string());
+    }
+    lw.check_dyn_views();
     lw.block(&v.body);
     *needed = lw.needed_sm;
     let exit = lw.exit;
