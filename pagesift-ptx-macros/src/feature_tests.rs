@@ -318,3 +318,46 @@ fn views_of_dynamic_shared_memory_sit_at_their_offsets_with_their_own_lengths() 
         "{errs:?}"
     );
 }
+
+#[test]
+fn an_index_sum_wraps_in_its_type_and_keeps_the_address_offset_only_where_that_is_the_same() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32, j: u64) {
+            let t: Shared<[f32; 64]>;
+            let tid = thread_idx_x();
+            t[tid] = 1.0;
+            y[0] = x[i + 2];
+            y[1] = x[j + 3];
+            y[2] = x[4 * tid + 5];
+            y[3] = t[i + 6];
+        }
+    });
+    let text = &ptx[0].1;
+    // `i + 2` (u32) is summed in 32 bits, then widened: the check and the address use it.
+    let param = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("[k_param_2]"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|r| r.trim_end_matches(','))
+        .expect("the load of i");
+    let sum = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("add.u32") && l.ends_with(&format!("{param}, 2;")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|r| r.trim_end_matches(','))
+        .unwrap_or_else(|| panic!("no 32-bit sum of i + 2: {text}"));
+    assert!(
+        text.lines()
+            .map(str::trim)
+            .any(|l| l.starts_with("mul.wide.u32") && l.ends_with(&format!(", {sum}, 4;"))),
+        "the address of i + 2 is made from the sum: {text}"
+    );
+    // A u64 index and a sum that cannot wrap (4 * tid + 5 < 2^32) keep the offset, as does
+    // a u32 index into shared memory (32-bit addresses wrap with it).
+    assert!(text.contains("+12]"), "{text}");
+    assert!(text.contains("+20]"), "{text}");
+    assert!(text.contains("+24]"), "{text}");
+}

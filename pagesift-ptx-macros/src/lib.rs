@@ -148,8 +148,15 @@
 //! - `&&` and `||` short-circuit (the right side is skipped when it could read memory).
 //! - `if c { a } else { b }` as a scalar value, with small arms that neither access memory nor
 //!   have effects, computes both arms and selects one (`selp`, no branch).
-//! - Element addresses are computed in 64 bits (`x[i + 4]` becomes an address offset), so an
-//!   index expression that would wrap around its integer type addresses past the wrap.
+//! - **Index arithmetic wraps like the rest**: an index expression is evaluated in its own
+//!   type, wrapping, and only then widened to 64 bits (sign-extended from signed types) for
+//!   the bounds check and the address: with `i: u32`, `x[i + 2]` at `i = u32::MAX` is `x[1]`,
+//!   and at `i = u32::MAX - 2` it is `x[4294967295]`, out of bounds (a fault, never an access
+//!   past the wrap). A constant term goes into the address offset where that gives the same
+//!   address: a 64-bit index, a 32-bit index into shared memory (whose 32-bit addresses wrap
+//!   with it), or an unsigned sum proven not to wrap (`4 * thread_idx_x() + 3`: bounds from
+//!   the block shape, the grid's limits, constants, masks and remainders); elsewhere the sum
+//!   is one 32-bit `add` before the `mul.wide`.
 //! - `as`: float -> int truncates toward zero and saturates, NaN gives 0 (as Rust);
 //!   int -> float and narrowing float conversions round to nearest even; int -> int wraps or
 //!   extends by the source's signedness; `bool as u32` is 0 or 1.

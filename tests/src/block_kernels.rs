@@ -1,7 +1,8 @@
 //! Kernels of the shapes that tiled and byte-packed workloads take: const arguments passed by
 //! name (`affine`), 8-bit arithmetic (`byte_mix`), typed reads of packed byte records
 //! (`q4_0_gemv`, GGUF's q4_0 blocks), two-dimensional register and shared arrays (`sgemm`)
-//! and typed views of one dynamic shared buffer, over 48 KiB (`staged_dot`).
+//! typed views of one dynamic shared buffer, over 48 KiB (`staged_dot`) and index arithmetic
+//! at the wrap of its type (`wrap_index`).
 
 use pagesift_gpu::ptx_kernel;
 
@@ -216,5 +217,13 @@ ptx_kernel! {
             }
             y[block_idx_x()] = sum;
         }
+    }
+
+    /// `y[0] = x[i + 2]`, `y[1] = x[i + 0xFFFF_FFFF]`: `u32` index sums, which wrap at 2^32
+    /// before they index.
+    #[launch(block = 1)]
+    pub fn wrap_index(x: &[f32], y: &mut [f32], i: u32) {
+        y[0] = x[i + 2];
+        y[1] = x[i + 0xFFFF_FFFF];
     }
 }

@@ -422,8 +422,9 @@ casts_from!(casts_from_f64, f64);
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
     use crate::block_kernels as blk;
     use crate::language_kernels as lang;
-    let families: [&'static [pagesift_gpu::KernelVariant]; 30] = [
+    let families: [&'static [pagesift_gpu::KernelVariant]; 31] = [
         blk::affine::VARIANTS,
+        blk::wrap_index::VARIANTS,
         blk::staged_dot::VARIANTS,
         blk::sgemm::VARIANTS,
         blk::byte_mix::VARIANTS,

@@ -4,7 +4,7 @@
 use half::f16;
 use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
 use pagesift_tests::block_kernels::{
-    affine, byte_mix, q4_0_gemv, sgemm, staged_dot, STAGED_DOT_SHARED,
+    affine, byte_mix, q4_0_gemv, sgemm, staged_dot, wrap_index, STAGED_DOT_SHARED,
 };
 use pagesift_tests::gpu_or_skip;
 use rand::{Rng, SeedableRng};
@@ -302,4 +302,46 @@ fn views_of_dynamic_shared_memory_over_48_kib() {
         other => panic!("expected the view to be reported, got {other:?}"),
     }
     assert!(dy.to_host().expect("download").iter().all(|v| v.is_nan()));
+}
+
+#[test]
+fn index_sums_wrap_in_their_type_before_they_index() {
+    let Some(gpu) = gpu_or_skip("index_sums_wrap_in_their_type_before_they_index") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let x: Vec<f32> = (0..8).map(|v| 10.0 + v as f32).collect();
+    let dx = upload(&gpu, &x);
+    let run = |i: u32| {
+        let mut dy = upload(&gpu, &[f32::NAN; 2]);
+        wrap_index::launch(&stream, LaunchConfig::grid_1d(1), &dx, &mut dy, i).expect("launch");
+        let r = stream.synchronize();
+        (r, dy.to_host().expect("download"))
+    };
+    // 2 + 0xFFFF_FFFF wraps to 1: x[1], as in Rust.
+    let (r, y) = run(2);
+    r.expect("no fault");
+    assert_eq!(y, [x[4], x[1]]);
+    // 2^32 - 1 + 2 wraps to 1 (x[1]); 2^32 - 1 + 0xFFFF_FFFF to 2^32 - 2, out of the 8
+    // elements: reported at that index, the load skipped (0).
+    let (r, y) = run(u32::MAX);
+    let f = match r {
+        Err(Error::KernelFault(f)) => f,
+        other => panic!("expected a fault, got {other:?}"),
+    };
+    assert_eq!(
+        (f.param.as_str(), f.index, f.len, f.elements, f.misaligned),
+        ("x", u32::MAX as u64 - 1, 8, 1, false),
+        "{f:?}"
+    );
+    assert_eq!(y, [x[1], 0.0]);
+    // 2^32 - 3 + 2 is 2^32 - 1: out of bounds, reported as such (not an access past the wrap
+    // at 2^32 + 1, nor one wrapped to 1).
+    let (r, y) = run(u32::MAX - 2);
+    let f = match r {
+        Err(Error::KernelFault(f)) => f,
+        other => panic!("expected a fault, got {other:?}"),
+    };
+    assert_eq!((f.index, f.len), (u32::MAX as u64, 8), "{f:?}");
+    assert_eq!(y, [0.0, 0.0]);
 }

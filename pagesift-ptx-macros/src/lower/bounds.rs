@@ -199,11 +199,22 @@ impl Lower<'_> {
         }
     }
 
-    /// The index `i + k` in 64 bits (sign-extended from signed types), as the address uses it.
+    /// The index `i + k` in 64 bits: summed in the index's type (wrapping, as the language
+    /// defines index arithmetic), then widened (sign-extended from signed types).
     fn index64(&mut self, i: &Val, k: i128, span: Span) -> Operand {
         let s = Self::scalar_of(i).unwrap_or(Scalar::U32);
         if let Val::Imm(ConstVal::Int(c), _) = i {
-            return Operand::Int(crate::types::wrap_int(c + k, Scalar::U64));
+            let w = crate::types::wrap_int(c + k, s);
+            return Operand::Int(crate::types::wrap_int(w, Scalar::U64));
+        }
+        if k != 0 && s.bytes() < 8 {
+            let sum = self.binary(
+                crate::parse::BinOp::Add,
+                i.clone(),
+                Val::Imm(ConstVal::Int(crate::types::wrap_int(k, s)), s),
+                span,
+            );
+            return self.index64(&sum, 0, span);
         }
         let wide = self.cast(
             i.clone(),

@@ -83,6 +83,8 @@ pub(crate) struct Lower<'a> {
     aliases: HashMap<Reg, (Reg, u32)>,
     /// The slices' length registers.
     len_regs: std::collections::HashSet<Reg>,
+    /// Upper bounds of immutable unsigned variables (`mem.rs`, `upper`).
+    uppers: HashMap<VarId, u128>,
     /// The out-of-line fault blocks, after the final `ret`.
     faults: Vec<Item>,
     /// The hidden fault-record parameter's name.
@@ -161,6 +163,7 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
         narrow: Default::default(),
         aliases: HashMap::new(),
         len_regs: Default::default(),
+        uppers: HashMap::new(),
         faults: Vec::new(),
         fault_param: format!("{}_fault", v.entry),
         align_checks: Vec::new(),
@@ -458,6 +461,8 @@ impl Lower<'_> {
                     };
                     if mutable {
                         self.mark_mutable(&v);
+                    } else if let Some(u) = self.upper(init) {
+                        self.uppers.insert(*var, u);
                     }
                     self.vars.insert(*var, Store::Value(v));
                 }
