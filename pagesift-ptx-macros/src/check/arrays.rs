@@ -204,6 +204,7 @@ impl Checker<'_> {
 
     /// `base[i] op= value` for a row `base[i]` of a two-dimensional register array: the value
     /// (`[T; C]`) once into a hidden variable, then each element assigned.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn assign_row(
         &mut self,
         id: VarId,

@@ -631,12 +631,8 @@ impl<'a> Checker<'a> {
                     crate::parse::ExprKind::Call { func, args, .. }
                         if func.len() == 1 && func[0] == "dyn_shared" && args.len() == 1 =>
                     {
-                        view = self
-                            .const_u32(&args[0], "the byte offset of a view")
-                            .map(|off| (off, args[0].span));
-                        if view.is_none() {
-                            return None;
-                        }
+                        let off = self.const_u32(&args[0], "the byte offset of a view")?;
+                        view = Some((off, args[0].span));
                     }
                     _ => self.cx.error(
                         i.span,

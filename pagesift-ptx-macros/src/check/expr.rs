@@ -615,22 +615,20 @@ impl Checker<'_> {
                 } else {
                     Ty::Unit
                 };
-                return TExpr {
+                TExpr {
                     kind: TKind::Block(t),
                     ty,
                     span,
-                };
+                }
             }
-            (Some(false), _, ex) => {
-                return match ex {
-                    Some(ex) => ex,
-                    None => TExpr {
-                        kind: TKind::Block(unit()),
-                        ty: Ty::Unit,
-                        span,
-                    },
-                };
-            }
+            (Some(false), _, ex) => match ex {
+                Some(ex) => ex,
+                None => TExpr {
+                    kind: TKind::Block(unit()),
+                    ty: Ty::Unit,
+                    span,
+                },
+            },
             (_, Some(t), ex) => {
                 let ty = match &ex {
                     Some(ex) => {
