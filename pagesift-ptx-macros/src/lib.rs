@@ -39,6 +39,7 @@
 //! //     pub fn launch(stream: &Stream, cfg: LaunchConfig, act: Act,
 //! //                   x: &impl DeviceRead<f32>, bias: &impl DeviceRead<f32>,
 //! //                   y: &mut impl DeviceWrite<f32>, n: u32, cols: u32) -> Result<()>;
+//! //     // (and `launch_with(stream, cfg, Consts { act }, ..)`: the consts by name)
 //! // }
 //! bias_act::launch(&stream, LaunchConfig::grid_1d(n.div_ceil(256)), Act::Relu, &x, &b, &mut y, n, cols)?;
 //! ```
@@ -81,14 +82,17 @@
 //! |---|---|---|
 //! | `bool` | values, scalar params (`.u8`), consts | `.pred` registers |
 //! | `i16 i32 i64 u16 u32 u64` | everywhere | `.b16/.b32/.b64` registers |
-//! | `i8 u8` | storage: slices, shared arrays, loads, stores and `as` casts only (no arithmetic) | `.b16` registers, `ld.s8/u8` |
+//! | `i8 u8` | everywhere but indices and `for` ranges: `+ - * / %`, `& \| ^ << >> !`, `-` (i8), comparisons, wrapping at 8 bits (computed at 16 bits, then the low byte extended again: `cvt.u16.u8` / `cvt.s16.s8`) | `.b16` registers (zero- / sign-extended), `ld.s8/u8` |
 //! | `f32 f64` | everywhere | `.f32/.f64` registers |
 //! | `f16 bf16` | storage and arithmetic (`+ - *`, `mul_add`, `abs`, `min`, `max`, comparisons) | `.b16` registers |
 //! | `f16x2 bf16x2` | packed pairs: `f16x2::new(lo, hi)`, `f16x2::from_f32s(lo, hi)` (below), `.lo()`, `.hi()`, `+ - *`, `-`, `mul_add`, `abs`, `min`, `max` | `.b32` registers |
-//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`) | |
+//! | `&[T]`, `&mut [T]` | kernel and helper params (global memory; two `.u64` params: the address and the length in elements, `x.len()`); a kernel's `T` is not packed (the host has no `f16x2`: take `&[f16]` and read pairs with `load2`, or `&[u32]` with `f16x2::from_bits`) | |
 //! | `Shared<[T; N]>` | `let tile: Shared<[f32; 256]>;` static shared memory (16-byte aligned; at most 48 KiB per kernel) | `.shared` |
 //! | `Shared<[T]>` | `let buf: Shared<[f32]>;` the dynamic shared array, sized by `LaunchConfig::with_shared_mem` (one per kernel, 16-byte aligned) | `.extern .shared` |
+//! | `Shared<[T; N]> = dyn_shared(off)` | `let a: Shared<[[f32; BK]; STAGES * BM]> = dyn_shared(0);` a typed view of the dynamic shared memory at byte `off` (a constant multiple of 16; any number of views, of any types and shapes, which may overlap) | `dyn_smem+off` |
+//! | `Shared<[[T; C]; R]>` | `let t: Shared<[[f32; 33]; 32]>;` a two-dimensional static shared array, row-major: `t[r][c]` is element `r * C + c` | `.shared` |
 //! | `[T; N]` | register arrays (`[0.0f32; 8]`, `[a, b, c]`, results of `load4`), N ≤ 1024 | N registers |
+//! | `[[T; C]; R]` | two-dimensional register arrays (`[[0.0f32; 8]; 8]`, `[[a, b], [c, d]]`), R·C ≤ 1024; a row `acc[i]` is a `[T; C]` value and place | R·C registers |
 //!
 //! Half-precision arithmetic that the target lacks (bf16 `+ - *` and comparisons below sm_90,
 //! f16/bf16 `min`/`max` below sm_80) is computed in f32 and rounded once; `/` on halves
@@ -98,6 +102,29 @@
 //! A register array is indexed only by values known after unrolling: constants, const
 //! parameters, and counters of `#[unroll]` loops with constant bounds. Anything else is a
 //! compile error, never a silent spill to local memory.
+//!
+//! **Views of dynamic shared memory** carve the one dynamic buffer into typed arrays (the
+//! stages of a pipeline, say): each is an array of its own constant length at its own offset,
+//! bounds-checked against that length like a static array (with the same elisions and
+//! compile-time checks); they count toward no static limit, so together they may pass 48 KiB
+//! (the runtime opts the kernel in when a launch asks for more, up to the device's limit). At
+//! its start the kernel tests that the launch's dynamic shared memory (`with_shared_mem`)
+//! reaches the end of every view; where it does not, the view that ends last is reported as
+//! the fault (index 0, its elements, and the elements the launch gave it as the length) and
+//! every thread returns. The views and the dynamic array are named in `KernelVariant::shared`
+//! after the static arrays.
+//!
+//! **Two-dimensional arrays** are flat and row-major. Of a register array `acc: [[f32; C]; R]`
+//! each index of `acc[i][j]` must be known after unrolling and inside its own dimension (a
+//! compile error otherwise, `acc[0][C]` included); a row `acc[i]` is a `[f32; C]`: read it
+//! (`let r = acc[i];`, `y.store4(k, acc[i])`) or assign it whole, from a vector load or any
+//! array of its length (`acc[i] = x.load4(k);`, `acc[i] += [1.0; 4];` element-wise). Of a
+//! shared array `t: Shared<[[f32; C]; R]>` the element `t[r][c]` is `t`'s flat element
+//! `r * C + c`, computed in `r`'s type and bounds-checked at run time as a whole (against
+//! `R * C`, not per dimension: `t[0][C]` is `t[1][0]`); constant indices are checked per
+//! dimension at compile time. `t.len()` is `R`; the memory methods (`load4`, `cp_async16`,
+//! `ldmatrix_x4`, ...) take the flat index (`t.load4(r * C + c)`). A row of a shared array is
+//! not a value.
 //!
 //! **Literals**: `1.5f32`, `3u64`, `true`. An unsuffixed literal takes its type from context
 //! (the other operand, the declared type, the parameter); with no context an integer is `u32`
@@ -121,8 +148,15 @@
 //! - `&&` and `||` short-circuit (the right side is skipped when it could read memory).
 //! - `if c { a } else { b }` as a scalar value, with small arms that neither access memory nor
 //!   have effects, computes both arms and selects one (`selp`, no branch).
-//! - Element addresses are computed in 64 bits (`x[i + 4]` becomes an address offset), so an
-//!   index expression that would wrap around its integer type addresses past the wrap.
+//! - **Index arithmetic wraps like the rest**: an index expression is evaluated in its own
+//!   type, wrapping, and only then widened to 64 bits (sign-extended from signed types) for
+//!   the bounds check and the address: with `i: u32`, `x[i + 2]` at `i = u32::MAX` is `x[1]`,
+//!   and at `i = u32::MAX - 2` it is `x[4294967295]`, out of bounds (a fault, never an access
+//!   past the wrap). A constant term goes into the address offset where that gives the same
+//!   address: a 64-bit index, a 32-bit index into shared memory (whose 32-bit addresses wrap
+//!   with it), or an unsigned sum proven not to wrap (`4 * thread_idx_x() + 3`: bounds from
+//!   the block shape, the grid's limits, constants, masks and remainders); elsewhere the sum
+//!   is one 32-bit `add` before the `mul.wide`.
 //! - `as`: float -> int truncates toward zero and saturates, NaN gives 0 (as Rust);
 //!   int -> float and narrowing float conversions round to nearest even; int -> int wraps or
 //!   extends by the source's signedness; `bool as u32` is 0 or 1.
@@ -165,6 +199,7 @@
 //! | `y.atomic_exch(i, v)` | `u32 i32 u64 i64 f32` |
 //! | `y.atomic_cas(i, cmp, v)`, `atomic_and/or/xor(i, v)` | `u32 i32 u64 i64` |
 //! | `x.len()` | the slice's length in elements (`u64`); of a static shared array a `u32` constant |
+//! | `w.read::<T>(off)` | on byte data (`&[u8]`, `&[i8]`, a shared byte array): the `T` (any scalar but `bool`) stored at bytes `off..off + size_of::<T>()`, a field of a packed record (`w.read::<f16>(18 * b)`, the scale of a GGUF q4_0 block); checked over its bytes and for alignment (`off` and the view's start a multiple of `size_of::<T>()`) like a vector access |
 //! | `x.is_aligned(i, B)` | `bool`: whether the address of element `i` of a slice is a multiple of `B` (2, 4, 8, 16) bytes; as a condition it proves vector accesses aligned (below) |
 //! | `x.get_unchecked(i)`, `y.set_unchecked(i, v)`, `loadN_unchecked`, `loadN_nc_unchecked`, `storeN_unchecked`, `load_nc_unchecked`, `load_acquire_unchecked`, `store_release_unchecked` | the same accesses without the bounds check: only inside `unsafe { }` |
 //! | `t.cp_async4/8/16(i, x, j)` | asynchronous copy of 4, 8 or 16 bytes from `x[j..]` to shared `t[i..]` (`cp.async`, sm_80; 16 bytes bypass L1) |
@@ -243,7 +278,7 @@
 //!
 //! **Alignment checks**: every checked vector access of `B` bytes (`loadN`, `loadN_nc`,
 //! `storeN` moving more than one element, the global source and the shared destination of
-//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`) also tests
+//! `cp_async8/16`, each lane's 16-byte row of `ldmatrix`, `read::<T>` of 2 bytes or more) also tests
 //! `(address & (B - 1)) == 0`; a failure takes the same path as a failed bounds check (an
 //! `ldmatrix` lane reads the array's first row), its fault reported with `misaligned: true`
 //! and `bytes: B` (bit 31 of the record's code word, the access's bytes at bits 24..30). The
@@ -296,7 +331,16 @@
 //! address and length), the number of PTX parameters, the names of its shared arrays, and
 //! `launch(stream, cfg, <const args, lower-case>, <params>)`:
 //! `&[T]` params take `&impl DeviceRead<T>`, `&mut [T]` params `&mut impl DeviceWrite<T>`,
-//! scalars by value. Each variant's `.version` is the lowest PTX ISA its target and
+//! scalars by value. A kernel with const parameters also gets `pub struct Consts` (a field per
+//! const parameter, its name in lower case) and `launch_with(stream, cfg, Consts { bm: 64, bn:
+//! 128, .. }, <params>)`, the same launch with the consts by name, so that two consts of one
+//! type cannot be swapped unnoticed:
+//!
+//! ```ignore
+//! sgemm::launch_with(&stream, cfg, sgemm::Consts { bm: 64, bn: 64 }, &a, &b, &mut c, m, n, k)?;
+//! ```
+//!
+//! Each variant's `.version` is the lowest PTX ISA its target and
 //! instructions need (7.0 for sm_70..sm_80, 7.1 for sm_86, 7.8 for sm_89/sm_90 and bf16
 //! arithmetic, 8.0 for sm_90a).
 //!
@@ -315,6 +359,8 @@
 
 mod check;
 mod ctxt;
+#[cfg(test)]
+mod feature_tests;
 mod lower;
 mod parse;
 mod ptx;

@@ -143,7 +143,7 @@ impl Scalar {
         matches!(self, Scalar::F16x2 | Scalar::Bf16x2)
     }
 
-    /// Whether the type is an 8-bit integer (a storage type: load, store, cast only).
+    /// Whether the type is an 8-bit integer (computed at 16 bits, wrapping at 8; no indices).
     pub fn is_byte(self) -> bool {
         matches!(self, Scalar::I8 | Scalar::U8)
     }
@@ -239,10 +239,18 @@ pub enum Ty {
     Scalar(Scalar),
     /// A register array `[T; N]`.
     Array(Scalar, u32),
+    /// A two-dimensional register array `[[T; C]; R]`: rows, columns (registers row-major).
+    Array2(Scalar, u32, u32),
     /// A global-memory slice parameter `&[T]` / `&mut [T]`.
     Slice { elem: Scalar, mutable: bool },
-    /// A shared-memory array; `len` is `None` for the dynamic one sized at launch.
-    Shared { elem: Scalar, len: Option<u32> },
+    /// A shared-memory array; `len` is `None` for the dynamic one sized at launch. A
+    /// two-dimensional one `Shared<[[T; C]; R]>` has `cols: Some(C)` and `len` `R * C` (its
+    /// elements row-major).
+    Shared {
+        elem: Scalar,
+        len: Option<u32>,
+        cols: Option<u32>,
+    },
     /// A variant of an enum const parameter (only compared and matched, at expansion).
     Enum,
     /// A parameter struct, passed by value (kernel parameter) or by name (helpers).
@@ -293,6 +301,7 @@ impl fmt::Display for Ty {
             Ty::Never => f.write_str("!"),
             Ty::Scalar(s) => write!(f, "{s}"),
             Ty::Array(s, n) => write!(f, "[{s}; {n}]"),
+            Ty::Array2(s, r, c) => write!(f, "[[{s}; {c}]; {r}]"),
             Ty::Slice {
                 elem,
                 mutable: false,
@@ -301,8 +310,17 @@ impl fmt::Display for Ty {
                 elem,
                 mutable: true,
             } => write!(f, "&mut [{elem}]"),
-            Ty::Shared { elem, len: Some(n) } => write!(f, "Shared<[{elem}; {n}]>"),
-            Ty::Shared { elem, len: None } => write!(f, "Shared<[{elem}]>"),
+            Ty::Shared {
+                elem,
+                len: Some(n),
+                cols: Some(c),
+            } => write!(f, "Shared<[[{elem}; {c}]; {}]>", n / (*c).max(1)),
+            Ty::Shared {
+                elem, len: Some(n), ..
+            } => write!(f, "Shared<[{elem}; {n}]>"),
+            Ty::Shared {
+                elem, len: None, ..
+            } => write!(f, "Shared<[{elem}]>"),
             Ty::Enum => f.write_str("enum"),
             Ty::Struct(d) => f.write_str(&d.name),
             Ty::Option(t) => write!(f, "Option<{t}>"),

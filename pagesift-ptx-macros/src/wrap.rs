@@ -186,12 +186,14 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
     // The launch signature: consts, then parameters.
     let mut const_args = Vec::new();
     let mut const_names = Vec::new();
+    let mut const_fields = Vec::new();
     // The hidden first PTX parameter: the device's fault record.
     let mut kernel_args = vec![quote!(#p::fault_arg(stream)?)];
     let mut slice_lets = Vec::new();
     let mut accesses = Vec::new();
     let mut param_args = Vec::new();
     let mut param_meta = Vec::new();
+    let mut param_names = Vec::new();
     for c in &f.consts {
         let arg = const_arg_name(&c.name);
         let ty = match &c.ty {
@@ -201,6 +203,8 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             ConstTy::Type => continue,
         };
         const_args.push(quote!(#arg: #ty));
+        let field_doc = format!("The const parameter `{}`.", c.name);
+        const_fields.push(quote!(#[doc = #field_doc] pub #arg: #ty));
         const_names.push(arg);
     }
     for ((param, ty), generic) in f.params.iter().zip(&sig.params).zip(&sig.generic) {
@@ -290,6 +294,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             accesses.push(quote!(#slice.access));
         }
         param_args.push(quote!(#arg: #arg_ty));
+        param_names.push(arg.clone());
         let pname = arg.to_string();
         param_meta.push(quote!((#pname, #text)));
     }
@@ -307,7 +312,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             let (maj, min) = e.func.ptx_version;
             let [bx, by, bz] = v.block;
             let shared = v.static_shared_bytes();
-            let dynamic = v.dyn_shared.is_some();
+            let dynamic = v.dyn_shared.is_some() || !v.dyn_views.is_empty();
             let ptx = &e.ptx;
             let params = &param_meta;
             let ptx_params = e.func.params.len() as u32;
@@ -316,6 +321,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 .iter()
                 .map(|(id, _, _)| v.vars[*id].name.clone())
                 .chain(v.dyn_shared.iter().map(|(id, _)| v.vars[*id].name.clone()))
+                .chain(v.dyn_views.iter().map(|(id, ..)| v.vars[*id].name.clone()))
                 .collect();
             quote! {
                 #p::KernelVariant {
@@ -437,6 +443,41 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
             #[doc = "Every access of the kernel to a slice or shared array is bounds-checked: one out of bounds is skipped (a load gives 0) and the launch's first such access is reported as `Error::KernelFault` where the host next waits for the stream (its `synchronize`, the device's, a host read of a buffer it wrote)."]
         }
     };
+    // `launch_with`: the const arguments by name, in a struct (none without consts).
+    let launch_with = if const_fields.is_empty() {
+        quote!()
+    } else {
+        let doc_consts = format!(
+            "The const arguments of `{name_str}` by name, for `launch_with` (the const parameters' names in lower case)."
+        );
+        let doc_with = "`launch` with the const arguments by name: `launch_with(stream, cfg, Consts { .. }, params..)`, so that two of one type cannot be swapped unnoticed.";
+        let call = quote! {
+            launch #turbofish(stream, cfg, #(#const_names,)* #(#param_names),*)
+        };
+        let call = if is_unsafe {
+            quote!(unsafe { #call })
+        } else {
+            call
+        };
+        quote! {
+            #[doc = #doc_consts]
+            pub struct Consts {
+                #(#const_fields),*
+            }
+
+            #[doc = #doc_with]
+            #doc_safety
+            pub #unsafety fn launch_with #generics(
+                stream: &#p::Stream,
+                cfg: #p::LaunchConfig,
+                __consts: Consts,
+                #(#param_args),*
+            ) -> #p::Result<()> {
+                let Consts { #(#const_names),* } = __consts;
+                #call
+            }
+        }
+    };
     quote! {
         #(#docs)*
         #[allow(non_snake_case, unused_imports, clippy::too_many_arguments)]
@@ -477,6 +518,8 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 // is this function's caller's contract.
                 unsafe { #p::launch(stream, __variant, &cfg, &__args, &__accesses) }
             }
+
+            #launch_with
         }
     }
 }

@@ -454,8 +454,15 @@ casts_from!(casts_from_f64, f64);
 
 /// Every variant of the example kernels.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
+    use crate::block_kernels as blk;
     use crate::language_kernels as lang;
     let families: &[&'static [pagesift_gpu::KernelVariant]] = &[
+        blk::affine::VARIANTS,
+        blk::wrap_index::VARIANTS,
+        blk::staged_dot::VARIANTS,
+        blk::sgemm::VARIANTS,
+        blk::byte_mix::VARIANTS,
+        blk::q4_0_gemv::VARIANTS,
         lang::axpy::VARIANTS,
         lang::vec_copy::VARIANTS,
         lang::type_tag::VARIANTS,

@@ -7,6 +7,7 @@
 //! or `skipped <name> <reason>`), so a script can count what ran where.
 
 pub mod act_check;
+pub mod block_kernels;
 pub mod example_kernels;
 pub mod hand_ptx;
 pub mod intrinsic_kernels;

@@ -60,6 +60,8 @@ pub(super) struct Checker<'a> {
     pub(super) vars: Vec<VarInfo>,
     pub(super) shared: Vec<(VarId, Scalar, u32)>,
     pub(super) dyn_shared: Option<(VarId, Scalar)>,
+    /// Views of the dynamic shared memory: variable, element type, length, byte offset.
+    pub(super) dyn_views: Vec<(VarId, Scalar, u32, u32)>,
     pub(super) frames: Vec<Frame>,
     /// Nesting of `unsafe` blocks around the expression being checked (reset in helpers).
     pub(super) unsafe_depth: u32,
@@ -161,6 +163,7 @@ impl<'a> Checker<'a> {
             vars: Vec::new(),
             shared: Vec::new(),
             dyn_shared: None,
+            dyn_views: Vec::new(),
             frames: Vec::new(),
             unsafe_depth: 0,
             uses_unsafe: false,
@@ -325,6 +328,7 @@ pub(super) fn check_variant(
         vars: ck.vars,
         shared: ck.shared,
         dyn_shared: ck.dyn_shared,
+        dyn_views: ck.dyn_views,
         uses_unsafe: ck.uses_unsafe,
         fields: ck.fields,
         target_auto: ck.target_auto,
@@ -517,27 +521,53 @@ impl<'a> Checker<'a> {
                 elem: *elem,
                 mutable: *mutable,
             },
-            TypeKind::Array { elem, len } => match self.const_u32(len, "an array length") {
-                Some(0) | None => Ty::Never,
-                Some(n) if n > 1024 => {
-                    self.cx
-                        .error(len.span, "register arrays hold at most 1024 elements");
-                    Ty::Never
+            TypeKind::Array { elem, len, cols } => {
+                let c = match cols {
+                    Some(c) => match self.const_u32(c, "an array length") {
+                        Some(0) | None => return Ty::Never,
+                        Some(c) => Some(c),
+                    },
+                    None => None,
+                };
+                match self.const_u32(len, "an array length") {
+                    Some(0) | None => Ty::Never,
+                    Some(n) if n as u64 * c.unwrap_or(1) as u64 > 1024 => {
+                        self.cx
+                            .error(t.span, "register arrays hold at most 1024 elements");
+                        Ty::Never
+                    }
+                    Some(n) => match c {
+                        Some(c) => Ty::Array2(*elem, n, c),
+                        None => Ty::Array(*elem, n),
+                    },
                 }
-                Some(n) => Ty::Array(*elem, n),
-            },
-            TypeKind::Shared { elem, len } => match len {
+            }
+            TypeKind::Shared { elem, len, cols } => match len {
                 None => Ty::Shared {
                     elem: *elem,
                     len: None,
+                    cols: None,
                 },
-                Some(l) => match self.const_u32(l, "a shared array length") {
-                    Some(n) if n > 0 => Ty::Shared {
-                        elem: *elem,
-                        len: Some(n),
-                    },
-                    _ => Ty::Never,
-                },
+                Some(l) => {
+                    let c = match cols {
+                        Some(c) => match self.const_u32(c, "a shared array length") {
+                            Some(c) if c > 0 => Some(c),
+                            _ => return Ty::Never,
+                        },
+                        None => None,
+                    };
+                    match self.const_u32(l, "a shared array length") {
+                        // (A length beyond any limit saturates, for the size checks.)
+                        Some(n) if n > 0 => Ty::Shared {
+                            elem: *elem,
+                            len: Some(
+                                (n as u64 * c.unwrap_or(1) as u64).min(u32::MAX as u64 / 16) as u32
+                            ),
+                            cols: c,
+                        },
+                        _ => Ty::Never,
+                    }
+                }
             },
         }
     }
@@ -593,12 +623,41 @@ impl<'a> Checker<'a> {
     ) -> Option<TStmt> {
         let declared = ty.map(|t| self.resolve_ty(t));
         let name_s = name.to_string();
-        if let Some(Ty::Shared { elem, len }) = &declared {
+        if let Some(Ty::Shared { elem, len, .. }) = &declared {
+            // `= dyn_shared(offset)`: a view of the dynamic shared memory.
+            let mut view = None;
             if let Some(i) = init {
-                self.cx.error(
-                    i.span,
-                    "shared arrays are declared without a value: `let t: Shared<[f32; 256]>;`",
-                );
+                match &i.kind {
+                    crate::parse::ExprKind::Call { func, args, .. }
+                        if func.len() == 1 && func[0] == "dyn_shared" && args.len() == 1 =>
+                    {
+                        let off = self.const_u32(&args[0], "the byte offset of a view")?;
+                        view = Some((off, args[0].span));
+                    }
+                    _ => self.cx.error(
+                        i.span,
+                        "shared arrays are declared without a value: `let t: Shared<[f32; 256]>;`",
+                    ),
+                }
+            }
+            if let Some((off, at)) = view {
+                let Some(n) = len else {
+                    self.cx.error(
+                        span,
+                        "a view of dynamic shared memory has a length: `let a: Shared<[f32; N]> = dyn_shared(offset);`",
+                    );
+                    self.declare(&name_s, Ty::Never, true);
+                    return None;
+                };
+                if off % 16 != 0 {
+                    self.cx.error(
+                        at,
+                        format!("a view of dynamic shared memory starts at a multiple of 16 bytes, not at byte {off}"),
+                    );
+                }
+                let id = self.declare(&name_s, declared.clone().unwrap_or(Ty::Never), true);
+                self.dyn_views.push((id, *elem, *n, off));
+                return None;
             }
             if *elem == Scalar::Bool {
                 self.cx

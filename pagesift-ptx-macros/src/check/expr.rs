@@ -105,40 +105,7 @@ impl Checker<'_> {
                 let x = self.check_expr(expr, None);
                 self.cast(x, &to, span)
             }
-            ExprKind::Index { base, index } => {
-                let (base_id, base_ty) = match self.place_base(base) {
-                    Some(b) => b,
-                    None => return err_expr(span),
-                };
-                let idx = self.check_index(index);
-                let elem = match base_ty {
-                    Ty::Array(s, n) => {
-                        if let TKind::Const(ConstVal::Int(i)) = idx.kind {
-                            if i < 0 || i >= n as i128 {
-                                self.cx.error(
-                                    index.span,
-                                    format!("index {i} is out of bounds for `[{s}; {n}]`"),
-                                );
-                            }
-                        }
-                        s
-                    }
-                    Ty::Slice { elem, .. } | Ty::Shared { elem, .. } => elem,
-                    Ty::Never => return err_expr(span),
-                    other => {
-                        self.cx
-                            .error(base.span, format!("cannot index a value of type `{other}`"));
-                        return err_expr(span);
-                    }
-                };
-                mk(
-                    TKind::Index {
-                        base: base_id,
-                        index: Box::new(idx),
-                    },
-                    Ty::Scalar(elem),
-                )
-            }
+            ExprKind::Index { base, index } => self.check_index_expr(base, index, span),
             ExprKind::If { cond, then, els } => {
                 // `if opt.is_some()` / `if opt.is_none()` on an optional slice: its presence is
                 // known in each branch (as with `if let`).
@@ -269,6 +236,7 @@ impl Checker<'_> {
             ExprKind::Array(items) => {
                 let elem_expect = match expect {
                     Some(Ty::Array(s, _)) => Some(Ty::Scalar(*s)),
+                    Some(Ty::Array2(s, _, c)) => Some(Ty::Array(*s, *c)),
                     _ => None,
                 };
                 let mut out: Vec<TExpr> = Vec::new();
@@ -290,6 +258,11 @@ impl Checker<'_> {
                         let n = out.len() as u32;
                         mk(TKind::Array(out), Ty::Array(s, n))
                     }
+                    // Rows: a two-dimensional array.
+                    Some(Ty::Array(s, c)) if out.len() as u32 * c <= 1024 => {
+                        let n = out.len() as u32;
+                        mk(TKind::Array(out), Ty::Array2(s, n, c))
+                    }
                     Some(Ty::Never) => err_expr(span),
                     _ => {
                         self.cx
@@ -301,6 +274,7 @@ impl Checker<'_> {
             ExprKind::Repeat { value, len } => {
                 let elem_expect = match expect {
                     Some(Ty::Array(s, _)) => Some(Ty::Scalar(*s)),
+                    Some(Ty::Array2(s, _, c)) => Some(Ty::Array(*s, *c)),
                     _ => None,
                 };
                 let v = self.check_expr(value, elem_expect.as_ref());
@@ -309,6 +283,11 @@ impl Checker<'_> {
                     (Ty::Scalar(s), Some(n)) if n > 0 && n <= 1024 => {
                         let s = *s;
                         mk(TKind::Repeat(Box::new(v), n), Ty::Array(s, n))
+                    }
+                    // `[[0.0; C]; R]`: a two-dimensional array.
+                    (Ty::Array(s, c), Some(n)) if n > 0 && n as u64 * *c as u64 <= 1024 => {
+                        let (s, c) = (*s, *c);
+                        mk(TKind::Repeat(Box::new(v), n), Ty::Array2(s, n, c))
                     }
                     (Ty::Never, _) | (_, None) => err_expr(span),
                     _ => {

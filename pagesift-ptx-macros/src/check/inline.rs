@@ -193,9 +193,14 @@ impl Checker<'_> {
                                 mutable: am,
                             },
                         ) => elem == ae && (!mutable || *am),
-                        (Ty::Shared { elem, len }, Ty::Shared { elem: ae, len: al }) => {
-                            elem == ae && (len.is_none() || len == al)
-                        }
+                        (
+                            Ty::Shared { elem, len, cols },
+                            Ty::Shared {
+                                elem: ae,
+                                len: al,
+                                cols: ac,
+                            },
+                        ) => elem == ae && (len.is_none() || (len == al && cols == ac)),
                         _ => aty == Ty::Never,
                     };
                     if !ok {

@@ -124,6 +124,8 @@ pub enum MemOp {
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
     Set,
+    /// `bytes.read::<T>(off)`: a `T` from the bytes `off..off + size_of::<T>()` of byte data.
+    Read(Scalar),
 }
 
 /// The operand types of `mma.sync`.
@@ -617,6 +619,9 @@ impl Checker<'_> {
                 }
             }
         }
+        if m == "read" {
+            return self.check_read(recv, generics, args, span);
+        }
         // `load_vec::<B>` and friends: the vector access of B bytes of the element type.
         let vec_form = ["load_vec", "store_vec"]
             .iter()
@@ -706,9 +711,10 @@ impl Checker<'_> {
                     }
                     return self.check_mem(id, elem, Some(mutable), &m, args, span);
                 }
-                if let Ty::Shared { elem, len } = ty {
+                if let Ty::Shared { elem, len, cols } = ty {
                     if m == "len" {
-                        if let Some(n) = len {
+                        // Of a two-dimensional array its rows, as in Rust.
+                        if let Some(n) = len.map(|n| n / cols.unwrap_or(1).max(1)) {
                             let _ = self.arity(args, 0, "len", span);
                             return TExpr {
                                 kind: TKind::Const(ConstVal::Int(n as i128)),

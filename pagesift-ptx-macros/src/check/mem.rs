@@ -135,7 +135,7 @@ impl Checker<'_> {
                 targs.push(v);
                 Ty::Unit
             }
-            MemOp::Len | MemOp::IsAligned(_) => return err_expr(span),
+            MemOp::Len | MemOp::IsAligned(_) | MemOp::Read(_) => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
@@ -339,6 +339,61 @@ impl Checker<'_> {
                 }
             }
             _ => err_expr(span),
+        }
+    }
+
+    /// `bytes.read::<T>(off)` on a `&[u8]` / `&[i8]` slice or a shared byte array: the `T`
+    /// stored at byte `off` (a field of a packed record), bounds-checked over its bytes and
+    /// alignment-checked (`off` and the base a multiple of `size_of::<T>()`).
+    pub(super) fn check_read(
+        &mut self,
+        recv: &Expr,
+        generics: &[Expr],
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
+        let Some((base, bty)) = self.place_base(recv) else {
+            return err_expr(span);
+        };
+        match &bty {
+            Ty::Slice { elem, .. } | Ty::Shared { elem, .. } if elem.is_byte() => {}
+            Ty::Never => return err_expr(span),
+            other => {
+                self.cx.error(
+                    recv.span,
+                    format!("`read::<T>` reads typed values out of byte data (`&[u8]`, `&[i8]`, `Shared<[u8; N]>`), not `{other}`: index it instead"),
+                );
+                return err_expr(span);
+            }
+        }
+        let ty = match generics {
+            [g] => match &g.kind {
+                crate::parse::ExprKind::Var(n) => Scalar::from_name(&n.to_string()),
+                _ => None,
+            }
+            .filter(|s| *s != Scalar::Bool),
+            _ => None,
+        };
+        let Some(ty) = ty else {
+            self.cx.error(
+                span,
+                "`read` takes the type it reads: `bytes.read::<f16>(offset)` (a scalar type other than `bool`)",
+            );
+            return err_expr(span);
+        };
+        if !self.arity(args, 1, "read", span) {
+            return err_expr(span);
+        }
+        let idx = self.check_index(&args[0]);
+        TExpr {
+            kind: TKind::Mem {
+                op: MemOp::Read(ty),
+                base,
+                args: vec![idx],
+                checked: true,
+            },
+            ty: Ty::Scalar(ty),
+            span,
         }
     }
 

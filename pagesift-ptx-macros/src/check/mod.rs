@@ -5,6 +5,7 @@
 //! path. Helper calls are inlined into the tree (checked at each call with the caller's consts
 //! and argument types). Lowering then works only from this checked form.
 
+mod arrays;
 mod checker;
 mod expr;
 mod fold;
@@ -57,10 +58,17 @@ pub enum TKind {
     Cast(Box<TExpr>),
     /// Whether an optional slice was given (its address is not null).
     IsSome(VarId),
-    /// `base[index]` on a register array, slice or shared array.
+    /// `base[index]` on a register array, slice or shared array (of a two-dimensional one
+    /// the flat, row-major index).
     Index {
         base: VarId,
         index: Box<TExpr>,
+    },
+    /// An index into one dimension of a two-dimensional register array: its value, which
+    /// must be known after unrolling and below `len`.
+    Within {
+        index: Box<TExpr>,
+        len: u32,
     },
     /// A value intrinsic (math, special registers, shuffles, ...).
     Intr {
@@ -221,6 +229,9 @@ pub struct Variant {
     pub shared: Vec<(VarId, Scalar, u32)>,
     /// The dynamic shared array, if any.
     pub dyn_shared: Option<(VarId, Scalar)>,
+    /// Views of the dynamic shared memory (`= dyn_shared(offset)`): variable, element type,
+    /// length, byte offset.
+    pub dyn_views: Vec<(VarId, Scalar, u32, u32)>,
     /// Whether the variant has `unsafe` code (its launch is then an `unsafe fn`).
     pub uses_unsafe: bool,
     /// The field variables of each parameter struct (kernel parameters), in field order.
@@ -484,6 +495,17 @@ fn kernel_param_ty(
             elem: Scalar::Bool, ..
         } => {
             cx.error(ty.span, "slices of `bool` are not supported: use `u8`");
+            None
+        }
+        TypeKind::Slice { elem, mutable } if elem.is_packed() => {
+            let half = elem.packed_elem().unwrap_or(Scalar::F16);
+            let m = if *mutable { "mut " } else { "" };
+            cx.error(
+                ty.span,
+                format!(
+                    "slices of the packed `{elem}` have no host element type: take `&{m}[{half}]` and read pairs with `load2` (`{elem}::new(v[0], v[1])`), or `&{m}[u32]` with `{elem}::from_bits`"
+                ),
+            );
             None
         }
         TypeKind::Slice { elem, mutable } => Some(Ty::Slice {

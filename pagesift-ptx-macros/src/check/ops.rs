@@ -79,38 +79,27 @@ impl Checker<'_> {
             (Ty::Scalar(s), _) => {
                 let s = *s;
                 match op {
-                    BinOp::Add | BinOp::Sub | BinOp::Mul => s.is_arith(),
-                    BinOp::Div => s.is_arith() && !s.is_packed(),
-                    BinOp::Rem => s.is_int() && !s.is_byte(),
-                    BinOp::And | BinOp::Or | BinOp::Xor => {
-                        (s.is_int() && !s.is_byte()) || s == Scalar::Bool
-                    }
+                    // 8-bit integers compute as the others do, wrapping at 8 bits.
+                    BinOp::Add | BinOp::Sub | BinOp::Mul => s.is_arith() || s.is_byte(),
+                    BinOp::Div => (s.is_arith() || s.is_byte()) && !s.is_packed(),
+                    BinOp::Rem => s.is_int(),
+                    BinOp::And | BinOp::Or | BinOp::Xor => s.is_int() || s == Scalar::Bool,
                     BinOp::Shl | BinOp::Shr => {
-                        s.is_int()
-                            && !s.is_byte()
-                            && matches!(r.ty, Ty::Scalar(t) if t.is_int() && !t.is_byte())
+                        s.is_int() && matches!(r.ty, Ty::Scalar(t) if t.is_int() && !t.is_byte())
                     }
-                    BinOp::Eq | BinOp::Ne => !s.is_packed() && !s.is_byte(),
-                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => s.is_arith() && !s.is_packed(),
+                    BinOp::Eq | BinOp::Ne => !s.is_packed(),
+                    BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => {
+                        (s.is_arith() || s.is_byte()) && !s.is_packed()
+                    }
                     BinOp::LogicAnd | BinOp::LogicOr => false,
                 }
             }
             _ => false,
         };
         if !ok {
-            let hint = match &l.ty {
-                Ty::Scalar(s) if s.is_byte() => {
-                    " (8-bit integers are storage types: cast with `as` first)"
-                }
-                _ => "",
-            };
             self.cx.error(
                 span,
-                format!(
-                    "operator `{}` is not defined on `{}`{hint}",
-                    op_str(op),
-                    l.ty
-                ),
+                format!("operator `{}` is not defined on `{}`", op_str(op), l.ty),
             );
             return err_expr(span);
         }
@@ -145,10 +134,8 @@ impl Checker<'_> {
     pub(super) fn unary(&mut self, op: UnOp, x: TExpr, span: Span) -> TExpr {
         let ok = match (&x.ty, op) {
             (Ty::Never, _) => return err_expr(span),
-            (Ty::Scalar(s), UnOp::Neg) => {
-                s.is_signed() && !s.is_byte() || s.is_float() || s.is_packed()
-            }
-            (Ty::Scalar(s), UnOp::Not) => *s == Scalar::Bool || (s.is_int() && !s.is_byte()),
+            (Ty::Scalar(s), UnOp::Neg) => s.is_signed() || s.is_float() || s.is_packed(),
+            (Ty::Scalar(s), UnOp::Not) => *s == Scalar::Bool || s.is_int(),
             _ => false,
         };
         if !ok {
@@ -278,7 +265,10 @@ impl Checker<'_> {
                         if !info.mutable {
                             self.cx.error(place.span, format!("cannot assign to immutable variable `{name}` (declare it `let mut`)"));
                         }
-                        if !matches!(info.ty, Ty::Scalar(_) | Ty::Array(..) | Ty::Never) {
+                        if !matches!(
+                            info.ty,
+                            Ty::Scalar(_) | Ty::Array(..) | Ty::Array2(..) | Ty::Never
+                        ) {
                             self.cx.error(
                                 place.span,
                                 format!("cannot assign to `{name}` of type `{}`", info.ty),
@@ -305,50 +295,43 @@ impl Checker<'_> {
                 }
             }
             ExprKind::Index { base, index } => {
-                let Some((id, bty)) = self.place_base(base) else {
-                    return err_expr(span);
+                let target = self.indexed(base, index);
+                // The array's variable: a slice must be `&mut`, a register array `let mut`.
+                let (id, elem) = match &target {
+                    Some(super::arrays::Indexed::Elem(id, _, e))
+                    | Some(super::arrays::Indexed::Row(id, _, _, e)) => (*id, *e),
+                    None => return err_expr(span),
                 };
-                let idx = self.check_index(index);
-                let elem = match &bty {
-                    Ty::Slice { elem, mutable } => {
-                        if !mutable {
-                            self.cx.error(
-                                base.span,
-                                format!("cannot assign through `{bty}`: declare the parameter `&mut [{elem}]`"),
-                            );
-                        }
-                        *elem
+                match self.vars[id].ty.clone() {
+                    bty @ Ty::Slice { mutable: false, .. } => {
+                        let b = match &base.kind {
+                            ExprKind::Index { base: b, .. } => b,
+                            _ => base,
+                        };
+                        self.cx.error(
+                            b.span,
+                            format!("cannot assign through `{bty}`: declare the parameter `&mut [{elem}]`"),
+                        );
                     }
-                    Ty::Shared { elem, .. } => *elem,
-                    Ty::Array(elem, n) => {
-                        if !self.vars[id].mutable {
-                            let name = self.vars[id].name.clone();
-                            self.cx.error(base.span, format!("cannot assign to an element of immutable `{name}` (declare it `let mut`)"));
-                        }
-                        if let TKind::Const(ConstVal::Int(i)) = idx.kind {
-                            if i < 0 || i >= *n as i128 {
-                                self.cx.error(
-                                    index.span,
-                                    format!("index {i} is out of bounds for `[{elem}; {n}]`"),
-                                );
-                            }
-                        }
-                        *elem
+                    Ty::Array(..) | Ty::Array2(..) if !self.vars[id].mutable => {
+                        let name = self.vars[id].name.clone();
+                        self.cx.error(base.span, format!("cannot assign to an element of immutable `{name}` (declare it `let mut`)"));
                     }
-                    Ty::Never => return err_expr(span),
-                    other => {
-                        self.cx
-                            .error(base.span, format!("cannot index a value of type `{other}`"));
-                        return err_expr(span);
+                    _ => {}
+                }
+                match target {
+                    Some(super::arrays::Indexed::Row(id, first, cols, elem)) => {
+                        return self.assign_row(id, first, cols, elem, op, value, span);
                     }
-                };
-                (
-                    Place::Index {
-                        base: id,
-                        index: Box::new(idx),
-                    },
-                    Ty::Scalar(elem),
-                )
+                    Some(super::arrays::Indexed::Elem(id, idx, elem)) => (
+                        Place::Index {
+                            base: id,
+                            index: Box::new(idx),
+                        },
+                        Ty::Scalar(elem),
+                    ),
+                    None => return err_expr(span),
+                }
             }
             ExprKind::Error => return err_expr(span),
             _ => {

@@ -199,11 +199,22 @@ impl Lower<'_> {
         }
     }
 
-    /// The index `i + k` in 64 bits (sign-extended from signed types), as the address uses it.
+    /// The index `i + k` in 64 bits: summed in the index's type (wrapping, as the language
+    /// defines index arithmetic), then widened (sign-extended from signed types).
     fn index64(&mut self, i: &Val, k: i128, span: Span) -> Operand {
         let s = Self::scalar_of(i).unwrap_or(Scalar::U32);
         if let Val::Imm(ConstVal::Int(c), _) = i {
-            return Operand::Int(crate::types::wrap_int(c + k, Scalar::U64));
+            let w = crate::types::wrap_int(c + k, s);
+            return Operand::Int(crate::types::wrap_int(w, Scalar::U64));
+        }
+        if k != 0 && s.bytes() < 8 {
+            let sum = self.binary(
+                crate::parse::BinOp::Add,
+                i.clone(),
+                Val::Imm(ConstVal::Int(crate::types::wrap_int(k, s)), s),
+                span,
+            );
+            return self.index64(&sum, 0, span);
         }
         let wide = self.cast(
             i.clone(),
@@ -728,6 +739,76 @@ impl Lower<'_> {
                 }
             }
         }
+    }
+
+    /// At the kernel's start: whether the launch's dynamic shared memory holds every view of
+    /// it (`= dyn_shared(offset)`); if not, the fault of the view that ends last is recorded
+    /// (index 0, its elements, the elements the launch gave it) and the thread exits.
+    pub(super) fn check_dyn_views(&mut self) {
+        let views = &self.v.dyn_views;
+        let Some((k, &(_, elem, n, off))) = views
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (_, s, n, off))| off.saturating_add(s.bytes().saturating_mul(*n)))
+        else {
+            return;
+        };
+        let span = Span::call_site();
+        let end = off.saturating_add(elem.bytes().saturating_mul(n));
+        let first_view = self.v.shared.len() as u32 + self.v.dyn_shared.is_some() as u32;
+        let code = (record::SHARED - first_view - k as u32) | (n << 16);
+        let size = self.op_to(
+            Op::Mov(Scalar::U32),
+            Scalar::U32,
+            vec![Operand::Name("%dynamic_smem_size".into())],
+            span,
+        );
+        let so = self.operand_reg(&size, span);
+        let p = self.reg(RegClass::Pred);
+        self.emit(
+            Op::Setp(ptx::CmpKind::Lt, Scalar::U32),
+            vec![p.into(), so.clone(), Operand::Int(end as i128)],
+            span,
+        );
+        let fail = self.label();
+        self.bra(fail, Some((p, false)));
+        let exit = self.exit;
+        let body = std::mem::replace(&mut self.body, std::mem::take(&mut self.faults));
+        self.body.push(Item::Label(fail));
+        // The view's elements inside the launch's bytes.
+        let m = self.op_to(
+            Op::Bin(BinKind::Max, Scalar::U32),
+            Scalar::U32,
+            vec![so, Operand::Int(off as i128)],
+            span,
+        );
+        let mo = self.operand_reg(&m, span);
+        let a = self.op_to(
+            Op::Bin(BinKind::Sub, Scalar::U32),
+            Scalar::U32,
+            vec![mo, Operand::Int(off as i128)],
+            span,
+        );
+        let ao = self.operand_reg(&a, span);
+        let e = self.op_to(
+            Op::Bin(BinKind::Shr, Scalar::U32),
+            Scalar::U32,
+            vec![ao, Operand::Int(elem.bytes().trailing_zeros() as i128)],
+            span,
+        );
+        let w = self.cast(e, Scalar::U64, span);
+        let len = self.operand_reg(&w, span);
+        let g = Guard {
+            pred: Some(p),
+            fail,
+            code,
+            index: (Val::Imm(ConstVal::Int(0), Scalar::U32), 0),
+            len,
+            len_param: None,
+        };
+        self.record_fault(&g, exit, span);
+        self.bra(exit, None);
+        self.faults = std::mem::replace(&mut self.body, body);
     }
 
     fn st32(&mut self, rec: Reg, off: i64, v: Operand, span: Span) {

@@ -56,6 +56,7 @@ impl Lower<'_> {
                     .map(|_| Val::Reg(self.reg(s.reg_class()), *s))
                     .collect(),
             )),
+            Ty::Array2(s, r, c) => self.fresh_of(&Ty::Array(*s, r * c)),
             _ => None,
         }
     }
@@ -304,7 +305,7 @@ pub(super) fn contains_return(b: &TBlock) -> bool {
             TKind::Inline { binds, .. } => binds.iter().any(|(_, a)| e(a)),
             TKind::Unary(_, a) | TKind::Cast(a) | TKind::Repeat(a, _) => e(a),
             TKind::Binary(_, a, c) => e(a) || e(c),
-            TKind::Index { index, .. } => e(index),
+            TKind::Index { index, .. } | TKind::Within { index, .. } => e(index),
             TKind::Intr { args, .. } | TKind::Mem { args, .. } | TKind::Array(args) => {
                 args.iter().any(e)
             }
@@ -374,6 +375,7 @@ impl Lower<'_> {
                 Some(Store::Value(Val::Arr(_))) => self.select_cost(index),
                 _ => None,
             },
+            TKind::Within { index, .. } => self.select_cost(index),
             TKind::Block(b) => arm(b),
             TKind::If {
                 cond,

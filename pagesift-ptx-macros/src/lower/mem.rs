@@ -17,13 +17,29 @@ impl Lower<'_> {
         index: &TExpr,
         span: Span,
     ) -> (Space, Operand, Scalar, (Val, i128)) {
-        // `base[i + k]` with `k` constant (after unrolling) uses the address offset; index
-        // arithmetic is assumed not to wrap around.
+        // An index is computed in its own type, wrapping, then widened (`index64`). `base[i + k]`
+        // with `k` constant (after unrolling) puts `k` into the address offset where that is
+        // the same address: a 64-bit index (addresses wrap at 2^64 too), or a 32-bit one into
+        // shared memory (32-bit addresses, which wrap with it). The bounds check tests the
+        // wrapped index all the same.
         if let TKind::Binary(BinOp::Add, a, b) = &index.kind {
             let av = self.expr(a);
             let bv = self.expr(b);
+            let fold = match (store, &index.ty) {
+                (_, crate::types::Ty::Scalar(s)) if s.bytes() == 8 => true,
+                (Store::Shared { .. }, crate::types::Ty::Scalar(s)) if s.bytes() == 4 => true,
+                // An unsigned sum that cannot wrap (`4 * thread_idx_x() + k`).
+                (_, crate::types::Ty::Scalar(s)) if s.is_int() && !s.is_signed() => {
+                    let max = (1u128 << (8 * s.bytes())) - 1;
+                    match (&a.kind, &b.kind, self.upper(a), self.upper(b)) {
+                        (_, _, Some(x), Some(y)) => x + y <= max,
+                        _ => false,
+                    }
+                }
+                _ => false,
+            };
             let small = |v: &Val| match v {
-                Val::Imm(ConstVal::Int(k), _) if k.abs() < (1 << 20) => Some(*k),
+                Val::Imm(ConstVal::Int(k), _) if fold && k.abs() < (1 << 20) => Some(*k),
                 _ => None,
             };
             if let (Some(k), false) = (small(&bv), matches!(av, Val::Imm(..))) {
@@ -43,6 +59,67 @@ impl Lower<'_> {
         (sp, a, e, (i, 0))
     }
 
+    /// An upper bound of the unsigned value of `e`, where one is known: constants, thread and
+    /// block indices (from the block shape and the grid's limits), immutable variables bounded
+    /// so, and sums, products, shifts, masks, quotients and remainders of them in the type.
+    pub(super) fn upper(&self, e: &TExpr) -> Option<u128> {
+        use crate::check::{Intr, Special};
+        let crate::types::Ty::Scalar(s) = &e.ty else {
+            return None;
+        };
+        if !s.is_int() || s.is_signed() {
+            return None;
+        }
+        let max = (1u128 << (8 * s.bytes())) - 1;
+        let fit = |v: u128| (v <= max).then_some(v);
+        match &e.kind {
+            TKind::Const(ConstVal::Int(v)) => u128::try_from(*v).ok(),
+            TKind::Var(id) => match self.vars.get(id) {
+                // An unrolled loop's counter.
+                Some(Store::Value(Val::Imm(ConstVal::Int(v), _))) => u128::try_from(*v).ok(),
+                _ => self.uppers.get(id).copied(),
+            },
+            TKind::Intr {
+                intr: Intr::Special(sp),
+                ..
+            } => Some(match sp {
+                Special::Tid(d) => self.v.block[*d as usize].max(1) as u128 - 1,
+                Special::LaneId => 31,
+                Special::Ctaid(0) => (1 << 31) - 2,
+                Special::Ctaid(_) => 65534,
+                Special::Nctaid(0) => (1 << 31) - 1,
+                Special::Nctaid(_) => 65535,
+            }),
+            TKind::Cast(x) => match &x.ty {
+                crate::types::Ty::Scalar(f) if f.is_int() && !f.is_signed() => {
+                    let u = self.upper(x).unwrap_or((1u128 << (8 * f.bytes())) - 1);
+                    fit(u)
+                }
+                _ => None,
+            },
+            TKind::Binary(op, a, b) => {
+                let (x, y) = (self.upper(a), self.upper(b));
+                match op {
+                    BinOp::Add => fit(x? + y?),
+                    BinOp::Mul => fit(x?.checked_mul(y?)?),
+                    BinOp::Shl => fit(x?.checked_shl(u32::try_from(y?).ok()?)?),
+                    BinOp::Shr | BinOp::Div => x,
+                    BinOp::And => match (x, y) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (Some(v), None) | (None, Some(v)) => Some(v),
+                        _ => None,
+                    },
+                    BinOp::Rem => match (x, y) {
+                        (_, Some(y)) if y > 0 => Some(y - 1),
+                        (x, _) => x,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     pub(super) fn elem_addr_val(
         &mut self,
         store: &Store,
@@ -57,8 +134,12 @@ impl Lower<'_> {
         };
         let size = elem.bytes() as i128;
         let s = Self::scalar_of(i).unwrap_or(Scalar::U32);
+        let view = match store {
+            Store::Shared { off, .. } => *off as i64,
+            _ => 0,
+        };
         if let Val::Imm(ConstVal::Int(c), _) = i {
-            let off = ((c + k) * size) as i64;
+            let off = ((c + k) * size) as i64 + view;
             let base = match store {
                 Store::Global { base, .. } => Operand::Reg(*base),
                 Store::Shared { sym, .. } => Operand::Name(sym.clone()),
@@ -66,7 +147,7 @@ impl Lower<'_> {
             };
             return (space, addr(base, off), elem);
         }
-        let off = (k * size) as i64;
+        let off = (k * size) as i64 + view;
         match store {
             Store::Global { base, .. } => {
                 let scaled = match s {
@@ -216,6 +297,7 @@ impl Lower<'_> {
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
             MemOp::Ldmatrix { .. } => 8,
+            MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
             _ => 1,
         };
         // Values are computed before the check (a skipped store still evaluates them).
@@ -234,6 +316,7 @@ impl Lower<'_> {
                     | MemOp::StoreVec { .. }
                     | MemOp::CpAsync { .. }
                     | MemOp::Ldmatrix { .. }
+                    | MemOp::Read(_)
             ) {
                 guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
             }
@@ -342,6 +425,7 @@ impl Lower<'_> {
                 Val::Unit
             }
             MemOp::Get => self.load(space, elem, a, false, span),
+            MemOp::Read(t) => self.load(space, t, a, false, span),
             MemOp::Set => {
                 self.store(space, elem, a, &vals[0], span);
                 Val::Unit
@@ -382,16 +466,27 @@ impl Lower<'_> {
         out: Option<Reg>,
         span: Span,
     ) -> Operand {
-        let Store::Shared { sym, .. } = store else {
+        let Store::Shared { sym, off: view, .. } = store else {
             return a;
         };
+        let view = *view as i64;
         let base = self.op_to(
             Op::Mov(Scalar::U32),
             Scalar::U32,
             vec![Operand::Name(sym.clone())],
             span,
         );
-        let bo = self.operand_reg(&base, span);
+        let mut bo = self.operand_reg(&base, span);
+        if view != 0 {
+            // A view's first row.
+            let v = self.op_to(
+                Op::Bin(crate::ptx::BinKind::Add, Scalar::U32),
+                Scalar::U32,
+                vec![bo, Operand::Int(view as i128)],
+                span,
+            );
+            bo = self.operand_reg(&v, span);
+        }
         let Some(p) = out else {
             return super::addr(bo, 0);
         };

@@ -43,12 +43,14 @@ enum Store {
         elem: Scalar,
         param: u32,
     },
-    /// A shared array: its symbol, its length (`None`: the dynamic array) and fault code.
+    /// A shared array: its symbol, its length (`None`: the dynamic array), fault code and
+    /// byte offset from the symbol (of a view of the dynamic shared memory).
     Shared {
         sym: String,
         elem: Scalar,
         len: Option<u32>,
         code: u32,
+        off: u32,
     },
 }
 
@@ -81,6 +83,8 @@ pub(crate) struct Lower<'a> {
     aliases: HashMap<Reg, (Reg, u32)>,
     /// The slices' length registers.
     len_regs: std::collections::HashSet<Reg>,
+    /// Upper bounds of immutable unsigned variables (`mem.rs`, `upper`).
+    uppers: HashMap<VarId, u128>,
     /// The out-of-line fault blocks, after the final `ret`.
     faults: Vec<Item>,
     /// The hidden fault-record parameter's name.
@@ -159,6 +163,7 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
         narrow: Default::default(),
         aliases: HashMap::new(),
         len_regs: Default::default(),
+        uppers: HashMap::new(),
         faults: Vec::new(),
         fault_param: format!("{}_fault", v.entry),
         align_checks: Vec::new(),
@@ -260,20 +265,37 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
             elem: *elem,
             len: Some(*n),
             code: bounds::record::SHARED - k as u32,
+            off: 0,
         };
         lw.vars.insert(*id, store);
     }
-    let dyn_shared = v.dyn_shared.map(|(id, elem)| {
+    let mut dyn_shared = v.dyn_shared.map(|(id, elem)| {
         let sym = "dyn_smem".to_string();
         let store = Store::Shared {
             sym: sym.clone(),
             elem,
             len: None,
             code: bounds::record::SHARED - v.shared.len() as u32,
+            off: 0,
         };
         lw.vars.insert(id, store);
         sym
     });
+    // Views of the dynamic shared memory: arrays of their own lengths at their offsets, codes
+    // after the dynamic array's; the launch must give them room (tested first).
+    let first_view = v.shared.len() as u32 + v.dyn_shared.is_some() as u32;
+    for (k, (id, elem, n, off)) in v.dyn_views.iter().enumerate() {
+        let store = Store::Shared {
+            sym: "dyn_smem".to_string(),
+            elem: *elem,
+            len: Some(*n),
+            code: bounds::record::SHARED - first_view - k as u32,
+            off: *off,
+        };
+        lw.vars.insert(*id, store);
+        dyn_shared = Some("dyn_smem".to_string());
+    }
+    lw.check_dyn_views();
     lw.block(&v.body);
     *needed = lw.needed_sm;
     let exit = lw.exit;
@@ -439,6 +461,8 @@ impl Lower<'_> {
                     };
                     if mutable {
                         self.mark_mutable(&v);
+                    } else if let Some(u) = self.upper(init) {
+                        self.uppers.insert(*var, u);
                     }
                     self.vars.insert(*var, Store::Value(v));
                 }
@@ -617,6 +641,13 @@ impl Lower<'_> {
                 }
             }
             TKind::Index { base, index } => self.index_load(*base, index, span),
+            TKind::Within { index, len } => {
+                let i = self.expr(index);
+                match self.const_index(&i, *len as usize, index.span) {
+                    Some(_) => i,
+                    None => Val::Imm(ConstVal::Int(0), Self::scalar_of(&i).unwrap_or(Scalar::U32)),
+                }
+            }
             TKind::Intr { intr, args } => self.intrinsic(*intr, args, &e.ty, span),
             TKind::Mem {
                 op,
@@ -640,11 +671,20 @@ impl Lower<'_> {
                     }
                 }
             }
-            TKind::Array(items) => Val::Arr(items.iter().map(|x| self.expr(x)).collect()),
-            TKind::Repeat(x, n) => {
-                let v = self.expr(x);
-                Val::Arr(vec![v; *n as usize])
-            }
+            // Rows of a two-dimensional array are laid out flat, one after the other.
+            TKind::Array(items) => Val::Arr(
+                items
+                    .iter()
+                    .flat_map(|x| match self.expr(x) {
+                        Val::Arr(row) => row,
+                        v => vec![v],
+                    })
+                    .collect(),
+            ),
+            TKind::Repeat(x, n) => match self.expr(x) {
+                Val::Arr(row) => Val::Arr((0..*n).flat_map(|_| row.iter().cloned()).collect()),
+                v => Val::Arr(vec![v; *n as usize]),
+            },
             TKind::Assign { place, op, value } => {
                 self.assign(place, *op, value, span);
                 Val::Unit

@@ -84,7 +84,29 @@ impl Lower<'_> {
         } else {
             UnKind::Not
         };
+        if s.is_byte() {
+            if let Val::Imm(ConstVal::Int(c), _) = v {
+                let r = if op == UnOp::Neg { -c } else { !c };
+                return Val::Imm(ConstVal::Int(wrap_int(r, s)), s);
+            }
+            let w = wide16(s);
+            let x = self.un(kind, w, retag(v, w), span);
+            return self.wrap_byte(x, s, span);
+        }
         self.un(kind, s, v, span)
+    }
+
+    /// A 16-bit result as the 8-bit integer `s`: its low byte, extended again (`cvt.u16.u8`,
+    /// `cvt.s16.s8`).
+    fn wrap_byte(&mut self, v: Val, s: Scalar, span: Span) -> Val {
+        match v {
+            Val::Imm(ConstVal::Int(c), _) => Val::Imm(ConstVal::Int(wrap_int(c, s)), s),
+            Val::Reg(r, _) => {
+                let w = wide16(s);
+                self.op_to(Op::Cvt { to: w, from: s }, s, vec![r.into()], span)
+            }
+            other => other,
+        }
     }
 
     /// A unary operation, through f32 where the target lacks the half-precision form.
@@ -241,6 +263,23 @@ impl Lower<'_> {
                 return self.un(UnKind::Not, Scalar::Bool, x, span);
             }
             return x;
+        }
+        if s.is_byte() {
+            // 8-bit integers live extended to 16 bits (zero for u8, sign for i8): computed
+            // at 16 bits, results wrap back to 8 (shifts by 8 or more give 0 or the sign).
+            let w = wide16(s);
+            let l = retag(l, w);
+            let r = if matches!(op, BinOp::Shl | BinOp::Shr) {
+                r
+            } else {
+                retag(r, w)
+            };
+            let v = self.binary(op, l, r, span);
+            return if op.is_cmp() {
+                v
+            } else {
+                self.wrap_byte(v, s, span)
+            };
         }
         if op.is_cmp() {
             let cmp = match op {
@@ -436,6 +475,24 @@ impl Lower<'_> {
             return self.op_to(Op::Selp(to), to, vec![Operand::Int(0), c, p], span);
         }
         converted
+    }
+}
+
+/// The 16-bit type an 8-bit integer computes in.
+fn wide16(s: Scalar) -> Scalar {
+    if s.is_signed() {
+        Scalar::I16
+    } else {
+        Scalar::U16
+    }
+}
+
+/// `v` as a value of type `s` (the same register or constant).
+fn retag(v: Val, s: Scalar) -> Val {
+    match v {
+        Val::Reg(r, _) => Val::Reg(r, s),
+        Val::Imm(c, _) => Val::Imm(c, s),
+        other => other,
     }
 }
 

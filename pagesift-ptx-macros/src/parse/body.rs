@@ -48,13 +48,24 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                 match &p.path.segments[0].arguments {
                     syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => {
                         match &a.args[0] {
-                            syn::GenericArgument::Type(syn::Type::Array(arr)) => TypeKind::Shared {
-                                elem: scalar_of(cx, &arr.elem),
-                                len: Some(Box::new(parse_expr(cx, &arr.len))),
-                            },
+                            syn::GenericArgument::Type(syn::Type::Array(arr)) => {
+                                let (elem, cols) = match &*arr.elem {
+                                    syn::Type::Array(row) => (
+                                        scalar_of(cx, &row.elem),
+                                        Some(Box::new(parse_expr(cx, &row.len))),
+                                    ),
+                                    e => (scalar_of(cx, e), None),
+                                };
+                                TypeKind::Shared {
+                                    elem,
+                                    len: Some(Box::new(parse_expr(cx, &arr.len))),
+                                    cols,
+                                }
+                            }
                             syn::GenericArgument::Type(syn::Type::Slice(sl)) => TypeKind::Shared {
                                 elem: scalar_of(cx, &sl.elem),
                                 len: None,
+                                cols: None,
                             },
                             other => {
                                 cx.error(
@@ -121,10 +132,20 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                 TypeKind::Error
             }
         },
-        syn::Type::Array(arr) => TypeKind::Array {
-            elem: scalar_of(cx, &arr.elem),
-            len: Box::new(parse_expr(cx, &arr.len)),
-        },
+        syn::Type::Array(arr) => {
+            let (elem, cols) = match &*arr.elem {
+                syn::Type::Array(row) => (
+                    scalar_of(cx, &row.elem),
+                    Some(Box::new(parse_expr(cx, &row.len))),
+                ),
+                e => (scalar_of(cx, e), None),
+            };
+            TypeKind::Array {
+                elem,
+                len: Box::new(parse_expr(cx, &arr.len)),
+                cols,
+            }
+        }
         _ => {
             cx.error(span, format!("unsupported type `{}`", quote::quote!(#ty)));
             TypeKind::Error

@@ -103,13 +103,17 @@ pub enum TypeKind {
         elem: Scalar,
         mutable: bool,
     },
+    /// `[T; N]`, or `[[T; C]; N]` with `cols` the row length `C`.
     Array {
         elem: Scalar,
         len: Box<Expr>,
+        cols: Option<Box<Expr>>,
     },
+    /// `Shared<[T; N]>`, `Shared<[[T; C]; N]>` (`cols`: `C`) or `Shared<[T]>`.
     Shared {
         elem: Scalar,
         len: Option<Box<Expr>>,
+        cols: Option<Box<Expr>>,
     },
     /// `Option<&[T]>` / `Option<&mut [T]>`.
     Option(Box<TypeAst>),

@@ -1,0 +1,363 @@
+//! Unit tests of the language features for kernels with several arrays and byte data:
+//! packed slices at the wrapper, launches with named consts, byte arithmetic and byte-record
+//! reads, two-dimensional arrays, views of dynamic shared memory, and the index wrap rule.
+
+use crate::compile_for_test;
+use quote::quote;
+
+fn ptx_of(tokens: proc_macro2::TokenStream) -> Vec<(String, String)> {
+    match compile_for_test(tokens) {
+        Ok(v) => v,
+        Err(e) => panic!("errors: {e:#?}"),
+    }
+}
+
+fn errors_of(tokens: proc_macro2::TokenStream) -> Vec<String> {
+    match compile_for_test(tokens) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn a_packed_slice_parameter_is_an_error_at_the_parameter() {
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f16x2], y: &mut [bf16x2]) {
+            y[0] = x[0] as bf16x2;
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("packed `f16x2`") && e.contains("`&[f16]`")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("packed `bf16x2`") && e.contains("`&mut [u32]`")),
+        "{errs:?}"
+    );
+    // The wrapper still declares the module, with no host type `f16x2` in it.
+    let out = crate::expand(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f16x2]) {}
+    })
+    .to_string();
+    assert!(out.contains("pub mod k"), "{out}");
+    assert!(!out.contains("DeviceRead < f16x2 >"), "{out}");
+}
+
+#[test]
+fn the_wrapper_takes_const_arguments_by_name_too() {
+    let out = crate::expand(quote! {
+        #[variants(BM in [64], ACT in [Relu])]
+        #[launch(block = 64)]
+        pub fn k<const BM: u32, const ACT: crate::Act>(y: &mut [f32], n: u32) {
+            y[0] = 1.0;
+        }
+        #[launch(block = 64)]
+        pub fn plain(y: &mut [f32]) {
+            y[0] = 1.0;
+        }
+    })
+    .to_string();
+    assert!(out.contains("pub struct Consts"), "{out}");
+    assert!(out.contains("pub bm : u32"), "{out}");
+    assert!(out.contains("pub act : crate :: Act"), "{out}");
+    assert!(out.contains("pub fn launch_with"), "{out}");
+    assert!(out.contains("let Consts { bm , act } = __consts"), "{out}");
+    assert!(
+        out.contains("launch (stream , cfg , bm , act , y , n)"),
+        "{out}"
+    );
+    // A kernel without consts has no `Consts`.
+    assert_eq!(out.matches("pub struct Consts").count(), 1, "{out}");
+}
+
+#[test]
+fn byte_arithmetic_computes_at_16_bits_and_wraps_back() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(a: &[u8], b: &[i8], y: &mut [u8], z: &mut [i8]) {
+            let i = thread_idx_x();
+            y[i] = a[i] * a[i + 1] + 7;
+            z[i] = -(b[i] >> 1) / 3;
+            if a[i] == 250 { y[i] = !a[i]; }
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains("mul.lo.u16"), "{text}");
+    assert!(text.contains("add.u16"), "{text}");
+    assert!(text.contains("cvt.u16.u8"), "{text}");
+    assert!(text.contains("shr.s16"), "{text}");
+    assert!(text.contains("neg.s16"), "{text}");
+    assert!(text.contains("div.s16"), "{text}");
+    assert!(text.contains("cvt.s16.s8"), "{text}");
+    assert!(text.contains("setp.eq.u16"), "{text}");
+    assert!(text.contains("not.b16"), "{text}");
+    // No 8-bit arithmetic instruction (PTX has none).
+    assert!(
+        !text.contains("add.u8") && !text.contains("mul.lo.u8"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_typed_read_of_byte_data_is_bounds_and_alignment_checked() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(w: &[u8], y: &mut [f32], z: &mut [u32]) {
+            let i = thread_idx_x() * 18;
+            y[0] = w.read::<f16>(i) as f32;
+            z[0] = w.read::<u32>(i + 2);
+            z[1] = w.read::<u8>(i + 3) as u32;
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains("ld.global.u16"), "{text}");
+    assert!(text.contains("ld.global.u32"), "{text}");
+    assert!(text.contains("ld.global.u8"), "{text}");
+    // The f16 and u32 reads test their alignment (1 and 3 bits); the byte read needs none.
+    assert!(text.contains(", 1;"), "{text}");
+    assert!(text.contains(", 3;"), "{text}");
+    // Bounds over each value's bytes: the read of 2 bytes and of 4 (fault codes: elements in
+    // the high half).
+    assert!(text.contains(", 131072;"), "{text}");
+    assert!(text.contains(", 262144;"), "{text}");
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], w: &[u8], y: &mut [f32]) {
+            y[0] = x.read::<f32>(0);
+            y[1] = w.read::<bool>(0) as f32;
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("reads typed values out of byte data")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.contains("takes the type it reads")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn two_dimensional_register_arrays_are_flat_registers_indexed_after_unrolling() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let mut acc = [[0.0f32; 4]; 3];
+            let id = [[1.0f32, 0.0], [0.0, 1.0]];
+            #[unroll]
+            for i in 0..3 {
+                acc[i] = x.load4(4 * i);
+                #[unroll]
+                for j in 0..4 {
+                    acc[i][j] += id[1][1] * (j as f32);
+                }
+            }
+            acc[2] = acc[0];
+            acc[1] += acc[2];
+            let r = acc[1];
+            y.store4(0, r);
+            y[4] = acc[2][3];
+        }
+    });
+    let text = &ptx[0].1;
+    // Three vector loads into the rows, one vector store of a row, no local memory.
+    assert_eq!(text.matches("ld.global.v4.f32").count(), 3, "{text}");
+    assert_eq!(text.matches("st.global.v4.f32").count(), 1, "{text}");
+    assert!(!text.contains(".local"), "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            let mut acc = [[0.0f32; 4]; 2];
+            acc[0][5] = 1.0;
+            acc[0] = [1.0, 2.0];
+            y[0] = acc[1][1];
+        }
+    });
+    // Each dimension on its own: [0][5] is outside a row although inside the 8 registers.
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 5 is out of bounds for `[f32; 4]`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("mismatched types: expected `[f32; 4]` (a row), found `[f32; 2]`")),
+        "{errs:?}"
+    );
+    // Indices known only after unrolling are checked then, per dimension too.
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            let mut acc = [[0.0f32; 4]; 2];
+            #[unroll]
+            for j in 0..5 {
+                acc[1][j] = 2.0;
+            }
+            acc[n][0] = 3.0;
+            y[0] = acc[1][1];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("index 4 is out of bounds for a register array of 4")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("indexed only by values known after unrolling")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn two_dimensional_shared_arrays_are_row_major_and_checked_on_the_flat_index() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = (32, 8))]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let t: Shared<[[f32; 33]; 32]>;
+            let r = thread_idx_y();
+            let c = thread_idx_x();
+            t[r][c] = x[r * 32 + c];
+            t[1][2] = 0.0;
+            sync_threads();
+            y[r * 32 + c] = t[c][r] + (t.len() as f32);
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains(".shared .align 16 .b8 smem_t_"), "{text}");
+    assert!(text.contains("[4224]"), "32 rows of 33 f32: {text}");
+    // Element [1][2] is at 4 * 35 bytes.
+    assert!(text.contains("+140]"), "{text}");
+    // `t.len()` is its rows.
+    assert!(text.contains("0f42000000"), "{text}");
+    // The two run-time accesses are checked against the 1056 elements.
+    let checks = text
+        .lines()
+        .filter(|l| l.contains("setp.ge.u64") && l.ends_with(", 1056;"))
+        .count();
+    assert_eq!(checks, 2, "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32]) {
+            let t: Shared<[[f32; 8]; 4]>;
+            t[0][8] = 1.0;
+            t[4][0] = 1.0;
+            y[0] = t[1];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 8 is out of bounds for `[f32; 8]`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e == "index 4 is out of bounds for `Shared<[[f32; 8]; 4]>`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("a row of a two-dimensional shared array is not a value")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn views_of_dynamic_shared_memory_sit_at_their_offsets_with_their_own_lengths() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 128)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let a: Shared<[[f32; 64]; 2]> = dyn_shared(0);
+            let b: Shared<[f16; 8192]> = dyn_shared(512);
+            let i = thread_idx_x();
+            a[1][i] = x[i];
+            b[3] = 1.0;
+            sync_threads();
+            y[i] = a[0][i] + (b[i] as f32);
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(
+        text.contains(".extern .shared .align 16 .b8 dyn_smem[];"),
+        "{text}"
+    );
+    // No static shared memory; element 3 of `b` at byte 512 + 6.
+    assert!(!text.contains(".shared .align 16 .b8 smem"), "{text}");
+    assert!(text.contains("[dyn_smem+518]"), "{text}");
+    // Each view is checked against its own length.
+    assert!(text.contains(", 128;"), "{text}");
+    assert!(text.contains(", 8192;"), "{text}");
+    // The launch must hold `b` (512 + 16384 bytes), tested at the start.
+    assert!(text.contains("%dynamic_smem_size"), "{text}");
+    assert!(text.contains("setp.lt.u32"), "{text}");
+    assert!(text.contains(", 16896;"), "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a: Shared<[f32; 64]> = dyn_shared(8);
+            let b: Shared<[f32]> = dyn_shared(0);
+            y[0] = a[0];
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e
+            == "a view of dynamic shared memory starts at a multiple of 16 bytes, not at byte 8"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("a view of dynamic shared memory has a length")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn an_index_sum_wraps_in_its_type_and_keeps_the_address_offset_only_where_that_is_the_same() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32, j: u64) {
+            let t: Shared<[f32; 64]>;
+            let tid = thread_idx_x();
+            t[tid] = 1.0;
+            y[0] = x[i + 2];
+            y[1] = x[j + 3];
+            y[2] = x[4 * tid + 5];
+            y[3] = t[i + 6];
+        }
+    });
+    let text = &ptx[0].1;
+    // `i + 2` (u32) is summed in 32 bits, then widened: the check and the address use it.
+    let param = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("[k_param_2]"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|r| r.trim_end_matches(','))
+        .expect("the load of i");
+    let sum = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("add.u32") && l.ends_with(&format!("{param}, 2;")))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(|r| r.trim_end_matches(','))
+        .unwrap_or_else(|| panic!("no 32-bit sum of i + 2: {text}"));
+    assert!(
+        text.lines()
+            .map(str::trim)
+            .any(|l| l.starts_with("mul.wide.u32") && l.ends_with(&format!(", {sum}, 4;"))),
+        "the address of i + 2 is made from the sum: {text}"
+    );
+    // A u64 index and a sum that cannot wrap (4 * tid + 5 < 2^32) keep the offset, as does
+    // a u32 index into shared memory (32-bit addresses wrap with it).
+    assert!(text.contains("+12]"), "{text}");
+    assert!(text.contains("+20]"), "{text}");
+    assert!(text.contains("+24]"), "{text}");
+}
