@@ -92,6 +92,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 10: *v = 32; return 0;           /* WARP_SIZE */
     case 16: *v = 132; return 0;          /* MULTIPROCESSOR_COUNT */
     case 38: *v = 50331648; return 0;     /* L2_CACHE_SIZE */
+    case 39: *v = 2048; return 0;         /* MAX_THREADS_PER_MULTIPROCESSOR */
     case 75: *v = 9; return 0;            /* COMPUTE_CAPABILITY_MAJOR */
     case 76: *v = 0; return 0;            /* COMPUTE_CAPABILITY_MINOR */
     case 97: *v = 232448; return 0;       /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
@@ -250,6 +251,13 @@ CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
     case 4: *v = 10; return 0;
     default: *v = 0; return 0;
     }
+}
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int threads, size_t shared) {
+    (void)f;
+    (void)shared;
+    if (threads <= 0) return 1;
+    *n = 2048 / threads;
+    return 0;
 }
 CUresult cuFuncSetAttribute(void *f, int attr, int value) {
     (void)f;

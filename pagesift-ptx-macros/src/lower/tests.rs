@@ -816,6 +816,7 @@ fn new_intrinsics_report_wrong_types_and_old_targets() {
         Err(e) => e.join("\n"),
     };
     let e = errs(quote! {
+        #[target(sm_70)]
         #[launch(block = 32)]
         pub fn k(x: &[f32], y: &mut [bf16], s: &mut [u16], b: &[u32]) {
             let sh: Shared<[u32; 32]>;

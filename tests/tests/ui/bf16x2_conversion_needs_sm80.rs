@@ -1,6 +1,7 @@
 use pagesift_gpu::ptx_kernel;
 
 ptx_kernel! {
+    #[target(sm_75)]
     #[launch(block = 32)]
     pub fn k(x: &[f32], y: &mut [u32]) {
         let i = thread_idx_x();
