@@ -19,7 +19,8 @@ fn const_arguments_by_name_select_the_variant_they_name() {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(41);
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     let n = 333usize;
     let x: Vec<u32> = (0..n).map(|_| rng.gen_range(0..1 << 20)).collect();
     let dx = upload(&gpu, &x);
@@ -65,7 +66,8 @@ fn byte_arithmetic_wraps_at_eight_bits() {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     // Every value of `a` and of `b`, in a random pairing, and some more.
     let n = 700usize;
     let mut a: Vec<u8> = (0..n).map(|i| i as u8).collect();
@@ -145,7 +147,8 @@ fn q4_0_gemv_reads_the_scale_and_nibbles_of_packed_blocks() {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(43);
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     let (rows, cols) = (7usize, 32 * 37);
     let w = q4_0_blocks(&mut rng, rows, cols);
     let x: Vec<f32> = (0..cols).map(|_| rng.gen_range(-3..=3) as f32).collect();
@@ -209,7 +212,8 @@ fn sgemm_with_two_dimensional_tiles_and_accumulators() {
         return;
     };
     let mut rng = rand::rngs::StdRng::seed_from_u64(44);
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     // Small integers: every sum is exact in f32, whatever its order.
     let mut gen =
         |len: usize| -> Vec<f32> { (0..len).map(|_| rng.gen_range(-4..=4) as f32).collect() };
@@ -264,7 +268,8 @@ fn views_of_dynamic_shared_memory_over_48_kib() {
     assert_eq!(staged_dot::VARIANTS[0].static_shared_bytes, 0);
     assert_eq!(staged_dot::VARIANTS[0].shared, ["xs", "ws", "part"]);
     let mut rng = rand::rngs::StdRng::seed_from_u64(45);
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     let (rows, n) = (3usize, 9000usize);
     // Small integers: the sums are exact in any order.
     let x: Vec<f32> = (0..rows * n)
@@ -311,7 +316,8 @@ fn index_sums_wrap_in_their_type_before_they_index() {
     let Some(gpu) = gpu_or_skip("index_sums_wrap_in_their_type_before_they_index") else {
         return;
     };
-    let stream = gpu.default_stream();
+    // A stream of its own: a fault is reported to whoever waits for the stream that ran it.
+    let stream = gpu.new_stream().expect("stream");
     let x: Vec<f32> = (0..8).map(|v| 10.0 + v as f32).collect();
     let dx = upload(&gpu, &x);
     let run = |i: u32| {
