@@ -20,6 +20,8 @@ extern crate self as pagesift_gpu;
 pub mod act;
 pub mod cpu;
 pub mod driver;
+#[cfg(feature = "emulator")]
+pub mod emulator;
 pub mod error;
 pub mod kernel;
 pub mod kernels;

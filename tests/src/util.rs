@@ -7,8 +7,8 @@ use pagesift_gpu::error;
 use std::ops::Range;
 use std::sync::Mutex;
 
-use pagesift_gpu::driver::emulator::EmulatorConfig;
 use pagesift_gpu::driver::KernelArg;
+use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::{DeviceBuffer, DevicePtr, Error, Function, Gpu, Module, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

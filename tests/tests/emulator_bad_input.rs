@@ -3,7 +3,7 @@
 //! ([`Error::ModuleLoad`]), allocations past what the host has ([`Error::OutOfMemory`]), and
 //! launches past the total-work cap ([`Error::Launch`]).
 
-use pagesift_gpu::driver::emulator::EmulatorConfig;
+use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::{error, DeviceBuffer, Error, Gpu};
 
 const HEADER: &str = ".version 8.0\n.target sm_80\n.address_size 64\n\n";

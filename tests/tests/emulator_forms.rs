@@ -1,7 +1,7 @@
 //! Every instruction form the `ptx_kernel!` emitter can produce has an emulator rule: a kernel
 //! the compiler emits never meets an instruction the emulated device cannot run.
 
-use pagesift_gpu::driver::emulator::check_instruction_form;
+use pagesift_gpu::emulator::check_instruction_form;
 
 #[test]
 fn every_emitter_form_has_an_emulator_rule() {

@@ -2,8 +2,8 @@
 //! device: its PTX uses only instructions the emulator implements (an unimplemented one would be
 //! a load error naming it).
 
-use pagesift_gpu::driver::emulator::EmulatorConfig;
 use pagesift_gpu::driver::KernelArg;
+use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::KernelVariant;
 use pagesift_tests::example_kernels;
 use pagesift_tests::util::{

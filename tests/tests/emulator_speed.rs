@@ -2,8 +2,8 @@
 //! Run it in release mode for a meaningful number:
 //! `cargo test --release -p pagesift-tests --test emulator_speed -- --nocapture`.
 
-use pagesift_gpu::driver::emulator::{total_executed_instructions, EmulatorConfig};
 use pagesift_gpu::driver::KernelArg;
+use pagesift_gpu::emulator::{total_executed_instructions, EmulatorConfig};
 use pagesift_tests::hand_ptx::{spin_instructions_per_thread, spin_reference, SPIN_PTX};
 use pagesift_tests::util::{emu_download, Emu, EmuKernel, POISON_BITS};
 use std::time::Instant;

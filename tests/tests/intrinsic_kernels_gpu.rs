@@ -9,7 +9,7 @@
 //! place of an older emulated device on an emulated one of 9.0.
 
 use half::{bf16, f16};
-use pagesift_gpu::driver::emulator::EmulatorConfig;
+use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
 use pagesift_tests::intrinsic_kernels::{
     self as ik, dp4a_reference, prmt_reference, shuffle_sources, ScanSync, SCAN_BLOCK,

@@ -2,8 +2,8 @@
 //!
 //! Everything above this trait (buffers, streams, the module cache, launch wrappers, ops) talks
 //! to a device only through `Backend`. Two implementations exist: the NVIDIA driver
-//! (`libcuda`, in `driver::cuda`) and, with the `emulator` feature, an emulated device that
-//! executes the PTX text on the CPU (`driver::emulator`).
+//! (`libcuda`, in `driver::cuda`) and, with the `emulator` feature, the emulated device that
+//! executes the PTX text on the CPU (`crate::emulator`, adapted in `driver::emulated`).
 //!
 //! Handles are plain integers ([`RawHandle`], [`DevicePtr`]) so that the trait carries no raw
 //! pointers except where host memory is handed to an asynchronous copy.

@@ -73,14 +73,14 @@ impl Gpu {
     ///
     /// ```
     /// # #[cfg(feature = "emulator")] {
-    /// use pagesift_gpu::driver::emulator::EmulatorConfig;
+    /// use pagesift_gpu::emulator::EmulatorConfig;
     /// let gpu = pagesift_gpu::Gpu::emulated(EmulatorConfig::default()).unwrap();
     /// assert_eq!(gpu.compute_capability(), (8, 0));
     /// # }
     /// ```
     #[cfg(feature = "emulator")]
-    pub fn emulated(config: super::emulator::EmulatorConfig) -> Result<Gpu> {
-        Gpu::from_backend(Arc::new(super::emulator::Emulator::new(config)), 0)
+    pub fn emulated(config: crate::emulator::EmulatorConfig) -> Result<Gpu> {
+        Gpu::from_backend(Arc::new(super::emulated::EmulatedBackend::new(config)), 0)
     }
 
     /// Opens device `ordinal` of an explicit backend (one of the crate's: the trait is sealed).

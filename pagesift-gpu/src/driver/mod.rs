@@ -1,9 +1,12 @@
-//! The device layer: the only home of FFI and `unsafe` in the crate.
+//! The device layer: the only home of FFI in the crate, and of its `unsafe` but for the host and
+//! device memory of the emulated device (`crate::emulator`).
 //!
 //! `backend` is the narrow interface a device implementation provides (crate-private: its
 //! methods take raw handles and addresses); `cuda` implements it over `libcuda` (through
-//! libloading); the safe types ([`Gpu`], buffers, streams, events, the module cache and
-//! launches) are built on the interface alone, and are the only way in from outside the crate.
+//! libloading), and `emulated` (feature `emulator`) over the emulated device, which lives
+//! beside this layer in `crate::emulator` with an API of its own. The safe types ([`Gpu`],
+//! buffers, streams, events, the module cache and launches) are built on the interface alone,
+//! and are the only way in from outside the crate.
 //!
 //! - [`Gpu`]: one device and its primary context; cheap to clone, usable from any thread.
 //! - [`DeviceBuffer`] / [`DeviceSlice`] / [`DeviceSliceMut`]: typed device memory and views,
@@ -76,11 +79,8 @@
 pub mod backend;
 mod copy;
 pub mod cuda;
-// The emulated device's `from_env` names the crate-private `Backend`; nothing outside the
-// crate can call or implement its methods.
 #[cfg(feature = "emulator")]
-#[allow(private_interfaces)]
-pub mod emulator;
+mod emulated;
 pub mod fault;
 mod gpu;
 pub mod launch;
@@ -145,7 +145,7 @@ fn emulated_backend() -> Result<Arc<dyn Backend>> {
     if let Some(b) = slot.as_ref() {
         return Ok(Arc::clone(b));
     }
-    let b = emulator::Emulator::from_env()?;
+    let b: Arc<dyn Backend> = Arc::new(emulated::EmulatedBackend::from_env()?);
     *slot = Some(Arc::clone(&b));
     Ok(b)
 }

@@ -51,7 +51,7 @@ impl FamilyReport {
 /// at small sizes, on the PTX the GPU would get.
 #[cfg(feature = "emulator")]
 fn fallback_device(no_gpu: &pagesift_gpu::Error) -> Option<Gpu> {
-    use pagesift_gpu::driver::emulator::EmulatorConfig;
+    use pagesift_gpu::emulator::EmulatorConfig;
     outln!("selftest: no GPU ({no_gpu}); running on the emulated device instead");
     let config = match EmulatorConfig::from_env() {
         Ok(config) => config,

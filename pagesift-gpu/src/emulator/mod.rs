@@ -1,4 +1,10 @@
-//! The emulated device: a [`Backend`] that executes PTX text on the CPU.
+//! The emulated device: executes PTX text on the CPU, behind an API of its own ([`Emulator`]).
+//!
+//! The runtime reaches it only through the driver's adapter (`driver::emulated`), which maps the
+//! crate-private `Backend` trait onto this API; nothing here knows the trait. Handles are typed
+//! ([`StreamId`], [`EventId`], [`ModuleId`], [`FunctionId`]), device addresses are plain
+//! integers, and failures are the crate's [`Error`], worded as the NVIDIA driver reports them
+//! (the CUDA call and error name), so the layers above see the same errors from either device.
 //!
 //! Modules are parsed from their PTX text (`ptx`) and pre-decoded into compact instructions with
 //! register slots and resolved labels (`decode`); anything the emulator does not implement fails
@@ -22,27 +28,23 @@
 //! Device memory is host memory behind device-style addresses (from `0x7000_0000_0000`, 256-byte
 //! aligned, a guard gap after every allocation, addresses never reused), allocated lazily and
 //! fallibly. Events record a host timestamp when the stream reaches them.
+//!
+//! The unit tests are in `tests/` (the parser, the arithmetic, kernels, streams, hostile input);
+//! the integration tests that run the runtime on the emulated device are the workspace's
+//! `tests/tests/emulator_*.rs`.
 
 mod config;
 mod decode;
 mod exec;
-#[cfg(test)]
-mod input_tests;
 mod launch;
 mod memory;
 mod num;
 mod ptx;
 mod queue;
-#[cfg(test)]
-mod stream_tests;
 mod tensor;
 #[cfg(test)]
 mod tests;
 
-use super::backend::{
-    Backend, BackendKind, DeviceProps, DevicePtr, FunctionAttributes, LaunchRequest,
-    ModuleLoadError, RawHandle,
-};
 use crate::error::{DriverError, Error, Result};
 #[cfg(test)]
 use config::{parse_bytes, parse_cc};
@@ -53,6 +55,81 @@ use queue::{Queues, Work};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+
+/// A device address of the emulated device.
+pub type DevicePtr = u64;
+
+/// A stream of the emulated device; [`StreamId::DEFAULT`] is the default stream, which exists
+/// from the start and cannot be destroyed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId(pub(crate) usize);
+
+impl StreamId {
+    /// The default stream.
+    pub const DEFAULT: StreamId = StreamId(0);
+}
+
+/// An event of the emulated device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(pub(crate) usize);
+
+/// A loaded module of the emulated device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ModuleId(pub(crate) usize);
+
+/// A kernel function of a loaded module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FunctionId(pub(crate) usize);
+
+/// Threads per warp.
+pub const WARP_SIZE: u32 = 32;
+/// The most threads one block may have.
+pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// The largest block dimensions (x, y, z).
+pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
+/// The largest grid dimensions (x, y, z).
+pub const MAX_GRID_DIM: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+/// The L2 cache size the device reports, in bytes (nothing is cached).
+pub const L2_CACHE_BYTES: u32 = 4 << 20;
+
+/// A kernel launch: what [`Emulator::launch`] checks and queues.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelLaunch<'a> {
+    /// The function, from [`Emulator::function`].
+    pub function: FunctionId,
+    /// Grid dimensions in blocks.
+    pub grid: [u32; 3],
+    /// Block dimensions in threads.
+    pub block: [u32; 3],
+    /// Dynamic shared memory in bytes.
+    pub shared_mem_bytes: u32,
+    /// The stream.
+    pub stream: StreamId,
+    /// Each parameter's bytes (little-endian, as the kernel reads them), in declaration order.
+    pub args: &'a [&'a [u8]],
+}
+
+/// The resource use of a kernel function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FunctionInfo {
+    /// Registers per thread (the decoded register slots, at most 255).
+    pub registers: u32,
+    /// Static shared memory in bytes.
+    pub static_shared_bytes: u32,
+    /// Local memory per thread in bytes.
+    pub local_bytes: u32,
+    /// The most threads per block it can be launched with (from `.reqntid` / `.maxntid`).
+    pub max_threads_per_block: u32,
+}
+
+/// A failed module load: the error, worded as the driver's JIT reports it, and the log.
+#[derive(Clone, Debug)]
+pub struct LoadError {
+    /// The error (call `cuModuleLoadDataEx`).
+    pub error: DriverError,
+    /// The log: one line naming the PTX line and what is wrong.
+    pub log: String,
+}
 
 /// Thread-instructions executed by every emulated device of the process.
 static TOTAL_EXECUTED: AtomicU64 = AtomicU64::new(0);
@@ -123,12 +200,12 @@ fn invalid_value(call: &'static str, message: impl Into<String>) -> Error {
     driver_error(call, 1, "CUDA_ERROR_INVALID_VALUE", message)
 }
 
-fn invalid_handle(call: &'static str, h: RawHandle) -> Error {
+fn invalid_handle(call: &'static str, id: usize) -> Error {
     driver_error(
         call,
         400,
         "CUDA_ERROR_INVALID_HANDLE",
-        format!("no such handle {:#x} on the emulated device", h.0),
+        format!("no such handle {id:#x} on the emulated device"),
     )
 }
 
@@ -164,10 +241,9 @@ impl Emulator {
         }
     }
 
-    /// The emulated device configured from the environment (see [`EmulatorConfig::from_env`]),
-    /// as the backend the runtime uses when `PAGESIFT_GPU_DEVICE=emulated`.
-    pub fn from_env() -> Result<Arc<dyn Backend>> {
-        Ok(Arc::new(Emulator::new(EmulatorConfig::from_env()?)))
+    /// The emulated device configured from the environment (see [`EmulatorConfig::from_env`]).
+    pub fn from_env() -> Result<Emulator> {
+        Ok(Emulator::new(EmulatorConfig::from_env()?))
     }
 
     /// The configuration.
@@ -188,16 +264,16 @@ impl Emulator {
         self.memory.read().map_err(|_| poisoned(call))
     }
 
-    fn check_stream(&self, call: &'static str, s: RawHandle) -> Result<()> {
+    fn check_stream(&self, call: &'static str, s: StreamId) -> Result<()> {
         if self.queues(call)?.has_stream(s) {
             Ok(())
         } else {
-            Err(invalid_handle(call, s))
+            Err(invalid_handle(call, s.0))
         }
     }
 
     /// Runs `s` up to the work queued so far; its unreported error.
-    fn sync_stream(&self, call: &'static str, s: RawHandle) -> Result<()> {
+    fn sync_stream(&self, call: &'static str, s: StreamId) -> Result<()> {
         let target = self.queues(call)?.stream_target(call, s)?;
         self.drain(call, &target)?;
         self.queues(call)?.take_error(s)
@@ -283,7 +359,9 @@ impl Emulator {
         }
     }
 
-    fn load(
+    /// Parses, checks and decodes a module and places its variables; the error's code, name
+    /// and log.
+    fn build_module(
         &self,
         ptx_text: &str,
     ) -> std::result::Result<LoadedModule, (i32, &'static str, String)> {
@@ -378,81 +456,44 @@ impl Emulator {
     }
 }
 
-impl Backend for Emulator {
-    fn kind(&self) -> BackendKind {
-        BackendKind::Emulated
-    }
-    fn library(&self) -> &str {
-        "pagesift emulator (PTX interpreted on the CPU)"
-    }
-    fn driver_version(&self) -> Result<i32> {
-        Ok(12090)
-    }
-    fn driver_version_string(&self) -> Option<String> {
-        None
-    }
-    fn device_count(&self) -> Result<usize> {
-        Ok(1)
-    }
-    fn device_props(&self, ordinal: usize) -> Result<DeviceProps> {
-        if ordinal != 0 {
-            return Err(Error::NoSuchDevice { ordinal, count: 1 });
-        }
-        let c = &self.config;
-        Ok(DeviceProps {
-            name: c.name.clone(),
-            compute_capability: c.compute_capability,
-            sm_count: c.sm_count,
-            max_threads_per_sm: c.max_threads_per_sm,
-            total_memory: c.memory_capacity,
-            l2_cache_bytes: 4 << 20,
-            max_shared_per_block: c.max_shared_per_block,
-            max_shared_per_block_optin: c.max_shared_per_block_optin,
-            warp_size: 32,
-            max_threads_per_block: 1024,
-            max_block_dim: [1024, 1024, 64],
-            max_grid_dim: [i32::MAX as u32, 65535, 65535],
-        })
-    }
-    fn primary_context_retain(&self, ordinal: usize) -> Result<RawHandle> {
-        if ordinal != 0 {
-            return Err(Error::NoSuchDevice { ordinal, count: 1 });
-        }
-        Ok(RawHandle(1))
-    }
-    fn primary_context_release(&self, _ordinal: usize) -> Result<()> {
-        Ok(())
-    }
-    fn set_current(&self, _ctx: RawHandle) -> Result<()> {
-        Ok(())
-    }
-    fn synchronize(&self) -> Result<()> {
+/// The device API. Calls that act on streams take the stream they order on; a synchronous call
+/// (`copy_to`, `copy_from`) is ordered after the default stream only, as created streams are
+/// non-blocking. The failure of queued work is reported by the synchronization that covers it
+/// (see `queue`).
+impl Emulator {
+    /// Waits for all queued work; the first unreported failure of the calling thread's work.
+    pub(crate) fn synchronize(&self) -> Result<()> {
         const CALL: &str = "cuCtxSynchronize";
         self.drain_all(CALL)?;
         self.queues(CALL)?.take_any_error()
     }
-    fn mem_info(&self) -> Result<(usize, usize)> {
+    /// Free and total device memory, in bytes.
+    pub(crate) fn memory_info(&self) -> Result<(usize, usize)> {
         let mem = self.read_mem("cuMemGetInfo")?;
         Ok(((mem.capacity - mem.used()) as usize, mem.capacity as usize))
     }
-    fn mem_alloc(&self, bytes: usize) -> Result<DevicePtr> {
+    /// Allocates `bytes` (not 0) of device memory; [`Error::OutOfMemory`] past the capacity.
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
         if bytes == 0 {
             return Err(invalid_value("cuMemAlloc_v2", "zero-byte allocation"));
         }
         let mut mem = self.memory.write().map_err(|_| poisoned("cuMemAlloc_v2"))?;
         mem.alloc(bytes as u64).ok_or(Error::OutOfMemory { bytes })
     }
-    fn mem_free(&self, ptr: DevicePtr) -> Result<()> {
+    /// Frees an allocation after all queued work (which may still use it) has run.
+    pub(crate) fn free(&self, ptr: DevicePtr) -> Result<()> {
         // As cuMemFree: waits for all work of the device, so nothing queued uses the memory.
         self.drain_all("cuMemFree_v2")?;
         self.free_now("cuMemFree_v2", ptr)
     }
-    fn mem_alloc_async(&self, bytes: usize, stream: RawHandle) -> Result<DevicePtr> {
+    /// Allocates device memory for `stream`'s later work (at once: that is all it promises).
+    pub(crate) fn alloc_async(&self, bytes: usize, stream: StreamId) -> Result<DevicePtr> {
         // Allocated at once: it is usable by the stream's later work, which is all it promises.
         self.check_stream("cuMemAllocAsync", stream)?;
-        self.mem_alloc(bytes)
+        self.alloc(bytes)
     }
-    fn mem_free_async(&self, ptr: DevicePtr, stream: RawHandle) -> Result<()> {
+    /// Frees an allocation when `stream` reaches this point.
+    pub(crate) fn free_async(&self, ptr: DevicePtr, stream: StreamId) -> Result<()> {
         const CALL: &str = "cuMemFreeAsync";
         if !self.read_mem(CALL)?.is_allocation(ptr) {
             return Err(invalid_value(
@@ -462,7 +503,8 @@ impl Backend for Emulator {
         }
         self.queues(CALL)?.enqueue(CALL, stream, Work::Free { ptr })
     }
-    fn host_alloc(&self, bytes: usize) -> Result<*mut u8> {
+    /// Allocates `bytes` of zeroed host memory (the page-locked memory of asynchronous copies).
+    pub(crate) fn alloc_host(&self, bytes: usize) -> Result<*mut u8> {
         if bytes > self.config.memory_capacity.max(1 << 30) {
             return Err(Error::OutOfMemory { bytes });
         }
@@ -479,7 +521,11 @@ impl Backend for Emulator {
             .insert(ptr as usize, len);
         Ok(ptr)
     }
-    unsafe fn host_free(&self, ptr: *mut u8) -> Result<()> {
+    /// Frees memory from [`Emulator::alloc_host`].
+    ///
+    /// # Safety
+    /// `ptr` came from `alloc_host` of this device and is not used afterwards.
+    pub(crate) unsafe fn free_host(&self, ptr: *mut u8) -> Result<()> {
         let len = self
             .handles("cuMemFreeHost")?
             .host
@@ -491,22 +537,25 @@ impl Backend for Emulator {
         drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
         Ok(())
     }
-    fn memcpy_htod(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
+    /// Copies host memory to the device, after the default stream's queued work.
+    pub(crate) fn copy_to(&self, dst: DevicePtr, src: &[u8]) -> Result<()> {
         // Synchronous copies are ordered after the default stream only: created streams are
         // non-blocking, so their queued work is not waited for.
-        self.sync_stream("cuMemcpyHtoD_v2", RawHandle::NULL)?;
+        self.sync_stream("cuMemcpyHtoD_v2", StreamId::DEFAULT)?;
         self.write_device("cuMemcpyHtoD_v2", dst, src)
     }
-    fn memcpy_dtoh(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
-        self.sync_stream("cuMemcpyDtoH_v2", RawHandle::NULL)?;
+    /// Copies device memory to the host, after the default stream's queued work.
+    pub(crate) fn copy_from(&self, dst: &mut [u8], src: DevicePtr) -> Result<()> {
+        self.sync_stream("cuMemcpyDtoH_v2", StreamId::DEFAULT)?;
         self.read_device("cuMemcpyDtoH_v2", dst, src)
     }
-    fn memcpy_dtod(
+    /// Queues a device-to-device copy of `bytes` on `stream`.
+    pub(crate) fn copy_within(
         &self,
         dst: DevicePtr,
         src: DevicePtr,
         bytes: usize,
-        stream: RawHandle,
+        stream: StreamId,
     ) -> Result<()> {
         const CALL: &str = "cuMemcpyDtoDAsync_v2";
         self.check_stream(CALL, stream)?;
@@ -515,12 +564,17 @@ impl Backend for Emulator {
         self.queues(CALL)?
             .enqueue(CALL, stream, Work::CopyDtoD { dst, src, bytes })
     }
-    unsafe fn memcpy_htod_async(
+    /// Queues a copy of host memory to the device on `stream`; the host memory is read when
+    /// the stream reaches the copy.
+    ///
+    /// # Safety
+    /// `src..src+bytes` stays valid and unchanged until the stream has passed this copy.
+    pub(crate) unsafe fn copy_to_async(
         &self,
         dst: DevicePtr,
         src: *const u8,
         bytes: usize,
-        stream: RawHandle,
+        stream: StreamId,
     ) -> Result<()> {
         const CALL: &str = "cuMemcpyHtoDAsync_v2";
         self.check_stream(CALL, stream)?;
@@ -536,12 +590,17 @@ impl Backend for Emulator {
         };
         self.queues(CALL)?.enqueue(CALL, stream, work)
     }
-    unsafe fn memcpy_dtoh_async(
+    /// Queues a copy of device memory to the host on `stream`.
+    ///
+    /// # Safety
+    /// `dst..dst+bytes` stays valid and is not otherwise accessed until the stream has passed
+    /// this copy.
+    pub(crate) unsafe fn copy_from_async(
         &self,
         dst: *mut u8,
         src: DevicePtr,
         bytes: usize,
-        stream: RawHandle,
+        stream: StreamId,
     ) -> Result<()> {
         const CALL: &str = "cuMemcpyDtoHAsync_v2";
         self.check_stream(CALL, stream)?;
@@ -556,7 +615,14 @@ impl Backend for Emulator {
         };
         self.queues(CALL)?.enqueue(CALL, stream, work)
     }
-    fn memset_d8(&self, dst: DevicePtr, value: u8, bytes: usize, stream: RawHandle) -> Result<()> {
+    /// Queues setting `bytes` bytes at `dst` to `value` on `stream`.
+    pub(crate) fn memset_u8(
+        &self,
+        dst: DevicePtr,
+        value: u8,
+        bytes: usize,
+        stream: StreamId,
+    ) -> Result<()> {
         const CALL: &str = "cuMemsetD8Async";
         self.check_stream(CALL, stream)?;
         self.check_range(CALL, dst, bytes)?;
@@ -568,12 +634,13 @@ impl Backend for Emulator {
         };
         self.queues(CALL)?.enqueue(CALL, stream, work)
     }
-    fn memset_d32(
+    /// Queues setting `count` 32-bit words at `dst` (4-byte aligned) to `value` on `stream`.
+    pub(crate) fn memset_u32(
         &self,
         dst: DevicePtr,
         value: u32,
         count: usize,
-        stream: RawHandle,
+        stream: StreamId,
     ) -> Result<()> {
         const CALL: &str = "cuMemsetD32Async";
         self.check_stream(CALL, stream)?;
@@ -592,15 +659,17 @@ impl Backend for Emulator {
         };
         self.queues(CALL)?.enqueue(CALL, stream, work)
     }
-    fn stream_create(&self) -> Result<RawHandle> {
+    /// Creates a stream (non-blocking with respect to the default stream).
+    pub(crate) fn create_stream(&self) -> Result<StreamId> {
         let id = self.handles("cuStreamCreate")?.fresh();
         self.queues("cuStreamCreate")?.add_stream(id);
-        Ok(RawHandle(id))
+        Ok(StreamId(id))
     }
-    fn stream_destroy(&self, stream: RawHandle) -> Result<()> {
+    /// Destroys a stream after running its queued work; the error it had not reported.
+    pub(crate) fn destroy_stream(&self, stream: StreamId) -> Result<()> {
         const CALL: &str = "cuStreamDestroy_v2";
-        if stream == RawHandle::NULL {
-            return Err(invalid_handle(CALL, stream));
+        if stream == StreamId::DEFAULT {
+            return Err(invalid_handle(CALL, stream.0));
         }
         // Its queued work still runs (as on a GPU); an error it had not reported is returned
         // here, the last call that names the stream.
@@ -609,13 +678,15 @@ impl Backend for Emulator {
         match self.queues(CALL)?.remove_stream(stream.0) {
             Some(None) => Ok(()),
             Some(Some(e)) => Err(e),
-            None => Err(invalid_handle(CALL, stream)),
+            None => Err(invalid_handle(CALL, stream.0)),
         }
     }
-    fn stream_synchronize(&self, stream: RawHandle) -> Result<()> {
+    /// Runs `stream` up to the work queued so far; its unreported failure.
+    pub(crate) fn synchronize_stream(&self, stream: StreamId) -> Result<()> {
         self.sync_stream("cuStreamSynchronize", stream)
     }
-    fn stream_query(&self, stream: RawHandle) -> Result<bool> {
+    /// Whether `stream`'s queued work is done; runs one piece of it first.
+    pub(crate) fn query_stream(&self, stream: StreamId) -> Result<bool> {
         // Runs one piece of the work the stream waits for, so a polling loop always finishes
         // and, single-threaded, deterministically under the seed.
         const CALL: &str = "cuStreamQuery";
@@ -625,28 +696,33 @@ impl Backend for Emulator {
         }
         self.queues(CALL)?.take_error(stream).map(|()| true)
     }
-    fn stream_wait_event(&self, stream: RawHandle, event: RawHandle) -> Result<()> {
+    /// Makes `stream`'s later work wait for `event`'s latest record (none: no wait).
+    pub(crate) fn wait_event(&self, stream: StreamId, event: EventId) -> Result<()> {
         self.queues("cuStreamWaitEvent")?
             .wait("cuStreamWaitEvent", stream, event)
     }
-    fn event_create(&self, _timing: bool) -> Result<RawHandle> {
+    /// Creates an event (every event records its time).
+    pub(crate) fn create_event(&self) -> Result<EventId> {
         let id = self.handles("cuEventCreate")?.fresh();
         self.queues("cuEventCreate")?.add_event(id);
-        Ok(RawHandle(id))
+        Ok(EventId(id))
     }
-    fn event_destroy(&self, event: RawHandle) -> Result<()> {
+    /// Destroys an event.
+    pub(crate) fn destroy_event(&self, event: EventId) -> Result<()> {
         // A pending record of a destroyed event still runs; waits on it still hold.
         if self.queues("cuEventDestroy_v2")?.remove_event(event.0) {
             Ok(())
         } else {
-            Err(invalid_handle("cuEventDestroy_v2", event))
+            Err(invalid_handle("cuEventDestroy_v2", event.0))
         }
     }
-    fn event_record(&self, event: RawHandle, stream: RawHandle) -> Result<()> {
+    /// Queues a record of `event` on `stream`; it becomes the event's latest record.
+    pub(crate) fn record_event(&self, event: EventId, stream: StreamId) -> Result<()> {
         self.queues("cuEventRecord")?
             .record("cuEventRecord", event, stream)
     }
-    fn event_synchronize(&self, event: RawHandle) -> Result<()> {
+    /// Waits for `event`'s latest record; the failure of its stream's work before it.
+    pub(crate) fn synchronize_event(&self, event: EventId) -> Result<()> {
         const CALL: &str = "cuEventSynchronize";
         // Bound first: a guard in an `if let` scrutinee would live through the drain.
         let target = self.queues(CALL)?.event_target(CALL, event)?;
@@ -655,7 +731,8 @@ impl Backend for Emulator {
         }
         self.queues(CALL)?.take_event_error(event)
     }
-    fn event_query(&self, event: RawHandle) -> Result<bool> {
+    /// Whether `event`'s latest record is reached; runs one piece of the work first.
+    pub(crate) fn query_event(&self, event: EventId) -> Result<bool> {
         const CALL: &str = "cuEventQuery";
         let target = self.queues(CALL)?.event_target(CALL, event)?;
         if let Some(target) = target {
@@ -665,10 +742,11 @@ impl Backend for Emulator {
         }
         self.queues(CALL)?.take_event_error(event).map(|()| true)
     }
-    fn event_elapsed_ms(&self, start: RawHandle, end: RawHandle) -> Result<f32> {
+    /// Milliseconds between the latest records of two reached events.
+    pub(crate) fn elapsed_ms(&self, start: EventId, end: EventId) -> Result<f32> {
         const CALL: &str = "cuEventElapsedTime";
         let q = self.queues(CALL)?;
-        let get = |e: RawHandle| match q.event_time(e) {
+        let get = |e: EventId| match q.event_time(e) {
             Some(Ok(t)) => Ok(t),
             Some(Err(pending)) => Err(driver_error(
                 CALL,
@@ -680,7 +758,7 @@ impl Backend for Emulator {
                     "event not recorded"
                 },
             )),
-            None => Err(invalid_handle(CALL, e)),
+            None => Err(invalid_handle(CALL, e.0)),
         };
         let (a, b) = (get(start)?, get(end)?);
         Ok(match b.checked_duration_since(a) {
@@ -688,8 +766,10 @@ impl Backend for Emulator {
             None => -(a.duration_since(b).as_secs_f32() * 1000.0),
         })
     }
-    fn module_load(&self, ptx_text: &str) -> std::result::Result<RawHandle, ModuleLoadError> {
-        let fail = |code: i32, name: &str, log: String| ModuleLoadError {
+    /// Parses, checks and decodes a module; what the emulator does not implement fails the load
+    /// with a log line naming the PTX line.
+    pub(crate) fn load_ptx(&self, ptx_text: &str) -> std::result::Result<ModuleId, LoadError> {
+        let fail = |code: i32, name: &str, log: String| LoadError {
             error: DriverError {
                 call: "cuModuleLoadDataEx",
                 code,
@@ -699,7 +779,7 @@ impl Backend for Emulator {
             log,
         };
         let m = self
-            .load(ptx_text)
+            .build_module(ptx_text)
             .map_err(|(code, name, log)| fail(code, name, log))?;
         let mut h = self
             .handles
@@ -707,16 +787,17 @@ impl Backend for Emulator {
             .map_err(|_| fail(999, "CUDA_ERROR_UNKNOWN", "emulator state poisoned".into()))?;
         let id = h.fresh();
         h.modules.insert(id, m);
-        Ok(RawHandle(id))
+        Ok(ModuleId(id))
     }
-    fn module_unload(&self, module: RawHandle) -> Result<()> {
+    /// Unloads a module after all queued work, freeing its variables.
+    pub(crate) fn unload(&self, module: ModuleId) -> Result<()> {
         // Queued launches of the module may still use its globals.
         self.drain_all("cuModuleUnload")?;
         let m = self
             .handles("cuModuleUnload")?
             .modules
             .remove(&module.0)
-            .ok_or_else(|| invalid_handle("cuModuleUnload", module))?;
+            .ok_or_else(|| invalid_handle("cuModuleUnload", module.0))?;
         let mut mem = self
             .memory
             .write()
@@ -726,12 +807,13 @@ impl Backend for Emulator {
         }
         Ok(())
     }
-    fn module_function(&self, module: RawHandle, name: &str) -> Result<RawHandle> {
+    /// The kernel entry `name` of a loaded module.
+    pub(crate) fn function(&self, module: ModuleId, name: &str) -> Result<FunctionId> {
         let mut h = self.handles("cuModuleGetFunction")?;
         let m = h
             .modules
             .get(&module.0)
-            .ok_or_else(|| invalid_handle("cuModuleGetFunction", module))?;
+            .ok_or_else(|| invalid_handle("cuModuleGetFunction", module.0))?;
         let kernel = m
             .kernels
             .iter()
@@ -757,35 +839,38 @@ impl Backend for Emulator {
                 max_dynamic_shared,
             },
         );
-        Ok(RawHandle(id))
+        Ok(FunctionId(id))
     }
-    fn function_attributes(&self, function: RawHandle) -> Result<FunctionAttributes> {
+    /// The resource use of a function.
+    pub(crate) fn function_info(&self, function: FunctionId) -> Result<FunctionInfo> {
         let h = self.handles("cuFuncGetAttribute")?;
         let f = h
             .functions
             .get(&function.0)
-            .ok_or_else(|| invalid_handle("cuFuncGetAttribute", function))?;
+            .ok_or_else(|| invalid_handle("cuFuncGetAttribute", function.0))?;
         let k = &f.kernel;
         let max_threads = match (k.reqntid, k.maxntid) {
             (Some(d), _) | (None, Some(d)) => d[0] * d[1] * d[2],
-            _ => 1024,
+            _ => MAX_THREADS_PER_BLOCK,
         };
-        Ok(FunctionAttributes {
-            num_regs: (k.nslots as u32).min(255),
+        Ok(FunctionInfo {
+            registers: (k.nslots as u32).min(255),
             static_shared_bytes: k.static_shared,
             local_bytes: k.local_bytes,
-            max_threads_per_block: max_threads.min(1024),
+            max_threads_per_block: max_threads.min(MAX_THREADS_PER_BLOCK),
         })
     }
-    fn occupancy_blocks_per_sm(
+    /// How many blocks of `block_threads` threads and `dynamic_shared` bytes of dynamic shared
+    /// memory one multiprocessor holds at once (by thread slots and shared memory).
+    pub(crate) fn blocks_per_sm(
         &self,
-        function: RawHandle,
+        function: FunctionId,
         block_threads: u32,
         dynamic_shared: u32,
     ) -> Result<u32> {
         let h = self.handles("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
         let f = h.functions.get(&function.0).ok_or_else(|| {
-            invalid_handle("cuOccupancyMaxActiveBlocksPerMultiprocessor", function)
+            invalid_handle("cuOccupancyMaxActiveBlocksPerMultiprocessor", function.0)
         })?;
         // The emulated device has no register file: thread slots and shared memory decide.
         let c = &self.config;
@@ -796,20 +881,24 @@ impl Backend for Emulator {
             .map_or(u32::MAX, |b| b.min(u32::MAX as u64) as u32);
         Ok(by_threads.min(by_shared).min(32))
     }
-    fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {
+    /// Allows a function up to `bytes` of dynamic shared memory (up to the opt-in limit).
+    pub(crate) fn set_max_dynamic_shared(&self, function: FunctionId, bytes: u32) -> Result<()> {
         let optin = self.config.max_shared_per_block_optin;
         let mut h = self.handles("cuFuncSetAttribute")?;
         let f = h
             .functions
             .get_mut(&function.0)
-            .ok_or_else(|| invalid_handle("cuFuncSetAttribute", function))?;
+            .ok_or_else(|| invalid_handle("cuFuncSetAttribute", function.0))?;
         if bytes as u64 + f.kernel.static_shared as u64 > optin as u64 {
             return Err(invalid_value("cuFuncSetAttribute", format!("{bytes} bytes of dynamic shared memory exceed the opt-in limit of {optin} bytes")));
         }
         f.max_dynamic_shared = bytes;
         Ok(())
     }
-    fn launch(&self, req: &LaunchRequest<'_>) -> Result<()> {
-        self.queue_launch(req)
+    /// Checks a launch as `cuLaunchKernel` does (a bad configuration is an error at once) and
+    /// queues it on its stream; a failed check while it runs is reported by the
+    /// synchronization that covers it.
+    pub(crate) fn launch(&self, launch: &KernelLaunch<'_>) -> Result<()> {
+        self.queue_launch(launch)
     }
 }

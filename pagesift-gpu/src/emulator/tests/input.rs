@@ -2,8 +2,7 @@
 //! panic (a panic here would be an abort or a poisoned device through `Gpu::load_ptx`), and
 //! the ones that load run under the checks without panicking either.
 
-use super::{Emulator, EmulatorConfig};
-use crate::driver::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
+use crate::emulator::{Emulator, EmulatorConfig, KernelLaunch, StreamId};
 
 /// Kernels with most of what the parser and decoder handle: parameters, registers, shared and
 /// local arrays, predicates, vectors, addresses with offsets, labels, immediates.
@@ -141,12 +140,10 @@ fn mutated_ptx_loads_or_fails_but_never_panics() {
         ..EmulatorConfig::default()
     });
     for src in SOURCES {
-        let m = e
-            .module_load(src)
-            .unwrap_or_else(|err| panic!("{}", err.log));
-        e.module_unload(m).expect("unload");
+        let m = e.load_ptx(src).unwrap_or_else(|err| panic!("{}", err.log));
+        e.unload(m).expect("unload");
     }
-    let buf = e.mem_alloc(1 << 16).expect("alloc");
+    let buf = e.alloc(1 << 16).expect("alloc");
     let mut rng = 0x1234_5678u64;
     let (mut loaded, mut ran) = (0, 0);
     for round in 0..4000 {
@@ -170,35 +167,34 @@ fn mutated_ptx_loads_or_fails_but_never_panics() {
             }
         }
         let text = toks.join(if round % 2 == 0 { " " } else { "" });
-        if let Ok(m) = e.module_load(&text) {
+        if let Ok(m) = e.load_ptx(&text) {
             loaded += 1;
             for name in ["k", "m"] {
-                if let Ok(f) = e.module_function(m, name) {
-                    let _ = e.function_attributes(f);
+                if let Ok(f) = e.function(m, name) {
+                    let _ = e.function_info(f);
                     // Run what decodes: the checks must catch whatever the mutation does.
-                    let args = [
-                        KernelArg::ptr(buf),
-                        KernelArg::from(64u32),
-                        KernelArg::from(0u64),
+                    let args: [&[u8]; 3] = [
+                        &buf.to_le_bytes(),
+                        &64u32.to_le_bytes(),
+                        &0u64.to_le_bytes(),
                     ];
                     for n in 1..=3 {
-                        let req = LaunchRequest {
+                        let req = KernelLaunch {
                             function: f,
-                            name,
                             grid: [2, 1, 1],
                             block: [32, 1, 1],
                             shared_mem_bytes: 256,
-                            stream: RawHandle::NULL,
+                            stream: StreamId::DEFAULT,
                             args: &args[..n],
                         };
                         if e.launch(&req).is_ok() {
                             ran += 1;
-                            let _ = e.stream_synchronize(RawHandle::NULL);
+                            let _ = e.synchronize_stream(StreamId::DEFAULT);
                         }
                     }
                 }
             }
-            e.module_unload(m).expect("unload");
+            e.unload(m).expect("unload");
         }
     }
     // Some mutations are harmless and some launches run; the point is that none panicked.

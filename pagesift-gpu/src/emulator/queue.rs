@@ -2,7 +2,7 @@
 //! that runs only at synchronization points, so that a missing synchronization reads stale data
 //! (or races) exactly as it could on a GPU, and does so deterministically under a seed.
 //!
-//! Each stream runs its work in order; `stream_wait_event` holds a stream until the event's
+//! Each stream runs its work in order; `wait_event` holds a stream until the event's
 //! record that was current when the wait was queued has run (a never-recorded event is already
 //! reached). A drain runs only the work its caller waits for: the target streams up to their
 //! length at the call, and whatever those wait on. When several of them have ready work, a PRNG
@@ -11,19 +11,18 @@
 //!
 //! Errors: a failure of queued work (a failed check in a kernel, a copy outside live memory) is
 //! kept on its stream with the position of the failing work, and reported once, by the first
-//! synchronization call that covers it (`stream_synchronize` / `stream_query` of that stream,
-//! `event_synchronize` / `event_query` of an event recorded on it after the failure,
-//! `synchronize`, `stream_destroy`, and for the default stream the synchronous copies). It is
+//! synchronization call that covers it (`synchronize_stream` / `query_stream` of that stream,
+//! `synchronize_event` / `query_event` of an event recorded on it after the failure,
+//! `synchronize`, `destroy_stream`, and for the default stream the synchronous copies). It is
 //! not sticky for the device: later work still runs (every access is checked, so it cannot
 //! corrupt the host), and once reported the stream is usable again. The default stream is
 //! shared by every thread, so its failures go to a synchronization call of the thread that
 //! queued the failed work (tests running in parallel on one device each get their own).
-//! Device-wide waits that are not synchronization calls of the user (`mem_free`,
-//! `module_unload`) leave errors where they are.
+//! Device-wide waits that are not synchronization calls of the user (`free`, `unload`) leave
+//! errors where they are.
 
 use super::decode::Kernel;
-use super::{invalid_handle, poisoned, Emulator};
-use crate::driver::backend::{DevicePtr, RawHandle};
+use super::{invalid_handle, poisoned, DevicePtr, Emulator, EventId, StreamId};
 use crate::error::{DriverError, Error, Result};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, MutexGuard, TryLockError};
@@ -99,7 +98,7 @@ pub(super) enum Work {
 type Owner = Option<ThreadId>;
 
 fn owner_for(s: usize) -> Owner {
-    (s == RawHandle::NULL.0).then(|| std::thread::current().id())
+    (s == StreamId::DEFAULT.0).then(|| std::thread::current().id())
 }
 
 /// Whether an error of `owner` is for the calling thread.
@@ -170,7 +169,7 @@ pub(super) struct Queues {
 impl Queues {
     pub fn new(seed: u64) -> Queues {
         let mut streams = BTreeMap::new();
-        streams.insert(RawHandle::NULL.0, Stream::new());
+        streams.insert(StreamId::DEFAULT.0, Stream::new());
         Queues {
             streams,
             events: HashMap::new(),
@@ -189,7 +188,7 @@ impl Queues {
         z ^ (z >> 31)
     }
 
-    pub fn has_stream(&self, s: RawHandle) -> bool {
+    pub fn has_stream(&self, s: StreamId) -> bool {
         self.streams.contains_key(&s.0)
     }
 
@@ -218,24 +217,24 @@ impl Queues {
         Some(st.errors.into_iter().next().map(|e| e.2))
     }
 
-    fn push(&mut self, call: &'static str, s: RawHandle, work: Work) -> Result<u64> {
+    fn push(&mut self, call: &'static str, s: StreamId, work: Work) -> Result<u64> {
         let st = self
             .streams
             .get_mut(&s.0)
-            .ok_or_else(|| invalid_handle(call, s))?;
+            .ok_or_else(|| invalid_handle(call, s.0))?;
         st.queued += 1;
         st.queue.push_back((st.queued, owner_for(s.0), work));
         Ok(st.queued)
     }
 
-    pub fn enqueue(&mut self, call: &'static str, s: RawHandle, work: Work) -> Result<()> {
+    pub fn enqueue(&mut self, call: &'static str, s: StreamId, work: Work) -> Result<()> {
         self.push(call, s, work).map(|_| ())
     }
 
     /// Queues a record of `event` on `s`; it becomes the event's latest record.
-    pub fn record(&mut self, call: &'static str, event: RawHandle, s: RawHandle) -> Result<()> {
+    pub fn record(&mut self, call: &'static str, event: EventId, s: StreamId) -> Result<()> {
         if !self.events.contains_key(&event.0) {
-            return Err(invalid_handle(call, event));
+            return Err(invalid_handle(call, event.0));
         }
         self.next_record += 1;
         let id = self.next_record;
@@ -252,13 +251,13 @@ impl Queues {
     }
 
     /// Makes `s` wait for `event`'s latest record (nothing to wait for once it is reached).
-    pub fn wait(&mut self, call: &'static str, s: RawHandle, event: RawHandle) -> Result<()> {
+    pub fn wait(&mut self, call: &'static str, s: StreamId, event: EventId) -> Result<()> {
         let e = self
             .events
             .get(&event.0)
-            .ok_or_else(|| invalid_handle(call, event))?;
+            .ok_or_else(|| invalid_handle(call, event.0))?;
         if !self.streams.contains_key(&s.0) {
-            return Err(invalid_handle(call, s));
+            return Err(invalid_handle(call, s.0));
         }
         match e.latest {
             Some(r) if self.pending.contains_key(&r.id) => {
@@ -269,11 +268,11 @@ impl Queues {
     }
 
     /// `s` up to the work queued so far.
-    pub fn stream_target(&self, call: &'static str, s: RawHandle) -> Result<Target> {
+    pub fn stream_target(&self, call: &'static str, s: StreamId) -> Result<Target> {
         let st = self
             .streams
             .get(&s.0)
-            .ok_or_else(|| invalid_handle(call, s))?;
+            .ok_or_else(|| invalid_handle(call, s.0))?;
         Ok(Target::Streams(vec![(s.0, st.queued)]))
     }
 
@@ -283,11 +282,11 @@ impl Queues {
     }
 
     /// The latest record of `event`; `None` for an event never recorded.
-    pub fn event_target(&self, call: &'static str, event: RawHandle) -> Result<Option<Target>> {
+    pub fn event_target(&self, call: &'static str, event: EventId) -> Result<Option<Target>> {
         let e = self
             .events
             .get(&event.0)
-            .ok_or_else(|| invalid_handle(call, event))?;
+            .ok_or_else(|| invalid_handle(call, event.0))?;
         Ok(e.latest.map(|r| Target::Record(r.id)))
     }
 
@@ -405,7 +404,7 @@ impl Queues {
     }
 
     /// Takes the unreported error of `s` (on the default stream, the calling thread's).
-    pub fn take_error(&mut self, s: RawHandle) -> Result<()> {
+    pub fn take_error(&mut self, s: StreamId) -> Result<()> {
         self.take_before(s.0, u64::MAX)
     }
 
@@ -418,7 +417,7 @@ impl Queues {
     }
 
     /// Takes the error of the stream `event` was last recorded on, if it failed before the record.
-    pub fn take_event_error(&mut self, event: RawHandle) -> Result<()> {
+    pub fn take_event_error(&mut self, event: EventId) -> Result<()> {
         match self.events.get(&event.0).and_then(|e| e.latest) {
             Some(r) => self.take_before(r.stream, r.seq),
             None => Ok(()),
@@ -427,7 +426,7 @@ impl Queues {
 
     /// When `event`'s latest record ran: `Err(true)` while it is pending, `Err(false)` when it
     /// was never recorded.
-    pub fn event_time(&self, event: RawHandle) -> Option<std::result::Result<Instant, bool>> {
+    pub fn event_time(&self, event: EventId) -> Option<std::result::Result<Instant, bool>> {
         let e = self.events.get(&event.0)?;
         Some(match (e.latest, e.time) {
             (None, _) => Err(false),
@@ -509,13 +508,13 @@ impl Emulator {
             Work::Launch(l) => self.run(&l),
             Work::CopyDtoD { dst, src, bytes } => self.copy_dtod(dst, src, bytes),
             Work::CopyHtoD { dst, src, bytes } => {
-                // SAFETY: the caller of `memcpy_htod_async` promised `src..src+bytes` stays
+                // SAFETY: the caller of `copy_to_async` promised `src..src+bytes` stays
                 // valid and unchanged until the stream passes this copy, which is now.
                 let src = unsafe { std::slice::from_raw_parts(src as *const u8, bytes) };
                 self.write_device("cuMemcpyHtoDAsync_v2", dst, src)
             }
             Work::CopyDtoH { dst, src, bytes } => {
-                // SAFETY: the caller of `memcpy_dtoh_async` promised `dst..dst+bytes` stays
+                // SAFETY: the caller of `copy_from_async` promised `dst..dst+bytes` stays
                 // valid and otherwise unaccessed until the stream passes this copy, which is now.
                 let dst = unsafe { std::slice::from_raw_parts_mut(dst as *mut u8, bytes) };
                 self.read_device("cuMemcpyDtoHAsync_v2", dst, src)

@@ -2,8 +2,10 @@
 //! launch, and the run of a queued launch over the host threads.
 
 use super::queue::{QueuedLaunch, Work};
-use super::{exec, invalid_handle, Emulator, TOTAL_EXECUTED};
-use crate::driver::backend::LaunchRequest;
+use super::{
+    exec, invalid_handle, Emulator, KernelLaunch, MAX_BLOCK_DIM, MAX_GRID_DIM,
+    MAX_THREADS_PER_BLOCK, TOTAL_EXECUTED,
+};
 use crate::error::{self, Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -11,35 +13,31 @@ use std::sync::Mutex;
 impl Emulator {
     /// Checks a launch as `cuLaunchKernel` does (a bad configuration is an error at once) and
     /// queues it on its stream.
-    pub(super) fn queue_launch(&self, req: &LaunchRequest<'_>) -> Result<()> {
-        let launch_err = |message: String| {
-            Error::from(error::Launch {
-                kernel: req.name.to_string(),
-                message,
-            })
-        };
+    pub(super) fn queue_launch(&self, req: &KernelLaunch<'_>) -> Result<()> {
         self.check_stream("cuLaunchKernel", req.stream)?;
         let (kernel, max_dynamic) = {
             let h = self.handles("cuLaunchKernel")?;
             let f = h
                 .functions
                 .get(&req.function.0)
-                .ok_or_else(|| invalid_handle("cuLaunchKernel", req.function))?;
+                .ok_or_else(|| invalid_handle("cuLaunchKernel", req.function.0))?;
             (f.kernel.clone(), f.max_dynamic_shared)
+        };
+        let launch_err = |message: String| {
+            Error::from(error::Launch {
+                kernel: kernel.name.clone(),
+                message,
+            })
         };
         let [bx, by, bz] = req.block;
         let threads = bx as u64 * by as u64 * bz as u64;
-        if threads == 0 || threads > 1024 || bz > 64 {
+        if threads == 0 || threads > MAX_THREADS_PER_BLOCK as u64 || bz > MAX_BLOCK_DIM[2] {
             return Err(launch_err(format!(
                 "block {:?} is outside the device limits (1..=1024 threads, z <= 64)",
                 req.block
             )));
         }
-        if req.grid.contains(&0)
-            || req.grid[1] > 65535
-            || req.grid[2] > 65535
-            || req.grid[0] > i32::MAX as u32
-        {
+        if req.grid.contains(&0) || req.grid.iter().zip(MAX_GRID_DIM).any(|(&g, max)| g > max) {
             return Err(launch_err(format!(
                 "grid {:?} is outside the device limits",
                 req.grid
@@ -92,8 +90,7 @@ impl Emulator {
             )));
         }
         let mut params = vec![0u8; kernel.param_bytes as usize];
-        for (i, (arg, slot)) in req.args.iter().zip(&kernel.params).enumerate() {
-            let b = arg.as_bytes();
+        for (i, (&b, slot)) in req.args.iter().zip(&kernel.params).enumerate() {
             if b.len() != slot.size as usize {
                 return Err(launch_err(format!(
                     "argument {i} has {} bytes, the parameter has {}",
@@ -105,8 +102,8 @@ impl Emulator {
         }
         let launch = QueuedLaunch {
             shared_bytes: kernel.static_shared.saturating_add(req.shared_mem_bytes),
+            name: kernel.name.clone(),
             kernel,
-            name: req.name.to_string(),
             grid: req.grid,
             block: req.block,
             params,

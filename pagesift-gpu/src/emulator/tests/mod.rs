@@ -1,9 +1,12 @@
-//! Unit tests: the parser, arithmetic corner cases, and small kernels run through the backend.
+//! The emulator's unit tests, all through its own API: here the parser, arithmetic corner cases
+//! and small kernels; `stream` the asynchronous streams, `input` hostile PTX.
+
+mod input;
+mod stream;
 
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};
-use super::{Emulator, EmulatorConfig};
+use super::{Emulator, EmulatorConfig, KernelLaunch, StreamId};
 use crate::cpu::round;
-use crate::driver::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
 use crate::error::{self, Error, Result};
 
 fn emu() -> Emulator {
@@ -21,38 +24,37 @@ fn launch(
     grid: u32,
     block: u32,
     shared: u32,
-    args: &[KernelArg],
+    args: &[&[u8]],
 ) -> Result<()> {
-    let m = e.module_load(ptx).map_err(|m| {
+    let m = e.load_ptx(ptx).map_err(|m| {
         Error::from(error::Emulator {
             kernel: entry.into(),
             message: m.log,
         })
     })?;
-    let f = e.module_function(m, entry)?;
-    e.launch(&LaunchRequest {
+    let f = e.function(m, entry)?;
+    e.launch(&KernelLaunch {
         function: f,
-        name: entry,
         grid: [grid, 1, 1],
         block: [block, 1, 1],
         shared_mem_bytes: shared,
-        stream: RawHandle::NULL,
+        stream: StreamId::DEFAULT,
         args,
     })?;
     // Launches are queued: a failed check is reported when the stream is synchronized.
-    e.stream_synchronize(RawHandle::NULL)
+    e.synchronize_stream(StreamId::DEFAULT)
 }
 
 fn upload_u32(e: &Emulator, v: &[u32]) -> u64 {
-    let p = e.mem_alloc(v.len() * 4).expect("alloc");
+    let p = e.alloc(v.len() * 4).expect("alloc");
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    e.memcpy_htod(p, &bytes).expect("htod");
+    e.copy_to(p, &bytes).expect("htod");
     p
 }
 
 fn download_u32(e: &Emulator, p: u64, n: usize) -> Vec<u32> {
     let mut b = vec![0u8; n * 4];
-    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    e.copy_from(&mut b, p).expect("dtoh");
     b.chunks(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
@@ -460,18 +462,18 @@ fn integer_corner_cases() {
 fn parser_reports_unsupported_instruction_with_line() {
     let e = emu();
     let ptx = format!("{HEADER}.visible .entry k()\n{{\n  .reg .b32 %r<2>;\n  frobnicate.b32 %r0, %r1;\n  ret;\n}}\n");
-    let err = e.module_load(&ptx).expect_err("must fail");
+    let err = e.load_ptx(&ptx).expect_err("must fail");
     assert!(err.log.contains("line 7"), "{}", err.log);
     assert!(err.log.contains("frobnicate"), "{}", err.log);
     let ptx = format!("{HEADER}.visible .entry k()\n{{\n  .reg .f32 %f<2>;\n  add.rn.xyz.f32 %f0, %f1, %f1;\n}}\n");
-    let err = e.module_load(&ptx).expect_err("unknown modifier must fail");
+    let err = e.load_ptx(&ptx).expect_err("unknown modifier must fail");
     assert!(
         err.log.contains("xyz") && err.log.contains("line 7"),
         "{}",
         err.log
     );
     let ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k() { ret; }\n";
-    let err = e.module_load(ptx).expect_err("sm_90a must not load on 8.0");
+    let err = e.load_ptx(ptx).expect_err("sm_90a must not load on 8.0");
     assert_eq!(err.error.name, "CUDA_ERROR_NO_BINARY_FOR_GPU");
 }
 
@@ -525,11 +527,11 @@ fn saxpy_runs() {
     let y: Vec<f32> = (0..n).map(|i| (i % 13) as f32 + 0.25).collect();
     let px = upload_u32(&e, &x.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
     let py = upload_u32(&e, &y.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(1.5f32),
-        KernelArg::from(n as u32),
+    let args: [&[u8]; 4] = [
+        &px.to_le_bytes(),
+        &py.to_le_bytes(),
+        &1.5f32.to_le_bytes(),
+        &(n as u32).to_le_bytes(),
     ];
     launch(&e, SAXPY, "saxpy", 8, 128, 0, &args).expect("saxpy");
     let out = download_u32(&e, py, n);
@@ -548,11 +550,11 @@ fn saxpy_out_of_bounds_is_reported() {
     let e = emu();
     let px = upload_u32(&e, &[1; 100]);
     let py = upload_u32(&e, &[2; 100]);
-    let args = [
-        KernelArg::ptr(px),
-        KernelArg::ptr(py),
-        KernelArg::from(1.0f32),
-        KernelArg::from(101u32),
+    let args: [&[u8]; 4] = [
+        &px.to_le_bytes(),
+        &py.to_le_bytes(),
+        &1.0f32.to_le_bytes(),
+        &101u32.to_le_bytes(),
     ];
     let err = launch(&e, SAXPY, "saxpy", 1, 128, 0, &args).expect_err("n is one too many");
     let msg = err.to_string();
@@ -589,7 +591,7 @@ fn shfl_modes_clamp_and_predicate() {
             1,
             32,
             0,
-            &[KernelArg::ptr(out)],
+            &[&out.to_le_bytes()],
         )
         .expect("shfl");
         download_u32(&e, out, 32)
@@ -641,7 +643,7 @@ fn funnel_shift() {
          st.global.v4.u32 [%rd1], {{%r3, %r4, %r5, %r6}};\n ret;\n}}\n"
     );
     let out = upload_u32(&e, &[0; 4]);
-    launch(&e, &ptx, "k", 1, 1, 0, &[KernelArg::ptr(out)]).expect("shf");
+    launch(&e, &ptx, "k", 1, 1, 0, &[&out.to_le_bytes()]).expect("shf");
     assert_eq!(
         download_u32(&e, out, 4),
         vec![0x6789abcd, 0x12345678, 0x01234567, 0x01234567]
@@ -714,7 +716,7 @@ fn ldmatrix_plain_and_transposed() {
              st.global.v4.u32 [%rd3], {{%d0, %d1, %d2, %d3}};\n ret;\n}}\n"
         );
         let out = upload_u32(&e, &[0xDEAD_BEEF; 128]);
-        launch(&e, &ptx, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect("ldmatrix");
+        launch(&e, &ptx, "k", 1, 32, 0, &[&out.to_le_bytes()]).expect("ldmatrix");
         let got = download_u32(&e, out, 128);
         for lane in 0..32u32 {
             let (g, t) = (lane / 4, lane % 4);
@@ -888,7 +890,7 @@ fn cp_async_copies_and_zero_fills() {
         1,
         16,
         0,
-        &[KernelArg::ptr(ps), KernelArg::ptr(pd)],
+        &[&ps.to_le_bytes(), &pd.to_le_bytes()],
     )
     .expect("cp.async");
     let got = download_u32(&e, pd, 64);
@@ -907,11 +909,11 @@ fn malformed_ptx_is_an_error_not_a_panic() {
     let lines: Vec<&str> = SAXPY.lines().collect();
     for cut in 0..lines.len() {
         let text = lines[..cut].join("\n");
-        let _ = e.module_load(&text);
+        let _ = e.load_ptx(&text);
         // Drop one line at a time.
         let mut dropped = lines.clone();
         dropped.remove(cut);
-        let _ = e.module_load(&dropped.join("\n"));
+        let _ = e.load_ptx(&dropped.join("\n"));
     }
     for (from, to) in [
         ("%rd1", "%rd99"),
@@ -929,12 +931,12 @@ fn malformed_ptx_is_an_error_not_a_panic() {
         ("0f", "0x"),
     ] {
         let text = SAXPY.replacen(from, to, 1);
-        if let Ok(m) = e.module_load(&text) {
-            let _ = e.module_function(m, "saxpy");
+        if let Ok(m) = e.load_ptx(&text) {
+            let _ = e.function(m, "saxpy");
         }
     }
-    let _ = e.module_load("\u{feff}\u{1F600} .entry");
-    let _ = e.module_load("");
+    let _ = e.load_ptx("\u{feff}\u{1F600} .entry");
+    let _ = e.load_ptx("");
 }
 
 #[test]
@@ -1010,7 +1012,7 @@ fn f32_arithmetic_matches_ieee_bit_for_bit() {
         words.extend_from_slice(&[a, b, c, 0, 0, 0, 0]);
     }
     let p = upload_u32(&e, &words);
-    launch(&e, &ptx, "k", 16, 256, 0, &[KernelArg::ptr(p)]).expect("f32 ops");
+    launch(&e, &ptx, "k", 16, 256, 0, &[&p.to_le_bytes()]).expect("f32 ops");
     let got = download_u32(&e, p, n * 7);
     let canon = |x: f32| if x.is_nan() { 0x7fff_ffff } else { x.to_bits() };
     for i in 0..n {
@@ -1039,7 +1041,7 @@ fn dot_products_and_byte_counts() {
          mov.u32 %r7, %dynamic_smem_size;\n st.global.u32 [%rd1+16], %r7;\n ret;\n}}\n"
     );
     let out = upload_u32(&e, &[0; 5]);
-    launch(&e, &ptx, "k", 1, 1, 96, &[KernelArg::ptr(out)]).expect("dp4a");
+    launch(&e, &ptx, "k", 1, 1, 96, &[&out.to_le_bytes()]).expect("dp4a");
     let got = download_u32(&e, out, 5);
     let a = [0x01i64, 0x02, 0xff, 0x80];
     let b = [0x05i64, 0x7f, 0xfe, 0x03];
@@ -1096,14 +1098,14 @@ fn local_and_generic_addressing() {
          ld.shared.u32 %r7, [%r6];\n add.s64 %rd7, %rd1, %rd6;\n st.global.u32 [%rd7], %r7;\n ret;\n}}\n"
     );
     let out = upload_u32(&e, &[0; 32]);
-    launch(&e, &ptx, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect("addressing");
+    launch(&e, &ptx, "k", 1, 32, 0, &[&out.to_le_bytes()]).expect("addressing");
     let got = download_u32(&e, out, 32);
     for t in 0..32u32 {
         assert_eq!(got[t as usize], (t ^ 1) * 7, "thread {t}");
     }
     // Past the end of the 16-byte local depot.
     let bad = ptx.replace("st.u32 [%rd3+4]", "st.u32 [%rd3+16]");
-    let err = launch(&e, &bad, "k", 1, 32, 0, &[KernelArg::ptr(out)]).expect_err("local overrun");
+    let err = launch(&e, &bad, "k", 1, 32, 0, &[&out.to_le_bytes()]).expect_err("local overrun");
     assert!(
         err.to_string().contains("out-of-bounds local access"),
         "{err}"
@@ -1133,7 +1135,7 @@ fn barrier_reductions_and_arrive() {
          st.global.v4.u32 [%rd3], {{%r3, %r4, %r5, %r10}};\n ret;\n}}\n"
     );
     let out = upload_u32(&e, &[0xDEAD_BEEF; 512]);
-    launch(&e, &ptx, "k", 1, 128, 0, &[KernelArg::ptr(out)]).expect("bar.red / bar.arrive");
+    launch(&e, &ptx, "k", 1, 128, 0, &[&out.to_le_bytes()]).expect("bar.red / bar.arrive");
     let got = download_u32(&e, out, 512);
     let multiples_of_3 = (0..128).filter(|t| t % 3 == 0).count() as u32;
     for t in 0..128u32 {
@@ -1262,7 +1264,7 @@ fn half_fma_matches_the_cpu_reference_bit_for_bit() {
             cases.push((lo, hi));
         }
         let p = upload_u32(&e, &words);
-        launch(&e, &ptx, "k", 32, 256, 0, &[KernelArg::ptr(p)]).expect("half fma");
+        launch(&e, &ptx, "k", 32, 256, 0, &[&p.to_le_bytes()]).expect("half fma");
         let got = download_u32(&e, p, n * 5);
         let reference = |[a, b, c]: [u16; 3]| -> u64 {
             match fmt {
@@ -1371,7 +1373,7 @@ fn cvt_from_f64_to_halves_rounds_once() {
         })
         .collect();
     let p = upload_u32(&e, &words);
-    launch(&e, ptx, "k", 16, 256, 0, &[KernelArg::ptr(p)]).expect("cvt from f64");
+    launch(&e, ptx, "k", 16, 256, 0, &[&p.to_le_bytes()]).expect("cvt from f64");
     let got = download_u32(&e, p, n * 4);
     let mut double_rounded = 0;
     for (i, &x) in xs.iter().enumerate() {
@@ -1572,8 +1574,8 @@ fn half_atomics_round_once_and_ordered_accesses_fence() {
     let pc = upload_u32(&e, &c);
     let pd = upload_u32(&e, &[40, 0]);
     let po = upload_u32(&e, &[0xdead_beef; 2]);
-    let args = [pa, pb, pc, pd, po].map(KernelArg::ptr);
-    launch(&e, &ptx, "k", 1, 4, 0, &args).expect("half atomics");
+    let args = [pa, pb, pc, pd, po].map(u64::to_le_bytes);
+    launch(&e, &ptx, "k", 1, 4, 0, &args.each_ref().map(|a| &a[..])).expect("half atomics");
     let unpack16 = |w: Vec<u32>| -> Vec<u16> {
         w.iter()
             .flat_map(|x| [*x as u16, (*x >> 16) as u16])
@@ -1635,7 +1637,7 @@ fn warp_barriers_order_shared_accesses_within_their_warp() {
             1,
             threads,
             0,
-            &[KernelArg::ptr(out)],
+            &[&out.to_le_bytes()],
         )
     };
     let run = |sync: &str, flip: u32| run_in(sync, flip, 64);

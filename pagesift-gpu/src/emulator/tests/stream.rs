@@ -1,11 +1,12 @@
 //! Streams of the emulated device run asynchronously: a missing synchronization reads stale data
 //! or races, deterministically under a seed; the documented synchronizations fix it.
 
-use super::{Emulator, EmulatorConfig};
-use crate::driver::backend::{Backend, DevicePtr, KernelArg, LaunchRequest, RawHandle};
+use crate::emulator::{
+    DevicePtr, Emulator, EmulatorConfig, EventId, FunctionId, KernelLaunch, StreamId,
+};
 use crate::error::Error;
 
-const NULL: RawHandle = RawHandle::NULL;
+const NULL: StreamId = StreamId::DEFAULT;
 
 fn emu_seeded(seed: u64) -> Emulator {
     Emulator::new(EmulatorConfig {
@@ -46,30 +47,29 @@ $L__done:
 const N: usize = 300;
 
 struct Fill {
-    function: RawHandle,
+    function: FunctionId,
 }
 
 impl Fill {
     fn load(e: &Emulator) -> Fill {
-        let m = e.module_load(FILL).expect("fill loads");
+        let m = e.load_ptx(FILL).expect("fill loads");
         Fill {
-            function: e.module_function(m, "fill").expect("entry"),
+            function: e.function(m, "fill").expect("entry"),
         }
     }
 
     /// Queues `y[0..n] = v` on `stream`.
-    fn queue(&self, e: &Emulator, stream: RawHandle, y: DevicePtr, v: u32, n: usize) {
-        e.launch(&LaunchRequest {
+    fn queue(&self, e: &Emulator, stream: StreamId, y: DevicePtr, v: u32, n: usize) {
+        e.launch(&KernelLaunch {
             function: self.function,
-            name: "fill",
             grid: [n.div_ceil(128) as u32, 1, 1],
             block: [128, 1, 1],
             shared_mem_bytes: 0,
             stream,
             args: &[
-                KernelArg::ptr(y),
-                KernelArg::from(v),
-                KernelArg::from(n as u32),
+                &y.to_le_bytes(),
+                &v.to_le_bytes(),
+                &(n as u32).to_le_bytes(),
             ],
         })
         .expect("the launch is queued");
@@ -77,14 +77,14 @@ impl Fill {
 }
 
 fn zeroed(e: &Emulator, n: usize) -> DevicePtr {
-    let p = e.mem_alloc(n * 4).expect("alloc");
-    e.memcpy_htod(p, &vec![0u8; n * 4]).expect("zero");
+    let p = e.alloc(n * 4).expect("alloc");
+    e.copy_to(p, &vec![0u8; n * 4]).expect("zero");
     p
 }
 
 fn read(e: &Emulator, p: DevicePtr, n: usize) -> Vec<u32> {
     let mut b = vec![0u8; n * 4];
-    e.memcpy_dtoh(&mut b, p).expect("dtoh");
+    e.copy_from(&mut b, p).expect("dtoh");
     b.chunks_exact(4)
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
@@ -92,21 +92,21 @@ fn read(e: &Emulator, p: DevicePtr, n: usize) -> Vec<u32> {
 
 /// A kernel on a created stream, read back with a synchronous copy and no synchronization of
 /// that stream: the copy is ordered after the default stream only, so it reads the old data
-/// under every seed; after `stream_synchronize` it reads the kernel's.
+/// under every seed; after `synchronize_stream` it reads the kernel's.
 #[test]
 fn a_synchronous_copy_does_not_wait_for_a_created_stream() {
     for seed in 0..8 {
         let e = emu_seeded(seed);
         let fill = Fill::load(&e);
         let y = zeroed(&e, N);
-        let s = e.stream_create().expect("stream");
+        let s = e.create_stream().expect("stream");
         fill.queue(&e, s, y, 7, N);
         assert_eq!(
             read(&e, y, N),
             vec![0; N],
             "seed {seed}: the stream ran unasked"
         );
-        e.stream_synchronize(s).expect("sync");
+        e.synchronize_stream(s).expect("sync");
         assert_eq!(read(&e, y, N), vec![7; N], "seed {seed}");
     }
 }
@@ -123,7 +123,7 @@ fn a_synchronous_copy_waits_for_the_default_stream() {
 
 /// Stream A fills `y` (8 blocks), stream B copies `y` to `z`. Without an event the copy races
 /// the fill: it sees none, all or (landing between the kernel's blocks) part of it, depending on
-/// the seed, each seed reproducibly; with `stream_wait_event` B always copies the filled data.
+/// the seed, each seed reproducibly; with `wait_event` B always copies the filled data.
 #[test]
 fn unordered_streams_race_and_an_event_orders_them() {
     let n = 8 * 128;
@@ -131,15 +131,15 @@ fn unordered_streams_race_and_an_event_orders_them() {
         let e = emu_seeded(seed);
         let fill = Fill::load(&e);
         let (y, z) = (zeroed(&e, n), zeroed(&e, n));
-        let a = e.stream_create().expect("stream a");
-        let b = e.stream_create().expect("stream b");
-        let ev = e.event_create(false).expect("event");
+        let a = e.create_stream().expect("stream a");
+        let b = e.create_stream().expect("stream b");
+        let ev = e.create_event().expect("event");
         fill.queue(&e, a, y, 5, n);
         if ordered {
-            e.event_record(ev, a).expect("record");
-            e.stream_wait_event(b, ev).expect("wait");
+            e.record_event(ev, a).expect("record");
+            e.wait_event(b, ev).expect("wait");
         }
-        e.memcpy_dtod(z, y, n * 4, b).expect("dtod");
+        e.copy_within(z, y, n * 4, b).expect("dtod");
         e.synchronize().expect("sync");
         read(&e, z, n)
     };
@@ -172,24 +172,24 @@ fn a_wait_holds_at_the_record_current_when_it_was_queued() {
         let e = emu_seeded(seed);
         let fill = Fill::load(&e);
         let (y, z) = (zeroed(&e, N), zeroed(&e, N));
-        let a = e.stream_create().expect("stream a");
-        let b = e.stream_create().expect("stream b");
-        let ev = e.event_create(false).expect("event");
+        let a = e.create_stream().expect("stream a");
+        let b = e.create_stream().expect("stream b");
+        let ev = e.create_event().expect("event");
         fill.queue(&e, a, y, 1, N);
-        e.event_record(ev, a).expect("record 1");
-        e.stream_wait_event(b, ev).expect("wait");
-        e.memcpy_dtod(z, y, N * 4, b).expect("dtod");
+        e.record_event(ev, a).expect("record 1");
+        e.wait_event(b, ev).expect("wait");
+        e.copy_within(z, y, N * 4, b).expect("dtod");
         fill.queue(&e, a, y, 2, N);
-        e.event_record(ev, a).expect("record 2");
+        e.record_event(ev, a).expect("record 2");
         // Synchronizing b runs a only up to the first record.
-        e.stream_synchronize(b).expect("sync b");
+        e.synchronize_stream(b).expect("sync b");
         assert_eq!(read(&e, z, N), vec![1; N], "seed {seed}");
         assert_eq!(
             read(&e, y, N),
             vec![1; N],
             "seed {seed}: a ran past the record"
         );
-        e.event_synchronize(ev).expect("event sync");
+        e.synchronize_event(ev).expect("event sync");
         assert_eq!(read(&e, y, N), vec![2; N], "seed {seed}");
     }
 }
@@ -200,35 +200,35 @@ fn a_wait_on_an_event_never_recorded_is_reached() {
     let e = emu_seeded(3);
     let fill = Fill::load(&e);
     let y = zeroed(&e, N);
-    let s = e.stream_create().expect("stream");
-    let ev = e.event_create(false).expect("event");
-    e.stream_wait_event(s, ev).expect("wait");
+    let s = e.create_stream().expect("stream");
+    let ev = e.create_event().expect("event");
+    e.wait_event(s, ev).expect("wait");
     fill.queue(&e, s, y, 4, N);
-    assert!(e.event_query(ev).expect("query"));
-    e.event_synchronize(ev).expect("sync");
-    e.stream_synchronize(s).expect("sync");
+    assert!(e.query_event(ev).expect("query"));
+    e.synchronize_event(ev).expect("sync");
+    e.synchronize_stream(s).expect("sync");
     assert_eq!(read(&e, y, N), vec![4; N]);
 }
 
-/// Polling `stream_query` makes progress and finishes; `event_query` likewise.
+/// Polling `query_stream` makes progress and finishes; `query_event` likewise.
 #[test]
 fn queries_make_progress() {
     let e = emu_seeded(4);
     let fill = Fill::load(&e);
     let y = zeroed(&e, N);
-    let s = e.stream_create().expect("stream");
+    let s = e.create_stream().expect("stream");
     for v in 1..=5 {
         fill.queue(&e, s, y, v, N);
     }
-    let ev = e.event_create(false).expect("event");
-    e.event_record(ev, s).expect("record");
+    let ev = e.create_event().expect("event");
+    e.record_event(ev, s).expect("record");
     let mut polls = 0;
-    while !e.event_query(ev).expect("event query") {
+    while !e.query_event(ev).expect("event query") {
         polls += 1;
-        assert!(polls < 100, "event_query never finishes");
+        assert!(polls < 100, "query_event never finishes");
     }
     assert!(polls >= 5, "one piece of work per query: {polls}");
-    assert!(e.stream_query(s).expect("stream query"));
+    assert!(e.query_stream(s).expect("stream query"));
     assert_eq!(read(&e, y, N), vec![5; N]);
 }
 
@@ -239,12 +239,12 @@ fn a_failure_of_queued_work_reaches_the_synchronization_of_its_stream() {
     let e = emu_seeded(5);
     let fill = Fill::load(&e);
     let y = zeroed(&e, N);
-    let s = e.stream_create().expect("stream");
+    let s = e.create_stream().expect("stream");
     fill.queue(&e, s, y, 3, N + 1);
-    let ev = e.event_create(false).expect("event");
-    e.event_record(ev, s).expect("record");
+    let ev = e.create_event().expect("event");
+    e.record_event(ev, s).expect("record");
     read(&e, y, N);
-    let err = e.event_synchronize(ev).expect_err("the overrun fails");
+    let err = e.synchronize_event(ev).expect_err("the overrun fails");
     let Error::Emulator(failure) = &err else {
         panic!("not an emulator error: {err}")
     };
@@ -254,13 +254,13 @@ fn a_failure_of_queued_work_reaches_the_synchronization_of_its_stream() {
         "{}",
         failure.message
     );
-    e.stream_synchronize(s).expect("reported once");
+    e.synchronize_stream(s).expect("reported once");
     e.synchronize().expect("reported once");
     // The stream is usable again, and a later failure is reported by `synchronize`.
     fill.queue(&e, s, y, 3, N + 1);
     assert!(matches!(e.synchronize(), Err(Error::Emulator(_))));
     fill.queue(&e, s, y, 6, N);
-    e.stream_synchronize(s).expect("a good launch");
+    e.synchronize_stream(s).expect("a good launch");
     assert_eq!(read(&e, y, N), vec![6; N]);
 }
 
@@ -272,69 +272,69 @@ fn events_time_the_work_between_them() {
     let fill = Fill::load(&e);
     let n = 1 << 16;
     let y = zeroed(&e, n);
-    let s = e.stream_create().expect("stream");
-    let (start, end) = (e.event_create(true).unwrap(), e.event_create(true).unwrap());
-    e.event_record(start, s).expect("record");
+    let s = e.create_stream().expect("stream");
+    let (start, end) = (e.create_event().unwrap(), e.create_event().unwrap());
+    e.record_event(start, s).expect("record");
     for v in 0..4 {
         fill.queue(&e, s, y, v, n);
     }
-    e.event_record(end, s).expect("record");
+    e.record_event(end, s).expect("record");
     std::thread::sleep(std::time::Duration::from_millis(30));
-    let not_ready = e.event_elapsed_ms(start, end).expect_err("not reached yet");
+    let not_ready = e.elapsed_ms(start, end).expect_err("not reached yet");
     assert!(not_ready.to_string().contains("NOT_READY"), "{not_ready}");
-    e.event_synchronize(end).expect("sync");
-    let ms = e.event_elapsed_ms(start, end).expect("elapsed");
+    e.synchronize_event(end).expect("sync");
+    let ms = e.elapsed_ms(start, end).expect("elapsed");
     assert!(ms > 0.0, "{ms}");
 }
 
-/// `mem_free_async` frees when the stream reaches it: work queued before it still sees the
+/// `free_async` frees when the stream reaches it: work queued before it still sees the
 /// memory, work queued after it is out of bounds; async host copies touch host memory only
 /// when the stream reaches them.
 #[test]
 fn stream_order_governs_frees_and_async_host_copies() {
     let e = emu_seeded(7);
     let fill = Fill::load(&e);
-    let s = e.stream_create().expect("stream");
-    let y = e.mem_alloc_async(N * 4, s).expect("alloc");
+    let s = e.create_stream().expect("stream");
+    let y = e.alloc_async(N * 4, s).expect("alloc");
     fill.queue(&e, s, y, 8, N);
     let mut host = vec![0u8; N * 4];
     // SAFETY: `host` outlives the synchronization below and is not touched before it.
-    unsafe { e.memcpy_dtoh_async(host.as_mut_ptr(), y, N * 4, s) }.expect("dtoh");
-    e.mem_free_async(y, s).expect("free");
-    e.stream_synchronize(s)
+    unsafe { e.copy_from_async(host.as_mut_ptr(), y, N * 4, s) }.expect("dtoh");
+    e.free_async(y, s).expect("free");
+    e.synchronize_stream(s)
         .expect("the kernel and copy ran before the free");
     assert!(host.chunks_exact(4).all(|c| c == 8u32.to_le_bytes()));
 
-    let z = e.mem_alloc(N * 4).expect("alloc");
-    e.mem_free_async(z, s).expect("free");
+    let z = e.alloc(N * 4).expect("alloc");
+    e.free_async(z, s).expect("free");
     fill.queue(&e, s, z, 1, N);
-    assert!(matches!(e.stream_synchronize(s), Err(Error::Emulator(_))));
+    assert!(matches!(e.synchronize_stream(s), Err(Error::Emulator(_))));
 
     let w = zeroed(&e, N);
     let src = vec![1u8; N * 4];
     // SAFETY: `src` lives until the synchronization below and is not modified.
-    unsafe { e.memcpy_htod_async(w, src.as_ptr(), N * 4, s) }.expect("htod");
+    unsafe { e.copy_to_async(w, src.as_ptr(), N * 4, s) }.expect("htod");
     assert_eq!(read(&e, w, N), vec![0; N], "the copy waits for its stream");
-    e.stream_synchronize(s).expect("sync");
+    e.synchronize_stream(s).expect("sync");
     assert_eq!(read(&e, w, N), vec![0x0101_0101; N]);
 }
 
-/// The default stream's synchronous forms keep working: a memset then `stream_synchronize`,
+/// The default stream's synchronous forms keep working: a memset then `synchronize_stream`,
 /// and a destroyed stream runs its work first.
 #[test]
 fn default_stream_forms_and_stream_destroy() {
     let e = emu_seeded(8);
     let fill = Fill::load(&e);
     let y = zeroed(&e, N);
-    e.memset_d32(y, 0xabcd, N, NULL).expect("memset");
-    e.stream_synchronize(NULL).expect("sync");
+    e.memset_u32(y, 0xabcd, N, NULL).expect("memset");
+    e.synchronize_stream(NULL).expect("sync");
     assert_eq!(read(&e, y, N), vec![0xabcd; N]);
-    let s = e.stream_create().expect("stream");
+    let s = e.create_stream().expect("stream");
     fill.queue(&e, s, y, 2, N);
-    e.stream_destroy(s).expect("destroy");
+    e.destroy_stream(s).expect("destroy");
     assert_eq!(read(&e, y, N), vec![2; N]);
-    assert!(e.stream_synchronize(s).is_err(), "destroyed");
-    assert!(e.stream_destroy(NULL).is_err(), "the default stream stays");
+    assert!(e.synchronize_stream(s).is_err(), "destroyed");
+    assert!(e.destroy_stream(NULL).is_err(), "the default stream stays");
 }
 
 /// `PAGESIFT_EMU_SEED` and `PAGESIFT_EMU_MAX_LAUNCH_THREADS` reach the configuration; bad
@@ -358,7 +358,7 @@ fn seed_and_work_cap_come_from_the_environment() {
     let d = EmulatorConfig::from_vars(vars(&[])).expect("config");
     assert_eq!(
         (d.seed, d.max_launch_threads),
-        (super::DEFAULT_SEED, 1 << 32)
+        (crate::emulator::DEFAULT_SEED, 1 << 32)
     );
     let Err(Error::InvalidArgument(e)) =
         EmulatorConfig::from_vars(vars(&[("PAGESIFT_EMU_MAX_LAUNCH_THREADS", "-1")]))
@@ -382,12 +382,12 @@ fn a_default_stream_failure_goes_to_the_thread_that_queued_it() {
             fill.queue(&e, NULL, y, 1, N + 1);
             queued.wait();
             synced.wait();
-            let err = e.stream_synchronize(NULL).expect_err("my overrun");
+            let err = e.synchronize_stream(NULL).expect_err("my overrun");
             assert!(matches!(err, Error::Emulator(_)), "{err}");
         });
         queued.wait();
         fill.queue(&e, NULL, z, 2, N);
-        e.stream_synchronize(NULL)
+        e.synchronize_stream(NULL)
             .expect("the other thread's failure is not mine");
         assert_eq!(read(&e, z, N), vec![2; N]);
         synced.wait();
@@ -403,30 +403,30 @@ fn threads_with_cross_stream_waits_do_not_deadlock() {
     let fill = Fill::load(&e);
     let threads = 4;
     let bufs: Vec<DevicePtr> = (0..threads).map(|_| zeroed(&e, N)).collect();
-    let events: Vec<RawHandle> = (0..threads)
-        .map(|_| e.event_create(false).expect("event"))
+    let events: Vec<EventId> = (0..threads)
+        .map(|_| e.create_event().expect("event"))
         .collect();
     std::thread::scope(|s| {
         for t in 0..threads {
             let (e, fill, bufs, events) = (&e, &fill, &bufs, &events);
             s.spawn(move || {
-                let stream = e.stream_create().expect("stream");
+                let stream = e.create_stream().expect("stream");
                 for round in 0..20u32 {
-                    e.stream_wait_event(stream, events[(t + 1) % threads])
+                    e.wait_event(stream, events[(t + 1) % threads])
                         .expect("wait");
                     fill.queue(e, stream, bufs[t], round + 1, N);
-                    e.event_record(events[t], stream).expect("record");
+                    e.record_event(events[t], stream).expect("record");
                     match round % 3 {
-                        0 => e.stream_synchronize(stream).expect("sync"),
+                        0 => e.synchronize_stream(stream).expect("sync"),
                         1 => {
-                            let _ = e.event_query(events[(t + 2) % threads]).expect("query");
+                            let _ = e.query_event(events[(t + 2) % threads]).expect("query");
                         }
                         _ => {
-                            let _ = e.stream_query(stream).expect("query");
+                            let _ = e.query_stream(stream).expect("query");
                         }
                     }
                 }
-                e.stream_destroy(stream).expect("destroy");
+                e.destroy_stream(stream).expect("destroy");
             });
         }
     });
