@@ -14,7 +14,7 @@
 use half::{bf16, f16};
 use pagesift_gpu::ops::act::{activation, activation_with_grid_limit, ActElement};
 use pagesift_gpu::{
-    ptx_kernel, Act, ActArgs, BackendKind, DeviceBuffer, Event, Gpu, LaunchConfig, Result, Stream,
+    ptx_kernel, timing, Act, ActArgs, BackendKind, DeviceBuffer, Gpu, LaunchConfig, Result,
 };
 
 ptx_kernel! {
@@ -101,7 +101,7 @@ fn sweep(gpu: &Gpu, len: usize) -> Result<()> {
     let bias = DeviceBuffer::from_host(gpu, &host[..COLS])?;
     let mut y = DeviceBuffer::<f32>::alloc(gpu, len)?;
     let bytes = 8.0 * len as f64;
-    let copy_ms = median_ms(gpu, &stream, &mut || stream.copy_dtod_async(&mut y, &x))?;
+    let copy_ms = timing::median_ms(&stream, WARMUP, RUNS, || stream.copy_dtod_async(&mut y, &x))?;
     let sms = gpu.props().sm_count;
     let nvec = (len / 4) as u64;
     println!(
@@ -128,7 +128,7 @@ fn sweep(gpu: &Gpu, len: usize) -> Result<()> {
                 (sms * k).min(nvec.div_ceil(per_block) as u32)
             };
             let cfg = LaunchConfig::grid_1d(blocks);
-            let ms = median_ms(gpu, &stream, &mut || {
+            let ms = timing::median_ms(&stream, WARMUP, RUNS, || {
                 probe_copy::launch(&stream, cfg, u, &x, &mut y, nvec)
             })?;
             row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
@@ -164,7 +164,7 @@ fn sweep_acts<T: ActElement>(
         let mut row = String::new();
         for &k in per_sm {
             let limit = if k == 0 { u32::MAX } else { sms * k };
-            let ms = median_ms(gpu, &stream, &mut || {
+            let ms = timing::median_ms(&stream, WARMUP, RUNS, || {
                 activation_with_grid_limit(&stream, &args, x, y, Some(limit))
             })?;
             row += &format!("{:>6.1}%", 100.0 * copy_ms / ms);
@@ -186,11 +186,13 @@ fn bench_type<T: ActElement>(gpu: &Gpu, len: usize, acts: &[Act]) -> Result<()> 
     let bias = DeviceBuffer::from_host(gpu, &host[..COLS])?;
     let mut y = DeviceBuffer::<T>::alloc(gpu, len)?;
     let bytes = 2.0 * (len * std::mem::size_of::<T>()) as f64;
-    let copy_ms = median_ms(gpu, &stream, &mut || stream.copy_dtod_async(&mut y, &x))?;
+    let copy_ms = timing::median_ms(&stream, WARMUP, RUNS, || stream.copy_dtod_async(&mut y, &x))?;
     let copy_gbps = bytes / copy_ms / 1e6;
     for &act in acts {
         let args = ActArgs::new(act).with_bias(bias.slice(..)?, COLS);
-        let ms = median_ms(gpu, &stream, &mut || activation(&stream, &args, &x, &mut y))?;
+        let ms = timing::median_ms(&stream, WARMUP, RUNS, || {
+            activation(&stream, &args, &x, &mut y)
+        })?;
         let gbps = bytes / ms / 1e6;
         println!(
             "{:<14} {:>5} {:>10.4} {:>10.1} {:>10.1} {:>7.1}%",
@@ -203,23 +205,4 @@ fn bench_type<T: ActElement>(gpu: &Gpu, len: usize, acts: &[Act]) -> Result<()> 
         );
     }
     Ok(())
-}
-
-/// The median time of `f` in milliseconds, from events around each run, after warm-ups.
-fn median_ms(gpu: &Gpu, stream: &Stream, f: &mut dyn FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..WARMUP {
-        f()?;
-    }
-    let mut times = Vec::with_capacity(RUNS);
-    for _ in 0..RUNS {
-        let start = Event::new(gpu)?;
-        let end = Event::new(gpu)?;
-        start.record(stream)?;
-        f()?;
-        end.record(stream)?;
-        end.synchronize()?;
-        times.push(f64::from(end.elapsed_ms(&start)?).max(1e-6));
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[RUNS / 2])
 }

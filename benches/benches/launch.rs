@@ -9,12 +9,10 @@
 //! overhead, not device throughput. Prints µs per launch and the ratios to the raw call.
 //! Without a device it prints one line and exits 0.
 
-use std::time::{Duration, Instant};
-
 use pagesift_gpu::__private::{self, KernelArg};
 use pagesift_gpu::{
-    driver, ptx_kernel, BackendKind, DeviceBuffer, Function, Gpu, KernelVariant, LaunchConfig,
-    Stream,
+    driver, ptx_kernel, timing, BackendKind, DeviceBuffer, Function, Gpu, KernelVariant,
+    LaunchConfig, Stream,
 };
 
 ptx_kernel! {
@@ -82,21 +80,13 @@ static EMPTY: KernelVariant = KernelVariant {
 const BATCH: usize = 256;
 
 /// Host time of `batches` batches of `BATCH` launches made by `submit`, per launch, as the
-/// median over batches.
+/// median over batches (each batch waited for outside the timed region).
 fn per_launch(
     stream: &Stream,
     batches: usize,
-    mut submit: impl FnMut() -> pagesift_gpu::Result<()>,
+    submit: impl FnMut() -> pagesift_gpu::Result<()>,
 ) -> pagesift_gpu::Result<f64> {
-    let mut times = Vec::with_capacity(batches);
-    for _ in 0..batches {
-        let t = Instant::now();
-        submit()?;
-        times.push(t.elapsed());
-        stream.synchronize()?;
-    }
-    times.sort();
-    let median: Duration = times[times.len() / 2];
+    let median = timing::host_median(stream, 0, batches, submit)?;
     Ok(median.as_secs_f64() * 1e6 / BATCH as f64)
 }
 
@@ -137,10 +127,10 @@ fn run(gpu: &Gpu) -> pagesift_gpu::Result<()> {
     };
 
     // Warm up: load the variant's module, fill the driver's caches.
-    per_launch(&stream, 2, variant)?;
-    per_launch(&stream, 2, raw_ptx)?;
+    timing::warm_up(&stream, 2, variant)?;
+    timing::warm_up(&stream, 2, raw_ptx)?;
     if raw_ok {
-        per_launch(&stream, 2, raw)?;
+        timing::warm_up(&stream, 2, raw)?;
     }
 
     // Interleave the three paths so that drift hits them alike.
@@ -209,8 +199,8 @@ fn typed(gpu: &Gpu, stream: &Stream, batches: usize) -> pagesift_gpu::Result<()>
         }
         Ok(())
     };
-    per_launch(stream, 2, &mut wrapper)?;
-    per_launch(stream, 2, raw)?;
+    timing::warm_up(stream, 2, &mut wrapper)?;
+    timing::warm_up(stream, 2, raw)?;
     let (mut t_raw, mut t_wrapper) = (Vec::new(), Vec::new());
     for _ in 0..5 {
         t_raw.push(per_launch(stream, batches, raw)?);

@@ -26,6 +26,7 @@ pub mod error;
 pub mod kernel;
 pub mod kernels;
 pub mod ops;
+pub mod timing;
 
 pub use act::{Act, ActElement};
 pub use driver::{

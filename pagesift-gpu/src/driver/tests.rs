@@ -844,6 +844,37 @@ fn events_time_through_the_backend() {
 }
 
 #[test]
+fn timing_warms_up_then_takes_the_median_of_the_timed_runs() {
+    let f = fake();
+    let gpu = gpu_of(&f);
+    let stream = gpu.default_stream();
+    let mut calls = 0;
+    let ms = crate::timing::median_ms(&stream, 2, 5, || {
+        calls += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        (ms, calls),
+        (0.5, 7),
+        "the backend's 0.5 ms, 2 warm-ups + 5 runs"
+    );
+    let mut calls = 0;
+    crate::timing::host_median(&stream, 1, 3, || {
+        calls += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(calls, 4);
+    for runs in [
+        crate::timing::median_ms(&stream, 0, 0, || Ok(())).map(|_| ()),
+        crate::timing::host_median(&stream, 0, 0, || Ok(())).map(|_| ()),
+    ] {
+        assert!(matches!(runs, Err(Error::InvalidArgument(_))), "{runs:?}");
+    }
+}
+
+#[test]
 fn long_lived_allocations_leave_the_reserve_free() {
     let f = fake();
     let gpu = gpu_of(&f);
