@@ -467,6 +467,8 @@ pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
         lang::vec_copy::VARIANTS,
         lang::type_tag::VARIANTS,
         lang::poly_eval::VARIANTS,
+        lang::twice::VARIANTS,
+        lang::twice_again::VARIANTS,
         bias_act::VARIANTS,
         block_sum::VARIANTS,
         tile_scale::VARIANTS,

@@ -90,6 +90,22 @@ ptx_kernel! {
         }
     }
 
+    /// `y[i] = 2 x[i]` through another kernel of the invocation, called like a helper
+    /// (inlined).
+    #[launch(block = 128)]
+    pub fn twice(x: &[f32], y: &mut [f32]) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if (i as u64) < x.len() {
+            y[i] = 2.0 * x[i];
+        }
+    }
+
+    /// `y = 2 x` by calling the kernel `twice` (kernels are callable like helpers).
+    #[launch(block = 128)]
+    pub fn twice_again(x: &[f32], y: &mut [f32]) {
+        twice(x, y);
+    }
+
     /// `y[i] = poly::clamped(x[i], lo, hi) + poly::C0`: helpers and a const of a library.
     #[launch(block = 128)]
     pub fn poly_eval(x: &[f32], y: &mut [f32], lo: f32, hi: f32) {

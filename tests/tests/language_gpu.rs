@@ -8,7 +8,7 @@ use half::{bf16, f16};
 use pagesift_gpu::{DeviceBuffer, DeviceRead, DeviceRepr, Gpu, LaunchConfig};
 use pagesift_tests::gpu_or_skip;
 use pagesift_tests::language_kernels::{
-    axpy, cubic_ref, poly_eval, type_tag, vec_copy, AxpyParams, AXPY_BLOCK,
+    axpy, cubic_ref, poly_eval, twice_again, type_tag, vec_copy, AxpyParams, AXPY_BLOCK,
 };
 use rand::{Rng, SeedableRng};
 
@@ -299,4 +299,21 @@ fn occupancy_comes_from_the_device() {
     }
     // Remembered: the same answer again.
     assert_eq!(gpu.blocks_per_sm(v, 0).expect("occupancy"), blocks);
+}
+
+#[test]
+fn a_kernel_calls_another_kernel_like_a_helper() {
+    let Some(gpu) = gpu_or_skip("a_kernel_calls_another_kernel_like_a_helper") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let x: Vec<f32> = (0..301).map(|_| rng.gen_range(-3.0..3.0)).collect();
+    let dx = upload(&gpu, &x);
+    let mut dy = upload(&gpu, &vec![f32::NAN; 301]);
+    twice_again::launch(&stream, LaunchConfig::grid_1d(3), &dx, &mut dy).expect("launch");
+    let y = dy.to_host().expect("download");
+    for i in 0..301 {
+        assert_eq!(y[i].to_bits(), (2.0 * x[i]).to_bits(), "i={i}");
+    }
 }
