@@ -1,4 +1,15 @@
 //! Expressions: literals, names, indexing, control flow, arrays, loops.
+//!
+//! `check_expr` takes an expression and the type its context expects (`expect`: the declared
+//! type of a `let`, the other operand, a parameter), which is how unsuffixed literals get their
+//! type. Checking and constant evaluation are one pass: a name bound to a constant (a const
+//! parameter, an immutable `let` of a constant, a `const` item, an element type) yields a
+//! `TKind::Const`, operations on constants fold, and an `if` or `match` whose condition is
+//! constant keeps only the taken branch, so each variant's tree holds only its own path.
+//! Optional slices carry their presence through `Checker::opt_known` while an `if let` or
+//! `is_some()` test of them is being checked (inlined helpers included), so a repeated test
+//! folds too. The result type `Ty::Never` marks both diverging code and an expression already
+//! reported as an error, so one mistake is reported once.
 
 use super::checker::{err_expr, same, Binding, Checker};
 use super::fold::{assoc_const, pat_matches};

@@ -1,4 +1,13 @@
 //! Decoding of one instruction statement: opcode modifiers, operands, and the rule per opcode.
+//!
+//! [`decode_inst`] turns a parsed statement (opcode text, operands, guard) into one executable
+//! [`Inst`]. The opcode is split at its dots into a base (`ld`) and modifiers (`global`, `nc`,
+//! `v4`, `f32`); the arm of the base takes the modifiers it understands with [`Mods::take`] and
+//! friends, and [`Mods::finish`] rejects any left over, so that a form the emulator does not
+//! implement fails to load instead of running with a modifier ignored. Operands become slots
+//! of the kernel's per-thread register template ([`Ctx`]): registers by name, immediates as
+//! shared constant slots ([`Ctx::konst`]), vectors as runs of slots; a guard `@%p` / `@!%p`
+//! becomes the instruction's predicate slot (`S_SINK`: always executed).
 
 use super::*;
 
@@ -105,13 +114,22 @@ impl<'a> Mods<'a> {
     }
 }
 
+/// What decoding one kernel builds up: its register slots, the symbols and labels operands
+/// name, and the initial register template every thread starts from.
 pub(super) struct Ctx<'m> {
+    /// Declared registers by name (`%r12`) -> slot.
     pub(super) regs: HashMap<String, Slot>,
+    /// Module-level symbols (globals, shared arrays, parameters).
     pub(super) syms: &'m HashMap<String, Sym>,
+    /// Symbols declared inside the entry (its `.shared` / `.local` arrays).
     pub(super) local_syms: HashMap<String, Sym>,
+    /// Branch targets -> instruction index.
     pub(super) labels: HashMap<String, u32>,
+    /// Immediate bits -> the constant slot holding them (one slot per distinct value).
     pub(super) consts: HashMap<u64, Slot>,
+    /// The initial value of every slot: 0 for registers, the bits for constant slots.
     pub(super) template: Vec<u64>,
+    /// The `mma` instructions, whose fragment layouts are resolved after decoding.
     pub(super) mmas: Vec<MmaInst>,
 }
 
@@ -401,6 +419,8 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                     guard_neg,
                 });
             }
+            // Float -> float conversions round with `.rn/.rz/.rm/.rp`; the integer-rounding
+            // forms (`.rni` ...) round to an integral value in a float type.
             let irnd = m.take_one(&["rni", "rzi", "rmi", "rpi"]);
             let mut rnd = m.rnd();
             if let Some(r) = irnd {
@@ -418,6 +438,8 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
                 return Err("expected two types".into());
             };
             if dty.packed().is_some() && sty == Ty::F32 {
+                // `cvt.rn.f16x2.f32 d, hi, lo`: two f32 into one packed pair, the first source
+                // in the upper half.
                 want(3)?;
                 let d = ctx.dst(&ops[0])?;
                 Op::CvtPack {
