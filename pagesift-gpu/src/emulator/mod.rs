@@ -85,6 +85,8 @@ pub struct FunctionId(pub(crate) usize);
 pub const WARP_SIZE: u32 = 32;
 /// The most threads one block may have.
 pub const MAX_THREADS_PER_BLOCK: u32 = 1024;
+/// The most blocks resident on one multiprocessor (as on sm_80 and sm_90).
+pub const MAX_BLOCKS_PER_SM: u32 = 32;
 /// The largest block dimensions (x, y, z).
 pub const MAX_BLOCK_DIM: [u32; 3] = [1024, 1024, 64];
 /// The largest grid dimensions (x, y, z).
@@ -879,7 +881,7 @@ impl Emulator {
         let by_shared = (c.shared_per_sm as u64)
             .checked_div(shared)
             .map_or(u32::MAX, |b| b.min(u32::MAX as u64) as u32);
-        Ok(by_threads.min(by_shared).min(32))
+        Ok(by_threads.min(by_shared).min(MAX_BLOCKS_PER_SM))
     }
     /// Allows a function up to `bytes` of dynamic shared memory (up to the opt-in limit).
     pub(crate) fn set_max_dynamic_shared(&self, function: FunctionId, bytes: u32) -> Result<()> {

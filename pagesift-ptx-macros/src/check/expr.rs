@@ -124,6 +124,7 @@ impl Checker<'_> {
                     return self.check_presence_if(
                         id,
                         some,
+                        None,
                         cond,
                         then,
                         els.as_deref(),
@@ -554,13 +555,15 @@ impl Checker<'_> {
         }
     }
 
-    /// `if opt.is_some() { a } else { b }` (or `is_none`): `opt`'s presence known in each
+    /// `if opt.is_some() { a } else { b }` (or `is_none`), and `if let Some(name) = opt` (with
+    /// `bind`, the name of the slice in the first block): `opt`'s presence known in each
     /// branch; a test already made keeps only its branch.
     #[allow(clippy::too_many_arguments)]
     fn check_presence_if(
         &mut self,
         id: VarId,
         some: bool,
+        bind: Option<&syn::Ident>,
         cond: &Expr,
         then: &crate::parse::Block,
         els: Option<&Expr>,
@@ -569,7 +572,12 @@ impl Checker<'_> {
     ) -> TExpr {
         let known = self.opt_known.get(&id).copied().map(|k| k == some);
         let saved = self.opt_known.insert(id, some);
+        self.frame().scopes.push(HashMap::new());
+        if let Some(name) = bind {
+            self.bind(&name.to_string(), Binding::Var(id));
+        }
         let t = (known != Some(false)).then(|| self.check_block(then, expect));
+        self.frame().scopes.pop();
         self.opt_known.insert(id, !some);
         let ex = match els {
             Some(x) if known != Some(true) => {
@@ -721,91 +729,7 @@ impl Checker<'_> {
         let Some(id) = id else {
             return err_expr(span);
         };
-        let known = self.opt_known.get(&id).copied();
-        let saved = self.opt_known.insert(id, true);
-        self.frame().scopes.push(HashMap::new());
-        self.bind(&name.to_string(), Binding::Var(id));
-        let t = if known == Some(false) {
-            None
-        } else {
-            Some(self.check_block(then, expect))
-        };
-        self.frame().scopes.pop();
-        self.opt_known.insert(id, false);
-        let ex = match els {
-            Some(x) if known != Some(true) => {
-                Some(self.check_expr(x, expect.or(t.as_ref().map(|t| &t.ty))))
-            }
-            _ => None,
-        };
-        match saved {
-            Some(v) => self.opt_known.insert(id, v),
-            None => self.opt_known.remove(&id),
-        };
-        let unit = || TBlock {
-            stmts: vec![],
-            tail: None,
-            ty: Ty::Unit,
-        };
-        // A test the enclosing code already made keeps only its branch.
-        match (known, t, ex) {
-            (Some(true), Some(t), _) => {
-                let ty = if els.is_some() {
-                    t.ty.clone()
-                } else {
-                    Ty::Unit
-                };
-                TExpr {
-                    kind: TKind::Block(t),
-                    ty,
-                    span,
-                }
-            }
-            (Some(false), _, ex) => match ex {
-                Some(ex) => ex,
-                None => TExpr {
-                    kind: TKind::Block(unit()),
-                    ty: Ty::Unit,
-                    span,
-                },
-            },
-            (_, Some(t), ex) => {
-                let ty = match &ex {
-                    Some(ex) => {
-                        if !same(&t.ty, &ex.ty) {
-                            self.cx.error(
-                                ex.span,
-                                format!(
-                                    "`if` and `else` have different types: `{}` and `{}`",
-                                    t.ty, ex.ty
-                                ),
-                            );
-                        }
-                        if t.ty == Ty::Never {
-                            ex.ty.clone()
-                        } else {
-                            t.ty.clone()
-                        }
-                    }
-                    None => Ty::Unit,
-                };
-                let cond = TExpr {
-                    kind: TKind::IsSome(id),
-                    ty: Ty::Scalar(Scalar::Bool),
-                    span: scrut.span,
-                };
-                TExpr {
-                    kind: TKind::If {
-                        cond: Box::new(cond),
-                        then: t,
-                        els: ex.map(Box::new),
-                    },
-                    ty,
-                    span,
-                }
-            }
-            (_, None, _) => err_expr(span),
-        }
+        self.check_presence_if(id, true, Some(name), scrut, then, els, expect, span)
     }
 
     pub(super) fn check_path(&mut self, segs: &[syn::Ident], span: Span) -> TExpr {
