@@ -454,7 +454,12 @@ impl Lower<'_> {
             }
         };
         self.finish_guards(guards, &out);
-        out
+        // Elements narrower than a word are taken apart behind the resume point, so that the
+        // fault blocks zero whole words and the extraction sits next to its uses.
+        match op {
+            MemOp::LoadVec { .. } if elem.bytes() < 4 => self.unpack_words(elem, &out, span),
+            _ => out,
+        }
     }
 
     /// The shared address `a`, or the array's first element where `out` (the failed check's
@@ -552,11 +557,19 @@ impl Lower<'_> {
             vec![dst, a],
             span,
         );
+        Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
+    }
+
+    /// The elements of 16- or 8-bit type `elem` in the words of a vector load.
+    fn unpack_words(&mut self, elem: Scalar, words: &Val, span: Span) -> Val {
+        let Val::Arr(words) = words else {
+            return Val::Unit;
+        };
         let mut out = Vec::new();
-        for w in regs {
-            let wv = Val::Reg(w, Scalar::U32);
+        for wv in words {
+            let Val::Reg(w, _) = *wv else { continue };
             if elem.bytes() == 2 {
-                let (lo, hi) = self.unpack(&wv, elem, span);
+                let (lo, hi) = self.unpack(wv, elem, span);
                 out.push(lo);
                 out.push(hi);
             } else {

@@ -9,6 +9,7 @@ mod intrinsics;
 mod mem;
 mod ops;
 mod opt;
+mod widen;
 
 use crate::check::{TBlock, TExpr, TKind, TStmt, VarId, Variant};
 use crate::ctxt::Ctxt;

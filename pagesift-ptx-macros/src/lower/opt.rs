@@ -1,9 +1,6 @@
 //! Clean-ups of the lowered IR, before emission:
 //!
-//! - **wide index products**: `cvt.u64.u32 a, r; mul.lo.u64 d, a, 4` becomes
-//!   `mul.wide.u32 d, r, 4` (and `.s32` for a sign-extended `i32`), which is exact: the product
-//!   of a 32-bit value and a small constant fits in 64 bits. Only when `a` has a single
-//!   definition and `r` is not written between the extension and the product.
+//! - **widening** (`widen.rs`): 32-bit index products and bf16 halves widened in one step.
 //! - **move coalescing**: `mov d, s` where `d` and `s` never hold different values while both
 //!   are live (Chaitin's interference test on per-instruction liveness) renames `s` to `d`, so
 //!   the values of an `if`'s arms, an inlined helper's result or an assignment land in their
@@ -20,10 +17,11 @@ use std::collections::HashMap;
 
 /// Runs the clean-ups on a function body.
 pub fn optimize(body: &mut Vec<Item>) {
-    widen_index_products(body);
+    super::widen::widen_index_products(body);
     // Dead copies first: a copy that is overwritten before use still keeps its source live.
     remove_dead_defs(body);
     coalesce_moves(body);
+    super::widen::widen_bf16_halves(body);
     remove_dead_defs(body);
     remove_jumps_to_next(body);
 }
@@ -420,7 +418,7 @@ fn regs_of(o: &Operand, out: &mut Vec<Reg>) {
 
 /// (registers written, registers read) of an item. A predicated write also reads its
 /// destination (the old value survives when the predicate is false).
-fn defs_uses(item: &Item) -> (Vec<Reg>, Vec<Reg>) {
+pub(super) fn defs_uses(item: &Item) -> (Vec<Reg>, Vec<Reg>) {
     let (mut defs, mut uses) = (Vec::new(), Vec::new());
     if let Item::Inst { pred, op, args } = item {
         if let Some((p, _)) = pred {
@@ -444,7 +442,7 @@ fn defs_uses(item: &Item) -> (Vec<Reg>, Vec<Reg>) {
     (defs, uses)
 }
 
-fn def_counts(body: &[Item]) -> HashMap<Reg, u32> {
+pub(super) fn def_counts(body: &[Item]) -> HashMap<Reg, u32> {
     let mut counts = HashMap::new();
     for item in body {
         for r in defs_uses(item).0 {
@@ -454,84 +452,8 @@ fn def_counts(body: &[Item]) -> HashMap<Reg, u32> {
     counts
 }
 
-/// `cvt.u64.u32 a, r; mul.lo.u64 d, a, C` -> `mul.wide.u32 d, r, C`, and
-/// `cvt.u32.u64 x, a` -> `mov.u32 x, r` (see the module comment).
-pub(super) fn widen_index_products(body: &mut [Item]) {
-    let counts = def_counts(body);
-    let single = |r: &Reg| counts.get(r).copied() == Some(1);
-    // a -> (r, signed, local): `a` holds the extension of `r`. With `r` written more than once
-    // the fact is local: it holds until `r` is written again or control flow joins or leaves.
-    let mut widened: HashMap<Reg, (Reg, bool, bool)> = HashMap::new();
-    for item in body.iter_mut() {
-        let Item::Inst { op, args, .. } = item else {
-            widened.retain(|_, e| !e.2);
-            continue;
-        };
-        let src = |o: &Operand| match o {
-            Operand::Reg(a) => widened.get(a).copied(),
-            _ => None,
-        };
-        match (&*op, args.as_slice()) {
-            (Op::Bin(BinKind::Mul, Scalar::U64 | Scalar::I64), [_, x, y]) => {
-                let found = match (x, y) {
-                    (_, Operand::Int(c)) => src(x).map(|e| (e, *c)),
-                    (Operand::Int(c), _) => src(y).map(|e| (e, *c)),
-                    _ => None,
-                };
-                // The immediate of `mul.wide.{u32,s32}` is a 32-bit operand of the same
-                // signedness.
-                if let Some(((r, signed, _), c)) =
-                    found.filter(|(_, c)| (0..=i32::MAX as i128).contains(c))
-                {
-                    *op = Op::MulWide { signed };
-                    args.truncate(1);
-                    args.push(Operand::Reg(r));
-                    args.push(Operand::Int(c));
-                }
-            }
-            (
-                Op::Cvt {
-                    to: to @ (Scalar::U32 | Scalar::I32),
-                    from: Scalar::U64 | Scalar::I64,
-                },
-                [_, a],
-            ) => {
-                if let Some((r, _, _)) = src(a) {
-                    *op = Op::Mov(*to);
-                    args[1] = Operand::Reg(r);
-                }
-            }
-            _ => {}
-        }
-        if matches!(op, Op::Bra | Op::Ret) {
-            widened.retain(|_, e| !e.2);
-        }
-        let (defs, _) = defs_uses(item);
-        for d in &defs {
-            widened.remove(d);
-            widened.retain(|_, e| e.0 != *d);
-        }
-        let Item::Inst { op, args, pred } = item else {
-            continue;
-        };
-        if let (
-            None,
-            Op::Cvt {
-                to: Scalar::U64 | Scalar::I64,
-                from: from @ (Scalar::U32 | Scalar::I32),
-            },
-            [Operand::Reg(a), Operand::Reg(r)],
-        ) = (&*pred, &*op, args.as_slice())
-        {
-            if single(a) {
-                widened.insert(*a, (*r, *from == Scalar::I32, !single(r)));
-            }
-        }
-    }
-}
-
 /// The control-flow successors of each item (by index).
-fn successors(body: &[Item]) -> Vec<Vec<usize>> {
+pub(super) fn successors(body: &[Item]) -> Vec<Vec<usize>> {
     let labels: HashMap<u32, usize> = body
         .iter()
         .enumerate()

@@ -1,5 +1,6 @@
 use super::*;
 use crate::compile_for_test;
+use crate::lower::widen::{widen_bf16_halves, widen_index_products};
 use crate::ptx::{inst_text, CmpKind};
 use crate::types::RegClass;
 use quote::quote;
@@ -327,4 +328,75 @@ fn merged_array_values_need_no_moves() {
         .filter(|l| l.trim().starts_with("mov.f32"))
         .count();
     assert_eq!(movs, 0, "{ptx}");
+}
+
+fn h(n: u32) -> Operand {
+    r(RegClass::B16, n)
+}
+/// `mov.b32 {lo, hi}, w`.
+fn unpack(lo: u32, hi: u32, w: u32) -> Item {
+    inst(
+        Op::MovBits(32),
+        vec![Operand::Vec(vec![h(lo), h(hi)]), r32(w)],
+    )
+}
+/// `cvt.u32.u16 t, half; shl.b32 u, t, 16`: a bf16 widened the long way.
+fn widen_half(t: u32, half: u32, u: u32) -> [Item; 2] {
+    [
+        cvt(Scalar::U32, Scalar::U16, r32(t), h(half)),
+        inst(
+            Op::Bin(BinKind::Shl, Scalar::U32),
+            vec![r32(u), r32(t), Operand::Int(16)],
+        ),
+    ]
+}
+
+#[test]
+fn bf16_halves_widen_from_their_word() {
+    let mut body = vec![param(r32(1), Scalar::U32, 0), unpack(1, 2, 1)];
+    body.extend(widen_half(3, 1, 4));
+    // A join both of whose paths keep the facts.
+    body.push(bra(7, Some((p(1), false))));
+    body.push(Item::Label(7));
+    body.extend(widen_half(5, 2, 6));
+    widen_bf16_halves(&mut body);
+    let t = text(&body);
+    assert_eq!(t[3], "shl.b32 %r4, %r1, 16;");
+    assert_eq!(t[7], "and.b32 %r6, %r1, 4294901760;");
+}
+
+#[test]
+fn a_half_is_not_widened_from_a_word_written_on_some_path() {
+    // The word is written on one path to the join: the fact does not survive it.
+    let mut body = vec![param(r32(1), Scalar::U32, 0), unpack(1, 2, 1)];
+    body.push(bra(7, Some((p(1), false))));
+    body.push(inst(Op::Mov(Scalar::U32), vec![r32(1), Operand::Int(3)]));
+    body.push(Item::Label(7));
+    body.extend(widen_half(3, 1, 4));
+    let before = text(&body);
+    widen_bf16_halves(&mut body);
+    assert_eq!(text(&body), before);
+    // A loop that writes the half after its use: on the back edge the fact is gone.
+    let mut body = vec![param(r32(1), Scalar::U32, 0), unpack(1, 2, 1)];
+    body.push(Item::Label(8));
+    body.extend(widen_half(3, 1, 4));
+    body.push(inst(Op::Mov(Scalar::U16), vec![h(1), Operand::Int(0)]));
+    body.push(bra(8, Some((p(1), false))));
+    let before = text(&body);
+    widen_bf16_halves(&mut body);
+    assert_eq!(text(&body), before);
+    // A predicated unpack is no fact.
+    let mut body = vec![param(r32(1), Scalar::U32, 0)];
+    let Item::Inst { op, args, .. } = unpack(1, 2, 1) else {
+        unreachable!()
+    };
+    body.push(Item::Inst {
+        pred: Some((p(1), false)),
+        op,
+        args,
+    });
+    body.extend(widen_half(3, 1, 4));
+    let before = text(&body);
+    widen_bf16_halves(&mut body);
+    assert_eq!(text(&body), before);
 }
