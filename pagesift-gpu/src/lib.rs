@@ -23,6 +23,7 @@ pub mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;
 pub mod error;
+pub mod gemm;
 pub mod kernel;
 pub mod kernels;
 pub mod ops;
@@ -35,6 +36,7 @@ pub use driver::{
     PinnedBuffer, Stream,
 };
 pub use error::{DriverError, Error, Result};
+pub use gemm::{BLayout, Gemm, Precision};
 pub use half::{bf16, f16};
 pub use kernel::{KernelVariant, LaunchConfig};
 pub use ops::act::ActArgs;

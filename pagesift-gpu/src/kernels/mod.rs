@@ -4,9 +4,14 @@
 use crate::kernel::KernelVariant;
 
 pub mod act;
+pub mod gemm;
 
 /// Every kernel variant compiled into this crate.
 pub fn registry() -> Vec<&'static KernelVariant> {
-    let families: &[&[KernelVariant]] = &[act::act::VARIANTS, act::act_inplace::VARIANTS];
+    let families: &[&[KernelVariant]] = &[
+        act::act::VARIANTS,
+        act::act_inplace::VARIANTS,
+        gemm::gemm_f32::VARIANTS,
+    ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -244,7 +244,7 @@ impl Lower<'_> {
         }
     }
 
-    /// `x.len()`, a variable holding it, or a constant.
+    /// `x.len()`, a variable holding it, or a constant (an expression of constants).
     fn peek_bound(&self, e: &TExpr) -> Option<Bound> {
         match &e.kind {
             TKind::Mem {
@@ -253,6 +253,8 @@ impl Lower<'_> {
                 ..
             } => match self.vars.get(base) {
                 Some(Store::Global { len, .. }) => Some(Bound::Reg(*len)),
+                // A static shared array's length.
+                Some(Store::Shared { len: Some(n), .. }) => Some(Bound::Const(*n as i128)),
                 _ => None,
             },
             // A length, or an immutable unsigned value (`let end = h + 4 * n;`): facts on it
@@ -268,12 +270,50 @@ impl Lower<'_> {
                 _ => None,
             },
             TKind::Const(ConstVal::Int(n)) => Some(Bound::Const(*n)),
-            _ => None,
+            // A length widened (`t.len() as u64`).
+            TKind::Cast(inner) if matches!(inner.kind, TKind::Mem { .. }) => self.peek_bound(inner),
+            _ => self.const_of(e).map(Bound::Const),
         }
         .map(|b| match b {
             Bound::Reg(r) => Bound::Reg(self.source_of(r)),
             c => c,
         })
+    }
+
+    /// The value of an unsigned integer expression known at this point: literals, unrolled
+    /// counters and other constant variables, and `+ - * / % << >> &` and widening casts of
+    /// them (`kk * BM + BM / 2` in an unrolled loop), where no step wraps its type.
+    pub(super) fn const_of(&self, e: &TExpr) -> Option<i128> {
+        let crate::types::Ty::Scalar(s) = &e.ty else {
+            return None;
+        };
+        if !s.is_int() || s.is_signed() {
+            return None;
+        }
+        let v = match &e.kind {
+            TKind::Const(ConstVal::Int(n)) => *n,
+            TKind::Var(id) => match self.vars.get(id) {
+                Some(Store::Value(Val::Imm(ConstVal::Int(n), _))) => *n,
+                _ => return None,
+            },
+            TKind::Cast(inner) => self.const_of(inner)?,
+            TKind::Binary(op, a, b) => {
+                let (x, y) = (self.const_of(a)?, self.const_of(b)?);
+                match op {
+                    BinOp::Add => x + y,
+                    BinOp::Sub => x - y,
+                    BinOp::Mul => x * y,
+                    BinOp::Div if y != 0 => x / y,
+                    BinOp::Rem if y != 0 => x % y,
+                    BinOp::Shl if y < 64 => x << y,
+                    BinOp::Shr if y < 128 => x >> y,
+                    BinOp::And => x & y,
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        };
+        (v >= 0 && v < 1i128 << (8 * s.bytes())).then_some(v)
     }
 
     /// An index as (register, constant offset) with the register holding an unsigned value:
@@ -299,16 +339,20 @@ impl Lower<'_> {
                 self.peek_index(inner, exact)
             }
             TKind::Binary(BinOp::Add, a, b) => {
-                let (x, k) = match (&a.kind, &b.kind) {
-                    (_, TKind::Const(ConstVal::Int(k))) => (a, *k),
-                    (TKind::Const(ConstVal::Int(k)), _) => (b, *k),
+                let (x, k) = match (self.const_of(a), self.const_of(b)) {
+                    (_, Some(k)) => (a, k),
+                    (Some(k), _) => (b, k),
                     _ => return None,
                 };
                 if !(0..1 << 20).contains(&k) {
                     return None;
                 }
-                let (r, 0) = self.peek_index(x, exact)? else {
-                    return None;
+                // Constant offsets add up (`(i + 896) + 64`); a fact's sum must be the one
+                // widened sum, checked below.
+                let (r, k) = match self.peek_index(x, exact)? {
+                    (r, 0) => (r, k),
+                    (r, k0) if !exact && k0 + k < 1 << 20 => return Some((r, k0 + k)),
+                    _ => return None,
                 };
                 if exact {
                     let wide = unsigned(&e.ty)?.bytes() == 8;

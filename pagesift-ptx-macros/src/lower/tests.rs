@@ -845,3 +845,45 @@ fn new_intrinsics_report_wrong_types_and_old_targets() {
         assert!(e.contains(want), "missing {want:?} in:\n{e}");
     }
 }
+
+#[test]
+fn a_widened_test_on_a_static_shared_array_proves_constant_offsets() {
+    // `o + 52 <= 64` (in 64 bits) proves `t[o + 16 k + 4]` for the unrolled `k < 3` and the
+    // vector at `o + 48`: the offsets are constant expressions of the counter.
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32]) {
+            let t: Shared<[f32; 64]>;
+            let o = thread_idx_x() % 8;
+            if ((o as u64) + (3 * 16 + 4) as u64) <= (t.len() as u64) {
+                #[unroll]
+                for k in 0..3 {
+                    t[o + k * 16 + 4] = 1.0;
+                }
+                t.store4(o + 48, [0.0f32; 4]);
+            }
+        }
+    });
+    assert_eq!(checks, 0, "{text}");
+}
+
+#[test]
+fn a_narrow_test_or_a_larger_offset_proves_nothing() {
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32]) {
+            let t: Shared<[f32; 64]>;
+            let o = thread_idx_x() * 0x2000_0000;
+            // In 32 bits the sum may wrap: no fact.
+            if o + 52 <= t.len() {
+                t[o + 4] = 1.0;
+            }
+            // A fact of `o + 52` does not reach an access at `o + 52`.
+            if ((o as u64) + 52) <= (t.len() as u64) {
+                t[o + 51] = 1.0;
+                t[o + 13 * 4] = 1.0;
+            }
+        }
+    });
+    assert_eq!(checks, 2, "{text}");
+}

@@ -1,0 +1,279 @@
+//! The description of a matrix multiply, [`Gemm`], shared by the CPU reference
+//! ([`crate::cpu::gemm`]), the kernels ([`crate::kernels::gemm`]) and the operation
+//! ([`crate::ops::gemm`]).
+//!
+//! `C = act(alpha · A·B + beta · C + bias) + residual` over a batch of matrices: A is `[M, K]`
+//! row-major with leading dimension `lda`; B is `[K, N]` row-major ([`BLayout::KN`]) or
+//! `[N, K]` row-major ([`BLayout::NK`], weights `[n_out, n_in]`: `y = x · Wᵀ`); C and the
+//! residual are `[M, N]` with their own leading dimensions; the bias has one value per column.
+//! The matrices of a batch lie `stride_*` elements apart.
+
+use crate::act::{Act, DEFAULT_LEAKY_SLOPE};
+use crate::{error, Error, Result};
+
+/// How B is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BLayout {
+    /// `[K, N]` row-major: `B[k][n]` at `k * ldb + n`.
+    KN,
+    /// `[N, K]` row-major: `B[k][n]` at `n * ldb + k` (weights `[n_out, n_in]`, `y = x · Wᵀ`).
+    NK,
+}
+
+/// The arithmetic of a GEMM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Precision {
+    /// Exact f32 products and f32 sums (FFMA), the default.
+    #[default]
+    F32,
+}
+
+/// A GEMM's shape, layouts, scalars and epilogue (see the module docs). Build it with
+/// [`Gemm::new`] and the `with_*` methods; the defaults are dense matrices (`lda = K`,
+/// `ldb = N` or `K`, `ldc = ldr = N`), one matrix, `alpha = 1`, `beta = 0`, no activation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gemm {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub b_layout: BLayout,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    /// The residual's leading dimension.
+    pub ldr: usize,
+    /// Matrices in the batch.
+    pub batch: usize,
+    /// Elements between consecutive matrices of A, B, C and the residual.
+    pub stride_a: usize,
+    pub stride_b: usize,
+    pub stride_c: usize,
+    pub stride_r: usize,
+    pub alpha: f32,
+    /// `C` is read only where `beta` is not 0 (then it may hold anything, NaN included).
+    pub beta: f32,
+    pub act: Act,
+    /// The negative slope of [`Act::LeakyRelu`].
+    pub slope: f32,
+    pub precision: Precision,
+}
+
+impl Gemm {
+    /// `C[M, N] = A[M, K] · B` with B stored as `b_layout`, dense, one matrix.
+    pub fn new(m: usize, n: usize, k: usize, b_layout: BLayout) -> Gemm {
+        Gemm {
+            m,
+            n,
+            k,
+            b_layout,
+            lda: k,
+            ldb: match b_layout {
+                BLayout::KN => n,
+                BLayout::NK => k,
+            },
+            ldc: n,
+            ldr: n,
+            batch: 1,
+            stride_a: m * k,
+            stride_b: n * k,
+            stride_c: m * n,
+            stride_r: m * n,
+            alpha: 1.0,
+            beta: 0.0,
+            act: Act::Identity,
+            slope: DEFAULT_LEAKY_SLOPE,
+            precision: Precision::F32,
+        }
+    }
+
+    /// Leading dimensions of A, B and C (the residual's follows C's; see [`Gemm::with_ldr`]).
+    pub fn with_lds(self, lda: usize, ldb: usize, ldc: usize) -> Gemm {
+        Gemm {
+            lda,
+            ldb,
+            ldc,
+            ldr: ldc,
+            ..self
+        }
+    }
+
+    /// The residual's leading dimension.
+    pub fn with_ldr(self, ldr: usize) -> Gemm {
+        Gemm { ldr, ..self }
+    }
+
+    /// A batch of `batch` matrices, `stride_*` elements apart (the residual's stride follows
+    /// C's).
+    pub fn with_batch(
+        self,
+        batch: usize,
+        stride_a: usize,
+        stride_b: usize,
+        stride_c: usize,
+    ) -> Gemm {
+        Gemm {
+            batch,
+            stride_a,
+            stride_b,
+            stride_c,
+            stride_r: stride_c,
+            ..self
+        }
+    }
+
+    /// `alpha` and `beta`.
+    pub fn with_scale(self, alpha: f32, beta: f32) -> Gemm {
+        Gemm {
+            alpha,
+            beta,
+            ..self
+        }
+    }
+
+    /// The activation applied after the bias, before the residual.
+    pub fn with_act(self, act: Act) -> Gemm {
+        Gemm { act, ..self }
+    }
+
+    /// The negative slope of [`Act::LeakyRelu`].
+    pub fn with_slope(self, slope: f32) -> Gemm {
+        Gemm { slope, ..self }
+    }
+
+    /// The arithmetic.
+    pub fn with_precision(self, precision: Precision) -> Gemm {
+        Gemm { precision, ..self }
+    }
+
+    /// Whether there is nothing to compute (`M`, `N` or the batch is 0).
+    pub fn is_empty(&self) -> bool {
+        self.m == 0 || self.n == 0 || self.batch == 0
+    }
+
+    /// The index of `A[i][p]` of matrix `z`.
+    pub fn a_index(&self, z: usize, i: usize, p: usize) -> usize {
+        z * self.stride_a + i * self.lda + p
+    }
+
+    /// The index of `B[p][j]` of matrix `z` (in either layout).
+    pub fn b_index(&self, z: usize, p: usize, j: usize) -> usize {
+        z * self.stride_b
+            + match self.b_layout {
+                BLayout::KN => p * self.ldb + j,
+                BLayout::NK => j * self.ldb + p,
+            }
+    }
+
+    /// The index of `C[i][j]` of matrix `z`.
+    pub fn c_index(&self, z: usize, i: usize, j: usize) -> usize {
+        z * self.stride_c + i * self.ldc + j
+    }
+
+    /// The index of `residual[i][j]` of matrix `z`.
+    pub fn r_index(&self, z: usize, i: usize, j: usize) -> usize {
+        z * self.stride_r + i * self.ldr + j
+    }
+
+    /// Checks the shape against the lengths of the operands (`bias`, `residual`: `None` when
+    /// absent): leading dimensions at least the row lengths, every element of every matrix of
+    /// the batch inside its buffer, sizes within the kernels' 32-bit dimensions. `op` names
+    /// the operation in the error.
+    pub fn validate(
+        &self,
+        op: &'static str,
+        a: usize,
+        b: usize,
+        c: usize,
+        bias: Option<usize>,
+        residual: Option<usize>,
+    ) -> Result<()> {
+        let invalid = |message: String| Err(Error::from(error::InvalidArgument { op, message }));
+        let (m, n, k) = (self.m, self.n, self.k);
+        for (name, v) in [("M", m), ("N", n), ("K", k)] {
+            if v >= 1 << 31 {
+                return invalid(format!("{name} = {v} must be below 2^31"));
+            }
+        }
+        if self.batch > MAX_BATCH {
+            return invalid(format!("batch = {} exceeds {MAX_BATCH}", self.batch));
+        }
+        let b_row = match self.b_layout {
+            BLayout::KN => ("ldb", self.ldb, n, "N"),
+            BLayout::NK => ("ldb", self.ldb, k, "K"),
+        };
+        let mut lds = vec![("lda", self.lda, k, "K"), b_row, ("ldc", self.ldc, n, "N")];
+        if residual.is_some() {
+            lds.push(("ldr", self.ldr, n, "N"));
+        }
+        for (name, ld, row, dim) in lds {
+            if ld < row {
+                return invalid(format!("{name} = {ld} is less than {dim} = {row}"));
+            }
+            if ld >= 1 << 31 {
+                return invalid(format!("{name} = {ld} must be below 2^31"));
+            }
+        }
+        if !self.slope.is_finite() && self.act == Act::LeakyRelu {
+            return invalid(format!("the leaky relu slope {} is not finite", self.slope));
+        }
+        if let Some(len) = bias {
+            if len != n {
+                return Err(Error::from(error::LengthMismatch {
+                    what: format!("{op}: bias (one value per column, N = {n})"),
+                    expected: n,
+                    actual: len,
+                }));
+            }
+        }
+        if self.is_empty() {
+            return Ok(());
+        }
+        let last = self.batch - 1;
+        let mut need = Vec::new();
+        if k > 0 {
+            need.push(("A", self.a_index(last, m - 1, k - 1) + 1, a));
+            need.push(("B", self.b_index(last, k - 1, n - 1) + 1, b));
+        }
+        need.push(("C", self.c_index(last, m - 1, n - 1) + 1, c));
+        if let Some(len) = residual {
+            need.push(("residual", self.r_index(last, m - 1, n - 1) + 1, len));
+        }
+        for (name, need, len) in need {
+            if len < need {
+                return invalid(format!(
+                    "{name} holds {len} elements, the shape (M = {m}, N = {n}, K = {k}, batch {}) needs {need}",
+                    self.batch
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The largest batch (the grid's z dimension).
+pub const MAX_BATCH: usize = 65535;
+
+/// The error bound the tests hold every output to, for `K` products, whose absolute values
+/// sum to `s_ab` (`Σ |A[i][p] B[p][j]|`), with `s_rest = |beta C| + |bias|` and the result's
+/// magnitudes `y = |act(x)|`, `r = |residual|`:
+///
+/// `tol = L · (γ(K) · |alpha| · s_ab + 3u · (|alpha| s_ab + s_rest)) + e_act · ulp(y) + u · (y + r)`
+///
+/// with `u = 2^-24` (f32 rounding), `γ(K) = K u / (1 - K u)` (a sum of `K` products by fma,
+/// in any order), `L = 1.5` (the largest slope of any activation: hardswish at 3) and `e_act`
+/// the activation's own error in f32 ulps ([`crate::act::max_error_ulps`]). The 3u cover the
+/// roundings of `alpha · acc`, `+ beta C` and `+ bias`, the last term the rounding of the
+/// residual sum.
+pub fn tolerance(g: &Gemm, s_ab: f64, s_rest: f64, y: f64, r: f64) -> f64 {
+    let u = f64::powi(2.0, -24);
+    let k = g.k as f64;
+    let gamma = k * u / (1.0 - k * u);
+    let alpha = f64::from(g.alpha.abs());
+    let pre = gamma * alpha * s_ab + 3.0 * u * (alpha * s_ab + s_rest);
+    let ulp_y = if y > 0.0 {
+        f64::from(crate::cpu::act::ulp_f32(y as f32))
+    } else {
+        f64::from(f32::from_bits(1))
+    };
+    1.5 * pre + f64::from(crate::act::max_error_ulps(g.act)) * ulp_y + u * (y + r)
+}

@@ -1,0 +1,462 @@
+//! GEMM kernels: `C = act(alpha · A·B + beta · C + bias) + residual`, f32 in and out, as one
+//! core template whose pieces are separate helpers:
+//!
+//! - **loaders** (`load_k_rows`, `load_n_rows` and their shared-memory stores) bring a
+//!   `BM × BK` tile of A and a `BK × BN` tile of B into shared memory, both k-major (element
+//!   `(k, i)` at `k * BM + i`), so that the math reads a column of A and a row of B as whole
+//!   vectors. A is `[M, K]` row-major; B is `[K, N]` row-major (`BT` false) or `[N, K]`
+//!   row-major (`BT` true, the engine layout of weights `[n_out, n_in]`, `y = x · Wᵀ`). Edge
+//!   tiles are zero-filled; 16-byte loads where the operand allows them, per element
+//!   elsewhere. Registers stage the next tile while the current one is multiplied (two
+//!   shared buffers, one barrier per K step);
+//! - **math** (`mma_f32`): per thread an `8 × 8` register micro-tile, FFMA with exact f32
+//!   products, the rows `ty·4 .. +4` and `BM/2 + ty·4 .. +4`, likewise the columns, so that the
+//!   shared reads of a warp are conflict-free 16-byte vectors;
+//! - **epilogue** (`epilogue`): the accumulators go through shared memory half a tile at a
+//!   time, and the threads then walk the half in row order: 16-byte coalesced reads of `C` and
+//!   the residual, the bias per column, the activation (a uniform runtime choice, the shared
+//!   activation library), 16-byte stores where the row allows them.
+//!
+//! A launch is a grid of `(⌈N / BN⌉, ⌈M / BM⌉, batch)` blocks; [`crate::ops::gemm`] validates
+//! the views and fills in [`GemmParams`].
+
+use crate::act::Act;
+use crate::ptx_kernel;
+
+ptx_kernel! {
+    #[path = "src/kernels/lib/act_math.rs"]
+    mod math;
+
+    /// The activation codes of [`GemmParams::act`] (see [`act_code`]).
+    pub const ACT_IDENTITY: u32 = 0;
+    pub const ACT_RELU: u32 = 1;
+    pub const ACT_RELU6: u32 = 2;
+    pub const ACT_LEAKY_RELU: u32 = 3;
+    pub const ACT_GELU: u32 = 4;
+    pub const ACT_GELU_TANH: u32 = 5;
+    pub const ACT_SILU: u32 = 6;
+    pub const ACT_SIGMOID: u32 = 7;
+    pub const ACT_TANH: u32 = 8;
+    pub const ACT_HARD_SWISH: u32 = 9;
+    pub const ACT_HARD_SIGMOID: u32 = 10;
+
+    /// The scalars of one GEMM launch (filled in by [`crate::ops::gemm`]).
+    pub struct GemmParams {
+        /// Rows of A and C.
+        pub m: u32,
+        /// Columns of B and C.
+        pub n: u32,
+        /// The reduction length.
+        pub k: u32,
+        /// The leading dimensions (elements between rows) of A, B, C and the residual.
+        pub lda: u32,
+        pub ldb: u32,
+        pub ldc: u32,
+        pub ldr: u32,
+        /// The elements between consecutive matrices of a batch (grid z).
+        pub batch_a: u64,
+        pub batch_b: u64,
+        pub batch_c: u64,
+        pub batch_r: u64,
+        pub alpha: f32,
+        /// `C` is read only where `beta` is not 0.
+        pub beta: f32,
+        /// The negative slope of the leaky relu.
+        pub slope: f32,
+        /// The activation ([`act_code`]).
+        pub act: u32,
+        /// Whether rows of A, B, C and the residual may be accessed as 16-byte vectors
+        /// (leading dimension and batch stride multiples of 4, base 16-byte aligned).
+        pub vec_a: bool,
+        pub vec_b: bool,
+        pub vec_c: bool,
+        pub vec_r: bool,
+    }
+
+    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
+    /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
+    #[variants((BM, BN) in [(128, 128), (64, 64)], BT in [false, true])]
+    #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM == 128 { 128 } else { 168 })]
+    pub fn gemm_f32<const BM: u32, const BN: u32, const BT: bool>(
+        p: GemmParams,
+        a: &[f32],
+        b: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let a_s: Shared<[f32; 2 * BK * BM]>;
+        let b_s: Shared<[f32; 2 * BK * BN]>;
+        let t_s: Shared<[f32; BM / 2 * BN]>;
+        let z = block_idx_z() as u64;
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let a_off = z * p.batch_a;
+        let b_off = z * p.batch_b;
+        let tid = thread_idx_x();
+        let ktiles = (p.k + (BK - 1)) / BK;
+        let mut acc = [[0.0f32; 8]; 8];
+
+        let mut ra = load_a::<BM, BN>(a, p, a_off, m0, 0, tid);
+        let mut rb = load_b::<BM, BN, BT>(b, p, b_off, n0, 0, tid);
+        store_k_major::<BM, BN, BM>(a_s, 0, ra, tid);
+        store_b::<BM, BN, BT>(b_s, 0, rb, tid);
+        sync_threads();
+        let mut kt = 0u32;
+        while kt < ktiles {
+            let buf = kt & 1;
+            let more = kt + 1 < ktiles;
+            if more {
+                ra = load_a::<BM, BN>(a, p, a_off, m0, (kt + 1) * BK, tid);
+                rb = load_b::<BM, BN, BT>(b, p, b_off, n0, (kt + 1) * BK, tid);
+            }
+            acc = mma_f32::<BM, BN>(acc, a_s, b_s, buf, tid);
+            if more {
+                store_k_major::<BM, BN, BM>(a_s, (buf ^ 1) * BK * BM, ra, tid);
+                store_b::<BM, BN, BT>(b_s, (buf ^ 1) * BK * BN, rb, tid);
+            }
+            sync_threads();
+            kt += 1;
+        }
+        epilogue::<BM, BN>(acc, t_s, p, bias, res, c, z, m0, n0, tid);
+    }
+
+    /// The K step of every tile.
+    const BK: u32 = 8;
+
+    /// This thread's part of A's tile at `k0`: row `r` of the tile, elements `kq..kq + 4`
+    /// of it, for each chunk.
+    fn load_a<const BM: u32, const BN: u32>(
+        a: &[f32],
+        p: GemmParams,
+        off: u64,
+        m0: u32,
+        k0: u32,
+        tid: u32,
+    ) -> [[f32; 4]; 2] {
+        load_k_rows::<BM, BN, BM>(a, off, m0, p.m, p.lda, k0, p.k, p.vec_a, tid)
+    }
+
+    /// This thread's part of B's tile at `k0`: for `[N, K]` as A's (rows along N), for
+    /// `[K, N]` rows of 4 consecutive columns.
+    fn load_b<const BM: u32, const BN: u32, const BT: bool>(
+        b: &[f32],
+        p: GemmParams,
+        off: u64,
+        n0: u32,
+        k0: u32,
+        tid: u32,
+    ) -> [[f32; 4]; 2] {
+        let mut v = [[0.0f32; 4]; 2];
+        if BT {
+            v = load_k_rows::<BM, BN, BN>(b, off, n0, p.n, p.ldb, k0, p.k, p.vec_b, tid);
+        } else {
+            v = load_n_rows::<BM, BN>(b, off, n0, p.n, p.ldb, k0, p.k, p.vec_b, tid);
+        }
+        v
+    }
+
+    /// Stores B's part to the k-major tile.
+    fn store_b<const BM: u32, const BN: u32, const BT: bool>(
+        t: Shared<[f32; 2 * BK * BN]>,
+        base: u32,
+        v: [[f32; 4]; 2],
+        tid: u32,
+    ) {
+        if BT {
+            store_k_major::<BM, BN, BN>(t, base, v, tid);
+        } else {
+            store_n_major::<BM, BN>(t, base, v, tid);
+        }
+    }
+
+    /// Chunk `q` of a thread in a `ROWS × BK` tile of a row-major matrix whose rows run
+    /// along K: row `(tid + q·threads) / 2`, elements `k0 + 4·(tid % 2) .. +4` (zero outside
+    /// `rows × kdim`).
+    fn load_k_rows<const BM: u32, const BN: u32, const ROWS: u32>(
+        x: &[f32],
+        off: u64,
+        r0: u32,
+        rows: u32,
+        ld: u32,
+        k0: u32,
+        kdim: u32,
+        vec: bool,
+        tid: u32,
+    ) -> [[f32; 4]; 2] {
+        let threads = (BM / 8) * (BN / 8);
+        let mut v = [[0.0f32; 4]; 2];
+        #[unroll]
+        for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
+            let i = tid + q * threads;
+            let r = r0 + i / 2;
+            let kk = k0 + (i % 2) * 4;
+            v[q] = load4_edge::<true>(x, off + r as u64 * ld as u64 + kk as u64, r < rows, kk, kdim, vec);
+        }
+        v
+    }
+
+    /// Chunk `q` of a thread in a `BK × BN` tile of a row-major `[K, N]` matrix: row `k0 +
+    /// i / (BN / 4)`, columns `n0 + 4·(i % (BN / 4)) .. +4`.
+    fn load_n_rows<const BM: u32, const BN: u32>(
+        x: &[f32],
+        off: u64,
+        n0: u32,
+        ndim: u32,
+        ld: u32,
+        k0: u32,
+        kdim: u32,
+        vec: bool,
+        tid: u32,
+    ) -> [[f32; 4]; 2] {
+        let threads = (BM / 8) * (BN / 8);
+        let mut v = [[0.0f32; 4]; 2];
+        #[unroll]
+        for q in 0..BN * BK / (4 * (BM / 8) * (BN / 8)) {
+            let i = tid + q * threads;
+            let kr = k0 + i / (BN / 4);
+            let col = n0 + (i % (BN / 4)) * 4;
+            v[q] = load4_edge::<true>(x, off + kr as u64 * ld as u64 + col as u64, kr < kdim, col, ndim, vec);
+        }
+        v
+    }
+
+    /// `x[e..e + 4]` where `row_ok` and the run `j..j + 4` lies below `lim`; elements past
+    /// `lim` (or all, without `row_ok`) are 0. One 16-byte load when `vec` and the run is whole.
+    fn load4_edge<const NC: bool>(x: &[f32], e: u64, row_ok: bool, j: u32, lim: u32, vec: bool) -> [f32; 4] {
+        let mut v = [0.0f32; 4];
+        if row_ok {
+            if vec & (j + 4 <= lim) {
+                v = if NC { x.load4_nc(e) } else { x.load4(e) };
+            } else {
+                #[unroll]
+                for l in 0..4 {
+                    if j + l < lim {
+                        v[l] = if NC { x.load_nc(e + l as u64) } else { x[e + l as u64] };
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Stores the chunks of `load_k_rows` transposed: element `l` of chunk `q` (row `r`,
+    /// k `kq + l`) to `t[base + (kq + l) · ROWS + r]`.
+    fn store_k_major<const BM: u32, const BN: u32, const ROWS: u32>(
+        t: Shared<[f32; 2 * BK * ROWS]>,
+        base: u32,
+        v: [[f32; 4]; 2],
+        tid: u32,
+    ) {
+        let threads = (BM / 8) * (BN / 8);
+        #[unroll]
+        for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
+            let i = tid + q * threads;
+            let s = base + (i % 2) * 4 * ROWS + i / 2;
+            if ((s as u64) + (3 * ROWS) as u64) < (t.len() as u64) {
+                #[unroll]
+                for l in 0..4 {
+                    t[s + l * ROWS] = v[q][l];
+                }
+            }
+        }
+    }
+
+    /// Stores the chunks of `load_n_rows` as they are: row `i / (BN / 4)` of the tile,
+    /// columns `4·(i % (BN / 4)) .. +4`.
+    fn store_n_major<const BM: u32, const BN: u32>(
+        t: Shared<[f32; 2 * BK * BN]>,
+        base: u32,
+        v: [[f32; 4]; 2],
+        tid: u32,
+    ) {
+        let threads = (BM / 8) * (BN / 8);
+        #[unroll]
+        for q in 0..BN * BK / (4 * (BM / 8) * (BN / 8)) {
+            let i = tid + q * threads;
+            t.store4(base + (i / (BN / 4)) * BN + (i % (BN / 4)) * 4, v[q]);
+        }
+    }
+
+    /// One K step on the shared tiles of buffer `buf`: `acc[i][j] += a[row i] · b[col j]`
+    /// for each of the `BK` values of k, one fma each (exact products, f32 sums).
+    fn mma_f32<const BM: u32, const BN: u32>(
+        acc: [[f32; 8]; 8],
+        a_s: Shared<[f32; 2 * BK * BM]>,
+        b_s: Shared<[f32; 2 * BK * BN]>,
+        buf: u32,
+        tid: u32,
+    ) -> [[f32; 8]; 8] {
+        let mut d = acc;
+        let ao = buf * BK * BM + (tid / (BN / 8)) * 4;
+        let bo = buf * BK * BN + (tid % (BN / 8)) * 4;
+        // Proves every read below in bounds (the offsets are constants from here).
+        if (((ao as u64) + ((BK - 1) * BM + BM / 2 + 4) as u64) <= (a_s.len() as u64))
+            & (((bo as u64) + ((BK - 1) * BN + BN / 2 + 4) as u64) <= (b_s.len() as u64))
+        {
+            #[unroll]
+            for kk in 0..BK {
+                let a0 = a_s.load4(ao + kk * BM);
+                let a1 = a_s.load4(ao + kk * BM + BM / 2);
+                let b0 = b_s.load4(bo + kk * BN);
+                let b1 = b_s.load4(bo + kk * BN + BN / 2);
+                let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
+                let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+                #[unroll]
+                for i in 0..8 {
+                    #[unroll]
+                    for j in 0..8 {
+                        d[i][j] = av[i].mul_add(bv[j], d[i][j]);
+                    }
+                }
+            }
+        }
+        d
+    }
+
+    /// Writes the tile: per half of its rows, the threads' accumulators to shared memory,
+    /// then each thread takes 4 consecutive elements of a row at a time.
+    fn epilogue<const BM: u32, const BN: u32>(
+        acc: [[f32; 8]; 8],
+        t_s: Shared<[f32; BM / 2 * BN]>,
+        p: GemmParams,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        z: u64,
+        m0: u32,
+        n0: u32,
+        tid: u32,
+    ) {
+        let threads = (BM / 8) * (BN / 8);
+        let ty = tid / (BN / 8);
+        let tx = tid % (BN / 8);
+        #[unroll]
+        for h in 0..2 {
+            let o = ty * 4 * BN + tx * 4;
+            if ((o as u64) + (3 * BN + BN / 2 + 4) as u64) <= (t_s.len() as u64) {
+                #[unroll]
+                for i in 0..4 {
+                    let r = acc[4 * h + i];
+                    t_s.store4(o + i * BN, [r[0], r[1], r[2], r[3]]);
+                    t_s.store4(o + i * BN + BN / 2, [r[4], r[5], r[6], r[7]]);
+                }
+            }
+            sync_threads();
+            let mut e = tid * 4;
+            while ((e as u64) + 4) <= (t_s.len() as u64) {
+                let row = m0 + h * (BM / 2) + e / BN;
+                let col = n0 + e % BN;
+                if (row < p.m) & (col < p.n) {
+                    let v = t_s.load4(e);
+                    store_out(p, bias, res, c, z, row, col, v);
+                }
+                e += threads * 4;
+            }
+            sync_threads();
+        }
+    }
+
+    /// The epilogue of 4 consecutive outputs of one row from column `col` (those past `n`
+    /// are left alone).
+    fn store_out(
+        p: GemmParams,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        z: u64,
+        row: u32,
+        col: u32,
+        acc: [f32; 4],
+    ) {
+        let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
+        let whole = col + 4 <= p.n;
+        let mut v = [0.0f32; 4];
+        #[unroll]
+        for l in 0..4 {
+            v[l] = p.alpha * acc[l];
+        }
+        if p.beta != 0.0 {
+            let old = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
+            #[unroll]
+            for l in 0..4 {
+                v[l] = p.beta.mul_add(old[l], v[l]);
+            }
+        }
+        if let Some(bs) = bias {
+            let bv = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
+            #[unroll]
+            for l in 0..4 {
+                v[l] = v[l] + bv[l];
+            }
+        }
+        if p.act != ACT_IDENTITY {
+            #[unroll]
+            for l in 0..4 {
+                v[l] = act_any(p.act, v[l], p.slope);
+            }
+        }
+        if let Some(rs) = res {
+            let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
+            let rv = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
+            #[unroll]
+            for l in 0..4 {
+                v[l] = v[l] + rv[l];
+            }
+        }
+        if p.vec_c & whole {
+            c.store4(ci, v);
+        } else {
+            #[unroll]
+            for l in 0..4 {
+                if col + l < p.n {
+                    c[ci + l as u64] = v[l];
+                }
+            }
+        }
+    }
+
+    /// The activation of code `code` (a uniform branch chain).
+    fn act_any(code: u32, x: f32, slope: f32) -> f32 {
+        let mut y = x;
+        if code == ACT_RELU {
+            y = math::act::<Act::Relu>(x, slope);
+        } else if code == ACT_RELU6 {
+            y = math::act::<Act::Relu6>(x, slope);
+        } else if code == ACT_LEAKY_RELU {
+            y = math::act::<Act::LeakyRelu>(x, slope);
+        } else if code == ACT_GELU {
+            y = math::act::<Act::Gelu>(x, slope);
+        } else if code == ACT_GELU_TANH {
+            y = math::act::<Act::GeluTanh>(x, slope);
+        } else if code == ACT_SILU {
+            y = math::act::<Act::Silu>(x, slope);
+        } else if code == ACT_SIGMOID {
+            y = math::act::<Act::Sigmoid>(x, slope);
+        } else if code == ACT_TANH {
+            y = math::act::<Act::Tanh>(x, slope);
+        } else if code == ACT_HARD_SWISH {
+            y = math::act::<Act::HardSwish>(x, slope);
+        } else if code == ACT_HARD_SIGMOID {
+            y = math::act::<Act::HardSigmoid>(x, slope);
+        }
+        y
+    }
+}
+
+/// The code of an activation in [`GemmParams::act`].
+pub fn act_code(act: Act) -> u32 {
+    match act {
+        Act::Identity => ACT_IDENTITY,
+        Act::Relu => ACT_RELU,
+        Act::Relu6 => ACT_RELU6,
+        Act::LeakyRelu => ACT_LEAKY_RELU,
+        Act::Gelu => ACT_GELU,
+        Act::GeluTanh => ACT_GELU_TANH,
+        Act::Silu => ACT_SILU,
+        Act::Sigmoid => ACT_SIGMOID,
+        Act::Tanh => ACT_TANH,
+        Act::HardSwish => ACT_HARD_SWISH,
+        Act::HardSigmoid => ACT_HARD_SIGMOID,
+    }
+}

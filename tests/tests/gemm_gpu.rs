@@ -1,0 +1,203 @@
+//! The GEMM kernels on the device against the f64 reference: every variant (tile × B layout)
+//! directly, on random cases (shapes that are multiples of no tile, gaps between rows, batches,
+//! misaligned views, every epilogue), and the operation's dispatch and validation.
+//!
+//! Shapes up to 1024 on a GPU; up to 70 × 70 × 40 on the emulated device. The checks (poisoned
+//! outputs, the tolerance formula of [`pagesift_gpu::gemm::tolerance`]) are
+//! [`pagesift_tests::gemm_check`].
+
+use pagesift_gpu::ops::gemm::{gemm, Tile, F32_TILES};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm};
+use pagesift_tests::gemm_check::{check, Case, Sizes};
+use pagesift_tests::util::{assert_length_mismatch, poisoned_device, random_f32};
+use pagesift_tests::{gpu_or_skip, is_emulated};
+
+fn check_variant(tile: Tile, layout: BLayout) {
+    let name = format!("gemm_gpu::f32_{}x{}_{layout:?}", tile.bm, tile.bn);
+    let Some(gpu) = gpu_or_skip(&name) else {
+        return;
+    };
+    let cases = if is_emulated(&gpu) { 6 } else { 40 };
+    let sizes = Sizes::for_gpu(&gpu);
+    let base = u64::from(tile.bm) << 8 | (layout == BLayout::NK) as u64;
+    for i in 0..cases {
+        let case = Case::random(base << 16 | i, layout, sizes);
+        if let Err(e) = check(&gpu, &case, tile) {
+            panic!("{name}: {e}");
+        }
+    }
+    // Fixed shapes: one element, primes, a single row / column, K of one.
+    for (m, n, k) in [
+        (1, 1, 1),
+        (67, 61, 37),
+        (1, 70, 33),
+        (70, 1, 9),
+        (33, 35, 1),
+    ] {
+        let case = Case {
+            g: Gemm::new(m, n, k, layout).with_act(Act::Gelu),
+            bias: true,
+            residual: true,
+            offsets: [1, 0, 3, 2],
+            seed: (m * 1000 + n) as u64,
+        };
+        if let Err(e) = check(&gpu, &case, tile) {
+            panic!("{name}: {e}");
+        }
+    }
+}
+
+#[test]
+fn f32_128x128_kn() {
+    check_variant(F32_TILES[0], BLayout::KN);
+}
+#[test]
+fn f32_128x128_nk() {
+    check_variant(F32_TILES[0], BLayout::NK);
+}
+#[test]
+fn f32_64x64_kn() {
+    check_variant(F32_TILES[1], BLayout::KN);
+}
+#[test]
+fn f32_64x64_nk() {
+    check_variant(F32_TILES[1], BLayout::NK);
+}
+
+#[test]
+fn a_large_shape_through_dispatch() {
+    let Some(gpu) = gpu_or_skip("gemm_gpu::a_large_shape_through_dispatch") else {
+        return;
+    };
+    if is_emulated(&gpu) {
+        eprintln!(
+            "gemm_gpu::a_large_shape_through_dispatch: a GPU-sized shape, checked on a GPU only"
+        );
+        return;
+    }
+    let g = Gemm::new(1500, 2100, 1700, BLayout::NK).with_act(Act::Silu);
+    let case = Case {
+        g,
+        bias: true,
+        residual: false,
+        offsets: [0, 0, 0, 0],
+        seed: 7,
+    };
+    for tile in F32_TILES {
+        check(&gpu, &case, tile).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn zero_sizes_are_no_ops_and_k_zero_is_the_epilogue_alone() {
+    let Some(gpu) = gpu_or_skip("gemm_gpu::zero_sizes") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let a = DeviceBuffer::from_host(&gpu, &random_f32(64, 1, -1.0..1.0)).unwrap();
+    let b = DeviceBuffer::from_host(&gpu, &random_f32(64, 2, -1.0..1.0)).unwrap();
+    let mut c = poisoned_device(&gpu, 64).unwrap();
+    for g in [
+        Gemm::new(0, 8, 8, BLayout::KN),
+        Gemm::new(8, 0, 8, BLayout::KN),
+        Gemm::new(8, 8, 8, BLayout::KN).with_batch(0, 64, 64, 64),
+    ] {
+        gemm(&stream, &g, &a, &b, None, None, &mut c).unwrap();
+    }
+    let poison = c.to_host().unwrap();
+    assert!(
+        poison.iter().all(|v| v.is_nan()),
+        "a zero-size GEMM wrote C"
+    );
+    // K = 0: C = relu(beta C + bias).
+    let c0 = random_f32(64, 3, -1.0..1.0);
+    let bias = random_f32(8, 4, -1.0..1.0);
+    let mut c = DeviceBuffer::from_host(&gpu, &c0).unwrap();
+    let db = DeviceBuffer::from_host(&gpu, &bias).unwrap();
+    let g = Gemm::new(8, 8, 0, BLayout::NK)
+        .with_scale(1.0, 0.5)
+        .with_act(Act::Relu);
+    gemm(
+        &stream,
+        &g,
+        &a,
+        &b,
+        Some(&db as &dyn DeviceRead<f32>),
+        None,
+        &mut c,
+    )
+    .unwrap();
+    let got = c.to_host().unwrap();
+    for (i, v) in got.iter().enumerate() {
+        let want = (0.5f32.mul_add(c0[i], 0.0) + bias[i % 8]).max(0.0);
+        assert_eq!(v.to_bits(), want.to_bits(), "C[{i}]");
+    }
+}
+
+#[test]
+fn shapes_the_buffers_cannot_hold_are_errors_naming_the_operand() {
+    let Some(gpu) = gpu_or_skip("gemm_gpu::shape_errors") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let a = DeviceBuffer::<f32>::alloc(&gpu, 12).unwrap();
+    let b = DeviceBuffer::<f32>::alloc(&gpu, 20).unwrap();
+    let mut c = DeviceBuffer::<f32>::alloc(&gpu, 15).unwrap();
+    let g = Gemm::new(3, 5, 4, BLayout::KN);
+    gemm(&stream, &g, &a, &b, None, None, &mut c).unwrap();
+    let e = gemm(
+        &stream,
+        &Gemm::new(4, 5, 4, BLayout::KN),
+        &a,
+        &b,
+        None,
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("A holds 12"),
+        "{e}"
+    );
+    let e = gemm(
+        &stream,
+        &Gemm::new(3, 5, 5, BLayout::NK),
+        &a,
+        &b,
+        None,
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("A holds 12"), "{e}");
+    let e = gemm(&stream, &g.with_lds(3, 5, 5), &a, &b, None, None, &mut c).unwrap_err();
+    assert!(e.to_string().contains("lda = 3 is less than K = 4"), "{e}");
+    let e = gemm(&stream, &g.with_lds(4, 5, 6), &a, &b, None, None, &mut c).unwrap_err();
+    assert!(e.to_string().contains("C holds 15"), "{e}");
+    let bias = DeviceBuffer::<f32>::alloc(&gpu, 4).unwrap();
+    let e = gemm(
+        &stream,
+        &g,
+        &a,
+        &b,
+        Some(&bias as &dyn DeviceRead<f32>),
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert_length_mismatch(&e, 5, 4, "bias");
+    let e = gemm(
+        &stream,
+        &Gemm::new(1 << 31, 1, 1, BLayout::KN),
+        &a,
+        &b,
+        None,
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("M = 2147483648 must be below 2^31"),
+        "{e}"
+    );
+}
