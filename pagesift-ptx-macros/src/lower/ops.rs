@@ -336,6 +336,19 @@ impl Lower<'_> {
             let b = self.operand(&amount, span);
             return self.op_to(Op::Bin(kind, s), s, vec![a, b], span);
         }
+        // An unsigned division or remainder by a power of two is a shift or a mask (ptxas does
+        // not always find it: `div.u32 r, x, 16` can become a full division sequence).
+        if let (BinKind::Div | BinKind::Rem, Val::Imm(ConstVal::Int(c), _)) = (kind, &r) {
+            if s.is_int() && !s.is_signed() && !s.is_byte() && *c > 0 && (*c & (*c - 1)) == 0 {
+                let a = self.operand_reg(&l, span);
+                return if kind == BinKind::Div {
+                    let sh = Operand::Int(c.trailing_zeros() as i128);
+                    self.op_to(Op::Bin(BinKind::Shr, s), s, vec![a, sh], span)
+                } else {
+                    self.op_to(Op::Bin(BinKind::And, s), s, vec![a, Operand::Int(c - 1)], span)
+                };
+            }
+        }
         self.bin(kind, s, l, r, span)
     }
 

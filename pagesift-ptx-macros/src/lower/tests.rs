@@ -887,3 +887,22 @@ fn a_narrow_test_or_a_larger_offset_proves_nothing() {
     });
     assert_eq!(checks, 2, "{text}");
 }
+
+#[test]
+fn unsigned_division_by_a_power_of_two_is_a_shift_and_a_mask() {
+    let (_, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32], z: &mut [i32]) {
+            let t = thread_idx_x();
+            y[0] = t / 16 + t % 8 + t / 6;
+            let s = t as i32 - 7;
+            z[0] = s / 4;
+        }
+    });
+    assert!(text.contains("shr.u32 %r") && text.contains(", 4;"), "{text}");
+    assert!(text.contains("and.b32 %r") && text.contains(", 7;"), "{text}");
+    // Other divisors, and signed ones (which round towards zero), keep the division.
+    assert!(text.contains("div.u32"), "{text}");
+    assert!(text.contains("div.s32"), "{text}");
+    assert!(!text.contains("rem.u32"), "{text}");
+}
