@@ -10,6 +10,7 @@
 //! libloading (`PAGESIFT_CUBLAS`, then `libcublas.so.13` / `.12` on the library path, under
 //! `/usr/local/cuda`, and in Python's `nvidia` wheels); where it is missing the bench says so
 //! and prints our figures alone. Without a device it prints one line and exits 0.
+//! `PAGESIFT_BENCH_SHAPES=MxNxK,..` restricts the run to those shapes.
 
 use std::time::Instant;
 
@@ -66,11 +67,16 @@ fn run(gpu: &Gpu) -> Result<()> {
         "{:<22} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}",
         "shape", "ours TF/s", "cuBLAS", "ratio", "ours err", "cuBL err", "GB/s W", "epi cost"
     );
-    let shapes: Vec<_> = if emulated {
+    let mut shapes: Vec<_> = if emulated {
         vec![(33, 40, 17, BLayout::NK)]
     } else {
         SHAPES.to_vec()
     };
+    // `PAGESIFT_BENCH_SHAPES=4096x4096x4096,512x4096x4096`: only those (for profilers).
+    if let Ok(only) = std::env::var("PAGESIFT_BENCH_SHAPES") {
+        let names: Vec<&str> = only.split(',').map(str::trim).collect();
+        shapes.retain(|(m, n, k, _)| names.contains(&format!("{m}x{n}x{k}").as_str()));
+    }
     for (m, n, k, layout) in shapes {
         bench_shape(gpu, cublas.as_ref().ok(), m, n, k, layout)?;
     }

@@ -85,9 +85,11 @@ ptx_kernel! {
         res: Option<&[f32]>,
         c: &mut [f32],
     ) {
-        let a_s: Shared<[f32; 2 * BK * BM]>;
-        let b_s: Shared<[f32; 2 * BK * BN]>;
-        let t_s: Shared<[f32; BM / 2 * BN]>;
+        // The two buffers of A and B, and over them (after the last K step) the epilogue's
+        // half tile: the dynamic shared memory of [`shared_bytes`].
+        let a_s: Shared<[f32; 2 * BK * BM]> = dyn_shared(0);
+        let b_s: Shared<[f32; 2 * BK * BN]> = dyn_shared(2 * BK * BM * 4);
+        let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
         let z = block_idx_z() as u64;
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
@@ -122,7 +124,12 @@ ptx_kernel! {
     }
 
     /// The K step of every tile.
-    const BK: u32 = 8;
+    pub const BK: u32 = 16;
+
+    /// The most 4-element chunks a thread loads per tile and operand (`BM · BK / (4 ·
+    /// threads)`: 2 for 128 × 128, 4 for 64 × 64); the arrays that carry them have this many
+    /// entries, the ones a variant does not use fold away.
+    const CHUNKS: u32 = 4;
 
     /// This thread's part of A's tile at `k0`: row `r` of the tile, elements `kq..kq + 4`
     /// of it, for each chunk.
@@ -133,7 +140,7 @@ ptx_kernel! {
         m0: u32,
         k0: u32,
         tid: u32,
-    ) -> [[f32; 4]; 2] {
+    ) -> [[f32; 4]; CHUNKS] {
         load_k_rows::<BM, BN, BM>(a, off, m0, p.m, p.lda, k0, p.k, p.vec_a, tid)
     }
 
@@ -146,8 +153,8 @@ ptx_kernel! {
         n0: u32,
         k0: u32,
         tid: u32,
-    ) -> [[f32; 4]; 2] {
-        let mut v = [[0.0f32; 4]; 2];
+    ) -> [[f32; 4]; CHUNKS] {
+        let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
             v = load_k_rows::<BM, BN, BN>(b, off, n0, p.n, p.ldb, k0, p.k, p.vec_b, tid);
         } else {
@@ -160,7 +167,7 @@ ptx_kernel! {
     fn store_b<const BM: u32, const BN: u32, const BT: bool>(
         t: Shared<[f32; 2 * BK * BN]>,
         base: u32,
-        v: [[f32; 4]; 2],
+        v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         if BT {
@@ -171,8 +178,8 @@ ptx_kernel! {
     }
 
     /// Chunk `q` of a thread in a `ROWS × BK` tile of a row-major matrix whose rows run
-    /// along K: row `(tid + q·threads) / 2`, elements `k0 + 4·(tid % 2) .. +4` (zero outside
-    /// `rows × kdim`).
+    /// along K: with `i = tid + q·threads`, row `i / (BK / 4)`, elements `k0 + 4·(i % (BK /
+    /// 4)) .. +4` (zero outside `rows × kdim`).
     fn load_k_rows<const BM: u32, const BN: u32, const ROWS: u32>(
         x: &[f32],
         off: u64,
@@ -183,14 +190,14 @@ ptx_kernel! {
         kdim: u32,
         vec: bool,
         tid: u32,
-    ) -> [[f32; 4]; 2] {
+    ) -> [[f32; 4]; CHUNKS] {
         let threads = (BM / 8) * (BN / 8);
-        let mut v = [[0.0f32; 4]; 2];
+        let mut v = [[0.0f32; 4]; CHUNKS];
         #[unroll]
         for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
             let i = tid + q * threads;
-            let r = r0 + i / 2;
-            let kk = k0 + (i % 2) * 4;
+            let r = r0 + i / (BK / 4);
+            let kk = k0 + (i % (BK / 4)) * 4;
             v[q] = load4_edge::<true>(x, off + r as u64 * ld as u64 + kk as u64, r < rows, kk, kdim, vec);
         }
         v
@@ -208,9 +215,9 @@ ptx_kernel! {
         kdim: u32,
         vec: bool,
         tid: u32,
-    ) -> [[f32; 4]; 2] {
+    ) -> [[f32; 4]; CHUNKS] {
         let threads = (BM / 8) * (BN / 8);
-        let mut v = [[0.0f32; 4]; 2];
+        let mut v = [[0.0f32; 4]; CHUNKS];
         #[unroll]
         for q in 0..BN * BK / (4 * (BM / 8) * (BN / 8)) {
             let i = tid + q * threads;
@@ -245,14 +252,14 @@ ptx_kernel! {
     fn store_k_major<const BM: u32, const BN: u32, const ROWS: u32>(
         t: Shared<[f32; 2 * BK * ROWS]>,
         base: u32,
-        v: [[f32; 4]; 2],
+        v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         let threads = (BM / 8) * (BN / 8);
         #[unroll]
         for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
             let i = tid + q * threads;
-            let s = base + (i % 2) * 4 * ROWS + i / 2;
+            let s = base + (i % (BK / 4)) * 4 * ROWS + i / (BK / 4);
             if ((s as u64) + (3 * ROWS) as u64) < (t.len() as u64) {
                 #[unroll]
                 for l in 0..4 {
@@ -267,7 +274,7 @@ ptx_kernel! {
     fn store_n_major<const BM: u32, const BN: u32>(
         t: Shared<[f32; 2 * BK * BN]>,
         base: u32,
-        v: [[f32; 4]; 2],
+        v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         let threads = (BM / 8) * (BN / 8);

@@ -4,7 +4,7 @@
 //!
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
-use crate::kernels::gemm::{act_code, gemm_f32, GemmParams};
+use crate::kernels::gemm::{act_code, gemm_f32, GemmParams, BK};
 use crate::{DeviceRead, DeviceWrite, KernelVariant, LaunchConfig, Result, Stream};
 
 pub use crate::gemm::{tolerance, BLayout, Gemm, Precision, MAX_BATCH};
@@ -111,7 +111,7 @@ pub fn gemm_with_tile(
     });
     gemm_f32::launch(
         stream,
-        LaunchConfig::grid(grid),
+        LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile)),
         tile.bm,
         tile.bn,
         bt,
@@ -122,6 +122,13 @@ pub fn gemm_with_tile(
         residual,
         c,
     )
+}
+
+/// The dynamic shared memory of a tile's kernel: two K steps of A and B, which the
+/// epilogue's half tile (`BM / 2 × BN`) reuses.
+pub fn shared_bytes(tile: Tile) -> u32 {
+    let f = std::mem::size_of::<f32>() as u32;
+    (2 * BK * (tile.bm + tile.bn) * f).max(tile.bm / 2 * tile.bn * f)
 }
 
 /// The kernel variant of a tile and layout.

@@ -345,7 +345,12 @@ impl Lower<'_> {
                     let sh = Operand::Int(c.trailing_zeros() as i128);
                     self.op_to(Op::Bin(BinKind::Shr, s), s, vec![a, sh], span)
                 } else {
-                    self.op_to(Op::Bin(BinKind::And, s), s, vec![a, Operand::Int(c - 1)], span)
+                    self.op_to(
+                        Op::Bin(BinKind::And, s),
+                        s,
+                        vec![a, Operand::Int(c - 1)],
+                        span,
+                    )
                 };
             }
         }

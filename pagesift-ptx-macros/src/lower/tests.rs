@@ -899,8 +899,14 @@ fn unsigned_division_by_a_power_of_two_is_a_shift_and_a_mask() {
             z[0] = s / 4;
         }
     });
-    assert!(text.contains("shr.u32 %r") && text.contains(", 4;"), "{text}");
-    assert!(text.contains("and.b32 %r") && text.contains(", 7;"), "{text}");
+    assert!(
+        text.contains("shr.u32 %r") && text.contains(", 4;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("and.b32 %r") && text.contains(", 7;"),
+        "{text}"
+    );
     // Other divisors, and signed ones (which round towards zero), keep the division.
     assert!(text.contains("div.u32"), "{text}");
     assert!(text.contains("div.s32"), "{text}");
