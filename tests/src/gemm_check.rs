@@ -4,7 +4,7 @@
 //! [`pagesift_gpu::gemm::tolerance`] and every element outside the outputs left as it was.
 
 use pagesift_gpu::cpu::gemm::output;
-use pagesift_gpu::ops::gemm::{gemm_with_tile, Tile};
+use pagesift_gpu::ops::gemm::{gemm_with, Kernel};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -51,8 +51,9 @@ impl Sizes {
 
 impl Case {
     /// A random case of `layout` from `seed`: sizes 1 ..= the limits (a third of them below
-    /// 9, the rest anywhere), gaps of 0..5 elements between rows, a batch of 1 or more.
-    pub fn random(seed: u64, layout: BLayout, sizes: Sizes) -> Case {
+    /// 9, the rest anywhere; M at most `max_m`), gaps of 0..5 elements between rows, a batch of
+    /// 1 or more.
+    pub fn random(seed: u64, layout: BLayout, sizes: Sizes, max_m: usize) -> Case {
         let mut rng = StdRng::seed_from_u64(seed);
         fn dim(rng: &mut StdRng, max: usize) -> usize {
             if rng.gen_range(0..3) == 0 {
@@ -61,7 +62,7 @@ impl Case {
                 rng.gen_range(1..=max)
             }
         }
-        let m = dim(&mut rng, sizes.max_mn);
+        let m = dim(&mut rng, sizes.max_mn.min(max_m));
         let n = dim(&mut rng, sizes.max_mn);
         let k = dim(&mut rng, sizes.max_k);
         let mut g = Gemm::new(m, n, k, layout);
@@ -138,11 +139,11 @@ impl Case {
 /// # Errors
 /// A message naming the case, the element, the value, the reference and the tolerance; or an
 /// error of the device.
-pub fn check(gpu: &Gpu, case: &Case, tile: Tile) -> std::result::Result<(), String> {
-    run_check(gpu, case, tile).map_err(|e| format!("{case:?} tile {tile:?}: {e}"))?
+pub fn check(gpu: &Gpu, case: &Case, kernel: Kernel) -> std::result::Result<(), String> {
+    run_check(gpu, case, kernel).map_err(|e| format!("{case:?} {kernel:?}: {e}"))?
 }
 
-fn run_check(gpu: &Gpu, case: &Case, tile: Tile) -> Result<std::result::Result<(), String>> {
+fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Result<(), String>> {
     let g = case.g;
     let mut rng = StdRng::seed_from_u64(case.seed ^ 0x9e37_79b9);
     let [ea, eb, ec, er] = case.extent();
@@ -174,10 +175,10 @@ fn run_check(gpu: &Gpu, case: &Case, tile: Tile) -> Result<std::result::Result<(
         let bias_v = dbias.slice(..)?;
         let res_v = dres.slice(or..)?;
         let mut cv = dc.slice_mut(oc..oc + ec)?;
-        gemm_with_tile(
+        gemm_with(
             &stream,
             &g,
-            tile,
+            kernel,
             &av,
             &bv,
             case.bias.then_some(&bias_v as &dyn DeviceRead<f32>),

@@ -6,23 +6,27 @@
 //! outputs, the tolerance formula of [`pagesift_gpu::gemm::tolerance`]) are
 //! [`pagesift_tests::gemm_check`].
 
-use pagesift_gpu::ops::gemm::{gemm, Tile, F32_TILES};
+use pagesift_gpu::ops::gemm::{gemm, Kernel, F32_TILES};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm};
 use pagesift_tests::gemm_check::{check, Case, Sizes};
 use pagesift_tests::util::{assert_length_mismatch, poisoned_device, random_f32};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
-fn check_variant(tile: Tile, layout: BLayout) {
-    let name = format!("gemm_gpu::f32_{}x{}_{layout:?}", tile.bm, tile.bn);
+fn check_variant(kernel: Kernel, layout: BLayout) {
+    let name = format!("gemm_gpu::f32_{kernel:?}_{layout:?}");
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };
     let cases = if is_emulated(&gpu) { 6 } else { 40 };
     let sizes = Sizes::for_gpu(&gpu);
-    let base = u64::from(tile.bm) << 8 | (layout == BLayout::NK) as u64;
+    let (max_m, base) = match kernel {
+        Kernel::Tiled(t) => (usize::MAX, u64::from(t.bm * 1000 + t.bn)),
+        Kernel::Gemv { rows } => (rows as usize, u64::from(rows)),
+    };
+    let base = base << 8 | (layout == BLayout::NK) as u64;
     for i in 0..cases {
-        let case = Case::random(base << 16 | i, layout, sizes);
-        if let Err(e) = check(&gpu, &case, tile) {
+        let case = Case::random(base << 16 | i, layout, sizes, max_m);
+        if let Err(e) = check(&gpu, &case, kernel) {
             panic!("{name}: {e}");
         }
     }
@@ -35,13 +39,13 @@ fn check_variant(tile: Tile, layout: BLayout) {
         (33, 35, 1),
     ] {
         let case = Case {
-            g: Gemm::new(m, n, k, layout).with_act(Act::Gelu),
+            g: Gemm::new(m.min(max_m), n, k, layout).with_act(Act::Gelu),
             bias: true,
             residual: true,
             offsets: [1, 0, 3, 2],
             seed: (m * 1000 + n) as u64,
         };
-        if let Err(e) = check(&gpu, &case, tile) {
+        if let Err(e) = check(&gpu, &case, kernel) {
             panic!("{name}: {e}");
         }
     }
@@ -49,19 +53,77 @@ fn check_variant(tile: Tile, layout: BLayout) {
 
 #[test]
 fn f32_128x128_kn() {
-    check_variant(F32_TILES[0], BLayout::KN);
+    check_variant(Kernel::Tiled(F32_TILES[0]), BLayout::KN);
 }
 #[test]
 fn f32_128x128_nk() {
-    check_variant(F32_TILES[0], BLayout::NK);
+    check_variant(Kernel::Tiled(F32_TILES[0]), BLayout::NK);
+}
+#[test]
+fn f32_128x64_kn() {
+    check_variant(Kernel::Tiled(F32_TILES[1]), BLayout::KN);
+}
+#[test]
+fn f32_128x64_nk() {
+    check_variant(Kernel::Tiled(F32_TILES[1]), BLayout::NK);
 }
 #[test]
 fn f32_64x64_kn() {
-    check_variant(F32_TILES[1], BLayout::KN);
+    check_variant(Kernel::Tiled(F32_TILES[2]), BLayout::KN);
 }
 #[test]
 fn f32_64x64_nk() {
-    check_variant(F32_TILES[1], BLayout::NK);
+    check_variant(Kernel::Tiled(F32_TILES[2]), BLayout::NK);
+}
+#[test]
+fn f32_gemv_1() {
+    check_variant(Kernel::Gemv { rows: 1 }, BLayout::NK);
+}
+#[test]
+fn f32_gemv_2() {
+    check_variant(Kernel::Gemv { rows: 2 }, BLayout::NK);
+}
+#[test]
+fn f32_gemv_4() {
+    check_variant(Kernel::Gemv { rows: 4 }, BLayout::NK);
+}
+#[test]
+fn f32_gemv_8() {
+    check_variant(Kernel::Gemv { rows: 8 }, BLayout::NK);
+}
+
+#[test]
+fn every_kernel_is_tested_above() {
+    // The tests above name each kernel of the operation; a new one must get its test.
+    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 3 + 4);
+}
+
+#[test]
+fn the_decode_kernel_refuses_what_it_cannot_compute() {
+    let Some(gpu) = gpu_or_skip("gemm_gpu::decode_refusals") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let a = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    let b = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    let mut c = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    for (g, rows) in [
+        (Gemm::new(3, 4, 4, BLayout::NK), 2),
+        (Gemm::new(1, 4, 4, BLayout::KN), 8),
+    ] {
+        let e = pagesift_gpu::ops::gemm::gemm_with(
+            &stream,
+            &g,
+            Kernel::Gemv { rows },
+            &a,
+            &b,
+            None,
+            None,
+            &mut c,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("decode kernel"), "{e}");
+    }
 }
 
 #[test]
@@ -84,8 +146,14 @@ fn a_large_shape_through_dispatch() {
         seed: 7,
     };
     for tile in F32_TILES {
-        check(&gpu, &case, tile).unwrap_or_else(|e| panic!("{e}"));
+        check(&gpu, &case, Kernel::Tiled(tile)).unwrap_or_else(|e| panic!("{e}"));
     }
+    let decode = Case {
+        g: Gemm::new(7, 4099, 3001, BLayout::NK).with_act(Act::Relu),
+        residual: true,
+        ..case
+    };
+    check(&gpu, &decode, Kernel::Gemv { rows: 8 }).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

@@ -75,8 +75,8 @@ ptx_kernel! {
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
-    #[variants((BM, BN) in [(128, 128), (64, 64)], BT in [false, true])]
-    #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM == 128 { 128 } else { 168 })]
+    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64)], BT in [false, true])]
+    #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM * BN >= 128 * 128 { 128 } else { 168 })]
     pub fn gemm_f32<const BM: u32, const BN: u32, const BT: bool>(
         p: GemmParams,
         a: &[f32],
@@ -121,6 +121,102 @@ ptx_kernel! {
             kt += 1;
         }
         epilogue::<BM, BN>(acc, t_s, p, bias, res, c, z, m0, n0, tid);
+    }
+
+    /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
+    /// layout): each warp takes 4 consecutive columns (4 rows of W), its lanes stride along K
+    /// with 16-byte loads of W (each weight read once per call, whatever the row count) and of
+    /// the few rows of A, and the sums meet in a warp reduction; lane `m` writes row `m`
+    /// through the GEMM epilogue. Grid `(⌈N / 32⌉, batch)`.
+    #[variants(MT in [1, 2, 4, 8])]
+    #[launch(block = 256, max_regs = 128)]
+    pub fn gemv_f32<const MT: u32>(
+        p: GemmParams,
+        a: &[f32],
+        b: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let z = block_idx_y() as u64;
+        let lane = lane_id();
+        let n0 = (block_idx_x() * 8 + warp_id()) * 4;
+        let a_off = z * p.batch_a;
+        let b_off = z * p.batch_b;
+        let mut acc = [[0.0f32; 4]; MT];
+        let mut k = lane * 4;
+        if p.vec_a & p.vec_b {
+            while k + 4 <= p.k {
+                let mut w = [[0.0f32; 4]; 4];
+                #[unroll]
+                for j in 0..4 {
+                    if n0 + j < p.n {
+                        w[j] = b.load4_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
+                    }
+                }
+                #[unroll]
+                for m in 0..MT {
+                    if m < p.m {
+                        let x = a.load4_nc(a_off + m as u64 * p.lda as u64 + k as u64);
+                        #[unroll]
+                        for j in 0..4 {
+                            #[unroll]
+                            for l in 0..4 {
+                                acc[m][j] = x[l].mul_add(w[j][l], acc[m][j]);
+                            }
+                        }
+                    }
+                }
+                k += 128;
+            }
+            // The last K % 4 elements, one per lane.
+            k = p.k / 4 * 4 + lane;
+            if k >= p.k {
+                k = p.k;
+            }
+        } else {
+            k = lane;
+        }
+        let step = if p.vec_a & p.vec_b { p.k } else { 32 };
+        while k < p.k {
+            #[unroll]
+            for m in 0..MT {
+                if m < p.m {
+                    let x = a.load_nc(a_off + m as u64 * p.lda as u64 + k as u64);
+                    #[unroll]
+                    for j in 0..4 {
+                        if n0 + j < p.n {
+                            let w = b.load_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
+                            acc[m][j] = x.mul_add(w, acc[m][j]);
+                        }
+                    }
+                }
+            }
+            k += step;
+        }
+        #[unroll]
+        for m in 0..MT {
+            #[unroll]
+            for j in 0..4 {
+                let mut v = acc[m][j];
+                v = v + shfl_xor(v, 16);
+                v = v + shfl_xor(v, 8);
+                v = v + shfl_xor(v, 4);
+                v = v + shfl_xor(v, 2);
+                v = v + shfl_xor(v, 1);
+                acc[m][j] = v;
+            }
+        }
+        let mut mine = acc[0];
+        #[unroll]
+        for m in 1..MT {
+            if lane == m {
+                mine = acc[m];
+            }
+        }
+        if (lane < MT) & (lane < p.m) & (n0 < p.n) {
+            store_out(p, bias, res, c, z, lane, n0, mine);
+        }
     }
 
     /// The K step of every tile.

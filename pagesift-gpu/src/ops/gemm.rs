@@ -4,7 +4,8 @@
 //!
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
-use crate::kernels::gemm::{act_code, gemm_f32, GemmParams, BK};
+use crate::kernels::gemm::{act_code, gemm_f32, gemv_f32, GemmParams, BK};
+use crate::{error, Error};
 use crate::{DeviceRead, DeviceWrite, KernelVariant, LaunchConfig, Result, Stream};
 
 pub use crate::gemm::{tolerance, BLayout, Gemm, Precision, MAX_BATCH};
@@ -17,7 +18,35 @@ pub struct Tile {
 }
 
 /// The block tiles of the f32 kernels, largest first.
-pub const F32_TILES: [Tile; 2] = [Tile { bm: 128, bn: 128 }, Tile { bm: 64, bn: 64 }];
+pub const F32_TILES: [Tile; 3] = [
+    Tile { bm: 128, bn: 128 },
+    Tile { bm: 128, bn: 64 },
+    Tile { bm: 64, bn: 64 },
+];
+
+/// A kernel of the f32 GEMM: a block tile of the tiled kernel, or the decode kernel for at
+/// most `rows` (1, 2, 4 or 8) rows of A against B in the [`BLayout::NK`] layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    Tiled(Tile),
+    Gemv { rows: u32 },
+}
+
+/// The row counts of the decode kernel's variants.
+pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
+
+/// Every kernel, for tests and tuning: the tiles, then the decode variants.
+pub fn kernels() -> Vec<Kernel> {
+    let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
+    tiles
+        .chain(GEMV_ROWS.iter().map(|&rows| Kernel::Gemv { rows }))
+        .collect()
+}
+
+/// The relative speed of a multiprocessor full of each tile's blocks (the larger tiles reuse
+/// each loaded element more), for [`pick_tile`]: 128 × 128 reached 38 TFLOP/s at 4096³ on an
+/// H200, 128 × 64 and 64 × 64 proportionally less per multiprocessor.
+const F32_TILE_SPEED: [f64; 3] = [1.0, 0.85, 0.6];
 
 /// `C = act(alpha · A·B + beta · C + bias) + residual` as described by `g`, on `stream`.
 ///
@@ -43,17 +72,26 @@ pub fn gemm(
     residual: Option<&dyn DeviceRead<f32>>,
     c: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let tile = pick_tile(stream, g);
-    gemm_with_tile(stream, g, tile, a, b, bias, residual, c)
+    let kernel = if g.is_empty() {
+        Kernel::Tiled(F32_TILES[0])
+    } else {
+        pick(stream, g)?
+    };
+    gemm_with(stream, g, kernel, a, b, bias, residual, c)
 }
 
-/// [`gemm`] with the block tile chosen by the caller (one of [`F32_TILES`]): for tests and
-/// tuning, which run every variant directly.
+/// [`gemm`] with the kernel chosen by the caller (one of [`kernels`]): for tests and tuning,
+/// which run every variant directly.
+///
+/// # Errors
+///
+/// Those of [`gemm`], and [`crate::Error::InvalidArgument`] for a decode kernel given more
+/// rows than it handles or B in the `KN` layout.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_with_tile(
+pub fn gemm_with(
     stream: &Stream,
     g: &Gemm,
-    tile: Tile,
+    kernel: Kernel,
     a: &impl DeviceRead<f32>,
     b: &impl DeviceRead<f32>,
     bias: Option<&dyn DeviceRead<f32>>,
@@ -70,7 +108,23 @@ pub fn gemm_with_tile(
         residual.map(|x| x.len()),
     )?;
     let bt = g.b_layout == BLayout::NK;
-    let variant = variant(tile, bt)?;
+    let variant = match kernel {
+        Kernel::Tiled(t) => variant(t, bt)?,
+        Kernel::Gemv { rows } => {
+            if !bt || g.m > rows as usize {
+                return Err(Error::from(error::InvalidArgument {
+                    op: OP,
+                    message: format!(
+                        "the decode kernel for {rows} rows takes B as [N, K] and at most {rows} rows, not {:?} with M = {}",
+                        g.b_layout, g.m
+                    ),
+                }));
+            }
+            gemv_f32::variant(rows).ok_or_else(|| {
+                crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
+            })?
+        }
+    };
     if g.is_empty() {
         return stream.gpu().take_deferred();
     }
@@ -98,31 +152,43 @@ pub fn gemm_with_tile(
         vec_c: vec(c.device_ptr(), g.ldc, g.stride_c),
         vec_r: residual.is_some_and(|r| vec(r.device_ptr(), g.ldr, g.stride_r)),
     };
-    let grid = [
-        (g.n as u32).div_ceil(tile.bn),
-        (g.m as u32).div_ceil(tile.bm),
-        g.batch as u32,
-    ];
     super::log_dispatch(|| {
         format!(
-            "gemm M={} N={} K={} batch={} {:?}: {} (grid {grid:?})",
+            "gemm M={} N={} K={} batch={} {:?}: {}",
             g.m, g.n, g.k, g.batch, g.b_layout, variant.entry
         )
     });
-    gemm_f32::launch(
-        stream,
-        LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile)),
-        tile.bm,
-        tile.bn,
-        bt,
-        p,
-        a,
-        b,
-        bias,
-        residual,
-        c,
-    )
+    match kernel {
+        Kernel::Tiled(tile) => {
+            let grid = [
+                (g.n as u32).div_ceil(tile.bn),
+                (g.m as u32).div_ceil(tile.bm),
+                g.batch as u32,
+            ];
+            let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
+            gemm_f32::launch(
+                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c,
+            )
+        }
+        Kernel::Gemv { rows } => {
+            let grid = [(g.n as u32).div_ceil(GEMV_COLUMNS), g.batch as u32, 1];
+            gemv_f32::launch(
+                stream,
+                LaunchConfig::grid(grid),
+                rows,
+                p,
+                a,
+                b,
+                bias,
+                residual,
+                c,
+            )
+        }
+    }
 }
+
+/// Columns of C per block of the decode kernel (8 warps of 4).
+const GEMV_COLUMNS: u32 = 32;
 
 /// The dynamic shared memory of a tile's kernel: two K steps of A and B, which the
 /// epilogue's half tile (`BM / 2 × BN`) reuses.
@@ -141,18 +207,56 @@ pub fn variant(tile: Tile, bt: bool) -> Result<&'static KernelVariant> {
     })
 }
 
-/// The largest tile whose grid still gives every multiprocessor a block; the smallest
-/// otherwise (small problems want more, smaller blocks).
-fn pick_tile(stream: &Stream, g: &Gemm) -> Tile {
-    let sms = u64::from(stream.gpu().props().sm_count.max(1));
-    let blocks = |t: Tile| {
-        (g.m as u64).div_ceil(u64::from(t.bm))
+/// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
+/// memory speed); else the tile of [`pick_tile`].
+fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
+    if g.b_layout == BLayout::NK && g.m <= 8 {
+        let rows = GEMV_ROWS
+            .iter()
+            .copied()
+            .find(|&r| r as usize >= g.m)
+            .unwrap_or(8);
+        super::log_dispatch(|| {
+            format!(
+                "gemm decode kernel for {rows} rows (M = {} <= 8, B [N, K])",
+                g.m
+            )
+        });
+        return Ok(Kernel::Gemv { rows });
+    }
+    pick_tile(stream, g).map(Kernel::Tiled)
+}
+
+/// The tile with the least estimated time: waves of blocks over the device (the driver's
+/// occupancy of each variant) times a wave's work, over the tile's relative speed.
+fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Tile> {
+    let gpu = stream.gpu();
+    let sms = f64::from(gpu.props().sm_count.max(1));
+    let bt = g.b_layout == BLayout::NK;
+    let mut best: Option<(f64, Tile, String)> = None;
+    for (t, speed) in F32_TILES.iter().zip(F32_TILE_SPEED) {
+        let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
-            * g.batch as u64
-    };
-    F32_TILES
-        .iter()
-        .copied()
-        .find(|t| blocks(*t) >= sms)
-        .unwrap_or(F32_TILES[F32_TILES.len() - 1])
+            * g.batch as u64) as f64;
+        let resident = f64::from(
+            gpu.blocks_per_sm(variant(*t, bt)?, shared_bytes(*t))?
+                .max(1),
+        );
+        // Time ~ waves · (blocks per SM in a wave) · tile area / speed, in units of a
+        // 128 × 128 block on a full SM.
+        let per_wave = sms * resident;
+        let waves = (blocks / per_wave).ceil();
+        let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
+        let cost = waves * resident.min(blocks) * area / speed;
+        let why = format!(
+            "{}x{}: {blocks} blocks, {resident} per SM, cost {cost:.2}",
+            t.bm, t.bn
+        );
+        if best.as_ref().is_none_or(|b| cost < b.0) {
+            best = Some((cost, *t, why));
+        }
+    }
+    let (_, tile, why) = best.expect("at least one tile");
+    super::log_dispatch(|| format!("gemm tile {}x{} ({why})", tile.bm, tile.bn));
+    Ok(tile)
 }
