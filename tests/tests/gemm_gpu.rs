@@ -21,6 +21,7 @@ fn check_variant(kernel: Kernel, layout: BLayout) {
     let sizes = Sizes::for_gpu(&gpu);
     let (max_m, base) = match kernel {
         Kernel::Tiled(t) => (usize::MAX, u64::from(t.bm * 1000 + t.bn)),
+        Kernel::SplitK(t, s) => (usize::MAX, u64::from(t.bm * 1000 + t.bn + s * 100_000)),
         Kernel::Gemv { rows } => (rows as usize, u64::from(rows)),
     };
     let base = base << 8 | (layout == BLayout::NK) as u64;
@@ -76,6 +77,18 @@ fn f32_64x64_nk() {
     check_variant(Kernel::Tiled(F32_TILES[2]), BLayout::NK);
 }
 #[test]
+fn f32_128x128_split3_nk() {
+    check_variant(Kernel::SplitK(F32_TILES[0], 3), BLayout::NK);
+}
+#[test]
+fn f32_128x64_split3_kn() {
+    check_variant(Kernel::SplitK(F32_TILES[1], 3), BLayout::KN);
+}
+#[test]
+fn f32_64x64_split3_nk() {
+    check_variant(Kernel::SplitK(F32_TILES[2], 3), BLayout::NK);
+}
+#[test]
 fn f32_gemv_1() {
     check_variant(Kernel::Gemv { rows: 1 }, BLayout::NK);
 }
@@ -95,7 +108,7 @@ fn f32_gemv_8() {
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
-    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 3 + 4);
+    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 3 + 3 + 4);
 }
 
 #[test]
@@ -148,6 +161,13 @@ fn a_large_shape_through_dispatch() {
     for tile in F32_TILES {
         check(&gpu, &case, Kernel::Tiled(tile)).unwrap_or_else(|e| panic!("{e}"));
     }
+    // Through dispatch, a shape it splits along K.
+    let split = Case {
+        g: Gemm::new(96, 700, 4000, BLayout::KN).with_scale(0.5, 1.5),
+        residual: true,
+        ..case.clone()
+    };
+    check(&gpu, &split, Kernel::SplitK(F32_TILES[0], 7)).unwrap_or_else(|e| panic!("{e}"));
     let decode = Case {
         g: Gemm::new(7, 4099, 3001, BLayout::NK).with_act(Act::Relu),
         residual: true,

@@ -65,6 +65,15 @@ ptx_kernel! {
         pub slope: f32,
         /// The activation ([`act_code`]).
         pub act: u32,
+        /// Slices of K: blocks `z · splits + s` take K elements `s · kc .. (s + 1) · kc` and,
+        /// with `splits > 1`, write their raw sums to the workspace (`[splits, batch, M,
+        /// ldw]`), which `gemm_splitk_reduce` sums and passes through the epilogue.
+        pub splits: u32,
+        pub kc: u32,
+        /// The workspace's row length (`N` rounded up to 4).
+        pub ldw: u32,
+        /// Matrices in the batch.
+        pub batch: u32,
         /// Whether rows of A, B, C and the residual may be accessed as 16-byte vectors
         /// (leading dimension and batch stride multiples of 4, base 16-byte aligned).
         pub vec_a: bool,
@@ -84,23 +93,30 @@ ptx_kernel! {
         bias: Option<&[f32]>,
         res: Option<&[f32]>,
         c: &mut [f32],
+        ws: Option<&mut [f32]>,
     ) {
         // The two buffers of A and B, and over them (after the last K step) the epilogue's
         // half tile: the dynamic shared memory of [`shared_bytes`].
         let a_s: Shared<[f32; 2 * BK * BM]> = dyn_shared(0);
         let b_s: Shared<[f32; 2 * BK * BN]> = dyn_shared(2 * BK * BM * 4);
         let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
-        let z = block_idx_z() as u64;
+        let zs = block_idx_z();
+        let z = (zs / p.splits) as u64;
+        let kbeg = (zs % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let ktiles = (p.k + (BK - 1)) / BK;
+        let mut ktiles = 0u32;
+        if kend > kbeg {
+            ktiles = (kend - kbeg + (BK - 1)) / BK;
+        }
         let mut acc = [[0.0f32; 8]; 8];
 
-        let mut ra = load_a::<BM, BN>(a, p, a_off, m0, 0, tid);
-        let mut rb = load_b::<BM, BN, BT>(b, p, b_off, n0, 0, tid);
+        let mut ra = load_a::<BM, BN>(a, p, a_off, m0, kbeg, kend, tid);
+        let mut rb = load_b::<BM, BN, BT>(b, p, b_off, n0, kbeg, kend, tid);
         store_k_major::<BM, BN, BM>(a_s, 0, ra, tid);
         store_b::<BM, BN, BT>(b_s, 0, rb, tid);
         sync_threads();
@@ -109,8 +125,9 @@ ptx_kernel! {
             let buf = kt & 1;
             let more = kt + 1 < ktiles;
             if more {
-                ra = load_a::<BM, BN>(a, p, a_off, m0, (kt + 1) * BK, tid);
-                rb = load_b::<BM, BN, BT>(b, p, b_off, n0, (kt + 1) * BK, tid);
+                let k0 = kbeg + (kt + 1) * BK;
+                ra = load_a::<BM, BN>(a, p, a_off, m0, k0, kend, tid);
+                rb = load_b::<BM, BN, BT>(b, p, b_off, n0, k0, kend, tid);
             }
             acc = mma_f32::<BM, BN>(acc, a_s, b_s, buf, tid);
             if more {
@@ -120,7 +137,43 @@ ptx_kernel! {
             sync_threads();
             kt += 1;
         }
-        epilogue::<BM, BN>(acc, t_s, p, bias, res, c, z, m0, n0, tid);
+        epilogue::<BM, BN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// The second pass of a split-K GEMM: `C = epilogue(Σ_s ws[s])`, 4 consecutive columns of
+    /// a row per thread and turn of a grid-stride loop.
+    #[launch(block = 256)]
+    pub fn gemm_splitk_reduce(
+        p: GemmParams,
+        ws: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let groups = p.ldw / 4;
+        let total = p.batch as u64 * p.m as u64 * groups as u64;
+        let mut t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+        let step = (grid_dim_x() * block_dim_x()) as u64;
+        let plane = p.batch as u64 * p.m as u64 * p.ldw as u64;
+        while t < total {
+            let row_all = t / groups as u64;
+            let col = (t % groups as u64) as u32 * 4;
+            let z = row_all / p.m as u64;
+            let row = (row_all % p.m as u64) as u32;
+            let base = row_all * p.ldw as u64 + col as u64;
+            let mut v = [0.0f32; 4];
+            let mut s = 0u32;
+            while s < p.splits {
+                let w = ws.load4_nc(s as u64 * plane + base);
+                #[unroll]
+                for l in 0..4 {
+                    v[l] = v[l] + w[l];
+                }
+                s += 1;
+            }
+            store_out(p, bias, res, c, z, row, col, v);
+            t += step;
+        }
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
@@ -128,9 +181,9 @@ ptx_kernel! {
     /// with 16-byte loads of W (each weight read once per call, whatever the row count) and of
     /// the few rows of A, and the sums meet in a warp reduction; lane `m` writes row `m`
     /// through the GEMM epilogue. Grid `(⌈N / 32⌉, batch)`.
-    #[variants(MT in [1, 2, 4, 8])]
+    #[variants((MT, U) in [(1, 4), (2, 4), (4, 2), (8, 2)])]
     #[launch(block = 256, max_regs = 128)]
-    pub fn gemv_f32<const MT: u32>(
+    pub fn gemv_f32<const MT: u32, const U: u32>(
         p: GemmParams,
         a: &[f32],
         b: &[f32],
@@ -146,6 +199,28 @@ ptx_kernel! {
         let mut acc = [[0.0f32; 4]; MT];
         let mut k = lane * 4;
         if p.vec_a & p.vec_b {
+            // `U` steps of 128 elements a turn, their weight loads issued together (bytes in
+            // flight are what a pass over the weights needs), then the rest one step at a time.
+            while k + (U - 1) * 128 + 4 <= p.k {
+                // Step `u`'s column `j` at `w[4 u + j]`.
+                let mut w = [[0.0f32; 4]; 4 * U];
+                #[unroll]
+                for u in 0..U {
+                    #[unroll]
+                    for j in 0..4 {
+                        if n0 + j < p.n {
+                            let e = b_off + (n0 + j) as u64 * p.ldb as u64 + (k + u * 128) as u64;
+                            w[4 * u + j] = b.load4_nc(e);
+                        }
+                    }
+                }
+                #[unroll]
+                for u in 0..U {
+                    let wu = [w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3]];
+                    acc = gemv_step::<MT>(acc, wu, a, p, a_off, k + u * 128);
+                }
+                k += U * 128;
+            }
             while k + 4 <= p.k {
                 let mut w = [[0.0f32; 4]; 4];
                 #[unroll]
@@ -154,19 +229,7 @@ ptx_kernel! {
                         w[j] = b.load4_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
                     }
                 }
-                #[unroll]
-                for m in 0..MT {
-                    if m < p.m {
-                        let x = a.load4_nc(a_off + m as u64 * p.lda as u64 + k as u64);
-                        #[unroll]
-                        for j in 0..4 {
-                            #[unroll]
-                            for l in 0..4 {
-                                acc[m][j] = x[l].mul_add(w[j][l], acc[m][j]);
-                            }
-                        }
-                    }
-                }
+                acc = gemv_step::<MT>(acc, w, a, p, a_off, k);
                 k += 128;
             }
             // The last K % 4 elements, one per lane.
@@ -219,6 +282,32 @@ ptx_kernel! {
         }
     }
 
+    /// `acc[m][j] += A[m][k..k + 4] · w[j]` for the rows below `p.m`.
+    fn gemv_step<const MT: u32>(
+        acc: [[f32; 4]; MT],
+        w: [[f32; 4]; 4],
+        a: &[f32],
+        p: GemmParams,
+        a_off: u64,
+        k: u32,
+    ) -> [[f32; 4]; MT] {
+        let mut d = acc;
+        #[unroll]
+        for m in 0..MT {
+            if m < p.m {
+                let x = a.load4_nc(a_off + m as u64 * p.lda as u64 + k as u64);
+                #[unroll]
+                for j in 0..4 {
+                    #[unroll]
+                    for l in 0..4 {
+                        d[m][j] = x[l].mul_add(w[j][l], d[m][j]);
+                    }
+                }
+            }
+        }
+        d
+    }
+
     /// The K step of every tile.
     pub const BK: u32 = 16;
 
@@ -235,9 +324,10 @@ ptx_kernel! {
         off: u64,
         m0: u32,
         k0: u32,
+        kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
-        load_k_rows::<BM, BN, BM>(a, off, m0, p.m, p.lda, k0, p.k, p.vec_a, tid)
+        load_k_rows::<BM, BN, BM>(a, off, m0, p.m, p.lda, k0, kend, p.vec_a, tid)
     }
 
     /// This thread's part of B's tile at `k0`: for `[N, K]` as A's (rows along N), for
@@ -248,13 +338,14 @@ ptx_kernel! {
         off: u64,
         n0: u32,
         k0: u32,
+        kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
         let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
-            v = load_k_rows::<BM, BN, BN>(b, off, n0, p.n, p.ldb, k0, p.k, p.vec_b, tid);
+            v = load_k_rows::<BM, BN, BN>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
         } else {
-            v = load_n_rows::<BM, BN>(b, off, n0, p.n, p.ldb, k0, p.k, p.vec_b, tid);
+            v = load_n_rows::<BM, BN>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
         }
         v
     }
@@ -426,6 +517,8 @@ ptx_kernel! {
         bias: Option<&[f32]>,
         res: Option<&[f32]>,
         c: &mut [f32],
+        ws: Option<&mut [f32]>,
+        zs: u64,
         z: u64,
         m0: u32,
         n0: u32,
@@ -452,7 +545,14 @@ ptx_kernel! {
                 let col = n0 + e % BN;
                 if (row < p.m) & (col < p.n) {
                     let v = t_s.load4(e);
-                    store_out(p, bias, res, c, z, row, col, v);
+                    if let Some(w) = ws {
+                        // Block `zs` is split `zs % splits` of matrix `z`: its plane is
+                        // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
+                        let plane = (zs % p.splits as u64) * p.batch as u64 + z;
+                        w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
+                    } else {
+                        store_out(p, bias, res, c, z, row, col, v);
+                    }
                 }
                 e += threads * 4;
             }

@@ -4,7 +4,8 @@
 //!
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
-use crate::kernels::gemm::{act_code, gemm_f32, gemv_f32, GemmParams, BK};
+use crate::kernels::gemm::{act_code, gemm_f32, gemm_splitk_reduce, gemv_f32, GemmParams, BK};
+use crate::DeviceBuffer;
 use crate::{error, Error};
 use crate::{DeviceRead, DeviceWrite, KernelVariant, LaunchConfig, Result, Stream};
 
@@ -29,18 +30,24 @@ pub const F32_TILES: [Tile; 3] = [
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     Tiled(Tile),
-    Gemv { rows: u32 },
+    /// The tiled kernel over `splits` slices of K at once, into a workspace, then a pass that
+    /// sums the slices through the epilogue (small M·N with a long K).
+    SplitK(Tile, u32),
+    Gemv {
+        rows: u32,
+    },
 }
 
 /// The row counts of the decode kernel's variants.
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
-/// Every kernel, for tests and tuning: the tiles, then the decode variants.
+/// Every kernel, for tests and tuning: the tiles, each also split in 3 along K, then the
+/// decode variants.
 pub fn kernels() -> Vec<Kernel> {
     let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
-    tiles
-        .chain(GEMV_ROWS.iter().map(|&rows| Kernel::Gemv { rows }))
-        .collect()
+    let split = F32_TILES.iter().map(|t| Kernel::SplitK(*t, 3));
+    let gemv = GEMV_ROWS.iter().map(|&rows| Kernel::Gemv { rows });
+    tiles.chain(split).chain(gemv).collect()
 }
 
 /// The relative speed of a multiprocessor full of each tile's blocks (the larger tiles reuse
@@ -110,6 +117,18 @@ pub fn gemm_with(
     let bt = g.b_layout == BLayout::NK;
     let variant = match kernel {
         Kernel::Tiled(t) => variant(t, bt)?,
+        Kernel::SplitK(t, splits) => {
+            if splits == 0 || g.batch.saturating_mul(splits as usize) > MAX_BATCH {
+                return Err(Error::from(error::InvalidArgument {
+                    op: OP,
+                    message: format!(
+                        "{splits} slices of K for a batch of {} (batch × slices must be 1 ..= {MAX_BATCH})",
+                        g.batch
+                    ),
+                }));
+            }
+            variant(t, bt)?
+        }
         Kernel::Gemv { rows } => {
             if !bt || g.m > rows as usize {
                 return Err(Error::from(error::InvalidArgument {
@@ -120,7 +139,7 @@ pub fn gemm_with(
                     ),
                 }));
             }
-            gemv_f32::variant(rows).ok_or_else(|| {
+            gemv_f32::variant(rows, gemv_unroll(rows)).ok_or_else(|| {
                 crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
             })?
         }
@@ -151,6 +170,10 @@ pub fn gemm_with(
         vec_b: vec(b.device_ptr(), g.ldb, g.stride_b),
         vec_c: vec(c.device_ptr(), g.ldc, g.stride_c),
         vec_r: residual.is_some_and(|r| vec(r.device_ptr(), g.ldr, g.stride_r)),
+        splits: 1,
+        kc: g.k as u32,
+        ldw: (g.n as u32).next_multiple_of(4),
+        batch: g.batch as u32,
     };
     super::log_dispatch(|| {
         format!(
@@ -167,7 +190,47 @@ pub fn gemm_with(
             ];
             let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
             gemm_f32::launch(
-                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c,
+                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, None,
+            )
+        }
+        Kernel::SplitK(tile, splits) => {
+            // Whole K steps per slice; the last slice may be shorter (or empty).
+            let kc = (g.k as u32).div_ceil(splits).next_multiple_of(BK).max(BK);
+            let p = GemmParams { splits, kc, ..p };
+            let planes = splits as usize * g.batch * g.m;
+            let mut ws = DeviceBuffer::<f32>::alloc(stream.gpu(), planes * p.ldw as usize)?;
+            let grid = [
+                (g.n as u32).div_ceil(tile.bn),
+                (g.m as u32).div_ceil(tile.bm),
+                g.batch as u32 * splits,
+            ];
+            let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
+            gemm_f32::launch(
+                stream,
+                cfg,
+                tile.bm,
+                tile.bn,
+                bt,
+                p,
+                a,
+                b,
+                None,
+                None,
+                c,
+                Some(&mut ws as &mut dyn DeviceWrite<f32>),
+            )?;
+            let groups = (g.batch * g.m) as u64 * u64::from(p.ldw / 4);
+            let blocks = groups
+                .div_ceil(256)
+                .min(u64::from(stream.gpu().props().sm_count) * 8);
+            gemm_splitk_reduce::launch(
+                stream,
+                LaunchConfig::grid_1d(blocks.max(1) as u32),
+                p,
+                &ws,
+                bias,
+                residual,
+                c,
             )
         }
         Kernel::Gemv { rows } => {
@@ -176,6 +239,7 @@ pub fn gemm_with(
                 stream,
                 LaunchConfig::grid(grid),
                 rows,
+                gemv_unroll(rows),
                 p,
                 a,
                 b,
@@ -184,6 +248,16 @@ pub fn gemm_with(
                 c,
             )
         }
+    }
+}
+
+/// The weight steps a turn of the decode kernel for `rows` rows (its variants' `U`: four
+/// with few rows, two where the rows' accumulators take the registers).
+fn gemv_unroll(rows: u32) -> u32 {
+    if rows <= 2 {
+        4
+    } else {
+        2
     }
 }
 
@@ -224,16 +298,18 @@ fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
         });
         return Ok(Kernel::Gemv { rows });
     }
-    pick_tile(stream, g).map(Kernel::Tiled)
+    pick_tile(stream, g)
 }
 
-/// The tile with the least estimated time: waves of blocks over the device (the driver's
-/// occupancy of each variant) times a wave's work, over the tile's relative speed.
-fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Tile> {
+/// The tile (and K split) with the least estimated time: waves of blocks over the device (the
+/// driver's occupancy of each variant), a wave's blocks per multiprocessor times a block's
+/// work, over the tile's relative speed; a K split divides each block's work, multiplies the
+/// blocks and adds its second pass (a tenth). Slices of K stay at least 256 long.
+fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     let gpu = stream.gpu();
     let sms = f64::from(gpu.props().sm_count.max(1));
     let bt = g.b_layout == BLayout::NK;
-    let mut best: Option<(f64, Tile, String)> = None;
+    let mut best: Option<(f64, Kernel, String)> = None;
     for (t, speed) in F32_TILES.iter().zip(F32_TILE_SPEED) {
         let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
@@ -242,21 +318,38 @@ fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Tile> {
             gpu.blocks_per_sm(variant(*t, bt)?, shared_bytes(*t))?
                 .max(1),
         );
-        // Time ~ waves · (blocks per SM in a wave) · tile area / speed, in units of a
-        // 128 × 128 block on a full SM.
         let per_wave = sms * resident;
-        let waves = (blocks / per_wave).ceil();
-        let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
-        let cost = waves * resident.min(blocks) * area / speed;
-        let why = format!(
-            "{}x{}: {blocks} blocks, {resident} per SM, cost {cost:.2}",
-            t.bm, t.bn
-        );
-        if best.as_ref().is_none_or(|b| cost < b.0) {
-            best = Some((cost, *t, why));
+        let max_split = (g.k / 256).clamp(1, MAX_SPLITS) as u32;
+        for splits in 1..=max_split {
+            if g.batch * splits as usize > MAX_BATCH {
+                break;
+            }
+            let total = blocks * f64::from(splits);
+            let waves = (total / per_wave).ceil();
+            let per_sm = resident.min((total / sms).ceil());
+            let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
+            let mut cost = waves * per_sm * area / speed / f64::from(splits);
+            if splits > 1 {
+                cost *= 1.1;
+            }
+            let kernel = if splits == 1 {
+                Kernel::Tiled(*t)
+            } else {
+                Kernel::SplitK(*t, splits)
+            };
+            if best.as_ref().is_none_or(|b| cost < b.0) {
+                let why = format!(
+                    "{total} blocks of {}x{}, {resident} per SM, cost {cost:.3}",
+                    t.bm, t.bn
+                );
+                best = Some((cost, kernel, why));
+            }
         }
     }
-    let (_, tile, why) = best.expect("at least one tile");
-    super::log_dispatch(|| format!("gemm tile {}x{} ({why})", tile.bm, tile.bn));
-    Ok(tile)
+    let (_, kernel, why) = best.expect("at least one tile");
+    super::log_dispatch(|| format!("gemm {kernel:?} ({why})"));
+    Ok(kernel)
 }
+
+/// The most slices of K the dispatch splits a GEMM into.
+const MAX_SPLITS: usize = 16;
