@@ -181,9 +181,9 @@ ptx_kernel! {
     /// with 16-byte loads of W (each weight read once per call, whatever the row count) and of
     /// the few rows of A, and the sums meet in a warp reduction; lane `m` writes row `m`
     /// through the GEMM epilogue. Grid `(⌈N / 32⌉, batch)`.
-    #[variants((MT, U) in [(1, 4), (2, 4), (4, 2), (8, 2)])]
+    #[variants(MT in [1, 2, 4, 8])]
     #[launch(block = 256, max_regs = 128)]
-    pub fn gemv_f32<const MT: u32, const U: u32>(
+    pub fn gemv_f32<const MT: u32>(
         p: GemmParams,
         a: &[f32],
         b: &[f32],
@@ -199,28 +199,6 @@ ptx_kernel! {
         let mut acc = [[0.0f32; 4]; MT];
         let mut k = lane * 4;
         if p.vec_a & p.vec_b {
-            // `U` steps of 128 elements a turn, their weight loads issued together (bytes in
-            // flight are what a pass over the weights needs), then the rest one step at a time.
-            while k + (U - 1) * 128 + 4 <= p.k {
-                // Step `u`'s column `j` at `w[4 u + j]`.
-                let mut w = [[0.0f32; 4]; 4 * U];
-                #[unroll]
-                for u in 0..U {
-                    #[unroll]
-                    for j in 0..4 {
-                        if n0 + j < p.n {
-                            let e = b_off + (n0 + j) as u64 * p.ldb as u64 + (k + u * 128) as u64;
-                            w[4 * u + j] = b.load4_nc(e);
-                        }
-                    }
-                }
-                #[unroll]
-                for u in 0..U {
-                    let wu = [w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3]];
-                    acc = gemv_step::<MT>(acc, wu, a, p, a_off, k + u * 128);
-                }
-                k += U * 128;
-            }
             while k + 4 <= p.k {
                 let mut w = [[0.0f32; 4]; 4];
                 #[unroll]

@@ -139,7 +139,7 @@ pub fn gemm_with(
                     ),
                 }));
             }
-            gemv_f32::variant(rows, gemv_unroll(rows)).ok_or_else(|| {
+            gemv_f32::variant(rows).ok_or_else(|| {
                 crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
             })?
         }
@@ -239,7 +239,6 @@ pub fn gemm_with(
                 stream,
                 LaunchConfig::grid(grid),
                 rows,
-                gemv_unroll(rows),
                 p,
                 a,
                 b,
@@ -248,16 +247,6 @@ pub fn gemm_with(
                 c,
             )
         }
-    }
-}
-
-/// The weight steps a turn of the decode kernel for `rows` rows (its variants' `U`: four
-/// with few rows, two where the rows' accumulators take the registers).
-fn gemv_unroll(rows: u32) -> u32 {
-    if rows <= 2 {
-        4
-    } else {
-        2
     }
 }
 
