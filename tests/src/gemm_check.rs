@@ -207,7 +207,8 @@ fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Resu
                 let v = got[oc + idx];
                 let tol = want.tolerance(&g);
                 let err = (f64::from(v) - want.value).abs();
-                if !(err <= tol) {
+                // A NaN error fails too.
+                if err.is_nan() || err > tol {
                     return Ok(Err(format!(
                         "C[{z}][{i}][{j}] = {v:e}, reference {:e}, error {err:e} > tolerance {tol:e}",
                         want.value
