@@ -84,6 +84,8 @@ ptx_kernel! {
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
+    // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
+    #[target(sm_80)]
     #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64)], BT in [false, true])]
     #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM * BN >= 128 * 128 { 128 } else { 168 })]
     pub fn gemm_f32<const BM: u32, const BN: u32, const BT: bool>(
@@ -115,8 +117,18 @@ ptx_kernel! {
         }
         let mut acc = [[0.0f32; 8]; 8];
 
-        let mut ra = load_a::<BM, BN>(a, p, a_off, m0, kbeg, kend, tid);
-        let mut rb = load_b::<BM, BN, BT>(b, p, b_off, n0, kbeg, kend, tid);
+        // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
+        // edge tests (a uniform choice per step).
+        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+        let mut ra = [[0.0f32; 4]; CHUNKS];
+        let mut rb = [[0.0f32; 4]; CHUNKS];
+        if inner & (kbeg + BK <= kend) {
+            ra = load_a::<BM, BN, true>(a, p, a_off, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, BT, true>(b, p, b_off, n0, kbeg, kend, tid);
+        } else {
+            ra = load_a::<BM, BN, false>(a, p, a_off, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, BT, false>(b, p, b_off, n0, kbeg, kend, tid);
+        }
         store_k_major::<BM, BN, BM>(a_s, 0, ra, tid);
         store_b::<BM, BN, BT>(b_s, 0, rb, tid);
         sync_threads();
@@ -126,8 +138,13 @@ ptx_kernel! {
             let more = kt + 1 < ktiles;
             if more {
                 let k0 = kbeg + (kt + 1) * BK;
-                ra = load_a::<BM, BN>(a, p, a_off, m0, k0, kend, tid);
-                rb = load_b::<BM, BN, BT>(b, p, b_off, n0, k0, kend, tid);
+                if inner & (k0 + BK <= kend) {
+                    ra = load_a::<BM, BN, true>(a, p, a_off, m0, k0, kend, tid);
+                    rb = load_b::<BM, BN, BT, true>(b, p, b_off, n0, k0, kend, tid);
+                } else {
+                    ra = load_a::<BM, BN, false>(a, p, a_off, m0, k0, kend, tid);
+                    rb = load_b::<BM, BN, BT, false>(b, p, b_off, n0, k0, kend, tid);
+                }
             }
             acc = mma_f32::<BM, BN>(acc, a_s, b_s, buf, tid);
             if more {
@@ -296,7 +313,7 @@ ptx_kernel! {
 
     /// This thread's part of A's tile at `k0`: row `r` of the tile, elements `kq..kq + 4`
     /// of it, for each chunk.
-    fn load_a<const BM: u32, const BN: u32>(
+    fn load_a<const BM: u32, const BN: u32, const FAST: bool>(
         a: &[f32],
         p: GemmParams,
         off: u64,
@@ -305,12 +322,12 @@ ptx_kernel! {
         kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
-        load_k_rows::<BM, BN, BM>(a, off, m0, p.m, p.lda, k0, kend, p.vec_a, tid)
+        load_k_rows::<BM, BN, BM, FAST>(a, off, m0, p.m, p.lda, k0, kend, p.vec_a, tid)
     }
 
     /// This thread's part of B's tile at `k0`: for `[N, K]` as A's (rows along N), for
     /// `[K, N]` rows of 4 consecutive columns.
-    fn load_b<const BM: u32, const BN: u32, const BT: bool>(
+    fn load_b<const BM: u32, const BN: u32, const BT: bool, const FAST: bool>(
         b: &[f32],
         p: GemmParams,
         off: u64,
@@ -321,9 +338,9 @@ ptx_kernel! {
     ) -> [[f32; 4]; CHUNKS] {
         let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
-            v = load_k_rows::<BM, BN, BN>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
+            v = load_k_rows::<BM, BN, BN, FAST>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
         } else {
-            v = load_n_rows::<BM, BN>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
+            v = load_n_rows::<BM, BN, FAST>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
         }
         v
     }
@@ -345,7 +362,7 @@ ptx_kernel! {
     /// Chunk `q` of a thread in a `ROWS × BK` tile of a row-major matrix whose rows run
     /// along K: with `i = tid + q·threads`, row `i / (BK / 4)`, elements `k0 + 4·(i % (BK /
     /// 4)) .. +4` (zero outside `rows × kdim`).
-    fn load_k_rows<const BM: u32, const BN: u32, const ROWS: u32>(
+    fn load_k_rows<const BM: u32, const BN: u32, const ROWS: u32, const FAST: bool>(
         x: &[f32],
         off: u64,
         r0: u32,
@@ -363,14 +380,19 @@ ptx_kernel! {
             let i = tid + q * threads;
             let r = r0 + i / (BK / 4);
             let kk = k0 + (i % (BK / 4)) * 4;
-            v[q] = load4_edge::<true>(x, off + r as u64 * ld as u64 + kk as u64, r < rows, kk, kdim, vec);
+            let e = off + r as u64 * ld as u64 + kk as u64;
+            if FAST {
+                v[q] = x.load4_nc(e);
+            } else {
+                v[q] = load4_edge::<true>(x, e, r < rows, kk, kdim, vec);
+            }
         }
         v
     }
 
     /// Chunk `q` of a thread in a `BK × BN` tile of a row-major `[K, N]` matrix: row `k0 +
     /// i / (BN / 4)`, columns `n0 + 4·(i % (BN / 4)) .. +4`.
-    fn load_n_rows<const BM: u32, const BN: u32>(
+    fn load_n_rows<const BM: u32, const BN: u32, const FAST: bool>(
         x: &[f32],
         off: u64,
         n0: u32,
@@ -388,7 +410,12 @@ ptx_kernel! {
             let i = tid + q * threads;
             let kr = k0 + i / (BN / 4);
             let col = n0 + (i % (BN / 4)) * 4;
-            v[q] = load4_edge::<true>(x, off + kr as u64 * ld as u64 + col as u64, kr < kdim, col, ndim, vec);
+            let e = off + kr as u64 * ld as u64 + col as u64;
+            if FAST {
+                v[q] = x.load4_nc(e);
+            } else {
+                v[q] = load4_edge::<true>(x, e, kr < kdim, col, ndim, vec);
+            }
         }
         v
     }
