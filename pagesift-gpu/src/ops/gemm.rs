@@ -38,6 +38,17 @@ pub enum Kernel {
     },
 }
 
+impl std::fmt::Display for Kernel {
+    /// `128x128`, `128x128/k3` (split in 3 along K), `gemv8`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Kernel::Tiled(t) => write!(f, "{}x{}", t.bm, t.bn),
+            Kernel::SplitK(t, s) => write!(f, "{}x{}/k{s}", t.bm, t.bn),
+            Kernel::Gemv { rows } => write!(f, "gemv{rows}"),
+        }
+    }
+}
+
 /// The row counts of the decode kernel's variants.
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
@@ -336,7 +347,7 @@ fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Kernel> {
         }
     }
     let (_, kernel, why) = best.expect("at least one tile");
-    super::log_dispatch(|| format!("gemm {kernel:?} ({why})"));
+    super::log_dispatch(|| format!("gemm {kernel} ({why})"));
     Ok(kernel)
 }
 

@@ -13,6 +13,7 @@
 
 mod act;
 mod act_scan;
+mod gemm;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -20,7 +21,7 @@ use std::time::Instant;
 use pagesift_gpu::{BackendKind, Gpu, KernelVariant, Result};
 
 /// Every family, in the order of the table.
-const FAMILIES: &[&dyn Family] = &[&act::Activations, &act_scan::ActScan];
+const FAMILIES: &[&dyn Family] = &[&act::Activations, &act_scan::ActScan, &gemm::Gemms];
 
 /// Warm-ups and timed runs of every throughput measurement (the median is reported).
 const WARMUP: usize = 2;
