@@ -68,6 +68,26 @@ const F32_TILE_SPEED: [f64; 3] = [1.0, 0.85, 0.6];
 
 /// `C = act(alpha · A·B + beta · C + bias) + residual` as described by `g`, on `stream`.
 ///
+/// ```no_run
+/// use pagesift_gpu::ops::gemm::gemm;
+/// use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu};
+///
+/// # fn main() -> pagesift_gpu::Result<()> {
+/// let gpu = Gpu::new(0)?;
+/// let stream = gpu.default_stream();
+/// let (tokens, n_in, n_out) = (3, 4, 2);
+/// let x = DeviceBuffer::from_host(&gpu, &[0.5f32; 12])?; // [tokens, n_in]
+/// let w = DeviceBuffer::from_host(&gpu, &[0.25f32; 8])?; // [n_out, n_in]
+/// let bias = DeviceBuffer::from_host(&gpu, &[1.0f32, -1.0])?;
+/// let mut y = DeviceBuffer::<f32>::alloc(&gpu, tokens * n_out)?;
+/// // y = silu(x · Wᵀ + bias)
+/// let g = Gemm::new(tokens, n_out, n_in, BLayout::NK).with_act(Act::Silu);
+/// gemm(&stream, &g, &x, &w, Some(&bias as &dyn DeviceRead<f32>), None, &mut y)?;
+/// println!("{:?}", y.to_host()?);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// `a`, `b`, `c` (and the residual) hold the matrices at the indices of [`Gemm::a_index`] and
 /// friends; `bias` has `N` values. Any sizes and any view alignment: rows are read and
 /// written as 16-byte vectors where the leading dimension, the batch stride and the view's
