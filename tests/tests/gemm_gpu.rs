@@ -77,6 +77,18 @@ fn f32_64x64_nk() {
     check_variant(Kernel::Tiled(F32_TILES[2]), BLayout::NK);
 }
 #[test]
+fn f32_32x128_kn() {
+    check_variant(Kernel::Tiled(F32_TILES[3]), BLayout::KN);
+}
+#[test]
+fn f32_32x128_nk() {
+    check_variant(Kernel::Tiled(F32_TILES[3]), BLayout::NK);
+}
+#[test]
+fn f32_32x128_split3_nk() {
+    check_variant(Kernel::SplitK(F32_TILES[3], 3), BLayout::NK);
+}
+#[test]
 fn f32_128x128_split3_nk() {
     check_variant(Kernel::SplitK(F32_TILES[0], 3), BLayout::NK);
 }
@@ -108,7 +120,7 @@ fn f32_gemv_8() {
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
-    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 3 + 3 + 4);
+    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 4 + 4 + 4);
 }
 
 #[test]

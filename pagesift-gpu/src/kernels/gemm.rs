@@ -86,7 +86,7 @@ ptx_kernel! {
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
     // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
     #[target(sm_80)]
-    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64)], BT in [false, true])]
+    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64), (32, 128)], BT in [false, true])]
     #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM * BN >= 128 * 128 { 128 } else { 168 })]
     pub fn gemm_f32<const BM: u32, const BN: u32, const BT: bool>(
         p: GemmParams,
@@ -307,9 +307,9 @@ ptx_kernel! {
     pub const BK: u32 = 16;
 
     /// The most 4-element chunks a thread loads per tile and operand (`BM · BK / (4 ·
-    /// threads)`: 2 for 128 × 128, 4 for 64 × 64); the arrays that carry them have this many
-    /// entries, the ones a variant does not use fold away.
-    const CHUNKS: u32 = 4;
+    /// threads)`: 2 for 128 × 128, 4 for 64 × 64, 8 for B of 32 × 128); the arrays that carry
+    /// them have this many entries, the ones a variant does not use fold away.
+    const CHUNKS: u32 = 8;
 
     /// This thread's part of A's tile at `k0`: row `r` of the tile, elements `kq..kq + 4`
     /// of it, for each chunk.

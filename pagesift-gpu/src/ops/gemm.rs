@@ -19,10 +19,11 @@ pub struct Tile {
 }
 
 /// The block tiles of the f32 kernels, largest first.
-pub const F32_TILES: [Tile; 3] = [
+pub const F32_TILES: [Tile; 4] = [
     Tile { bm: 128, bn: 128 },
     Tile { bm: 128, bn: 64 },
     Tile { bm: 64, bn: 64 },
+    Tile { bm: 32, bn: 128 },
 ];
 
 /// A kernel of the f32 GEMM: a block tile of the tiled kernel, or the decode kernel for at
@@ -64,7 +65,7 @@ pub fn kernels() -> Vec<Kernel> {
 /// The relative speed of a multiprocessor full of each tile's blocks (the larger tiles reuse
 /// each loaded element more), for [`pick_tile`]: 128 × 128 reached 38 TFLOP/s at 4096³ on an
 /// H200, 128 × 64 and 64 × 64 proportionally less per multiprocessor.
-const F32_TILE_SPEED: [f64; 3] = [1.0, 0.85, 0.6];
+const F32_TILE_SPEED: [f64; 4] = [1.0, 0.85, 0.6, 0.5];
 
 /// `C = act(alpha · A·B + beta · C + bias) + residual` as described by `g`, on `stream`.
 ///
