@@ -17,6 +17,13 @@
 //!   and not below it, decodes in the emulator, and the emitted rows are exactly the texts
 //!   the emitter's lowering rules produce.
 //!
+//! ```
+//! let row = pagesift_ptx_isa::lookup("add.rn.bf16").expect("a known form");
+//! assert_eq!((row.sm, row.ptx), (90, (7, 8)));
+//! assert_eq!(row.family, pagesift_ptx_isa::Family::Arith);
+//! assert_eq!(row.examples("add.rn.bf16"), ["add.rn.bf16 %rs1, %rs2, %rs3;"]);
+//! ```
+//!
 //! # Patterns
 //!
 //! A row's syntax is PTX text plus `{a|b|c}` (exactly one of the alternatives; an empty one
@@ -30,9 +37,16 @@
 //! 1. **A table row** (`src/table.rs`, in its family's section): the pattern, the operands
 //!    (each names its type by position among the form's type modifiers, [`Ty::Nth`], or
 //!    directly), and the minimum target and PTX version if above [`FLOOR`]. Mark it
-//!    `.emitted()` when the emitter produces it.
+//!    `.emitted()` when the emitter produces it:
+//!
+//!    ```text
+//!    row(Arith, "{add|sub|mul}.rn.{bf16|bf16x2}", BINARY)   // BINARY: d, a, b of type 0
+//!        .min(90, (7, 8))
+//!        .emitted(),
+//!    ```
 //! 2. **A typing rule** in the checker (`pagesift-ptx-macros/src/check/`): which language
-//!    construct (an intrinsic, an operator on which types) reaches it.
+//!    construct (an intrinsic, an operator on which types) reaches it; a form above the floor
+//!    is required there with `needs_op`, which reads the row's minimum.
 //! 3. **A lowering rule** in the emitter (`pagesift-ptx-macros/src/ptx/rules.rs`, `opcode`):
 //!    the IR operation and its types -> the form's text.
 //! 4. **An execution rule** in the emulator: its family's decode rule
