@@ -63,11 +63,13 @@ mod table;
 
 pub use example::example_module;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-/// The oldest target (sm × 10) and PTX ISA version the project emits for. Forms older than
-/// that are recorded at this floor, not at their (earlier) first appearance.
+/// The oldest target (sm × 10) the project emits for, with its PTX ISA version: a row's
+/// default minimum. A form older than sm_70 is recorded at sm_70; a PTX version below 7.0 is
+/// recorded only where it was known (`abs.f16`: 6.5), and changes nothing since a variant's
+/// `.version` is never below its target's.
 pub const FLOOR: (u32, (u32, u32)) = (70, (7, 0));
 
 /// The instruction families; each has one decode rule in the emulator.
@@ -356,7 +358,7 @@ pub fn forms() -> &'static [Form] {
     table::FORMS
 }
 
-/// Every form of the table, as text, with its row.
+/// Every form of the table, as text, with its row, in text order.
 pub fn texts() -> impl Iterator<Item = (&'static str, &'static Form)> {
     index().iter().map(|(t, &i)| (t.as_str(), &table::FORMS[i]))
 }
@@ -385,10 +387,10 @@ pub fn has_opcode(name: &str) -> bool {
 
 /// Form text -> row index; built on first use. A text in two rows keeps the first (the tests
 /// reject the table then).
-fn index() -> &'static HashMap<String, usize> {
-    static INDEX: OnceLock<HashMap<String, usize>> = OnceLock::new();
+fn index() -> &'static BTreeMap<String, usize> {
+    static INDEX: OnceLock<BTreeMap<String, usize>> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut map = HashMap::new();
+        let mut map = BTreeMap::new();
         for (i, f) in table::FORMS.iter().enumerate() {
             for t in f.texts() {
                 map.entry(t).or_insert(i);
