@@ -54,6 +54,4 @@ pub mod __private {
     pub use crate::error::{Error, Result};
     pub use crate::kernel::{KernelVariant, LaunchConfig};
     pub use half::{bf16, f16};
-    #[doc(hidden)]
-    pub use pagesift_ptx_macros::__instruction_forms;
 }

@@ -30,13 +30,6 @@ pub fn ptx_kernel(input: TokenStream) -> TokenStream {
     expand(input.into()).into()
 }
 
-/// The list of every instruction form the PTX emitter can produce (for the emulator's tests).
-#[doc(hidden)]
-#[proc_macro]
-pub fn __instruction_forms(_input: TokenStream) -> TokenStream {
-    wrap::instruction_forms().into()
-}
-
 /// parse -> check -> lower -> emit -> wrap; all errors of the invocation are reported together.
 fn expand(tokens: TokenStream2) -> TokenStream2 {
     let cx = ctxt::Ctxt::new();

@@ -524,15 +524,6 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
     }
 }
 
-/// The instruction forms as an array expression.
-pub fn instruction_forms() -> TokenStream {
-    let forms = crate::ptx::instruction_forms();
-    quote!({
-        const FORMS: &[&str] = &[#(#forms),*];
-        FORMS
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use quote::quote;
@@ -614,12 +605,5 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("variant_not_compiled"), "{out}");
-    }
-
-    #[test]
-    fn the_instruction_form_list_is_an_array_of_strings() {
-        let out = super::instruction_forms().to_string();
-        assert!(out.contains("\"ld.global.nc.v4.f32\""), "{out}");
-        assert!(out.contains("const FORMS : & [& str]"), "{out}");
     }
 }

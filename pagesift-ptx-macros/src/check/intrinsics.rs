@@ -8,7 +8,7 @@ use super::inline::HelperArg;
 use super::{TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::{Expr, ExprKind};
-use crate::ptx::FenceScope;
+use crate::ptx::{self, FenceScope, Op, UnKind};
 use crate::types::{ConstVal, Scalar, Ty};
 
 /// PTX special registers read as `u32`.
@@ -360,19 +360,19 @@ impl Checker<'_> {
                 if !self.arity(args, 0, &name, span) {
                     return err_expr(span);
                 }
-                self.needs_sm(80, &name, span);
-                let intr = if name == "cp_async_commit" {
-                    Intr::CpAsyncCommit
+                let (op, intr) = if name == "cp_async_commit" {
+                    (Op::CpAsyncCommit, Intr::CpAsyncCommit)
                 } else {
-                    Intr::CpAsyncWait(0)
+                    (Op::CpAsyncWait, Intr::CpAsyncWait(0))
                 };
+                self.needs_op(&op, &name, span);
                 self.intr(intr, vec![], Ty::Unit, span)
             }
             "cp_async_wait" => {
                 if !self.arity(args, 1, &name, span) {
                     return err_expr(span);
                 }
-                self.needs_sm(80, &name, span);
+                self.needs_op(&Op::CpAsyncWait, &name, span);
                 let n = self
                     .const_u32(&args[0], "the number of pending groups")
                     .unwrap_or(0);
@@ -570,7 +570,7 @@ impl Checker<'_> {
                 }
                 // f16x2 below sm_80 rounds each half on its own (the same result).
                 if s == Scalar::Bf16x2 {
-                    self.needs_sm(80, &what, span);
+                    self.needs_op(&Op::CvtPack(s), &what, span);
                 }
                 let f = Ty::Scalar(Scalar::F32);
                 let a = self.check_expr(&args[0], Some(&f));
@@ -749,6 +749,8 @@ impl Checker<'_> {
         let float = s.is_float();
         let f32_only = s == Scalar::F32;
         let rounding = s == Scalar::F32 || s == Scalar::F64;
+        // The `tanh.approx` form exists from its table minimum on; below it `tanh_fast` is a formula.
+        let tanh_approx = Op::Un(UnKind::TanhApprox, Scalar::F32);
         let (intr, n_args, ty) = match m.as_str() {
             "abs" if float || s.is_packed() || (s.is_signed() && !s.is_byte()) => {
                 (Intr::Abs, 0, x.ty.clone())
@@ -777,7 +779,9 @@ impl Checker<'_> {
             "log2_fast" if f32_only => (Intr::Log2Fast, 0, x.ty.clone()),
             "sin_fast" if f32_only => (Intr::SinFast, 0, x.ty.clone()),
             "cos_fast" if f32_only => (Intr::CosFast, 0, x.ty.clone()),
-            "tanh_fast" if f32_only && self.target.sm >= 75 => (Intr::TanhFast, 0, x.ty.clone()),
+            "tanh_fast" if f32_only && ptx::available(&tanh_approx, self.target.sm) => {
+                (Intr::TanhFast, 0, x.ty.clone())
+            }
             "mul_hi" if s.is_int() && s.bytes() >= 2 && !s.is_byte() => {
                 (Intr::MulHi, 1, x.ty.clone())
             }
@@ -788,7 +792,7 @@ impl Checker<'_> {
                 (Intr::Clz, 0, Ty::Scalar(Scalar::U32))
             }
             "to_tf32" if f32_only => {
-                self.needs_sm(80, "to_tf32", span);
+                self.needs_op(&Op::CvtTf32, "to_tf32", span);
                 (Intr::ToTf32, 0, Ty::Scalar(Scalar::U32))
             }
             "to_bits" if !s.is_int() && s != Scalar::Bool => {

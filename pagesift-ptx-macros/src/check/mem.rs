@@ -6,6 +6,7 @@ use super::intrinsics::{AtomKind, Intr, MemOp, MmaType};
 use super::{TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::Expr;
+use crate::ptx::{self, Op, Space};
 use crate::types::{Scalar, Ty};
 
 impl Checker<'_> {
@@ -159,9 +160,12 @@ impl Checker<'_> {
                         .error(span, format!("`{m}` is not available on `{elem}`"));
                     return err_expr(span);
                 }
-                if matches!(elem, Scalar::Bf16 | Scalar::Bf16x2) {
-                    self.needs_sm(90, &format!("{m}` on `{elem}"), span);
-                }
+                let atom = Op::Atom {
+                    space: Space::Global,
+                    kind: k,
+                    ty: elem,
+                };
+                self.needs_op(&atom, &format!("{m}` on `{elem}"), span);
                 for a in &args[1..] {
                     let v = self.check_expr(a, Some(&elem_ty));
                     self.expect_ty(&v, &elem_ty, a.span);
@@ -179,6 +183,14 @@ impl Checker<'_> {
             },
             ty,
             span,
+        }
+    }
+
+    /// Reports `what` when the kernel's target lacks the instruction form `op` lowers to (the
+    /// minimum is the instruction table's).
+    pub(super) fn needs_op(&mut self, op: &Op, what: &str, span: Span) {
+        if let Ok((sm, _)) = ptx::requirement(op) {
+            self.needs_sm(sm, what, span);
         }
     }
 
@@ -219,11 +231,7 @@ impl Checker<'_> {
         if !self.arity(args, 3, name, span) {
             return err_expr(span);
         }
-        self.needs_sm(
-            if ty == MmaType::F16 && k == 8 { 75 } else { 80 },
-            name,
-            span,
-        );
+        self.needs_op(&Op::Mma { ty, k }, name, span);
         let acc = if matches!(ty, MmaType::S8 | MmaType::U8) {
             Scalar::I32
         } else {
@@ -273,7 +281,7 @@ impl Checker<'_> {
         let idx = self.check_index(&args[0]);
         match op {
             MemOp::CpAsync { bytes, .. } => {
-                self.needs_sm(80, m, span);
+                self.needs_op(&Op::CpAsync { bytes }, m, span);
                 let Some((src, sty)) = self.place_base(&args[1]) else {
                     return err_expr(span);
                 };
@@ -321,8 +329,8 @@ impl Checker<'_> {
                     span,
                 }
             }
-            MemOp::Ldmatrix { n, .. } => {
-                self.needs_sm(75, m, span);
+            MemOp::Ldmatrix { n, trans } => {
+                self.needs_op(&Op::Ldmatrix { n, trans }, m, span);
                 if elem.bytes() != 2 {
                     self.cx
                         .error(span, format!("`{m}` loads 16-bit elements, not `{elem}`"));

@@ -422,11 +422,13 @@ impl Lower<'_> {
         args: Vec<Operand>,
         span: Span,
     ) {
-        if let Err(e) = ptx::opcode(&op) {
-            self.error(span, format!("internal: {e}"));
-            return;
-        }
-        let (sm, ver) = ptx::requirement(&op);
+        let (sm, ver) = match ptx::requirement(&op) {
+            Ok(r) => r,
+            Err(e) => {
+                self.error(span, format!("internal: {e}"));
+                return;
+            }
+        };
         self.needed_sm = self.needed_sm.max(sm);
         if sm > self.v.target.sm && !self.v.target_auto {
             let text = ptx::opcode(&op).unwrap_or_default();

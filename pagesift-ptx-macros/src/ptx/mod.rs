@@ -1,8 +1,10 @@
 //! The PTX IR (virtual registers, labels, instructions) and its text form.
 //!
-//! Emission is table driven: [`opcode`] maps an operation and its types to the instruction text
-//! (`add.f32`, `ld.global.nc.v4.f32`), [`requirement`] gives the lowest target and PTX ISA
-//! version each form needs, and an operation with no rule is a hard error, never a guess.
+//! Emission is table driven: a lowering rule ([`opcode`]) maps an operation and its types to
+//! the text of an instruction form (`add.rn.f32`, `ld.global.nc.v4.f32`), which must be a row
+//! of the instruction table (`pagesift-ptx-isa`); the row gives the lowest target and PTX ISA
+//! version ([`requirement`]). An operation with no rule, or a text with no row, is a hard
+//! error, never a guess.
 
 use crate::check::{AtomKind, MmaType, ShflKind, VoteKind};
 use crate::types::{RegClass, Scalar};
@@ -123,6 +125,7 @@ impl FenceScope {
     }
 
     /// Every scope.
+    #[cfg(test)]
     pub const ALL: [FenceScope; 3] = [FenceScope::Block, FenceScope::Device, FenceScope::System];
 }
 
@@ -387,11 +390,9 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     Ok(s)
 }
 
-mod table;
+mod rules;
 
-#[cfg(test)]
-pub(crate) use table::all_ops;
-pub use table::{available, instruction_forms, opcode, requirement};
+pub use rules::{available, opcode, requirement};
 
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,5 @@
 use super::*;
+use pagesift_ptx_isa as isa;
 
 #[test]
 fn opcodes_come_from_the_tables() {
@@ -144,136 +145,202 @@ fn immediates_are_bit_exact() {
     assert_eq!(text.as_deref(), Ok("ld.global.f32 %f1, [%rd2+8];"));
 }
 
+/// Every operation the IR can express (most have no rule for most types).
+fn all_ops() -> Vec<Op> {
+    let mut ops: Vec<Op> = Vec::new();
+    let bins = [
+        BinKind::Add,
+        BinKind::Sub,
+        BinKind::Mul,
+        BinKind::Div,
+        BinKind::Rem,
+        BinKind::And,
+        BinKind::Or,
+        BinKind::Xor,
+        BinKind::Shl,
+        BinKind::Shr,
+        BinKind::Min,
+        BinKind::Max,
+        BinKind::MulHi,
+        BinKind::CopySign,
+    ];
+    let uns = [
+        UnKind::Neg,
+        UnKind::Not,
+        UnKind::Abs,
+        UnKind::Sqrt,
+        UnKind::SqrtApprox,
+        UnKind::RsqrtApprox,
+        UnKind::Rcp,
+        UnKind::RcpApprox,
+        UnKind::RcpApproxFtz,
+        UnKind::Ex2Approx,
+        UnKind::Ex2ApproxFtz,
+        UnKind::Lg2Approx,
+        UnKind::TanhApprox,
+        UnKind::SinApprox,
+        UnKind::CosApprox,
+        UnKind::Floor,
+        UnKind::Ceil,
+        UnKind::RoundEven,
+        UnKind::Trunc,
+        UnKind::Popc,
+        UnKind::Clz,
+    ];
+    let cmps = [
+        CmpKind::Eq,
+        CmpKind::Ne,
+        CmpKind::Lt,
+        CmpKind::Le,
+        CmpKind::Gt,
+        CmpKind::Ge,
+        CmpKind::Neu,
+    ];
+    for s in Scalar::ALL {
+        ops.push(Op::Mov(s));
+        ops.extend(bins.iter().map(|k| Op::Bin(*k, s)));
+        ops.extend(uns.iter().map(|k| Op::Un(*k, s)));
+        ops.extend(cmps.iter().map(|k| Op::Setp(*k, s)));
+        ops.push(Op::Fma(s));
+        ops.push(Op::IsNan(s));
+        ops.push(Op::Selp(s));
+        for t in Scalar::ALL {
+            ops.push(Op::Cvt { to: t, from: s });
+        }
+        for space in [Space::Global, Space::Shared, Space::Param] {
+            for vec in [1u8, 2, 4] {
+                for nc in [false, true] {
+                    ops.push(Op::Ld {
+                        space,
+                        ty: s,
+                        vec,
+                        nc,
+                    });
+                }
+                ops.push(Op::St { space, ty: s, vec });
+            }
+            for kind in AtomKind::ALL {
+                ops.push(Op::Atom { space, kind, ty: s });
+            }
+        }
+    }
+    for k in [ShflKind::Bfly, ShflKind::Down, ShflKind::Up, ShflKind::Idx] {
+        ops.push(Op::Shfl(k));
+    }
+    for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
+        ops.push(Op::Vote(k));
+    }
+    for sc in [false, true] {
+        for scope in FenceScope::ALL {
+            ops.push(Op::Fence { sc, scope });
+        }
+    }
+    for s in Scalar::ALL {
+        ops.push(Op::LdAcquire(s));
+        ops.push(Op::StRelease(s));
+        ops.push(Op::CvtPack(s));
+    }
+    for a_signed in [false, true] {
+        for b_signed in [false, true] {
+            ops.push(Op::Dp4a { a_signed, b_signed });
+        }
+    }
+    for (_, ty, k, _, _) in MmaType::SHAPES {
+        ops.push(Op::Mma { ty, k });
+    }
+    for n in [1, 2, 4] {
+        for trans in [false, true] {
+            ops.push(Op::Ldmatrix { n, trans });
+        }
+    }
+    ops.extend([
+        Op::CpAsync { bytes: 4 },
+        Op::CpAsync { bytes: 8 },
+        Op::CpAsync { bytes: 16 },
+        Op::CpAsyncCommit,
+        Op::CpAsyncWait,
+        Op::CvtTf32,
+        Op::MovBits(16),
+        Op::MovBits(32),
+        Op::MovBits(64),
+        Op::BarSync,
+        Op::BarWarpSync,
+        Op::Prmt,
+        Op::Bra,
+        Op::Ret,
+        Op::CvtaGlobal,
+        Op::MulWide { signed: false },
+        Op::MulWide { signed: true },
+        Op::Bfe { signed: false },
+        Op::Bfe { signed: true },
+        Op::Bfi,
+    ]);
+    ops
+}
+
+/// The emitted rows of the instruction table hold exactly the forms the lowering rules produce
+/// (and, since `opcode` fails for a text with no row, every produced form has a row).
 #[test]
-fn the_form_list_is_sorted_and_complete() {
-    let forms = instruction_forms();
+fn emitted_rows_are_exactly_the_lowering_rules_forms() {
+    use std::collections::BTreeSet;
+    let produced: BTreeSet<String> = all_ops().iter().filter_map(|o| opcode(o).ok()).collect();
+    let emitted: BTreeSet<String> = isa::texts()
+        .filter(|(_, row)| row.emitted)
+        .map(|(t, _)| t.to_string())
+        .collect();
+    let unmarked: Vec<&String> = produced.difference(&emitted).collect();
+    let unused: Vec<&String> = emitted.difference(&produced).collect();
+    assert!(
+        unmarked.is_empty(),
+        "produced by a lowering rule, in a row not marked emitted: {unmarked:?}"
+    );
+    assert!(
+        unused.is_empty(),
+        "in a row marked emitted, produced by no lowering rule: {unused:?}"
+    );
+    assert!(produced.len() > 600, "only {} forms", produced.len());
     for f in [
         "add.rn.f32",
         "ld.global.nc.v4.f32",
         "shfl.sync.bfly.b32",
-        "fma.rn.f32",
-        "setp.lt.u32",
         "bar.sync",
     ] {
-        assert!(forms.iter().any(|x| x == f), "{f} missing");
+        assert!(produced.contains(f), "{f} missing");
     }
-    assert!(forms.windows(2).all(|w| w[0] < w[1]));
 }
 
-/// Operands of the right register classes for one instruction of `op` (no values matter:
-/// `ptxas` checks the forms).
-fn sample_operands(op: &Op) -> Option<Vec<Operand>> {
-    use RegClass as C;
-    let r = |class: RegClass, n: u32| Operand::Reg(Reg { class, n });
-    let of = |s: Scalar, n: u32| r(s.reg_class(), n);
-    let global = addr_of(Operand::Reg(Reg {
-        class: C::B64,
-        n: 1,
-    }));
-    let space_addr = |space: Space| match space {
-        Space::Global => global.clone(),
-        Space::Shared => addr_of(Operand::Name("smem".into())),
-        Space::Param => addr_of(Operand::Name("forms_param_0".into())),
-    };
-    let vec_of = |s: Scalar, vec: u8| {
-        if vec == 1 {
-            of(s, 1)
-        } else {
-            Operand::Vec((1..=vec as u32).map(|n| of(s, n)).collect())
-        }
-    };
-    Some(match op {
-        Op::Mov(s) => vec![of(*s, 1), of(*s, 2)],
-        Op::MovBits(16) => vec![r(C::B16, 1), r(C::B16, 2)],
-        Op::MovBits(32) => vec![r(C::B32, 1), r(C::F32, 2)],
-        Op::MovBits(_) => vec![r(C::B64, 1), r(C::F64, 2)],
-        Op::Bin(BinKind::Shl | BinKind::Shr, s) => vec![of(*s, 1), of(*s, 2), r(C::B32, 3)],
-        Op::Bin(_, s) => vec![of(*s, 1), of(*s, 2), of(*s, 3)],
-        Op::Un(UnKind::Popc | UnKind::Clz, s) => vec![r(C::B32, 1), of(*s, 2)],
-        Op::Un(_, s) => vec![of(*s, 1), of(*s, 2)],
-        Op::Fma(s) => vec![of(*s, 1), of(*s, 2), of(*s, 3), of(*s, 4)],
-        Op::Setp(_, s) => vec![r(C::Pred, 1), of(*s, 2), of(*s, 3)],
-        Op::IsNan(s) => vec![r(C::Pred, 1), of(*s, 2)],
-        Op::Selp(s) => vec![of(*s, 1), of(*s, 2), of(*s, 3), r(C::Pred, 1)],
-        Op::Cvt { to, from } => vec![of(*to, 1), of(*from, 2)],
-        Op::Ld { space, ty, vec, .. } => vec![vec_of(*ty, *vec), space_addr(*space)],
-        Op::St { space, ty, vec } => vec![space_addr(*space), vec_of(*ty, *vec)],
-        Op::Atom { space, kind, ty } => {
-            let mut a = vec![of(*ty, 1), space_addr(*space), of(*ty, 2)];
-            if *kind == AtomKind::Cas {
-                a.push(of(*ty, 3));
-            }
-            a
-        }
-        Op::Shfl(_) => vec![
-            r(C::B32, 1),
-            r(C::B32, 2),
-            Operand::Int(1),
-            Operand::Int(31),
-            Operand::Int(0xffff_ffff),
-        ],
-        Op::Vote(VoteKind::Ballot) => vec![r(C::B32, 1), r(C::Pred, 1), Operand::Int(0xffff_ffff)],
-        Op::Vote(_) => vec![r(C::Pred, 1), r(C::Pred, 2), Operand::Int(0xffff_ffff)],
-        Op::BarSync => vec![Operand::Int(0)],
-        Op::Bra => vec![Operand::Label(0)],
-        Op::Ret => vec![],
-        Op::CvtaGlobal => vec![r(C::B64, 1), r(C::B64, 2)],
-        Op::MulWide { .. } => vec![r(C::B64, 1), r(C::B32, 2), r(C::B32, 3)],
-        Op::Bfe { .. } => vec![r(C::B32, 1), r(C::B32, 2), Operand::Int(8), Operand::Int(8)],
-        Op::Bfi => vec![
-            r(C::B32, 1),
-            r(C::B32, 2),
-            r(C::B32, 3),
-            Operand::Int(8),
-            Operand::Int(8),
-        ],
-        Op::CpAsync { bytes } => vec![
-            space_addr(Space::Shared),
-            global.clone(),
-            Operand::Int(*bytes as i128),
-        ],
-        Op::CpAsyncCommit => vec![],
-        Op::CpAsyncWait => vec![Operand::Int(0)],
-        Op::Ldmatrix { n, .. } => vec![
-            Operand::Vec((1..=*n).map(|i| of(Scalar::U32, i)).collect()),
-            space_addr(Space::Shared),
-        ],
-        Op::Mma { ty, k } => {
-            let (_, _, _, na, nb) = *crate::check::MmaType::SHAPES
-                .iter()
-                .find(|s| s.1 == *ty && s.2 == *k)?;
-            let acc = if matches!(ty, crate::check::MmaType::S8 | crate::check::MmaType::U8) {
-                Scalar::I32
-            } else {
-                Scalar::F32
-            };
-            let regs = |s: Scalar, from: u32, n: u32| {
-                Operand::Vec((from..from + n).map(|i| of(s, i)).collect())
-            };
-            vec![
-                regs(acc, 1, 4),
-                regs(Scalar::U32, 1, na),
-                regs(Scalar::U32, 5, nb),
-                regs(acc, 5, 4),
-            ]
-        }
-        Op::CvtTf32 => vec![r(C::B32, 1), r(C::F32, 2)],
-        Op::BarWarpSync => vec![Operand::Int(0xffff_ffff)],
-        Op::Fence { .. } => vec![],
-        Op::LdAcquire(ty) => vec![of(*ty, 1), global],
-        Op::StRelease(ty) => vec![global, of(*ty, 1)],
-        Op::Dp4a { .. } | Op::Prmt => (1..=4).map(|n| r(C::B32, n)).collect(),
-        Op::CvtPack(_) => vec![r(C::B32, 1), r(C::F32, 1), r(C::F32, 2)],
-        Op::Asm { .. } => return None,
-    })
+/// Runs `ptxas` on `src` for target `sm_<sm>`; the log when it fails.
+fn assemble(ptxas: &std::path::Path, name: &str, sm: u32, src: &str) -> Result<(), String> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
+    std::fs::create_dir_all(&dir).expect("scratch directory");
+    let path = dir.join(format!("{name}.ptx"));
+    std::fs::write(&path, src).expect("write");
+    let out = std::process::Command::new(ptxas)
+        .arg(format!("-arch=sm_{sm}"))
+        .arg(&path)
+        .arg("-o")
+        .arg(path.with_extension("cubin"))
+        .output()
+        .expect("running ptxas");
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}\n(source at {})",
+            String::from_utf8_lossy(&out.stderr),
+            path.display()
+        ))
+    }
 }
 
-fn addr_of(base: Operand) -> Operand {
-    Operand::Addr(Box::new(base), 0)
+/// The known target of `sm` (× 10).
+fn target(sm: u32) -> crate::check::Target {
+    crate::check::Target::parse(&format!("sm_{sm}")).expect("a known target")
 }
 
-/// Every instruction form of the tables, assembled by `ptxas` at the lowest target and PTX
-/// ISA version `requirement` gives it (when `ptxas` is installed at `target/ptxas/ptxas`).
+/// Every form of the instruction table (emitted or not), assembled by `ptxas` at the lowest
+/// target and PTX ISA version its row gives (when `ptxas` is installed at
+/// `target/ptxas/ptxas`).
 #[test]
 fn every_form_assembles_at_its_declared_minimum() {
     let Some(ptxas) = crate::test_ptxas() else {
@@ -281,101 +348,76 @@ fn every_form_assembles_at_its_declared_minimum() {
         return;
     };
     let mut groups: std::collections::BTreeMap<(u32, (u32, u32)), Vec<String>> = Default::default();
-    for op in all_ops() {
-        if opcode(&op).is_err() {
-            continue;
-        }
-        let Some(args) = sample_operands(&op) else {
-            continue;
-        };
-        let (sm, ver) = requirement(&op);
-        let target = crate::check::Target::parse(&format!("sm_{sm}")).expect("a known target");
-        let key = (sm, ver.max(target.min_ptx()));
-        let text = inst_text(&None, &op, &args).expect("text");
-        groups.entry(key).or_default().push(text);
+    for (text, row) in isa::texts() {
+        let key = (row.sm, row.ptx.max(target(row.sm).min_ptx()));
+        groups.entry(key).or_default().extend(row.examples(text));
     }
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
-    std::fs::create_dir_all(&dir).expect("scratch directory");
     let mut total = 0;
-    for ((sm, (maj, min)), insts) in &groups {
-        let mut src = format!(
-            ".version {maj}.{min}\n.target sm_{sm}\n.address_size 64\n\n.visible .entry forms(\n\t.param .u64 forms_param_0\n)\n{{\n"
-        );
-        for (ty, prefix) in RegClass::ALL.map(|c| c.decl()) {
-            src.push_str(&format!("\t.reg .{ty} {prefix}<16>;\n"));
+    for ((sm, ver), mut insts) in groups {
+        insts.sort();
+        let src = isa::example_module(sm, ver, &insts);
+        let name = format!("forms-sm_{sm}-{}.{}", ver.0, ver.1);
+        if let Err(log) = assemble(&ptxas, &name, sm, &src) {
+            panic!(
+                "forms for sm_{sm} / PTX {}.{} rejected:\n{log}",
+                ver.0, ver.1
+            );
         }
-        src.push_str("\t.shared .align 16 .b8 smem[64];\n$L__BB0:\n");
-        for i in insts {
-            src.push_str(&format!("\t{i}\n"));
-        }
-        src.push_str("}\n");
-        let path = dir.join(format!("forms-sm_{sm}-{maj}.{min}.ptx"));
-        std::fs::write(&path, &src).expect("write");
-        let out = std::process::Command::new(&ptxas)
-            .arg(format!("-arch=sm_{sm}"))
-            .arg(&path)
-            .arg("-o")
-            .arg(path.with_extension("cubin"))
-            .output()
-            .expect("running ptxas");
-        let log = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "forms for sm_{sm} / PTX {maj}.{min} rejected:\n{log}\n(source at {})",
-            path.display()
-        );
         total += insts.len();
     }
-    assert!(total > 300, "only {total} forms");
+    assert!(total > 5000, "only {total} forms");
 }
 
-/// A form that `requirement` puts above sm_70 is really missing on the target below it (so
-/// the declared minimum is the lowest).
+/// A form whose row is above sm_70 is really missing on the next target below it (so the
+/// declared minimum is the lowest): `ptxas` reports an error on every such instruction.
 #[test]
 fn forms_above_sm_70_are_missing_below_their_minimum() {
     let Some(ptxas) = crate::test_ptxas() else {
         eprintln!("SKIPPED forms_above_sm_70_are_missing_below_their_minimum: no ptxas");
         return;
     };
-    let below = |sm: u32| match sm {
-        75 => 70,
-        80 => 75,
-        _ => 89,
+    let below = |sm: u32| {
+        crate::check::Target::KNOWN
+            .iter()
+            .filter_map(|(n, _)| crate::check::Target::parse(n))
+            .filter(|t| t.sm < sm && !t.name.ends_with('a'))
+            .map(|t| t.sm)
+            .max()
+            .expect("a target below")
     };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
-    std::fs::create_dir_all(&dir).expect("scratch directory");
-    let mut checked = 0;
-    for (k, op) in all_ops().into_iter().enumerate() {
-        let (sm, _) = requirement(&op);
-        let Some(args) = sample_operands(&op) else {
-            continue;
-        };
-        if sm <= 70 || opcode(&op).is_err() {
-            continue;
-        }
-        let lower = below(sm);
-        let text = inst_text(&None, &op, &args).expect("text");
-        let mut src = format!(
-            ".version 7.8\n.target sm_{lower}\n.address_size 64\n\n.visible .entry f()\n{{\n"
-        );
-        for (ty, prefix) in RegClass::ALL.map(|c| c.decl()) {
-            src.push_str(&format!("\t.reg .{ty} {prefix}<16>;\n"));
-        }
-        src.push_str(&format!("\t{text}\n}}\n"));
-        let path = dir.join(format!("below-{k}.ptx"));
-        std::fs::write(&path, &src).expect("write");
-        let out = std::process::Command::new(&ptxas)
-            .arg(format!("-arch=sm_{lower}"))
-            .arg(&path)
-            .arg("-o")
-            .arg(path.with_extension("cubin"))
-            .output()
-            .expect("running ptxas");
-        assert!(
-            !out.status.success(),
-            "`{text}` assembles for sm_{lower}, but requirement() says sm_{sm}"
-        );
-        checked += 1;
+    let mut groups: std::collections::BTreeMap<(u32, (u32, u32)), Vec<String>> = Default::default();
+    for (text, row) in isa::texts().filter(|(_, row)| row.sm > 70) {
+        let lower = below(row.sm);
+        let key = (lower, row.ptx.max((7, 8)));
+        groups
+            .entry(key)
+            .or_default()
+            .push(row.examples(text).remove(0));
     }
-    assert!(checked >= 10, "only {checked} forms above sm_70");
+    let mut checked = 0;
+    for ((lower, ver), mut insts) in groups {
+        insts.sort();
+        let src = isa::example_module(lower, ver, &insts);
+        let name = format!("below-sm_{lower}");
+        let log = assemble(&ptxas, &name, lower, &src).expect_err("forms above their target");
+        // One error line per instruction: `..., line N; error ...`.
+        let failed: std::collections::HashSet<usize> = log
+            .lines()
+            .filter(|l| l.contains("error"))
+            .filter_map(|l| l.split(", line ").nth(1)?.split(';').next()?.parse().ok())
+            .collect();
+        for (n, line) in src.lines().enumerate() {
+            if let Some(inst) = line
+                .strip_prefix('\t')
+                .filter(|l| insts.iter().any(|i| i == l))
+            {
+                assert!(
+                    failed.contains(&(n + 1)),
+                    "`{inst}` assembles for sm_{lower}, but its row says a later target"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 100, "only {checked} forms above sm_70");
 }

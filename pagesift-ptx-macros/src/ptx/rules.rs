@@ -1,9 +1,11 @@
-//! The emitter's tables: operation -> instruction text, and the target / PTX ISA version each
-//! instruction form needs.
+//! The emitter's lowering rules: an IR operation and its types -> the text of an instruction
+//! form (`add.rn.f32`), whose row in the instruction table (`pagesift-ptx-isa`) gives the
+//! lowest target and PTX ISA version it needs.
 
-use super::{BinKind, CmpKind, FenceScope, Op, Space, UnKind};
+use super::{BinKind, CmpKind, Op, Space, UnKind};
 use crate::check::{AtomKind, MmaType, ShflKind, VoteKind};
 use crate::types::Scalar;
+use pagesift_ptx_isa as isa;
 
 fn mov_ty(s: Scalar) -> &'static str {
     match s {
@@ -14,8 +16,38 @@ fn mov_ty(s: Scalar) -> &'static str {
     }
 }
 
-/// The instruction text of an operation (`add.f32`), or why there is none.
+/// The instruction text of an operation (`add.rn.f32`) and its row of the instruction table,
+/// or why there is none. `asm!` text has no row: it is the user's, and needs only the floor.
+pub fn form(op: &Op) -> Result<(String, Option<&'static isa::Form>), String> {
+    let text = lowering(op)?;
+    if let Op::Asm { .. } = op {
+        return Ok((text, None));
+    }
+    match isa::lookup(&text) {
+        Some(row) => Ok((text, Some(row))),
+        None => Err(format!(
+            "`{text}` (for {op:?}) is not in the instruction table"
+        )),
+    }
+}
+
+/// The instruction text of an operation (`add.rn.f32`), or why there is none.
 pub fn opcode(op: &Op) -> Result<String, String> {
+    form(op).map(|(text, _)| text)
+}
+
+/// The lowest target (sm × 10) and PTX ISA version an operation needs: its table row's.
+pub fn requirement(op: &Op) -> Result<(u32, (u32, u32)), String> {
+    form(op).map(|(_, row)| row.map_or(isa::FLOOR, |r| (r.sm, r.ptx)))
+}
+
+/// Whether `op` exists on target `sm` (× 10).
+pub fn available(op: &Op, sm: u32) -> bool {
+    requirement(op).is_ok_and(|(min, _)| min <= sm)
+}
+
+/// The lowering rule: the text of the form `op` becomes.
+fn lowering(op: &Op) -> Result<String, String> {
     use Scalar::*;
     let no = || Err(format!("no PTX instruction rule for {op:?}"));
     let half = |s: Scalar| matches!(s, F16 | Bf16 | F16x2 | Bf16x2);
@@ -297,188 +329,4 @@ fn cvt_opcode(to: Scalar, from: Scalar) -> Result<String, String> {
             }
         }
     })
-}
-
-/// The lowest target (sm × 10) and PTX ISA version an operation needs.
-pub fn requirement(op: &Op) -> (u32, (u32, u32)) {
-    use Scalar::*;
-    let base = (70, (7, 0));
-    match op {
-        Op::Un(UnKind::TanhApprox, _) => (75, (7, 0)),
-        Op::CpAsync { .. } | Op::CpAsyncCommit | Op::CpAsyncWait | Op::CvtTf32 => (80, (7, 0)),
-        Op::Ldmatrix { .. } => (75, (6, 5)),
-        Op::Mma {
-            ty: MmaType::F16,
-            k: 8,
-        } => (75, (6, 5)),
-        Op::Mma { .. } => (80, (7, 0)),
-        Op::Bin(BinKind::Add | BinKind::Sub | BinKind::Mul, Bf16 | Bf16x2) => (90, (7, 8)),
-        Op::Bin(BinKind::Min | BinKind::Max, F16 | F16x2 | Bf16 | Bf16x2) => (80, (7, 0)),
-        Op::Un(UnKind::Neg | UnKind::Abs, Bf16 | Bf16x2) => (80, (7, 0)),
-        Op::Un(UnKind::Abs, F16 | F16x2) => (70, (6, 5)),
-        Op::Fma(Bf16 | Bf16x2) => (80, (7, 0)),
-        Op::Setp(_, Bf16) => (90, (7, 8)),
-        Op::Cvt {
-            to: Bf16,
-            from: F32,
-        } => (80, (7, 0)),
-        Op::Cvt {
-            to: F32,
-            from: Bf16,
-        } => (80, (7, 1)),
-        Op::Cvt { to: Bf16, .. } | Op::Cvt { from: Bf16, .. } => (90, (7, 8)),
-        Op::CvtPack(_) => (80, (7, 0)),
-        Op::Atom {
-            kind: AtomKind::Add,
-            ty: Bf16 | Bf16x2,
-            ..
-        } => (90, (7, 8)),
-        _ => base,
-    }
-}
-
-/// Whether `op` exists on target `sm` (× 10).
-pub fn available(op: &Op, sm: u32) -> bool {
-    opcode(op).is_ok() && requirement(op).0 <= sm
-}
-
-/// Every instruction form the tables can produce, as it appears in text.
-pub fn instruction_forms() -> Vec<String> {
-    let mut forms: Vec<String> = all_ops().iter().filter_map(|o| opcode(o).ok()).collect();
-    forms.sort();
-    forms.dedup();
-    forms
-}
-
-/// Every operation the IR can express (most have no rule for most types).
-pub(crate) fn all_ops() -> Vec<Op> {
-    let mut ops: Vec<Op> = Vec::new();
-    let bins = [
-        BinKind::Add,
-        BinKind::Sub,
-        BinKind::Mul,
-        BinKind::Div,
-        BinKind::Rem,
-        BinKind::And,
-        BinKind::Or,
-        BinKind::Xor,
-        BinKind::Shl,
-        BinKind::Shr,
-        BinKind::Min,
-        BinKind::Max,
-        BinKind::MulHi,
-        BinKind::CopySign,
-    ];
-    let uns = [
-        UnKind::Neg,
-        UnKind::Not,
-        UnKind::Abs,
-        UnKind::Sqrt,
-        UnKind::SqrtApprox,
-        UnKind::RsqrtApprox,
-        UnKind::Rcp,
-        UnKind::RcpApprox,
-        UnKind::RcpApproxFtz,
-        UnKind::Ex2Approx,
-        UnKind::Ex2ApproxFtz,
-        UnKind::Lg2Approx,
-        UnKind::TanhApprox,
-        UnKind::SinApprox,
-        UnKind::CosApprox,
-        UnKind::Floor,
-        UnKind::Ceil,
-        UnKind::RoundEven,
-        UnKind::Trunc,
-        UnKind::Popc,
-        UnKind::Clz,
-    ];
-    let cmps = [
-        CmpKind::Eq,
-        CmpKind::Ne,
-        CmpKind::Lt,
-        CmpKind::Le,
-        CmpKind::Gt,
-        CmpKind::Ge,
-        CmpKind::Neu,
-    ];
-    for s in Scalar::ALL {
-        ops.push(Op::Mov(s));
-        ops.extend(bins.iter().map(|k| Op::Bin(*k, s)));
-        ops.extend(uns.iter().map(|k| Op::Un(*k, s)));
-        ops.extend(cmps.iter().map(|k| Op::Setp(*k, s)));
-        ops.push(Op::Fma(s));
-        ops.push(Op::IsNan(s));
-        ops.push(Op::Selp(s));
-        for t in Scalar::ALL {
-            ops.push(Op::Cvt { to: t, from: s });
-        }
-        for space in [Space::Global, Space::Shared, Space::Param] {
-            for vec in [1u8, 2, 4] {
-                for nc in [false, true] {
-                    ops.push(Op::Ld {
-                        space,
-                        ty: s,
-                        vec,
-                        nc,
-                    });
-                }
-                ops.push(Op::St { space, ty: s, vec });
-            }
-            for kind in AtomKind::ALL {
-                ops.push(Op::Atom { space, kind, ty: s });
-            }
-        }
-    }
-    for k in [ShflKind::Bfly, ShflKind::Down, ShflKind::Up, ShflKind::Idx] {
-        ops.push(Op::Shfl(k));
-    }
-    for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
-        ops.push(Op::Vote(k));
-    }
-    for sc in [false, true] {
-        for scope in FenceScope::ALL {
-            ops.push(Op::Fence { sc, scope });
-        }
-    }
-    for s in Scalar::ALL {
-        ops.push(Op::LdAcquire(s));
-        ops.push(Op::StRelease(s));
-        ops.push(Op::CvtPack(s));
-    }
-    for a_signed in [false, true] {
-        for b_signed in [false, true] {
-            ops.push(Op::Dp4a { a_signed, b_signed });
-        }
-    }
-    for (_, ty, k, _, _) in MmaType::SHAPES {
-        ops.push(Op::Mma { ty, k });
-    }
-    for n in [1, 2, 4] {
-        for trans in [false, true] {
-            ops.push(Op::Ldmatrix { n, trans });
-        }
-    }
-    ops.extend([
-        Op::CpAsync { bytes: 4 },
-        Op::CpAsync { bytes: 8 },
-        Op::CpAsync { bytes: 16 },
-        Op::CpAsyncCommit,
-        Op::CpAsyncWait,
-        Op::CvtTf32,
-        Op::MovBits(16),
-        Op::MovBits(32),
-        Op::MovBits(64),
-        Op::BarSync,
-        Op::BarWarpSync,
-        Op::Prmt,
-        Op::Bra,
-        Op::Ret,
-        Op::CvtaGlobal,
-        Op::MulWide { signed: false },
-        Op::MulWide { signed: true },
-        Op::Bfe { signed: false },
-        Op::Bfe { signed: true },
-        Op::Bfi,
-    ]);
-    ops
 }
