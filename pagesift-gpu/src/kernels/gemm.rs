@@ -194,10 +194,12 @@ ptx_kernel! {
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
-    /// layout): each warp takes 4 consecutive columns (4 rows of W), its lanes stride along K
-    /// with 16-byte loads of W (each weight read once per call, whatever the row count) and of
-    /// the few rows of A, and the sums meet in a warp reduction; lane `m` writes row `m`
-    /// through the GEMM epilogue. Grid `(⌈N / 32⌉, batch)`.
+    /// layout): each block takes 4 consecutive columns (4 rows of W) and its 8 warps split K
+    /// between them, each lane striding along its part with 16-byte loads of W (each weight
+    /// read once per call, whatever the row count) and of the few rows of A. The sums meet in
+    /// warp reductions, then across the warps through shared memory; lane `m` of warp 0
+    /// writes row `m` through the GEMM epilogue. Grid `(⌈N / 4⌉, batch)`: enough warps to
+    /// keep the weight bytes in flight that a pass at memory speed needs.
     #[variants(MT in [1, 2, 4, 8])]
     #[launch(block = 256, max_regs = 128)]
     pub fn gemv_f32<const MT: u32>(
@@ -208,14 +210,26 @@ ptx_kernel! {
         res: Option<&[f32]>,
         c: &mut [f32],
     ) {
+        let part: Shared<[[f32; 4 * MT]; 8]>;
         let z = block_idx_y() as u64;
         let lane = lane_id();
-        let n0 = (block_idx_x() * 8 + warp_id()) * 4;
+        let warp = warp_id();
+        let n0 = block_idx_x() * 4;
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let mut acc = [[0.0f32; 4]; MT];
-        let mut k = lane * 4;
-        if p.vec_a & p.vec_b {
+        // The lanes that write a row read its epilogue inputs first, so that the reads
+        // overlap the pass over the weights instead of ending the block.
+        let writes = (warp == 0) & (lane < MT) & (lane < p.m) & (n0 < p.n);
+        let mut e = [[-0.0f32; 4]; 3];
+        if writes {
+            e = epi_inputs(p, bias, res, c, z, lane, n0);
+        }
+        // Thread `t` of the block starts at element 4 t (vectors) or t (elements).
+        let t = warp * 32 + lane;
+        let mut k = t * 4;
+        let vec = p.vec_a & p.vec_b;
+        if vec {
             while k + 4 <= p.k {
                 let mut w = [[0.0f32; 4]; 4];
                 #[unroll]
@@ -225,17 +239,17 @@ ptx_kernel! {
                     }
                 }
                 acc = gemv_step::<MT>(acc, w, a, p, a_off, k);
-                k += 128;
+                k += 1024;
             }
-            // The last K % 4 elements, one per lane.
-            k = p.k / 4 * 4 + lane;
-            if k >= p.k {
-                k = p.k;
+            // The last K % 4 elements, one per thread of the first warp.
+            k = p.k;
+            if warp == 0 {
+                k = (p.k / 4 * 4 + lane).min(p.k);
             }
         } else {
-            k = lane;
+            k = t;
         }
-        let step = if p.vec_a & p.vec_b { p.k } else { 32 };
+        let step = if vec { p.k } else { 256 };
         while k < p.k {
             #[unroll]
             for m in 0..MT {
@@ -265,15 +279,27 @@ ptx_kernel! {
                 acc[m][j] = v;
             }
         }
-        let mut mine = acc[0];
-        #[unroll]
-        for m in 1..MT {
-            if lane == m {
-                mine = acc[m];
+        if lane == 0 {
+            #[unroll]
+            for m in 0..MT {
+                #[unroll]
+                for j in 0..4 {
+                    part[warp][4 * m + j] = acc[m][j];
+                }
             }
         }
-        if (lane < MT) & (lane < p.m) & (n0 < p.n) {
-            store_out(p, bias, res, c, z, lane, n0, mine);
+        sync_threads();
+        if writes {
+            // Lane `m` sums row `m` over the warps, in warp order.
+            let mut v = [0.0f32; 4];
+            #[unroll]
+            for w in 0..8 {
+                #[unroll]
+                for j in 0..4 {
+                    v[j] = v[j] + part[w][4 * lane + j];
+                }
+            }
+            finish_out(p, c, z, lane, n0, v, e);
         }
     }
 
@@ -577,6 +603,39 @@ ptx_kernel! {
         col: u32,
         acc: [f32; 4],
     ) {
+        let e = epi_inputs(p, bias, res, c, z, row, col);
+        finish_out(p, c, z, row, col, acc, e);
+    }
+
+    /// What the epilogue of 4 outputs reads besides the sums: `beta · C` where `beta` is not
+    /// 0, the bias and the residual (-0.0 where absent: adding it changes no value), one row
+    /// per entry of the result.
+    fn epi_inputs(
+        p: GemmParams,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        z: u64,
+        row: u32,
+        col: u32,
+    ) -> [[f32; 4]; 3] {
+        let mut e = [[-0.0f32; 4]; 3];
+        if p.beta != 0.0 {
+            let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
+            e[0] = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
+        }
+        if let Some(bs) = bias {
+            e[1] = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
+        }
+        if let Some(rs) = res {
+            let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
+            e[2] = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
+        }
+        e
+    }
+
+    /// `act(alpha · acc + beta · C + bias) + residual` from [`epi_inputs`], stored to C.
+    fn finish_out(p: GemmParams, c: &mut [f32], z: u64, row: u32, col: u32, acc: [f32; 4], e: [[f32; 4]; 3]) {
         let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
         let whole = col + 4 <= p.n;
         let mut v = [0.0f32; 4];
@@ -585,18 +644,14 @@ ptx_kernel! {
             v[l] = p.alpha * acc[l];
         }
         if p.beta != 0.0 {
-            let old = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
             #[unroll]
             for l in 0..4 {
-                v[l] = p.beta.mul_add(old[l], v[l]);
+                v[l] = p.beta.mul_add(e[0][l], v[l]);
             }
         }
-        if let Some(bs) = bias {
-            let bv = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
-            #[unroll]
-            for l in 0..4 {
-                v[l] = v[l] + bv[l];
-            }
+        #[unroll]
+        for l in 0..4 {
+            v[l] = v[l] + e[1][l];
         }
         if p.act != ACT_IDENTITY {
             #[unroll]
@@ -604,13 +659,9 @@ ptx_kernel! {
                 v[l] = act_any(p.act, v[l], p.slope);
             }
         }
-        if let Some(rs) = res {
-            let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
-            let rv = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
-            #[unroll]
-            for l in 0..4 {
-                v[l] = v[l] + rv[l];
-            }
+        #[unroll]
+        for l in 0..4 {
+            v[l] = v[l] + e[2][l];
         }
         if p.vec_c & whole {
             c.store4(ci, v);

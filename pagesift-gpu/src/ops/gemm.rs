@@ -282,8 +282,8 @@ pub fn gemm_with(
     }
 }
 
-/// Columns of C per block of the decode kernel (8 warps of 4).
-const GEMV_COLUMNS: u32 = 32;
+/// Columns of C per block of the decode kernel (its 8 warps split K).
+const GEMV_COLUMNS: u32 = 4;
 
 /// The dynamic shared memory of a tile's kernel: two K steps of A and B, which the
 /// epilogue's half tile (`BM / 2 × BN`) reuses.
