@@ -218,13 +218,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let mut acc = [[0.0f32; 4]; MT];
-        // The lanes that write a row read its epilogue inputs first, so that the reads
-        // overlap the pass over the weights instead of ending the block.
         let writes = (warp == 0) & (lane < MT) & (lane < p.m) & (n0 < p.n);
-        let mut e = [[-0.0f32; 4]; 3];
-        if writes {
-            e = epi_inputs(p, bias, res, c, z, lane, n0);
-        }
         // Thread `t` of the block starts at element 4 t (vectors) or t (elements).
         let t = warp * 32 + lane;
         let mut k = t * 4;
@@ -299,7 +293,7 @@ ptx_kernel! {
                     v[j] = v[j] + part[w][4 * lane + j];
                 }
             }
-            finish_out(p, c, z, lane, n0, v, e);
+            store_out(p, bias, res, c, z, lane, n0, v);
         }
     }
 
@@ -603,39 +597,6 @@ ptx_kernel! {
         col: u32,
         acc: [f32; 4],
     ) {
-        let e = epi_inputs(p, bias, res, c, z, row, col);
-        finish_out(p, c, z, row, col, acc, e);
-    }
-
-    /// What the epilogue of 4 outputs reads besides the sums: `beta · C` where `beta` is not
-    /// 0, the bias and the residual (-0.0 where absent: adding it changes no value), one row
-    /// per entry of the result.
-    fn epi_inputs(
-        p: GemmParams,
-        bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
-        z: u64,
-        row: u32,
-        col: u32,
-    ) -> [[f32; 4]; 3] {
-        let mut e = [[-0.0f32; 4]; 3];
-        if p.beta != 0.0 {
-            let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
-            e[0] = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
-        }
-        if let Some(bs) = bias {
-            e[1] = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
-        }
-        if let Some(rs) = res {
-            let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
-            e[2] = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
-        }
-        e
-    }
-
-    /// `act(alpha · acc + beta · C + bias) + residual` from [`epi_inputs`], stored to C.
-    fn finish_out(p: GemmParams, c: &mut [f32], z: u64, row: u32, col: u32, acc: [f32; 4], e: [[f32; 4]; 3]) {
         let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
         let whole = col + 4 <= p.n;
         let mut v = [0.0f32; 4];
@@ -644,14 +605,18 @@ ptx_kernel! {
             v[l] = p.alpha * acc[l];
         }
         if p.beta != 0.0 {
+            let old = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
             #[unroll]
             for l in 0..4 {
-                v[l] = p.beta.mul_add(e[0][l], v[l]);
+                v[l] = p.beta.mul_add(old[l], v[l]);
             }
         }
-        #[unroll]
-        for l in 0..4 {
-            v[l] = v[l] + e[1][l];
+        if let Some(bs) = bias {
+            let bv = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
+            #[unroll]
+            for l in 0..4 {
+                v[l] = v[l] + bv[l];
+            }
         }
         if p.act != ACT_IDENTITY {
             #[unroll]
@@ -659,9 +624,13 @@ ptx_kernel! {
                 v[l] = act_any(p.act, v[l], p.slope);
             }
         }
-        #[unroll]
-        for l in 0..4 {
-            v[l] = v[l] + e[2][l];
+        if let Some(rs) = res {
+            let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
+            let rv = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
+            #[unroll]
+            for l in 0..4 {
+                v[l] = v[l] + rv[l];
+            }
         }
         if p.vec_c & whole {
             c.store4(ci, v);
