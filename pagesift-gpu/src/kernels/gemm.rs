@@ -1,7 +1,7 @@
 //! GEMM kernels: `C = act(alpha · A·B + beta · C + bias) + residual`, f32 in and out, as one
 //! core template whose pieces are separate helpers:
 //!
-//! - **loaders** (`load_k_rows`, `load_n_rows` and their shared-memory stores) bring a
+//! - **loaders** (`load_rows` and its shared-memory stores) bring a
 //!   `BM × BK` tile of A and a `BK × BN` tile of B into shared memory, both k-major (element
 //!   `(k, i)` at `k * BM + i`), so that the math reads a column of A and a row of B as whole
 //!   vectors. A is `[M, K]` row-major; B is `[K, N]` row-major (`BT` false) or `[N, K]`
@@ -342,7 +342,7 @@ ptx_kernel! {
         kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
-        load_k_rows::<BM, BN, BM, FAST>(a, off, m0, p.m, p.lda, k0, kend, p.vec_a, tid)
+        load_rows::<BM, BN, BM, BK, FAST>(a, off, m0, p.m, k0, kend, p.lda, p.vec_a, tid)
     }
 
     /// This thread's part of B's tile at `k0`: for `[N, K]` as A's (rows along N), for
@@ -358,9 +358,9 @@ ptx_kernel! {
     ) -> [[f32; 4]; CHUNKS] {
         let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
-            v = load_k_rows::<BM, BN, BN, FAST>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
+            v = load_rows::<BM, BN, BN, BK, FAST>(b, off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
         } else {
-            v = load_n_rows::<BM, BN, FAST>(b, off, n0, p.n, p.ldb, k0, kend, p.vec_b, tid);
+            v = load_rows::<BM, BN, BK, BN, FAST>(b, off, k0, kend, n0, p.n, p.ldb, p.vec_b, tid);
         }
         v
     }
@@ -379,62 +379,33 @@ ptx_kernel! {
         }
     }
 
-    /// Chunk `q` of a thread in a `ROWS × BK` tile of a row-major matrix whose rows run
-    /// along K: with `i = tid + q·threads`, row `i / (BK / 4)`, elements `k0 + 4·(i % (BK /
-    /// 4)) .. +4` (zero outside `rows × kdim`).
-    fn load_k_rows<const BM: u32, const BN: u32, const ROWS: u32, const FAST: bool>(
+    /// Chunk `q` of a thread in a `ROWS × RUN` tile of a row-major matrix (`RUN` elements of
+    /// each row): with `i = tid + q·threads`, row `r0 + i / (RUN / 4)`, elements `c0 + 4·(i %
+    /// (RUN / 4)) .. +4`, zero outside `rows × cols`. A and B `[N, K]` have rows along K
+    /// (`RUN = BK`), B `[K, N]` rows along N (`ROWS = BK`, `RUN = BN`).
+    fn load_rows<const BM: u32, const BN: u32, const ROWS: u32, const RUN: u32, const FAST: bool>(
         x: &[f32],
         off: u64,
         r0: u32,
         rows: u32,
+        c0: u32,
+        cols: u32,
         ld: u32,
-        k0: u32,
-        kdim: u32,
         vec: bool,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
         let threads = (BM / 8) * (BN / 8);
         let mut v = [[0.0f32; 4]; CHUNKS];
         #[unroll]
-        for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
+        for q in 0..ROWS * RUN / (4 * (BM / 8) * (BN / 8)) {
             let i = tid + q * threads;
-            let r = r0 + i / (BK / 4);
-            let kk = k0 + (i % (BK / 4)) * 4;
-            let e = off + r as u64 * ld as u64 + kk as u64;
+            let r = r0 + i / (RUN / 4);
+            let cc = c0 + (i % (RUN / 4)) * 4;
+            let e = off + r as u64 * ld as u64 + cc as u64;
             if FAST {
                 v[q] = x.load4_nc(e);
             } else {
-                v[q] = load4_edge::<true>(x, e, r < rows, kk, kdim, vec);
-            }
-        }
-        v
-    }
-
-    /// Chunk `q` of a thread in a `BK × BN` tile of a row-major `[K, N]` matrix: row `k0 +
-    /// i / (BN / 4)`, columns `n0 + 4·(i % (BN / 4)) .. +4`.
-    fn load_n_rows<const BM: u32, const BN: u32, const FAST: bool>(
-        x: &[f32],
-        off: u64,
-        n0: u32,
-        ndim: u32,
-        ld: u32,
-        k0: u32,
-        kdim: u32,
-        vec: bool,
-        tid: u32,
-    ) -> [[f32; 4]; CHUNKS] {
-        let threads = (BM / 8) * (BN / 8);
-        let mut v = [[0.0f32; 4]; CHUNKS];
-        #[unroll]
-        for q in 0..BN * BK / (4 * (BM / 8) * (BN / 8)) {
-            let i = tid + q * threads;
-            let kr = k0 + i / (BN / 4);
-            let col = n0 + (i % (BN / 4)) * 4;
-            let e = off + kr as u64 * ld as u64 + col as u64;
-            if FAST {
-                v[q] = x.load4_nc(e);
-            } else {
-                v[q] = load4_edge::<true>(x, e, kr < kdim, col, ndim, vec);
+                v[q] = load4_edge::<true>(x, e, r < rows, cc, cols, vec);
             }
         }
         v
@@ -459,7 +430,7 @@ ptx_kernel! {
         v
     }
 
-    /// Stores the chunks of `load_k_rows` transposed: element `l` of chunk `q` (row `r`,
+    /// Stores the chunks of `load_rows` transposed: element `l` of chunk `q` (row `r`,
     /// k `kq + l`) to `t[base + (kq + l) · ROWS + r]`.
     fn store_k_major<const BM: u32, const BN: u32, const ROWS: u32>(
         t: Shared<[f32; 2 * BK * ROWS]>,
@@ -481,7 +452,7 @@ ptx_kernel! {
         }
     }
 
-    /// Stores the chunks of `load_n_rows` as they are: row `i / (BN / 4)` of the tile,
+    /// Stores the chunks of `load_rows` as they are: row `i / (BN / 4)` of the tile,
     /// columns `4·(i % (BN / 4)) .. +4`.
     fn store_n_major<const BM: u32, const BN: u32>(
         t: Shared<[f32; 2 * BK * BN]>,
