@@ -685,3 +685,268 @@ fn named_barriers_with_a_thread_count() {
         assert_eq!(got[t as usize], (t ^ 1) * 3, "thread {t}");
     }
 }
+
+/// `cp.async` pipelines of a 64-thread block: thread `t` of block `b` finds its 16 bytes of
+/// the block's two 1024-byte source halves at `src + 2048b + 16t` (`%rd3`) and
+/// `+ 1024` (`%rd4`), its slots of the shared buffers at `%r2` (buf0) and `%r3` (buf1), the
+/// next thread's slots (`(t + 1) % 64`) at `%r4` and `%r5`, the previous thread's slot of buf0
+/// (its own for thread 0) at `%r6`, a source size of `t % 17` bytes in `%r7`, and writes its
+/// results at `dst + 2048b + 16t` (`%rd5`) and `+ 1024` (`%rd6`). `body`: the lines between.
+fn cp_async_ptx(body: &[&str]) -> String {
+    let body: String = body.iter().map(|l| format!("    {l}\n")).collect();
+    format!(
+        r#"{HEADER}.visible .entry cp_pipe(.param .u64 src, .param .u64 dst)
+.reqntid 64, 1, 1
+{{
+    .shared .align 16 .b8 buf0[1024];
+    .shared .align 16 .b8 buf1[1024];
+    .reg .pred %p<2>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [src];
+    ld.param.u64 %rd2, [dst];
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r20, %ctaid.x;
+    shl.b32 %r21, %r20, 11;
+    shl.b32 %r8, %r1, 4;
+    add.u32 %r22, %r21, %r8;
+    cvt.u64.u32 %rd7, %r22;
+    add.s64 %rd3, %rd1, %rd7;
+    add.s64 %rd4, %rd3, 1024;
+    add.s64 %rd5, %rd2, %rd7;
+    add.s64 %rd6, %rd5, 1024;
+    mov.u32 %r9, buf0;
+    mov.u32 %r10, buf1;
+    add.u32 %r2, %r9, %r8;
+    add.u32 %r3, %r10, %r8;
+    add.u32 %r11, %r1, 1;
+    and.b32 %r11, %r11, 63;
+    shl.b32 %r11, %r11, 4;
+    add.u32 %r4, %r9, %r11;
+    add.u32 %r5, %r10, %r11;
+    setp.eq.u32 %p1, %r1, 0;
+    selp.u32 %r12, 0, 16, %p1;
+    sub.u32 %r12, %r8, %r12;
+    add.u32 %r6, %r9, %r12;
+    rem.u32 %r7, %r1, 17;
+{body}    ret;
+}}
+"#
+    )
+}
+
+const COPY0: &str = "cp.async.cg.shared.global [%r2], [%rd3], 16;";
+const COPY1: &str = "cp.async.cg.shared.global [%r3], [%rd4], 16;";
+const COPY0_SHORT: &str = "cp.async.cg.shared.global [%r2], [%rd3], 16, %r7;";
+const COMMIT: &str = "cp.async.commit_group;";
+const WAIT0: &str = "cp.async.wait_group 0;";
+const WAIT1: &str = "cp.async.wait_group 1;";
+const WAIT_ALL: &str = "cp.async.wait_all;";
+const BAR: &str = "bar.sync 0;";
+/// The next thread's slot of buf0, to the first result.
+const READ0: &str = "ld.shared.v4.u32 {%r13, %r14, %r15, %r16}, [%r4];";
+const STORE0: &str = "st.global.v4.u32 [%rd5], {%r13, %r14, %r15, %r16};";
+/// The next thread's slot of buf1, to the second result.
+const READ1: &str = "ld.shared.v4.u32 {%r13, %r14, %r15, %r16}, [%r5];";
+const STORE1: &str = "st.global.v4.u32 [%rd6], {%r13, %r14, %r15, %r16};";
+/// The previous thread's slot of buf0, to the first result.
+const READ_PREV: &str = "ld.shared.v4.u32 {%r13, %r14, %r15, %r16}, [%r6];";
+
+/// Blocks of the `cp_pipe` launches.
+const CP_BLOCKS: usize = 3;
+
+/// Random words whose bytes are all non-zero (so a zero fill shows), uploaded; and a poisoned
+/// destination of the same size.
+fn cp_async_inputs(e: &Emu, seed: u64) -> (Vec<u32>, u64, u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let src: Vec<u32> = (0..CP_BLOCKS * 512)
+        .map(|_| rng.gen::<u32>() | 0x0101_0101)
+        .collect();
+    let ps = emu_upload(e, &src);
+    let pd = emu_upload(e, &vec![POISON_BITS; src.len()]);
+    (src, ps, pd)
+}
+
+fn cp_launch(e: &Emu, ptx: &str, ps: u64, pd: u64) -> Result<()> {
+    launch(
+        e,
+        ptx,
+        "cp_pipe",
+        [CP_BLOCKS as u32, 1, 1],
+        [64, 1, 1],
+        0,
+        &[KernelArg::ptr(ps), KernelArg::ptr(pd)],
+    )
+}
+
+/// Asserts that result `half` (0 or 1) of every thread holds the next thread's 16 source bytes
+/// of that half, of which the first `keep(next thread)` (16 unless zero-filled).
+fn assert_next_slots(src: &[u32], got: &[u32], half: usize, keep: impl Fn(usize) -> usize) {
+    for b in 0..CP_BLOCKS {
+        for t in 0..64 {
+            let next = (t + 1) % 64;
+            let at = b * 512 + half * 256;
+            for byte in 0..16 {
+                let want = if byte < keep(next) {
+                    src[at + 4 * next + byte / 4].to_le_bytes()[byte % 4]
+                } else {
+                    0
+                };
+                let have = got[at + 4 * t + byte / 4].to_le_bytes()[byte % 4];
+                assert_eq!(have, want, "block {b} thread {t} half {half} byte {byte}");
+            }
+        }
+    }
+}
+
+#[test]
+fn cp_async_waited_for_gives_right_answers() {
+    let e = emu();
+    let (src, ps, pd) = cp_async_inputs(&e, 11);
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, WAIT0, BAR, READ0, STORE0]);
+    cp_launch(&e, &ptx, ps, pd).expect("cp.async, wait, barrier, read");
+    let got: Vec<u32> = emu_download(&e, pd, src.len());
+    assert_next_slots(&src, &got, 0, |_| 16);
+}
+
+#[test]
+fn read_of_a_cp_async_not_waited_for_is_reported() {
+    let e = emu();
+    let (_, ps, pd) = cp_async_inputs(&e, 12);
+    // Committed but never waited for: the barrier does not complete the copies.
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, BAR, READ0, STORE0]);
+    let msg = assert_check(
+        cp_launch(&e, &ptx, ps, pd),
+        "cp.async not complete",
+        "cp_pipe",
+        &ptx,
+        READ0,
+    );
+    assert!(
+        msg.contains("read of shared offset 0x10, the destination of a cp.async of thread (1,0,0) that no cp.async.wait_group has completed yet")
+            && msg.contains("thread (0,0,0), PTX line"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn double_buffered_cp_async_waits_for_the_older_group() {
+    let e = emu();
+    let (src, ps, pd) = cp_async_inputs(&e, 13);
+    // wait_group 1 completes the first group of two: buf0 may be read, buf1 only after
+    // wait_group 0.
+    let ptx = cp_async_ptx(&[
+        COPY0, COMMIT, COPY1, COMMIT, WAIT1, BAR, READ0, STORE0, WAIT0, BAR, READ1, STORE1,
+    ]);
+    cp_launch(&e, &ptx, ps, pd).expect("double buffer");
+    let got: Vec<u32> = emu_download(&e, pd, src.len());
+    assert_next_slots(&src, &got, 0, |_| 16);
+    assert_next_slots(&src, &got, 1, |_| 16);
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, COPY1, COMMIT, WAIT1, BAR, READ1, STORE1]);
+    let msg = assert_check(
+        cp_launch(&e, &ptx, ps, pd),
+        "cp.async not complete",
+        "cp_pipe",
+        &ptx,
+        READ1,
+    );
+    assert!(
+        msg.contains("read of shared offset 0x410") && msg.contains("of thread (1,0,0)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn cp_async_with_a_short_source_zero_fills() {
+    let e = emu();
+    let (src, ps, pd) = cp_async_inputs(&e, 14);
+    // Thread t copies t % 17 bytes (0 to all 16) and zero-fills the rest.
+    let ptx = cp_async_ptx(&[COPY0_SHORT, COMMIT, WAIT0, BAR, READ0, STORE0]);
+    cp_launch(&e, &ptx, ps, pd).expect("zero fill");
+    let got: Vec<u32> = emu_download(&e, pd, src.len());
+    assert_next_slots(&src, &got, 0, |t| t % 17);
+}
+
+#[test]
+fn reading_a_completed_copy_without_a_barrier_is_a_race() {
+    let e = emu();
+    let (src, ps, pd) = cp_async_inputs(&e, 15);
+    // The copy completes at the wait, after the barrier: thread 1 then reads thread 0's
+    // slot, which thread 0 wrote (at its wait) with no barrier in between.
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, BAR, WAIT0, READ_PREV, STORE0]);
+    let msg = assert_check(
+        cp_launch(&e, &ptx, ps, pd),
+        "shared memory data race",
+        "cp_pipe",
+        &ptx,
+        READ_PREV,
+    );
+    assert!(
+        msg.contains("which thread (0,0,0) wrote") && msg.contains("thread (1,0,0), PTX line"),
+        "{msg}"
+    );
+    // A barrier after the wait orders it.
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, BAR, WAIT0, BAR, READ_PREV, STORE0]);
+    cp_launch(&e, &ptx, ps, pd).expect("wait, then barrier");
+    let got: Vec<u32> = emu_download(&e, pd, src.len());
+    for b in 0..CP_BLOCKS {
+        for t in 0..64 {
+            let prev = t.max(1) - 1;
+            for w in 0..4 {
+                assert_eq!(
+                    got[b * 512 + 4 * t + w],
+                    src[b * 512 + 4 * prev + w],
+                    "block {b} thread {t} word {w}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn wait_all_completes_copies_never_committed() {
+    let e = emu();
+    let (src, ps, pd) = cp_async_inputs(&e, 16);
+    let ptx = cp_async_ptx(&[COPY0, COPY1, WAIT_ALL, BAR, READ0, STORE0, READ1, STORE1]);
+    cp_launch(&e, &ptx, ps, pd).expect("wait_all");
+    let got: Vec<u32> = emu_download(&e, pd, src.len());
+    assert_next_slots(&src, &got, 0, |_| 16);
+    assert_next_slots(&src, &got, 1, |_| 16);
+    // wait_group completes committed groups only.
+    let ptx = cp_async_ptx(&[COPY0, COPY1, WAIT0, BAR, READ0, STORE0]);
+    assert_check(
+        cp_launch(&e, &ptx, ps, pd),
+        "cp.async not complete",
+        "cp_pipe",
+        &ptx,
+        READ0,
+    );
+}
+
+#[test]
+fn store_to_a_pending_cp_async_destination_is_reported() {
+    let e = emu();
+    let (_, ps, pd) = cp_async_inputs(&e, 17);
+    // Even the issuing thread may not touch the destination before its wait.
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, "st.shared.u32 [%r2+4], %r1;", WAIT0]);
+    let msg = assert_check(
+        cp_launch(&e, &ptx, ps, pd),
+        "cp.async not complete",
+        "cp_pipe",
+        &ptx,
+        "st.shared.u32 [%r2+4], %r1;",
+    );
+    assert!(
+        msg.contains("write of shared offset 0x4, the destination of a cp.async of thread (0,0,0)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn copies_not_waited_for_complete_at_the_exit() {
+    let e = emu();
+    let (_, ps, pd) = cp_async_inputs(&e, 18);
+    // Neither committed nor waited for, and never read: not an error.
+    let ptx = cp_async_ptx(&[COPY0, COMMIT, COPY1]);
+    cp_launch(&e, &ptx, ps, pd).expect("copies left at the exit");
+}

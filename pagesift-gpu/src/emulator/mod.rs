@@ -11,8 +11,9 @@
 //! the load with a log line naming the instruction and PTX line. A launch runs its grid's
 //! blocks spread over host threads (`exec`), with the checks of a sanitizer:
 //! out-of-bounds and misaligned global and shared accesses, barriers not reached by every thread,
-//! reads of shared memory no thread wrote, and shared-memory data races between two barriers. A
-//! failed check is [`Error::Emulator`], whose message names the check, the kernel, the block, the
+//! reads of shared memory no thread wrote, shared-memory data races between two barriers, and
+//! accesses to the shared destination of a `cp.async` that no `cp.async.wait_group` has
+//! completed (copies run asynchronously, as on the hardware). A failed check is [`Error::Emulator`], whose message names the check, the kernel, the block, the
 //! thread and the PTX line.
 //!
 //! Streams run asynchronously (`queue`): launches, copies on a stream, memsets, event records,

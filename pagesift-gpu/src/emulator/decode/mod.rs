@@ -427,7 +427,9 @@ pub(super) enum Op {
         off: i64,
         mask: Slot,
     },
-    /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`, performed at once.
+    /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`: reads the source at
+    /// once, writes the shared destination when a `CpAsyncWait` completes the copy (until then
+    /// its bytes are pending and any access to them is an error).
     CpAsync {
         dst: Slot,
         dst_off: i64,
@@ -435,6 +437,15 @@ pub(super) enum Op {
         src_off: i64,
         size: u8,
         src_size: Slot,
+    },
+    /// `cp.async.commit_group`: the thread's copies since its last commit form a group.
+    CpAsyncCommit,
+    /// `cp.async.wait_group n` (`all` false): completes the thread's oldest committed groups
+    /// until at most `n` remain pending; `cp.async.wait_all` (`all` true, `n` 0): commits, then
+    /// completes every copy.
+    CpAsyncWait {
+        n: u32,
+        all: bool,
     },
     /// `cvt.rna.tf32.f32`.
     Tf32 {

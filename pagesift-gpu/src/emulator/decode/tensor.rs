@@ -1,5 +1,6 @@
 //! The decode rule of tensor-core and asynchronous-copy instructions: `mma.sync` (fragment
-//! layouts resolved after decoding, see `tensor.rs`), `ldmatrix` and `cp.async`.
+//! layouts resolved after decoding, see `tensor.rs`), `ldmatrix`, and `cp.async` with its
+//! `commit_group` / `wait_group` / `wait_all`.
 
 use super::inst::{Ctx, Mods};
 use super::*;
@@ -105,9 +106,21 @@ pub(super) fn decode(
             if !m.take("async") {
                 return Err("only cp.async is supported".into());
             }
-            // A copy completes when it executes, so committing and waiting are no-ops.
-            if m.take("commit_group") || m.take("wait_all") || m.take("wait_group") {
-                Op::Nop
+            // The copies of a thread are queued (`exec/mem.rs`): `commit_group` closes its open
+            // group, `wait_group N` completes all but the N most recent committed groups, and
+            // `wait_all` commits and completes everything.
+            if m.take("commit_group") {
+                Op::CpAsyncCommit
+            } else if m.take("wait_all") {
+                Op::CpAsyncWait { n: 0, all: true }
+            } else if m.take("wait_group") {
+                let Operand::Imm(n) = &ops[0] else {
+                    return Err("cp.async.wait_group needs an immediate group count".into());
+                };
+                let n = parse_int(n)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or("bad cp.async.wait_group count")?;
+                Op::CpAsyncWait { n, all: false }
             } else {
                 let cg = m.take("cg");
                 if !cg && !m.take("ca") {

@@ -1,5 +1,13 @@
 //! Memory as one thread sees it: address resolution across the state spaces, and the checks
-//! (bounds, alignment, uninitialized shared reads, shared-memory races).
+//! (bounds, alignment, uninitialized shared reads, shared-memory races, accesses to the
+//! destination of a `cp.async` not yet completed).
+//!
+//! `cp.async` reads its global source when it executes, but writes its shared destination only
+//! when a `cp.async.wait_group` / `wait_all` of the issuing thread (or its exit) completes it,
+//! as the hardware may. Until then the destination bytes are pending (`PENDING` in their
+//! shadow) and any access to them by any thread of the block is an error; once completed they
+//! count as written by the issuing thread at that moment, so the race checks apply to them as
+//! to a store.
 
 use super::super::decode::{AtomOp, MemSpace};
 use super::super::memory::Fault;
@@ -18,6 +26,39 @@ pub(super) struct Shadow {
     r_epoch: u32,
     /// The latest stamp of the interval's reads.
     r_stamp: u32,
+}
+
+/// The `w_epoch` of a byte that a `cp.async` of thread `writer` will write, not completed yet
+/// (above every epoch a block reaches: the epoch restarts long before).
+const PENDING: u32 = u32::MAX;
+
+/// A `cp.async` issued and not completed: its shared destination and the bytes it read.
+#[derive(Clone, Copy)]
+struct AsyncCopy {
+    at: u32,
+    len: u8,
+    bytes: [u8; 16],
+}
+
+/// A thread's `cp.async` copies not completed yet, in issue order; its buffers are reused from
+/// block to block.
+#[derive(Default)]
+pub(super) struct AsyncQueue {
+    copies: Vec<AsyncCopy>,
+    /// Per committed group not completed yet, oldest first: the number of `copies` up to its
+    /// end (the copies after the last hold the open group).
+    groups: Vec<u32>,
+}
+
+impl AsyncQueue {
+    /// Forgets the copies of a block that failed, their destinations uninitialized again.
+    pub(super) fn discard(&mut self, shadow: &mut [Shadow]) {
+        for c in self.copies.drain(..) {
+            let at = c.at as usize;
+            shadow[at..at + c.len as usize].fill(Shadow::default());
+        }
+        self.groups.clear();
+    }
 }
 
 /// Readers in several warps.
@@ -41,6 +82,8 @@ pub(super) struct Mem<'r, 'a> {
     pub(super) met: &'r [u32; 32],
     /// The stamp of the last warp barrier of this thread's whole warp.
     pub(super) met_all: u32,
+    /// This thread's `cp.async` copies not completed yet.
+    pub(super) queue: &'r mut AsyncQueue,
 }
 
 pub(super) enum Where {
@@ -137,13 +180,40 @@ impl Mem<'_, '_> {
         }
     }
 
+    /// Why byte `i`, whose last write is not of this block's epochs, cannot be read: the
+    /// destination of a pending `cp.async`, or never written.
+    #[cold]
+    #[inline(never)]
+    fn unreadable(&self, i: usize, atomic: bool) -> String {
+        if self.shadow[i].w_epoch == PENDING {
+            self.pending(i, if atomic { "atomic on" } else { "read of" })
+        } else if atomic {
+            format!("uninitialized shared memory read: atomic on shared offset {i:#x}, which no thread of the block wrote")
+        } else {
+            format!("uninitialized shared memory read: byte at shared offset {i:#x} was never written by any thread of the block")
+        }
+    }
+
+    /// The error of an access (`what`: "read of", ...) to pending byte `i`.
+    #[cold]
+    #[inline(never)]
+    fn pending(&self, i: usize, what: &str) -> String {
+        let issuer = coords(self.shadow[i].writer as usize - 1, self.l.block);
+        format!(
+            "cp.async not complete: {what} shared offset {i:#x}, the destination of a cp.async of thread {} that no cp.async.wait_group has completed yet",
+            fmt3(issuer)
+        )
+    }
+
     pub(super) fn shared_read(&mut self, at: usize, len: usize) -> Result<(), String> {
         let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
         let warp = (me - 1) / 32;
+        // Written in this block: an epoch in block_epoch..=epoch (not PENDING, not older).
+        let span = self.epoch - self.block_epoch;
         for i in at..at + len {
             let s = &mut self.shadow[i];
-            if s.w_epoch < self.block_epoch {
-                return Err(format!("uninitialized shared memory read: byte at shared offset {i:#x} was never written by any thread of the block"));
+            if s.w_epoch.wrapping_sub(self.block_epoch) > span {
+                return Err(self.unreadable(i, false));
             }
             if s.w_epoch == self.epoch
                 && s.writer != me
@@ -180,15 +250,17 @@ impl Mem<'_, '_> {
         let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
         for i in at..at + len {
             let s = self.shadow[i];
-            if s.w_epoch == self.epoch
-                && s.writer != me
-                && !Self::warp_ordered(me, met, s.writer, s.w_stamp)
-            {
-                let other = coords(s.writer as usize - 1, self.l.block);
-                return Err(format!(
-                    "shared memory data race: write of shared offset {i:#x}, which thread {} also wrote with no barrier in between",
-                    fmt3(other)
-                ));
+            if s.w_epoch >= self.epoch {
+                if s.w_epoch == PENDING {
+                    return Err(self.pending(i, "write of"));
+                }
+                if s.writer != me && !Self::warp_ordered(me, met, s.writer, s.w_stamp) {
+                    let other = coords(s.writer as usize - 1, self.l.block);
+                    return Err(format!(
+                        "shared memory data race: write of shared offset {i:#x}, which thread {} also wrote with no barrier in between",
+                        fmt3(other)
+                    ));
+                }
             }
             if s.r_epoch == self.epoch && s.reader != me && !self.reads_ordered(s.reader, s.r_stamp)
             {
@@ -255,14 +327,111 @@ impl Mem<'_, '_> {
             Where::Global(i, off) => Ok(self.l.global.get(i).update(off, len, f)),
             Where::Shared(at) => {
                 let end = at + len as usize;
-                if let Some(i) = (at..end).find(|&i| self.shadow[i].w_epoch < self.block_epoch) {
-                    return Err(format!("uninitialized shared memory read: atomic on shared offset {i:#x}, which no thread of the block wrote"));
+                let span = self.epoch - self.block_epoch;
+                if let Some(i) = (at..end)
+                    .find(|&i| self.shadow[i].w_epoch.wrapping_sub(self.block_epoch) > span)
+                {
+                    return Err(self.unreadable(i, true));
                 }
                 let old = le(&self.shared[at..end]);
                 self.shared[at..end].copy_from_slice(&f(old).to_le_bytes()[..len as usize]);
                 Ok(old)
             }
             _ => Err("atomic outside global and shared memory".into()),
+        }
+    }
+}
+
+impl Mem<'_, '_> {
+    /// `cp.async` of `size` bytes from global `from` to shared `to`, of which the first `keep`
+    /// come from the source and the rest are zero: reads the source now, checks the
+    /// destination as a store and leaves it pending until a wait completes the copy.
+    #[inline(never)]
+    pub(super) fn cp_async(
+        &mut self,
+        to: u64,
+        from: u64,
+        size: u32,
+        keep: u32,
+    ) -> Result<(), String> {
+        let Where::Shared(at) = self.resolve(MemSpace::Shared, to, size, "cp.async store")? else {
+            return Err("cp.async destination outside shared memory".into());
+        };
+        let mut bytes = [0u8; 16];
+        if keep == size {
+            if let Where::Global(i, off) =
+                self.resolve(MemSpace::Global, from, size, "cp.async load")?
+            {
+                // Aligned to the size (checked), so to the width of the words read.
+                let a = self.l.global.get(i);
+                let w = size.min(8);
+                for k in (0..size).step_by(w as usize) {
+                    let v = a.load(off + k as u64, w);
+                    bytes[k as usize..(k + w) as usize]
+                        .copy_from_slice(&v.to_le_bytes()[..w as usize]);
+                }
+            }
+        } else {
+            // Only the bytes read need a valid source.
+            for (b, byte) in bytes.iter_mut().enumerate().take(keep as usize) {
+                *byte = self.load(MemSpace::Global, from.wrapping_add(b as u64), 1)? as u8;
+            }
+        }
+        let len = size as usize;
+        self.shared_write(at, len)?;
+        for s in &mut self.shadow[at..at + len] {
+            s.w_epoch = PENDING;
+        }
+        self.queue.copies.push(AsyncCopy {
+            at: at as u32,
+            len: size as u8,
+            bytes,
+        });
+        Ok(())
+    }
+
+    /// `cp.async.commit_group`: the copies since the last commit become a group.
+    pub(super) fn cp_commit(&mut self) {
+        let end = self.queue.copies.len() as u32;
+        self.queue.groups.push(end);
+    }
+
+    /// `cp.async.wait_group n`: completes the oldest committed groups until at most `n` remain
+    /// (`all`, for `wait_all` and the thread's exit: commits first, `n` 0, completing every copy).
+    #[inline]
+    pub(super) fn cp_wait(&mut self, n: u32, all: bool) {
+        if all {
+            if self.queue.copies.is_empty() {
+                self.queue.groups.clear();
+                return;
+            }
+            self.cp_commit();
+        }
+        if self.queue.groups.len() > n as usize {
+            self.cp_complete(self.queue.groups.len() - n as usize);
+        }
+    }
+
+    /// Completes the `groups` oldest committed groups: writes their destinations, which count
+    /// as written by this thread now.
+    #[inline(never)]
+    fn cp_complete(&mut self, groups: usize) {
+        let q = &mut *self.queue;
+        let upto = q.groups[groups - 1];
+        let (me, epoch, stamp) = (self.me, self.epoch, self.warp_syncs);
+        for c in &q.copies[..upto as usize] {
+            let (at, len) = (c.at as usize, c.len as usize);
+            self.shared[at..at + len].copy_from_slice(&c.bytes[..len]);
+            for s in &mut self.shadow[at..at + len] {
+                s.writer = me;
+                s.w_epoch = epoch;
+                s.w_stamp = stamp;
+            }
+        }
+        q.copies.drain(..upto as usize);
+        q.groups.drain(..groups);
+        for g in &mut q.groups {
+            *g -= upto;
         }
     }
 }

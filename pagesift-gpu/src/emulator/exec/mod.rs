@@ -5,13 +5,17 @@
 //! its exit). When every thread is stopped, warp collectives whose member lanes have all arrived
 //! are performed together, then barriers whose participants have all arrived are released. A
 //! state in which nothing can proceed is an error that names who waits where.
+//!
+//! `cp.async` is asynchronous as on the hardware: each thread queues its copies (`mem.rs`),
+//! whose shared destinations are written, and may be accessed, only once a
+//! `cp.async.wait_group` / `wait_all` of that thread (or its exit) has completed them.
 
 mod mem;
 mod step;
 
 use super::decode::*;
 use super::memory::GlobalView;
-use mem::{atom_apply, Mem, Shadow};
+use mem::{atom_apply, AsyncQueue, Mem, Shadow};
 use step::{step, Flow};
 
 /// Generic addresses of the shared window (the shared offset is the low 32 bits).
@@ -70,6 +74,8 @@ pub(super) struct Runner {
     met: Vec<[u32; 32]>,
     /// Per thread: the stamp of the last warp barrier of every lane of its warp.
     met_all: Vec<u32>,
+    /// Per thread: its `cp.async` copies not completed yet.
+    queues: Vec<AsyncQueue>,
 }
 
 fn coords(t: usize, dim: [u32; 3]) -> [u32; 3] {
@@ -98,6 +104,7 @@ impl Runner {
             warp_syncs: 0,
             met: Vec::new(),
             met_all: Vec::new(),
+            queues: Vec::new(),
         }
     }
 
@@ -148,6 +155,13 @@ impl Runner {
         self.met.resize(nt, [0; 32]);
         self.met_all.clear();
         self.met_all.resize(nt, 0);
+        // Copies a failed block left pending (their queues keep their buffers).
+        for q in &mut self.queues {
+            q.discard(&mut self.shadow);
+        }
+        if self.queues.len() < nt {
+            self.queues.resize_with(nt, AsyncQueue::default);
+        }
         let nwarps = nt.div_ceil(32) as u64;
         for t in 0..nt {
             let r = &mut self.regs[t * n..(t + 1) * n];
@@ -404,6 +418,7 @@ impl Runner {
             warp_syncs: self.warp_syncs,
             met: &self.met[t],
             met_all: self.met_all[t],
+            queue: &mut self.queues[t],
         }
     }
 
@@ -593,6 +608,7 @@ impl Runner {
             warp_syncs,
             met,
             met_all,
+            queues,
         } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
@@ -607,6 +623,7 @@ impl Runner {
             warp_syncs: *warp_syncs,
             met: &met[t],
             met_all: met_all[t],
+            queue: &mut queues[t],
         };
         let mut pc = pcs[t] as usize;
         let mut count = 0u64;

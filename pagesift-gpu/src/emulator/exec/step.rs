@@ -231,7 +231,11 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             };
         }
         Op::Bra { target } => return Ok(Flow::Jump(target)),
-        Op::Exit => return Ok(Flow::Stop(TState::Done)),
+        Op::Exit => {
+            // Copies never waited for complete at the exit.
+            mem.cp_wait(0, true);
+            return Ok(Flow::Stop(TState::Done));
+        }
         Op::Bar { .. } => return Ok(Flow::Stop(TState::Bar)),
         Op::BarArrive { id } => return Ok(Flow::Arrive(g!(id))),
         Op::Shfl { .. }
@@ -400,21 +404,10 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             let (to, from) = (addr_of(r, dst, dst_off), addr_of(r, src, src_off));
             let size = size as u32;
             let keep = (g!(src_size) & 0xffff_ffff).min(size as u64) as u32;
-            mem.resolve(MemSpace::Shared, to, size, "cp.async store")?;
-            if keep == size {
-                mem.resolve(MemSpace::Global, from, size, "cp.async load")?;
-            }
-            for i in (0..size).step_by(4) {
-                let mut v = 0u64;
-                for b in 0..4 {
-                    if i + b < keep {
-                        v |= mem.load(MemSpace::Global, from.wrapping_add((i + b) as u64), 1)?
-                            << (8 * b);
-                    }
-                }
-                mem.store(MemSpace::Shared, to.wrapping_add(i as u64), 4, v)?;
-            }
+            mem.cp_async(to, from, size, keep)?;
         }
+        Op::CpAsyncCommit => mem.cp_commit(),
+        Op::CpAsyncWait { n, all } => mem.cp_wait(n, all),
         Op::Dot {
             two,
             hi,
