@@ -1,22 +1,25 @@
 //! GEMM against cuBLAS on the same device buffers, in one process.
 //!
-//! For each shape (M × N × K, B as weights `[N, K]` unless the row says `KN`): our f32 GEMM
-//! and `cublasSgemm` (default math: exact f32), both timed the same way on the host clock
-//! around batches of back-to-back calls ended by a device synchronization (3 warm-ups, median
-//! of 5 batches of at least ~20 ms), since cuBLAS queues on its own stream. Prints TFLOP/s
-//! (and GB/s of weight bytes for M ≤ 8), our ratio to cuBLAS, the max error of each on 256
+//! For each shape (M × N × K, B as weights `[N, K]` unless the row says `KN`) and precision:
+//! our GEMM at `F32` and `Tf32x3` against `cublasSgemm` (default math: exact f32), at `Tf32`
+//! against `cublasSgemm` in TF32 tensor-op math (M ≤ 8 runs the exact decode kernel at every
+//! precision, so only `F32` is shown there), all timed the same way on the host clock around
+//! batches of back-to-back calls ended by a device synchronization (3 warm-ups, median of 5
+//! batches of at least ~20 ms), since cuBLAS queues on its own stream. Prints TFLOP/s (and
+//! GB/s of weight bytes for M ≤ 8), our ratio to cuBLAS, the max error of each on 256
 //! sampled outputs relative to `Σ |a b|` against an f64 dot product, and the cost of the fused
 //! epilogue (bias + gelu + residual) against the plain GEMM. cuBLAS is loaded with
 //! libloading (`PAGESIFT_CUBLAS`, then `libcublas.so.13` / `.12` on the library path, under
 //! `/usr/local/cuda`, and in Python's `nvidia` wheels); where it is missing the bench says so
 //! and prints our figures alone. Without a device it prints one line and exits 0.
-//! `PAGESIFT_BENCH_SHAPES=MxNxK,..` restricts the run to those shapes.
+//! `PAGESIFT_BENCH_SHAPES=MxNxK,..` restricts the run to those shapes,
+//! `PAGESIFT_BENCH_PRECISIONS=F32,Tf32x3,Tf32` to those precisions.
 
 use std::time::Instant;
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::gemm;
-use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Precision, Result};
 use rand::{Rng, SeedableRng};
 
 const SHAPES: &[(usize, usize, usize, BLayout)] = &[
@@ -64,9 +67,22 @@ fn run(gpu: &Gpu) -> Result<()> {
         ),
     }
     println!(
-        "{:<22} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}",
-        "shape", "ours TF/s", "cuBLAS", "ratio", "ours err", "cuBL err", "GB/s W", "epi cost"
+        "{:<22} {:<7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8}",
+        "shape",
+        "prec",
+        "ours TF/s",
+        "cuBLAS",
+        "ratio",
+        "ours err",
+        "cuBL err",
+        "GB/s W",
+        "epi cost"
     );
+    let mut precisions = vec![Precision::F32, Precision::Tf32x3, Precision::Tf32];
+    if let Ok(only) = std::env::var("PAGESIFT_BENCH_PRECISIONS") {
+        let names: Vec<&str> = only.split(',').map(str::trim).collect();
+        precisions.retain(|p| names.contains(&format!("{p:?}").as_str()));
+    }
     let mut shapes: Vec<_> = if emulated {
         vec![(33, 40, 17, BLayout::NK)]
     } else {
@@ -78,7 +94,7 @@ fn run(gpu: &Gpu) -> Result<()> {
         shapes.retain(|(m, n, k, _)| names.contains(&format!("{m}x{n}x{k}").as_str()));
     }
     for (m, n, k, layout) in shapes {
-        bench_shape(gpu, cublas.as_ref().ok(), m, n, k, layout)?;
+        bench_shape(gpu, cublas.as_ref().ok(), m, n, k, layout, &precisions)?;
     }
     Ok(())
 }
@@ -90,6 +106,7 @@ fn bench_shape(
     n: usize,
     k: usize,
     layout: BLayout,
+    precisions: &[Precision],
 ) -> Result<()> {
     let mut rng = rand::rngs::StdRng::seed_from_u64((m * 31 + n * 7 + k) as u64);
     let host = |len: usize, rng: &mut rand::rngs::StdRng| -> Vec<f32> {
@@ -104,20 +121,6 @@ fn bench_shape(
     let mut c = DeviceBuffer::<f32>::zeroed(gpu, m * n)?;
     let stream = gpu.default_stream();
     let g = Gemm::new(m, n, k, layout);
-    let ours = time(gpu, || gemm(&stream, &g, &a, &b, None, None, &mut c))?;
-    let ours_out = c.to_host()?;
-    let ge = g.with_act(Act::Gelu);
-    let fused = time(gpu, || {
-        gemm(
-            &stream,
-            &ge,
-            &a,
-            &b,
-            Some(&bias as &dyn DeviceRead<f32>),
-            Some(&res as &dyn DeviceRead<f32>),
-            &mut c,
-        )
-    })?;
     let err = |out: &[f32]| -> f64 {
         let mut worst = 0.0f64;
         let mut r = rand::rngs::StdRng::seed_from_u64(5);
@@ -130,35 +133,64 @@ fn bench_shape(
         }
         worst
     };
-    let ours_err = err(&ours_out);
     let flops = 2.0 * (m * n * k) as f64;
     let tf = |s: f64| flops / s / 1e12;
-    let (cu_t, cu_err) = match cublas {
-        Some(cb) => {
-            let t = time(gpu, || cb.sgemm(gpu, &g, &a, &b, &mut c))?;
-            (Some(t), Some(err(&c.to_host()?)))
-        }
-        None => (None, None),
-    };
     let shape = format!(
         "{m}x{n}x{k}{}",
         if layout == BLayout::KN { " KN" } else { "" }
     );
-    let weights_gbs = if m <= 8 {
-        format!("{:.0}", (n * k * 4) as f64 / ours / 1e9)
-    } else {
-        "-".into()
-    };
-    println!(
-        "{shape:<22} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}%",
-        tf(ours),
-        cu_t.map_or("-".into(), |t| format!("{:.1}", tf(t))),
-        cu_t.map_or("-".into(), |t| format!("{:.3}x", t / ours)),
-        ours_err,
-        cu_err.map_or("-".into(), |e| format!("{e:.2e}")),
-        weights_gbs,
-        100.0 * (fused / ours - 1.0),
-    );
+    // cuBLAS in exact f32 (the bar of F32 and Tf32x3) and in TF32 (the bar of Tf32).
+    let mut bars = Vec::new();
+    for tf32 in [false, true] {
+        let wanted = precisions
+            .iter()
+            .any(|&p| (p == Precision::Tf32) == tf32 && (m > 8 || p == Precision::F32));
+        let bar = match cublas {
+            Some(cb) if wanted => {
+                let t = time(gpu, || cb.sgemm(gpu, &g, tf32, &a, &b, &mut c))?;
+                Some((t, err(&c.to_host()?)))
+            }
+            _ => None,
+        };
+        bars.push(bar);
+    }
+    for &precision in precisions {
+        if m <= 8 && precision != Precision::F32 {
+            continue;
+        }
+        let g = g.with_precision(precision);
+        let ours = time(gpu, || gemm(&stream, &g, &a, &b, None, None, &mut c))?;
+        let ours_err = err(&c.to_host()?);
+        let ge = g.with_act(Act::Gelu);
+        let fused = time(gpu, || {
+            gemm(
+                &stream,
+                &ge,
+                &a,
+                &b,
+                Some(&bias as &dyn DeviceRead<f32>),
+                Some(&res as &dyn DeviceRead<f32>),
+                &mut c,
+            )
+        })?;
+        let bar = bars[(precision == Precision::Tf32) as usize];
+        let weights_gbs = if m <= 8 {
+            format!("{:.0}", (n * k * 4) as f64 / ours / 1e9)
+        } else {
+            "-".into()
+        };
+        println!(
+            "{shape:<22} {:<7} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}%",
+            format!("{precision:?}"),
+            tf(ours),
+            bar.map_or("-".into(), |(t, _)| format!("{:.1}", tf(t))),
+            bar.map_or("-".into(), |(t, _)| format!("{:.3}x", t / ours)),
+            ours_err,
+            bar.map_or("-".into(), |(_, e)| format!("{e:.2e}")),
+            weights_gbs,
+            100.0 * (fused / ours - 1.0),
+        );
+    }
     Ok(())
 }
 
@@ -194,6 +226,7 @@ mod cublas {
 
     type Handle = *mut c_void;
     type Create = unsafe extern "C" fn(*mut Handle) -> i32;
+    type SetMathMode = unsafe extern "C" fn(Handle, i32) -> i32;
     #[allow(clippy::type_complexity)]
     type Sgemm = unsafe extern "C" fn(
         Handle,
@@ -216,11 +249,15 @@ mod cublas {
         pub path: String,
         handle: Handle,
         sgemm: Sgemm,
+        set_math_mode: SetMathMode,
         _lib: libloading::Library,
     }
 
     const OP_N: i32 = 0;
     const OP_T: i32 = 1;
+    /// `CUBLAS_DEFAULT_MATH` and `CUBLAS_TF32_TENSOR_OP_MATH`.
+    const DEFAULT_MATH: i32 = 0;
+    const TF32_TENSOR_OP_MATH: i32 = 3;
 
     impl Cublas {
         /// Opens cuBLAS and creates a handle (in the current, primary context).
@@ -236,11 +273,13 @@ mod cublas {
                     }
                 };
                 // SAFETY: the symbols have these C signatures in every cuBLAS 12 / 13.
-                let (create, sgemm) = unsafe {
+                let (create, sgemm, set_math_mode) = unsafe {
                     let create: Create =
                         *lib.get(b"cublasCreate_v2\0").map_err(|e| e.to_string())?;
                     let sgemm: Sgemm = *lib.get(b"cublasSgemm_v2\0").map_err(|e| e.to_string())?;
-                    (create, sgemm)
+                    let set_math_mode: SetMathMode =
+                        *lib.get(b"cublasSetMathMode\0").map_err(|e| e.to_string())?;
+                    (create, sgemm, set_math_mode)
                 };
                 let mut handle: Handle = std::ptr::null_mut();
                 // SAFETY: `handle` is a valid out pointer.
@@ -252,17 +291,20 @@ mod cublas {
                     path,
                     handle,
                     sgemm,
+                    set_math_mode,
                     _lib: lib,
                 });
             }
             Err(format!("not found (tried {})", tried.join("; ")))
         }
 
-        /// The row-major `C = A·B` of `g` as cuBLAS's column-major `Cᵀ = Bᵀ·Aᵀ`.
+        /// The row-major `C = A·B` of `g` as cuBLAS's column-major `Cᵀ = Bᵀ·Aᵀ`, in TF32
+        /// tensor-op math where `tf32`.
         pub fn sgemm(
             &self,
             gpu: &Gpu,
             g: &Gemm,
+            tf32: bool,
             a: &DeviceBuffer<f32>,
             b: &DeviceBuffer<f32>,
             c: &mut DeviceBuffer<f32>,
@@ -275,6 +317,16 @@ mod cublas {
             };
             // Our buffers' queued work must be done before cuBLAS's stream touches them.
             gpu.synchronize()?;
+            let mode = if tf32 {
+                TF32_TENSOR_OP_MATH
+            } else {
+                DEFAULT_MATH
+            };
+            // SAFETY: a live handle; the mode is one of cuBLAS's math modes.
+            let st = unsafe { (self.set_math_mode)(self.handle, mode) };
+            if st != 0 {
+                eprintln!("cublasSetMathMode failed with status {st}");
+            }
             // SAFETY: the pointers are live device allocations of the sizes the shape needs
             // (checked by the caller's `gemm` of the same shape); cuBLAS only reads `a`, `b`.
             let st = unsafe {

@@ -20,12 +20,52 @@ pub enum BLayout {
     NK,
 }
 
-/// The arithmetic of a GEMM.
+/// The arithmetic of a GEMM, each with its error bound in [`tolerance`]. A precision is a
+/// floor: where a more accurate kernel is as fast (the decode kernel, a device without tensor
+/// cores for TF32), the dispatch runs that one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Precision {
     /// Exact f32 products and f32 sums (FFMA), the default.
     #[default]
     F32,
+    /// f32-accurate on tensor cores (3xTF32): each operand split into a TF32 head and the
+    /// TF32 rounding of its remainder, three TF32 products per pair (the small · small one
+    /// left out): a relative error of about 2^-21 per product, against 2^-24 for `F32`.
+    Tf32x3,
+    /// TF32 tensor cores: the inputs rounded to 10 mantissa bits (a relative 2^-11 each),
+    /// products exact, f32 sums.
+    Tf32,
+}
+
+impl Precision {
+    /// The relative error of one product of two f32 inputs (0 for exact products): TF32
+    /// rounding to nearest is within 2^-11 of its input, so a TF32 product is within
+    /// `2 · 2^-11 + 2^-22`; 3xTF32 leaves out `a_lo · b_lo` (2^-22) and rounds the two
+    /// remainders (2^-22 each).
+    pub fn product_error(self) -> f64 {
+        match self {
+            Precision::F32 => 0.0,
+            Precision::Tf32x3 => 3.0 * f64::powi(2.0, -22),
+            Precision::Tf32 => 2.0 * f64::powi(2.0, -11) + f64::powi(2.0, -22),
+        }
+    }
+
+    /// The unit roundoff of the kernels' sums: 2^-24 for FFMA, 2^-23 on tensor cores (their
+    /// adders may truncate instead of rounding).
+    pub fn sum_unit(self) -> f64 {
+        match self {
+            Precision::F32 => f64::powi(2.0, -24),
+            Precision::Tf32x3 | Precision::Tf32 => f64::powi(2.0, -23),
+        }
+    }
+
+    /// Additions per product along one output's sum (3xTF32 adds three products per pair).
+    pub fn sums_per_product(self) -> f64 {
+        match self {
+            Precision::Tf32x3 => 3.0,
+            Precision::F32 | Precision::Tf32 => 1.0,
+        }
+    }
 }
 
 /// A GEMM's shape, layouts, scalars and epilogue (see the module docs). Build it with
@@ -257,19 +297,23 @@ pub const MAX_BATCH: usize = 65535;
 /// sum to `s_ab` (`Σ |A[i][p] B[p][j]|`), with `s_rest = |beta C| + |bias|` and the result's
 /// magnitudes `y = |act(x)|`, `r = |residual|`:
 ///
-/// `tol = L · (γ(K) · |alpha| · s_ab + 3u · (|alpha| s_ab + s_rest)) + e_act · ulp(y) + u · (y + r)`
+/// `tol = L · ((γ(n) + e_p) · |alpha| · s_ab + 3u · (|alpha| s_ab + s_rest)) + e_act · ulp(y) + u · (y + r)`
 ///
-/// with `u = 2^-24` (f32 rounding), `γ(K) = K u / (1 - K u)` (a sum of `K` products by fma,
-/// in any order), `L = 1.5` (the largest slope of any activation: hardswish at 3) and `e_act`
-/// the activation's own error in f32 ulps ([`crate::act::max_error_ulps`]). The 3u cover the
-/// roundings of `alpha · acc`, `+ beta C` and `+ bias`, the last term the rounding of the
-/// residual sum.
+/// with `u = 2^-24` (f32 rounding); `γ(n) = n u_s / (1 - n u_s)` for a sum of `n = K · s`
+/// terms in any order, `u_s` the sum's unit roundoff and `s` the terms per product
+/// ([`Precision::sum_unit`], [`Precision::sums_per_product`]); `e_p` the relative error of
+/// one product ([`Precision::product_error`]: 0 for F32); `L = 1.5` (the largest slope of
+/// any activation: hardswish at 3) and `e_act` the activation's own error in f32 ulps
+/// ([`crate::act::max_error_ulps`]). The 3u cover the roundings of `alpha · acc`,
+/// `+ beta C` and `+ bias`, the last term the rounding of the residual sum.
 pub fn tolerance(g: &Gemm, s_ab: f64, s_rest: f64, y: f64, r: f64) -> f64 {
     let u = f64::powi(2.0, -24);
-    let k = g.k as f64;
-    let gamma = k * u / (1.0 - k * u);
+    let p = g.precision;
+    let n = g.k as f64 * p.sums_per_product();
+    let us = p.sum_unit();
+    let gamma = n * us / (1.0 - n * us);
     let alpha = f64::from(g.alpha.abs());
-    let pre = gamma * alpha * s_ab + 3.0 * u * (alpha * s_ab + s_rest);
+    let pre = (gamma + p.product_error()) * alpha * s_ab + 3.0 * u * (alpha * s_ab + s_rest);
     let ulp_y = if y > 0.0 {
         f64::from(crate::cpu::act::ulp_f32(y as f32))
     } else {

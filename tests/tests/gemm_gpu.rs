@@ -6,14 +6,18 @@
 //! outputs, the tolerance formula of [`pagesift_gpu::gemm::tolerance`]) are
 //! [`pagesift_tests::gemm_check`].
 
-use pagesift_gpu::ops::gemm::{gemm, Kernel, F32_TILES};
-use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm};
+use pagesift_gpu::ops::gemm::{gemm, Kernel, F32_TILES, MMA_TILES};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm, Precision};
 use pagesift_tests::gemm_check::{check, Case, Sizes};
 use pagesift_tests::util::{assert_length_mismatch, poisoned_device, random_f32};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
 fn check_variant(kernel: Kernel, layout: BLayout) {
-    let name = format!("gemm_gpu::f32_{kernel:?}_{layout:?}");
+    check_at(kernel, layout, Precision::F32);
+}
+
+fn check_at(kernel: Kernel, layout: BLayout, precision: Precision) {
+    let name = format!("gemm_gpu::{precision:?}_{kernel}_{layout:?}");
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };
@@ -23,10 +27,15 @@ fn check_variant(kernel: Kernel, layout: BLayout) {
         Kernel::Tiled(t) => (usize::MAX, u64::from(t.bm * 1000 + t.bn)),
         Kernel::SplitK(t, s) => (usize::MAX, u64::from(t.bm * 1000 + t.bn + s * 100_000)),
         Kernel::Gemv { rows } => (rows as usize, u64::from(rows)),
+        Kernel::Mma { tile: t, splits } => (
+            usize::MAX,
+            u64::from(t.bm * 1000 + t.bn + splits * 100_000) << 2 | precision as u64,
+        ),
     };
     let base = base << 8 | (layout == BLayout::NK) as u64;
     for i in 0..cases {
-        let case = Case::random(base << 16 | i, layout, sizes, max_m);
+        let mut case = Case::random(base << 16 | i, layout, sizes, max_m);
+        case.g = case.g.with_precision(precision);
         if let Err(e) = check(&gpu, &case, kernel) {
             panic!("{name}: {e}");
         }
@@ -40,7 +49,9 @@ fn check_variant(kernel: Kernel, layout: BLayout) {
         (33, 35, 1),
     ] {
         let case = Case {
-            g: Gemm::new(m.min(max_m), n, k, layout).with_act(Act::Gelu),
+            g: Gemm::new(m.min(max_m), n, k, layout)
+                .with_act(Act::Gelu)
+                .with_precision(precision),
             bias: true,
             residual: true,
             offsets: [1, 0, 3, 2],
@@ -117,10 +128,104 @@ fn f32_gemv_8() {
     check_variant(Kernel::Gemv { rows: 8 }, BLayout::NK);
 }
 
+fn mma(i: usize, splits: u32) -> Kernel {
+    Kernel::Mma {
+        tile: MMA_TILES[i],
+        splits,
+    }
+}
+
+#[test]
+fn tf32x3_mma128x128_kn() {
+    check_at(mma(0, 1), BLayout::KN, Precision::Tf32x3);
+}
+#[test]
+fn tf32x3_mma128x128_nk() {
+    check_at(mma(0, 1), BLayout::NK, Precision::Tf32x3);
+}
+#[test]
+fn tf32_mma128x128_kn() {
+    check_at(mma(0, 1), BLayout::KN, Precision::Tf32);
+}
+#[test]
+fn tf32_mma128x128_nk() {
+    check_at(mma(0, 1), BLayout::NK, Precision::Tf32);
+}
+#[test]
+fn tf32x3_mma128x64_kn() {
+    check_at(mma(1, 1), BLayout::KN, Precision::Tf32x3);
+}
+#[test]
+fn tf32x3_mma128x64_nk() {
+    check_at(mma(1, 1), BLayout::NK, Precision::Tf32x3);
+}
+#[test]
+fn tf32_mma128x64_kn() {
+    check_at(mma(1, 1), BLayout::KN, Precision::Tf32);
+}
+#[test]
+fn tf32_mma128x64_nk() {
+    check_at(mma(1, 1), BLayout::NK, Precision::Tf32);
+}
+#[test]
+fn tf32x3_mma64x64_kn() {
+    check_at(mma(2, 1), BLayout::KN, Precision::Tf32x3);
+}
+#[test]
+fn tf32x3_mma64x64_nk() {
+    check_at(mma(2, 1), BLayout::NK, Precision::Tf32x3);
+}
+#[test]
+fn tf32_mma64x64_kn() {
+    check_at(mma(2, 1), BLayout::KN, Precision::Tf32);
+}
+#[test]
+fn tf32_mma64x64_nk() {
+    check_at(mma(2, 1), BLayout::NK, Precision::Tf32);
+}
+#[test]
+fn tf32x3_mma128x128_split3_nk() {
+    check_at(mma(0, 3), BLayout::NK, Precision::Tf32x3);
+}
+#[test]
+fn tf32_mma128x64_split3_kn() {
+    check_at(mma(1, 3), BLayout::KN, Precision::Tf32);
+}
+#[test]
+fn tf32x3_mma64x64_split3_kn() {
+    check_at(mma(2, 3), BLayout::KN, Precision::Tf32x3);
+}
+
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
-    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 4 + 4 + 4);
+    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 4 + 4 + 4 + 3 * 2);
+}
+
+#[test]
+fn the_tensor_core_kernels_refuse_exact_f32() {
+    let Some(gpu) = gpu_or_skip("gemm_gpu::mma_refuses_f32") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let a = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    let b = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    let mut c = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
+    let e = pagesift_gpu::ops::gemm::gemm_with(
+        &stream,
+        &Gemm::new(8, 8, 8, BLayout::NK),
+        mma(0, 1),
+        &a,
+        &b,
+        None,
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("computes in TF32"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -180,6 +285,20 @@ fn a_large_shape_through_dispatch() {
         ..case.clone()
     };
     check(&gpu, &split, Kernel::SplitK(F32_TILES[0], 7)).unwrap_or_else(|e| panic!("{e}"));
+    for precision in [Precision::Tf32x3, Precision::Tf32] {
+        for tile in MMA_TILES {
+            let c = Case {
+                g: case.g.with_precision(precision),
+                ..case.clone()
+            };
+            check(&gpu, &c, Kernel::Mma { tile, splits: 1 }).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let c = Case {
+            g: split.g.with_precision(precision),
+            ..split.clone()
+        };
+        check(&gpu, &c, mma(0, 5)).unwrap_or_else(|e| panic!("{e}"));
+    }
     let decode = Case {
         g: Gemm::new(7, 4099, 3001, BLayout::NK).with_act(Act::Relu),
         residual: true,

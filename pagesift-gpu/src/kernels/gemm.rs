@@ -193,6 +193,336 @@ ptx_kernel! {
         }
     }
 
+    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on tensor cores: TF32
+    /// `mma.sync.m16n8k8` with f32 accumulators, on `BM × BN` tiles of `WM × WN` warps (a
+    /// warp `BM/WM × BN/WN` outputs, `MT × NT` mma tiles of 16 × 8). With `X3` each operand is
+    /// split into a TF32 head and the TF32 rounding of its remainder, and three products
+    /// (small · big, big · small, big · big) recover f32 accuracy (3xTF32).
+    ///
+    /// The loaders copy `BK`-long steps of A (`[BM, BK]`) and B (`[BN, BK]` or `[BK, BN]`)
+    /// with `cp.async` into `STAGES` shared buffers, rows padded so that the fragment reads
+    /// of a warp hit 32 different banks; edge chunks are zero-filled by the copy's source
+    /// size, rows that are not 16-byte aligned copy 4 bytes at a time. The K steps of tiles
+    /// that lie inside the matrices copy without bounds tests, which makes the launch
+    /// `unsafe`.
+    ///
+    /// # Safety
+    ///
+    /// `p` describes the operands as [`crate::ops::gemm`] fills it in from a validated
+    /// [`crate::Gemm`]: every element of every matrix of A and B (`batch` matrices of
+    /// `m × k` at `lda`, `batch_a` apart; `n × k` or `k × n` at `ldb`, `batch_b` apart) lies
+    /// inside `a` and `b`; `vec_a` / `vec_b` only where the rows and batch strides are
+    /// multiples of 4 elements and the slice starts 16-byte aligned; `kc` a multiple of
+    /// [`TC_BK`]; the grid's z extent `batch · splits`.
+    #[target(sm_80)]
+    #[variants(
+        (BM, BN, WM, WN) in [(128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
+        BT in [false, true],
+        X3 in [false, true]
+    )]
+    #[launch(block = WM * WN * 32, max_regs = if X3 { 255 } else { 128 })]
+    pub fn gemm_tf32<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const X3: bool>(
+        p: GemmParams,
+        a: &[f32],
+        b: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[f32; STAGES * BM * TC_LDK]> = dyn_shared(0);
+        let b_s: Shared<[f32; STAGES * BN * TC_LDK]> = dyn_shared(STAGES * BM * TC_LDK * 4);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let zs = block_idx_z();
+        let z = (zs / p.splits) as u64;
+        let kbeg = (zs % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let a_off = z * p.batch_a;
+        let b_off = z * p.batch_b;
+        let tid = thread_idx_x();
+        let mut ktiles = 0u32;
+        if kend > kbeg {
+            ktiles = (kend - kbeg + (TC_BK - 1)) / TC_BK;
+        }
+        let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
+        // A block whose tile lies inside M × N with 16-byte rows copies whole K steps without
+        // edge arithmetic (a uniform choice per step).
+        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+        // The first `STAGES - 1` steps in flight, one commit group each (empty past the end).
+        #[unroll]
+        for s in 0..STAGES - 1 {
+            let k0 = kbeg + s * TC_BK;
+            if s < ktiles {
+                if inner & (k0 + TC_BK <= kend) {
+                    tc_load::<BM, BN, WM, WN, BT, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                } else {
+                    tc_load::<BM, BN, WM, WN, BT, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                }
+            }
+            cp_async_commit();
+        }
+        let mut kt = 0u32;
+        let mut stage = 0u32;
+        while kt < ktiles {
+            // Step `kt` has landed (at most `STAGES - 2` younger groups pending), and every
+            // warp is done with the buffer that the next load overwrites.
+            cp_async_wait(STAGES - 2);
+            sync_threads();
+            let next = kt + STAGES - 1;
+            if next < ktiles {
+                let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
+                let k0 = kbeg + next * TC_BK;
+                if inner & (k0 + TC_BK <= kend) {
+                    tc_load::<BM, BN, WM, WN, BT, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                } else {
+                    tc_load::<BM, BN, WM, WN, BT, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                }
+            }
+            cp_async_commit();
+            acc = tc_step::<BM, BN, WM, WN, BT, X3>(acc, a_s, b_s, stage, tid);
+            stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
+            kt += 1;
+        }
+        cp_async_wait_all();
+        sync_threads();
+        // The accumulators to the padded tile (over the pipeline's buffers), then the rows
+        // through the epilogue.
+        let lane = lane_id();
+        let warp = warp_id();
+        let to = (warp / WN * (BM / WM) + lane / 4) * (BN + 4) + warp % WN * (BN / WN) + (lane % 4) * 2;
+        if ((to as u64) + ((BM / WM - 16 + 8) * (BN + 4) + BN / WN - 8 + 2) as u64) <= (t_s.len() as u64) {
+            #[unroll]
+            for mi in 0..BM / WM / 16 {
+                #[unroll]
+                for ni in 0..BN / WN / 8 {
+                    let d = acc[mi * (BN / WN / 8) + ni];
+                    let o = to + mi * 16 * (BN + 4) + ni * 8;
+                    t_s.store2(o, [d[0], d[1]]);
+                    t_s.store2(o + 8 * (BN + 4), [d[2], d[3]]);
+                }
+            }
+        }
+        sync_threads();
+        write_rows::<BM, BN, { BN + 4 }, { WM * WN * 32 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// Issues the copies of one K step at `k0` into buffer `stage`: `BM × BK` of A, and of B
+    /// `BN × BK` (`[N, K]`) or `BK × BN` (`[K, N]`, rows `BN + 8` long).
+    fn tc_load<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const FAST: bool>(
+        a_s: Shared<[f32; STAGES * BM * TC_LDK]>,
+        b_s: Shared<[f32; STAGES * BN * TC_LDK]>,
+        stage: u32,
+        a: &[f32],
+        b: &[f32],
+        p: GemmParams,
+        a_off: u64,
+        b_off: u64,
+        m0: u32,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        tid: u32,
+    ) {
+        copy_rows::<BM, TC_BK, TC_LDK, { WM * WN * 32 }, { STAGES * BM * TC_LDK }, FAST>(a_s, stage * BM * TC_LDK, a, a_off, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        if BT {
+            copy_rows::<BN, TC_BK, TC_LDK, { WM * WN * 32 }, { STAGES * BN * TC_LDK }, FAST>(b_s, stage * BN * TC_LDK, b, b_off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
+        } else {
+            copy_rows::<TC_BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * TC_LDK }, FAST>(b_s, stage * BN * TC_LDK, b, b_off, k0, kend, n0, p.n, p.ldb, p.vec_b, tid);
+        }
+    }
+
+    /// Copies a `ROWS × RUN` tile of a row-major matrix (rows `r0..`, elements `c0..` of
+    /// each) to shared memory at `base`, rows `LDS` apart: chunks of 4 elements, chunk `i =
+    /// tid + q · THREADS` at row `i / (RUN / 4)`. Outside `rows × cols` the copy's source size
+    /// shrinks (to 0), which zero-fills; without `vec` each element is copied on its own.
+    /// `FAST`: the tile lies inside the matrix and its rows are 16-byte aligned.
+    fn copy_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32, const FAST: bool>(
+        t: Shared<[f32; LEN]>,
+        base: u32,
+        x: &[f32],
+        off: u64,
+        r0: u32,
+        rows: u32,
+        c0: u32,
+        cols: u32,
+        ld: u32,
+        vec: bool,
+        tid: u32,
+    ) {
+        #[unroll]
+        for q in 0..ROWS * RUN / (4 * THREADS) {
+            let i = tid + q * THREADS;
+            let r = i / (RUN / 4);
+            let cc = (i % (RUN / 4)) * 4;
+            let s = base + r * LDS + cc;
+            let row_ok = r0 + r < rows;
+            let col = c0 + cc;
+            let e = off + (r0 + r) as u64 * ld as u64 + col as u64;
+            if FAST {
+                // SAFETY: the launch's contract (see `gemm_tf32`): the rows `r0 .. r0 +
+                // ROWS` and elements `c0 .. c0 + RUN` of the matrix at `off` lie inside `x`,
+                // its rows 16-byte aligned; the destination lies in the stage by the tile's
+                // constants.
+                unsafe {
+                    t.cp_async16_unchecked(s, x, e);
+                }
+            } else if vec {
+                let mut nb = 0u32;
+                if row_ok & (col < cols) {
+                    nb = (cols - col).min(4) * 4;
+                }
+                t.cp_async16_partial(s, x, if nb == 0 { 0u64 } else { e }, nb);
+            } else {
+                #[unroll]
+                for l in 0..4 {
+                    let ok = row_ok & (col + l < cols);
+                    t.cp_async4_partial(s + l, x, if ok { e + l as u64 } else { 0u64 }, if ok { 4u32 } else { 0u32 });
+                }
+            }
+        }
+    }
+
+    /// One K step (`BK / 8` mma steps) on buffer `stage`. Lane `(g, t) = (lane / 4, lane % 4)`
+    /// holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each 16 × 8 fragment, B at
+    /// column `g` and rows `t`, `t + 4`, each element rounded to TF32 (and, with `X3`, its
+    /// remainder as well). With `X3` the step's products go to a fresh accumulator that is
+    /// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
+    /// all of K would collect one truncation of its full magnitude per `mma`.
+    fn tc_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const X3: bool>(
+        acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
+        a_s: Shared<[f32; STAGES * BM * TC_LDK]>,
+        b_s: Shared<[f32; STAGES * BN * TC_LDK]>,
+        stage: u32,
+        tid: u32,
+    ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+        let mut d = acc;
+        if X3 {
+            d = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
+        }
+        let lane = tid % 32;
+        let warp = tid / 32;
+        let g = lane / 4;
+        let t = lane % 4;
+        let ao = stage * BM * TC_LDK + (warp / WN * (BM / WM) + g) * TC_LDK + t;
+        // B [N, K]: column `n` at row `n` of the tile; B [K, N]: rows of `BN + 8`.
+        let bo = if BT {
+            stage * BN * TC_LDK + (warp % WN * (BN / WN) + g) * TC_LDK + t
+        } else {
+            stage * BN * TC_LDK + t * (BN + 8) + warp % WN * (BN / WN) + g
+        };
+        let b_end = if BT {
+            (BN / WN - 8) * TC_LDK + TC_BK - 3
+        } else {
+            (TC_BK - 4) * (BN + 8) + BN / WN - 7
+        };
+        // Proves every read below in bounds (the offsets are constants from here).
+        if (((ao as u64) + ((BM / WM - 8) * TC_LDK + TC_BK - 3) as u64) <= (a_s.len() as u64))
+            & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
+        {
+            #[unroll]
+            for kk in 0..TC_BK / 8 {
+                let mut ah = [[0u32; 4]; BM / WM / 16];
+                let mut al = [[0u32; 4]; BM / WM / 16];
+                #[unroll]
+                for mi in 0..BM / WM / 16 {
+                    #[unroll]
+                    for r in 0..4 {
+                        let x = a_s[ao + (mi * 16 + (r % 2) * 8) * TC_LDK + kk * 8 + (r / 2) * 4];
+                        ah[mi][r] = x.to_tf32();
+                        if X3 {
+                            al[mi][r] = (x - f32::from_bits(ah[mi][r])).to_tf32();
+                        }
+                    }
+                }
+                let mut bh = [[0u32; 2]; BN / WN / 8];
+                let mut bl = [[0u32; 2]; BN / WN / 8];
+                #[unroll]
+                for ni in 0..BN / WN / 8 {
+                    #[unroll]
+                    for r in 0..2 {
+                        let mut y = 0.0f32;
+                        if BT {
+                            y = b_s[bo + ni * 8 * TC_LDK + kk * 8 + r * 4];
+                        } else {
+                            y = b_s[bo + (kk * 8 + r * 4) * (BN + 8) + ni * 8];
+                        }
+                        bh[ni][r] = y.to_tf32();
+                        if X3 {
+                            bl[ni][r] = (y - f32::from_bits(bh[ni][r])).to_tf32();
+                        }
+                    }
+                }
+                #[unroll]
+                for mi in 0..BM / WM / 16 {
+                    #[unroll]
+                    for ni in 0..BN / WN / 8 {
+                        let i = mi * (BN / WN / 8) + ni;
+                        if X3 {
+                            d[i] = mma_m16n8k8_tf32(al[mi], bh[ni], d[i]);
+                            d[i] = mma_m16n8k8_tf32(ah[mi], bl[ni], d[i]);
+                        }
+                        d[i] = mma_m16n8k8_tf32(ah[mi], bh[ni], d[i]);
+                    }
+                }
+            }
+        }
+        if X3 {
+            #[unroll]
+            for i in 0..(BM / WM / 16) * (BN / WN / 8) {
+                #[unroll]
+                for r in 0..4 {
+                    d[i][r] = acc[i][r] + d[i][r];
+                }
+            }
+        }
+        d
+    }
+
+    /// The K step of the tensor-core kernels.
+    pub const TC_BK: u32 = 32;
+    /// The row length of their `[rows, BK]` shared tiles: `BK + 4` puts the 8 rows × 4
+    /// columns of a fragment read on 32 different banks.
+    pub const TC_LDK: u32 = TC_BK + 4;
+    /// Their pipeline depth: K steps in flight.
+    pub const STAGES: u32 = 3;
+
+    /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
+    /// shared memory (rows `LDT` apart) goes to C (or the split-K workspace) 4 consecutive
+    /// elements of a row per thread and turn, rows `m0..` and columns `n0..` of matrix `z`.
+    fn write_rows<const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32>(
+        t_s: Shared<[f32; ROWS * LDT]>,
+        p: GemmParams,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+        zs: u64,
+        z: u64,
+        m0: u32,
+        n0: u32,
+        tid: u32,
+    ) {
+        let mut e = tid * 4;
+        while e < ROWS * BN {
+            let row = m0 + e / BN;
+            let col = n0 + e % BN;
+            if (row < p.m) & (col < p.n) {
+                let v = t_s.load4(e / BN * LDT + e % BN);
+                if let Some(w) = ws {
+                    // Block `zs` is split `zs % splits` of matrix `z`: its plane is
+                    // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
+                    let plane = (zs % p.splits as u64) * p.batch as u64 + z;
+                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
+                } else {
+                    store_out(p, bias, res, c, z, row, col, v);
+                }
+            }
+            e += THREADS * 4;
+        }
+    }
+
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
     /// layout): each block takes 4 consecutive columns (4 rows of W) and its 8 warps split K
     /// between them, each lane striding along its part with 16-byte loads of W (each weight

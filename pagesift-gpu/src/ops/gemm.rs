@@ -4,7 +4,10 @@
 //!
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
-use crate::kernels::gemm::{act_code, gemm_f32, gemm_splitk_reduce, gemv_f32, GemmParams, BK};
+use crate::kernels::gemm::{
+    act_code, gemm_f32, gemm_splitk_reduce, gemm_tf32, gemv_f32, GemmParams, BK, STAGES, TC_BK,
+    TC_LDK,
+};
 use crate::DeviceBuffer;
 use crate::{error, Error};
 use crate::{DeviceRead, DeviceWrite, KernelVariant, LaunchConfig, Result, Stream};
@@ -26,25 +29,42 @@ pub const F32_TILES: [Tile; 4] = [
     Tile { bm: 32, bn: 128 },
 ];
 
-/// A kernel of the f32 GEMM: a block tile of the tiled kernel, or the decode kernel for at
-/// most `rows` (1, 2, 4 or 8) rows of A against B in the [`BLayout::NK`] layout.
+/// The block tiles of the tensor-core kernels, largest first, with their warps along M and N.
+pub const MMA_TILES: [Tile; 3] = [
+    Tile { bm: 128, bn: 128 },
+    Tile { bm: 128, bn: 64 },
+    Tile { bm: 64, bn: 64 },
+];
+const MMA_WARPS: [(u32, u32); 3] = [(2, 4), (4, 2), (2, 2)];
+
+/// A kernel of the GEMM: a block tile of the FFMA kernel (any precision: exact f32), of the
+/// tensor-core kernel ([`Precision::Tf32`] and [`Precision::Tf32x3`]), or the decode kernel
+/// for at most `rows` (1, 2, 4 or 8) rows of A against B in the [`BLayout::NK`] layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     Tiled(Tile),
     /// The tiled kernel over `splits` slices of K at once, into a workspace, then a pass that
     /// sums the slices through the epilogue (small M·N with a long K).
     SplitK(Tile, u32),
+    /// The tensor-core kernel (one of [`MMA_TILES`]) at the GEMM's precision, over `splits`
+    /// slices of K (1: no split).
+    Mma {
+        tile: Tile,
+        splits: u32,
+    },
     Gemv {
         rows: u32,
     },
 }
 
 impl std::fmt::Display for Kernel {
-    /// `128x128`, `128x128/k3` (split in 3 along K), `gemv8`.
+    /// `128x128`, `128x128/k3` (split in 3 along K), `mma128x64`, `gemv8`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Kernel::Tiled(t) => write!(f, "{}x{}", t.bm, t.bn),
             Kernel::SplitK(t, s) => write!(f, "{}x{}/k{s}", t.bm, t.bn),
+            Kernel::Mma { tile: t, splits: 1 } => write!(f, "mma{}x{}", t.bm, t.bn),
+            Kernel::Mma { tile: t, splits } => write!(f, "mma{}x{}/k{splits}", t.bm, t.bn),
             Kernel::Gemv { rows } => write!(f, "gemv{rows}"),
         }
     }
@@ -53,13 +73,28 @@ impl std::fmt::Display for Kernel {
 /// The row counts of the decode kernel's variants.
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
-/// Every kernel, for tests and tuning: the tiles, each also split in 3 along K, then the
-/// decode variants.
+/// Every kernel, for tests and tuning: the FFMA tiles, each also split in 3 along K, the
+/// decode variants, then the tensor-core tiles, each also split in 3 (valid for
+/// [`Precision::Tf32`] and [`Precision::Tf32x3`] only).
 pub fn kernels() -> Vec<Kernel> {
     let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
     let split = F32_TILES.iter().map(|t| Kernel::SplitK(*t, 3));
     let gemv = GEMV_ROWS.iter().map(|&rows| Kernel::Gemv { rows });
-    tiles.chain(split).chain(gemv).collect()
+    let mma = MMA_TILES
+        .iter()
+        .flat_map(|&tile| [1, 3].map(|splits| Kernel::Mma { tile, splits }));
+    tiles.chain(split).chain(gemv).chain(mma).collect()
+}
+
+impl Kernel {
+    /// Whether the kernel computes at least as accurately as `precision` asks (the FFMA and
+    /// decode kernels always, the tensor-core ones for TF32 and 3xTF32).
+    pub fn serves(self, precision: Precision) -> bool {
+        match self {
+            Kernel::Mma { .. } => precision != Precision::F32,
+            _ => true,
+        }
+    }
 }
 
 /// The relative speed of a multiprocessor full of each tile's blocks (the larger tiles reuse
@@ -147,29 +182,34 @@ pub fn gemm_with(
         residual.map(|x| x.len()),
     )?;
     let bt = g.b_layout == BLayout::NK;
+    let invalid = |message: String| Err(Error::from(error::InvalidArgument { op: OP, message }));
+    let splits = match kernel {
+        Kernel::SplitK(_, s) | Kernel::Mma { splits: s, .. } => s,
+        _ => 1,
+    };
+    if splits == 0 || g.batch.saturating_mul(splits as usize) > MAX_BATCH {
+        return invalid(format!(
+            "{splits} slices of K for a batch of {} (batch × slices must be 1 ..= {MAX_BATCH})",
+            g.batch
+        ));
+    }
     let variant = match kernel {
-        Kernel::Tiled(t) => variant(t, bt)?,
-        Kernel::SplitK(t, splits) => {
-            if splits == 0 || g.batch.saturating_mul(splits as usize) > MAX_BATCH {
-                return Err(Error::from(error::InvalidArgument {
-                    op: OP,
-                    message: format!(
-                        "{splits} slices of K for a batch of {} (batch × slices must be 1 ..= {MAX_BATCH})",
-                        g.batch
-                    ),
-                }));
+        Kernel::Tiled(t) | Kernel::SplitK(t, _) => variant(t, bt)?,
+        Kernel::Mma { tile, .. } => {
+            if !kernel.serves(g.precision) {
+                return invalid(format!(
+                    "the tensor-core kernel {kernel} computes in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
+                    g.precision
+                ));
             }
-            variant(t, bt)?
+            mma_variant(tile, bt, g.precision == Precision::Tf32x3)?
         }
         Kernel::Gemv { rows } => {
             if !bt || g.m > rows as usize {
-                return Err(Error::from(error::InvalidArgument {
-                    op: OP,
-                    message: format!(
-                        "the decode kernel for {rows} rows takes B as [N, K] and at most {rows} rows, not {:?} with M = {}",
-                        g.b_layout, g.m
-                    ),
-                }));
+                return invalid(format!(
+                    "the decode kernel for {rows} rows takes B as [N, K] and at most {rows} rows, not {:?} with M = {}",
+                    g.b_layout, g.m
+                ));
             }
             gemv_f32::variant(rows).ok_or_else(|| {
                 crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
@@ -209,77 +249,88 @@ pub fn gemm_with(
     };
     super::log_dispatch(|| {
         format!(
-            "gemm M={} N={} K={} batch={} {:?}: {}",
-            g.m, g.n, g.k, g.batch, g.b_layout, variant.entry
+            "gemm M={} N={} K={} batch={} {:?} {:?}: {}",
+            g.m, g.n, g.k, g.batch, g.b_layout, g.precision, variant.entry
         )
     });
-    match kernel {
-        Kernel::Tiled(tile) => {
-            let grid = [
-                (g.n as u32).div_ceil(tile.bn),
-                (g.m as u32).div_ceil(tile.bm),
-                g.batch as u32,
-            ];
-            let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
-            gemm_f32::launch(
-                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, None,
-            )
-        }
-        Kernel::SplitK(tile, splits) => {
-            // Whole K steps per slice; the last slice may be shorter (or empty).
-            let kc = (g.k as u32).div_ceil(splits).next_multiple_of(BK).max(BK);
-            let p = GemmParams { splits, kc, ..p };
-            let planes = splits as usize * g.batch * g.m;
-            let mut ws = DeviceBuffer::<f32>::alloc(stream.gpu(), planes * p.ldw as usize)?;
-            let grid = [
-                (g.n as u32).div_ceil(tile.bn),
-                (g.m as u32).div_ceil(tile.bm),
-                g.batch as u32 * splits,
-            ];
-            let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
-            gemm_f32::launch(
-                stream,
-                cfg,
-                tile.bm,
-                tile.bn,
-                bt,
-                p,
-                a,
-                b,
-                None,
-                None,
-                c,
-                Some(&mut ws as &mut dyn DeviceWrite<f32>),
-            )?;
-            let groups = (g.batch * g.m) as u64 * u64::from(p.ldw / 4);
-            let blocks = groups
-                .div_ceil(256)
-                .min(u64::from(stream.gpu().props().sm_count) * 8);
-            gemm_splitk_reduce::launch(
-                stream,
-                LaunchConfig::grid_1d(blocks.max(1) as u32),
-                p,
-                &ws,
-                bias,
-                residual,
-                c,
-            )
-        }
-        Kernel::Gemv { rows } => {
-            let grid = [(g.n as u32).div_ceil(GEMV_COLUMNS), g.batch as u32, 1];
-            gemv_f32::launch(
-                stream,
-                LaunchConfig::grid(grid),
-                rows,
-                p,
-                a,
-                b,
-                bias,
-                residual,
-                c,
-            )
-        }
+    if let Kernel::Gemv { rows } = kernel {
+        let grid = [(g.n as u32).div_ceil(GEMV_COLUMNS), g.batch as u32, 1];
+        return gemv_f32::launch(
+            stream,
+            LaunchConfig::grid(grid),
+            rows,
+            p,
+            a,
+            b,
+            bias,
+            residual,
+            c,
+        );
     }
+    let (tile, mma) = match kernel {
+        Kernel::Mma { tile, .. } => (tile, true),
+        Kernel::Tiled(t) | Kernel::SplitK(t, _) => (t, false),
+        Kernel::Gemv { .. } => unreachable!("launched above"),
+    };
+    // The tiled kernels: grid (N tiles, M tiles, batch × slices of K), the slices whole K
+    // steps long (the last may be shorter, or empty).
+    let step = if mma { TC_BK } else { BK };
+    let kc = (g.k as u32)
+        .div_ceil(splits)
+        .next_multiple_of(step)
+        .max(step);
+    let p = GemmParams { splits, kc, ..p };
+    let grid = [
+        (g.n as u32).div_ceil(tile.bn),
+        (g.m as u32).div_ceil(tile.bm),
+        g.batch as u32 * splits,
+    ];
+    let shared = if mma {
+        mma_shared_bytes(tile)
+    } else {
+        shared_bytes(tile)
+    };
+    let cfg = LaunchConfig::grid(grid).with_shared_mem(shared);
+    let launch = |bias: Option<&dyn DeviceRead<f32>>,
+                  residual: Option<&dyn DeviceRead<f32>>,
+                  c: &mut _,
+                  ws: Option<&mut dyn DeviceWrite<f32>>| {
+        if mma {
+            let (wm, wn) = mma_warps(tile);
+            let x3 = g.precision == Precision::Tf32x3;
+            // SAFETY: `p` comes from the validated `g` (every element of A and B inside the
+            // views, `vec_*` from the views' alignment and strides), `kc` is a multiple of
+            // `TC_BK` and the grid's z extent is `batch · splits`.
+            unsafe {
+                gemm_tf32::launch(
+                    stream, cfg, tile.bm, tile.bn, wm, wn, bt, x3, p, a, b, bias, residual, c, ws,
+                )
+            }
+        } else {
+            gemm_f32::launch(
+                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, ws,
+            )
+        }
+    };
+    if splits == 1 {
+        return launch(bias, residual, c, None);
+    }
+    let planes = splits as usize * g.batch * g.m;
+    let mut ws = DeviceBuffer::<f32>::alloc(stream.gpu(), planes * p.ldw as usize)?;
+    launch(None, None, c, Some(&mut ws as &mut dyn DeviceWrite<f32>))?;
+    let groups = (g.batch * g.m) as u64 * u64::from(p.ldw / 4);
+    let blocks = groups
+        .div_ceil(256)
+        .min(u64::from(stream.gpu().props().sm_count) * 8);
+    gemm_splitk_reduce::launch(
+        stream,
+        LaunchConfig::grid_1d(blocks.max(1) as u32),
+        p,
+        &ws,
+        bias,
+        residual,
+        c,
+    )
 }
 
 /// Columns of C per block of the decode kernel (its 8 warps split K).
@@ -302,8 +353,37 @@ pub fn variant(tile: Tile, bt: bool) -> Result<&'static KernelVariant> {
     })
 }
 
+/// The warps along M and N of a tensor-core tile.
+fn mma_warps(tile: Tile) -> (u32, u32) {
+    MMA_TILES
+        .iter()
+        .zip(MMA_WARPS)
+        .find(|(t, _)| **t == tile)
+        .map_or((0, 0), |(_, w)| w)
+}
+
+/// The dynamic shared memory of a tensor-core tile's kernel: `STAGES` K steps of A and B
+/// (rows padded to `TC_LDK`), which the epilogue's padded tile (`BM × (BN + 4)`) reuses.
+pub fn mma_shared_bytes(tile: Tile) -> u32 {
+    let f = std::mem::size_of::<f32>() as u32;
+    (STAGES * (tile.bm + tile.bn) * TC_LDK * f).max(tile.bm * (tile.bn + 4) * f)
+}
+
+/// The tensor-core kernel variant of a tile, layout and split (3xTF32 or not).
+pub fn mma_variant(tile: Tile, bt: bool, x3: bool) -> Result<&'static KernelVariant> {
+    let (wm, wn) = mma_warps(tile);
+    gemm_tf32::variant(tile.bm, tile.bn, wm, wn, bt, x3).ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "gemm_tf32",
+            format!("BM={}, BN={}, BT={bt}, X3={x3}", tile.bm, tile.bn),
+        )
+    })
+}
+
 /// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
-/// memory speed); else the tile of [`pick_tile`].
+/// memory speed, exact f32 whatever the precision); else the tile of [`pick_tile`] among the
+/// tensor-core tiles for TF32 and 3xTF32 on a device that has them (compute capability 8.0
+/// or later), the FFMA tiles otherwise.
 fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     if g.b_layout == BLayout::NK && g.m <= 8 {
         let rows = GEMV_ROWS
@@ -319,26 +399,53 @@ fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
         });
         return Ok(Kernel::Gemv { rows });
     }
-    pick_tile(stream, g)
+    let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
+    if g.precision != Precision::F32 && tensor_cores {
+        pick_tile(stream, g, true)
+    } else {
+        if g.precision != Precision::F32 {
+            super::log_dispatch(|| {
+                format!(
+                    "gemm {:?} on FFMA (exact f32): the device has no TF32 tensor cores",
+                    g.precision
+                )
+            });
+        }
+        pick_tile(stream, g, false)
+    }
 }
 
-/// The tile (and K split) with the least estimated time: waves of blocks over the device (the
-/// driver's occupancy of each variant), a wave's blocks per multiprocessor times a block's
-/// work, over the tile's relative speed; a K split divides each block's work, multiplies the
-/// blocks and adds its second pass (a tenth). Slices of K stay at least 256 long.
-fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Kernel> {
+/// The relative speed of a multiprocessor full of each tensor-core tile's blocks, for
+/// [`pick_tile`].
+const MMA_TILE_SPEED: [f64; 3] = [1.0, 0.8, 0.55];
+
+/// The tile (and K split) with the least estimated time among the FFMA tiles or (`mma`)
+/// the tensor-core ones: waves of blocks over the device (the driver's occupancy of each
+/// variant), a wave's blocks per multiprocessor times a block's work, over the tile's
+/// relative speed; a K split divides each block's work, multiplies the blocks and adds its
+/// second pass (a tenth). Slices of K stay at least 256 long.
+fn pick_tile(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
     let gpu = stream.gpu();
     let sms = f64::from(gpu.props().sm_count.max(1));
     let bt = g.b_layout == BLayout::NK;
+    let x3 = g.precision == Precision::Tf32x3;
+    let tiles: &[Tile] = if mma { &MMA_TILES } else { &F32_TILES };
+    let speeds: &[f64] = if mma {
+        &MMA_TILE_SPEED
+    } else {
+        &F32_TILE_SPEED
+    };
     let mut best: Option<(f64, Kernel, String)> = None;
-    for (t, speed) in F32_TILES.iter().zip(F32_TILE_SPEED) {
+    for (t, &speed) in tiles.iter().zip(speeds) {
         let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
-        let resident = f64::from(
-            gpu.blocks_per_sm(variant(*t, bt)?, shared_bytes(*t))?
-                .max(1),
-        );
+        let (v, shared) = if mma {
+            (mma_variant(*t, bt, x3)?, mma_shared_bytes(*t))
+        } else {
+            (variant(*t, bt)?, shared_bytes(*t))
+        };
+        let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
         let max_split = (g.k / 256).clamp(1, MAX_SPLITS) as u32;
         for splits in 1..=max_split {
@@ -353,10 +460,10 @@ fn pick_tile(stream: &Stream, g: &Gemm) -> Result<Kernel> {
             if splits > 1 {
                 cost *= 1.1;
             }
-            let kernel = if splits == 1 {
-                Kernel::Tiled(*t)
-            } else {
-                Kernel::SplitK(*t, splits)
+            let kernel = match (mma, splits) {
+                (true, _) => Kernel::Mma { tile: *t, splits },
+                (false, 1) => Kernel::Tiled(*t),
+                (false, _) => Kernel::SplitK(*t, splits),
             };
             if best.as_ref().is_none_or(|b| cost < b.0) {
                 let why = format!(

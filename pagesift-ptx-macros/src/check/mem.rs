@@ -37,7 +37,9 @@ impl Checker<'_> {
             (MemOp::Get, 1)
         } else if unchecked && m == "set" {
             (MemOp::Set, 2)
-        } else if unchecked && !(m.starts_with("load") || m.starts_with("store")) {
+        } else if unchecked
+            && !(m.starts_with("load") || m.starts_with("store") || m.starts_with("cp_async"))
+        {
             return self.unknown_mem(full, span);
         } else if m == "load_nc" {
             (MemOp::LoadNc, 1)
@@ -86,7 +88,10 @@ impl Checker<'_> {
             return self.unknown_mem(m, span);
         };
         if matches!(op, MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. }) {
-            return self.check_shared_only(op, base, elem, mutable, m, args, span);
+            if unchecked && matches!(op, MemOp::Ldmatrix { .. }) {
+                return self.unknown_mem(full, span);
+            }
+            return self.check_shared_only(op, base, elem, mutable, m, args, !unchecked, span);
         }
         if !self.arity(args, n_args, m, span) {
             return err_expr(span);
@@ -261,6 +266,7 @@ impl Checker<'_> {
         mutable: Option<bool>,
         m: &str,
         args: &[Expr],
+        checked: bool,
         span: Span,
     ) -> TExpr {
         if mutable.is_some() {
@@ -323,7 +329,7 @@ impl Checker<'_> {
                         op,
                         base,
                         args: targs,
-                        checked: true,
+                        checked,
                     },
                     ty: Ty::Unit,
                     span,
@@ -408,7 +414,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

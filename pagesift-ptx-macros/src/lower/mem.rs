@@ -337,10 +337,12 @@ impl Lower<'_> {
                 let mut ops = vec![a, src.clone(), Operand::Int(bytes as i128)];
                 if partial {
                     let nb = self.expr(&args[3]);
-                    guards.extend(self.guard_bytes(&src_store, &siv, &nb, sn, span));
+                    if checked {
+                        guards.extend(self.guard_bytes(&src_store, &siv, &nb, sn, span));
+                    }
                     let o = self.operand(&nb, span);
                     ops.push(o);
-                } else {
+                } else if checked {
                     guards.extend(self.guard(&src_store, &args[2], &siv, sn, span));
                 }
                 if checked {

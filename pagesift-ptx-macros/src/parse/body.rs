@@ -415,7 +415,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                                     });
                                 }
                                 syn::GenericArgument::Const(ce) => {
-                                    generics.push(parse_expr(cx, ce))
+                                    generics.push(parse_const_arg(cx, ce))
                                 }
                                 other => {
                                     cx.error(Sp::of(&other), "expected a const generic argument")
@@ -441,7 +441,7 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
             if let Some(t) = &m.turbofish {
                 for arg in &t.args {
                     match arg {
-                        syn::GenericArgument::Const(ce) => generics.push(parse_expr(cx, ce)),
+                        syn::GenericArgument::Const(ce) => generics.push(parse_const_arg(cx, ce)),
                         syn::GenericArgument::Type(syn::Type::Path(tp)) if tp.qself.is_none() => {
                             generics.push(parse_expr(
                                 cx,
@@ -703,4 +703,15 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
         }
     };
     Expr { kind, span }
+}
+
+/// A const generic argument: a literal, a name, or an expression over consts in braces
+/// (`f::<{ BN + 8 }>(..)`), whose value the checker folds.
+fn parse_const_arg(cx: &Ctxt, e: &syn::Expr) -> Expr {
+    if let syn::Expr::Block(blk) = e {
+        if let [syn::Stmt::Expr(inner, None)] = blk.block.stmts.as_slice() {
+            return parse_expr(cx, inner);
+        }
+    }
+    parse_expr(cx, e)
 }

@@ -1,13 +1,14 @@
-//! The GEMM family: every kernel of [`pagesift_gpu::ops::gemm`] (tiles, split-K, decode) on
-//! random shapes that are multiples of no tile, with bias, activation and residual, against
-//! the f64 reference and its tolerance ([`pagesift_gpu::gemm::tolerance`]); on a GPU also the
-//! TFLOP/s of the dispatched GEMM at 2048³.
+//! The GEMM family: every kernel of [`pagesift_gpu::ops::gemm`] (tiles, split-K, decode, the
+//! tensor-core tiles at 3xTF32 and TF32) on random shapes that are multiples of no tile, with
+//! bias, activation and residual, against the f64 reference and its tolerance
+//! ([`pagesift_gpu::gemm::tolerance`]); on a GPU also the TFLOP/s of the dispatched GEMM at
+//! 2048³ per precision.
 
 use std::time::Instant;
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::{gemm, gemm_with, kernels, Kernel};
-use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Precision, Result};
 
 use super::{emulated, Family, Report, Rng};
 
@@ -15,7 +16,7 @@ pub struct Gemms;
 
 impl Family for Gemms {
     fn name(&self) -> &'static str {
-        "gemm f32"
+        "gemm"
     }
 
     fn run(&self, gpu: &Gpu, report: &mut Report) -> Result<()> {
@@ -31,32 +32,41 @@ impl Family for Gemms {
                     continue;
                 }
                 let act = Act::ALL[i % Act::ALL.len()];
-                let g = Gemm::new(m, mn + 2, kk, layout)
-                    .with_act(act)
-                    .with_scale(1.25, 0.5);
-                check(gpu, &g, kernel, &mut rng, report)?;
+                let precisions: &[Precision] = match kernel {
+                    Kernel::Mma { .. } => &[Precision::Tf32x3, Precision::Tf32],
+                    _ => &[Precision::F32],
+                };
+                for &precision in precisions {
+                    let g = Gemm::new(m, mn + 2, kk, layout)
+                        .with_act(act)
+                        .with_scale(1.25, 0.5)
+                        .with_precision(precision);
+                    check(gpu, &g, kernel, &mut rng, report)?;
+                }
             }
         }
         if !emulated(gpu) {
             let n = 2048;
-            let g = Gemm::new(n, n, n, BLayout::NK);
             let a = DeviceBuffer::<f32>::zeroed(gpu, n * n)?;
             let b = DeviceBuffer::<f32>::zeroed(gpu, n * n)?;
             let mut c = DeviceBuffer::<f32>::zeroed(gpu, n * n)?;
             let stream = gpu.default_stream();
-            gemm(&stream, &g, &a, &b, None, None, &mut c)?;
-            gpu.synchronize()?;
-            let runs = 20;
-            let t = Instant::now();
-            for _ in 0..runs {
+            for precision in [Precision::F32, Precision::Tf32x3, Precision::Tf32] {
+                let g = Gemm::new(n, n, n, BLayout::NK).with_precision(precision);
                 gemm(&stream, &g, &a, &b, None, None, &mut c)?;
+                gpu.synchronize()?;
+                let runs = 20;
+                let t = Instant::now();
+                for _ in 0..runs {
+                    gemm(&stream, &g, &a, &b, None, None, &mut c)?;
+                }
+                gpu.synchronize()?;
+                let s = t.elapsed().as_secs_f64() / f64::from(runs);
+                println!(
+                    "  gemm {precision:?} {n}x{n}x{n}: {:.1} TFLOP/s (the gemm bench compares it with cuBLAS)",
+                    2.0 * (n * n * n) as f64 / s / 1e12
+                );
             }
-            gpu.synchronize()?;
-            let s = t.elapsed().as_secs_f64() / f64::from(runs);
-            println!(
-                "  gemm f32 {n}x{n}x{n}: {:.1} TFLOP/s (the gemm bench compares it with cuBLAS)",
-                2.0 * (n * n * n) as f64 / s / 1e12
-            );
         }
         Ok(())
     }
