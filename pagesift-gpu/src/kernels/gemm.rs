@@ -386,10 +386,13 @@ ptx_kernel! {
 
     /// One K step (`BK / 8` mma steps) on buffer `stage`. Lane `(g, t) = (lane / 4, lane % 4)`
     /// holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each 16 × 8 fragment, B at
-    /// column `g` and rows `t`, `t + 4`, each element rounded to TF32 (and, with `X3`, its
-    /// remainder as well). With `X3` the step's products go to a fresh accumulator that is
-    /// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
-    /// all of K would collect one truncation of its full magnitude per `mma`.
+    /// column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4 matrices of 32-bit
+    /// elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one `x4` per fragment
+    /// of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per element (rows of
+    /// `BN + 8`: 32 banks). Each element is rounded to TF32 (and, with `X3`, its remainder as
+    /// well); with `X3` the step's products go to a fresh accumulator that is then added to
+    /// `acc` in f32: the tensor cores' adders truncate, and a running sum over all of K would
+    /// collect one truncation of its full magnitude per `mma`.
     fn tc_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const X3: bool>(
         acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
         a_s: Shared<[f32; STAGES * BM * TC_LDK]>,
@@ -405,20 +408,25 @@ ptx_kernel! {
         let warp = tid / 32;
         let g = lane / 4;
         let t = lane % 4;
-        let ao = stage * BM * TC_LDK + (warp / WN * (BM / WM) + g) * TC_LDK + t;
-        // B [N, K]: column `n` at row `n` of the tile; B [K, N]: rows of `BN + 8`.
+        // The row this lane addresses for `ldmatrix`: matrix `q = lane / 8`, its row `lane % 8`.
+        let q = lane / 8;
+        let i8 = lane % 8;
+        // A: matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) → a0..a3.
+        let ao = stage * BM * TC_LDK + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * TC_LDK + 4 * (q / 2);
+        // B [N, K]: matrices (columns 0-7, k 0-3), (0-7, 4-7), (8-15, 0-3), (8-15, 4-7) →
+        // b0, b1 of two fragments; B [K, N]: element (k = t, n = g).
         let bo = if BT {
-            stage * BN * TC_LDK + (warp % WN * (BN / WN) + g) * TC_LDK + t
+            stage * BN * TC_LDK + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * TC_LDK + 4 * (q % 2)
         } else {
             stage * BN * TC_LDK + t * (BN + 8) + warp % WN * (BN / WN) + g
         };
         let b_end = if BT {
-            (BN / WN - 8) * TC_LDK + TC_BK - 3
+            (BN / WN - 16) * TC_LDK + TC_BK - 8 + 4
         } else {
             (TC_BK - 4) * (BN + 8) + BN / WN - 7
         };
         // Proves every read below in bounds (the offsets are constants from here).
-        if (((ao as u64) + ((BM / WM - 8) * TC_LDK + TC_BK - 3) as u64) <= (a_s.len() as u64))
+        if (((ao as u64) + ((BM / WM - 16) * TC_LDK + TC_BK - 8 + 4) as u64) <= (a_s.len() as u64))
             & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
         {
             #[unroll]
@@ -427,30 +435,36 @@ ptx_kernel! {
                 let mut al = [[0u32; 4]; BM / WM / 16];
                 #[unroll]
                 for mi in 0..BM / WM / 16 {
+                    let x = a_s.ldmatrix_x4(ao + mi * 16 * TC_LDK + kk * 8);
                     #[unroll]
                     for r in 0..4 {
-                        let x = a_s[ao + (mi * 16 + (r % 2) * 8) * TC_LDK + kk * 8 + (r / 2) * 4];
-                        ah[mi][r] = x.to_tf32();
+                        let v = f32::from_bits(x[r]);
+                        ah[mi][r] = v.to_tf32();
                         if X3 {
-                            al[mi][r] = (x - f32::from_bits(ah[mi][r])).to_tf32();
+                            al[mi][r] = (v - f32::from_bits(ah[mi][r])).to_tf32();
                         }
                     }
                 }
                 let mut bh = [[0u32; 2]; BN / WN / 8];
                 let mut bl = [[0u32; 2]; BN / WN / 8];
                 #[unroll]
-                for ni in 0..BN / WN / 8 {
-                    #[unroll]
-                    for r in 0..2 {
-                        let mut y = 0.0f32;
-                        if BT {
-                            y = b_s[bo + ni * 8 * TC_LDK + kk * 8 + r * 4];
-                        } else {
-                            y = b_s[bo + (kk * 8 + r * 4) * (BN + 8) + ni * 8];
+                for np in 0..BN / WN / 16 {
+                    let mut y = [0.0f32; 4];
+                    if BT {
+                        let w = b_s.ldmatrix_x4(bo + np * 16 * TC_LDK + kk * 8);
+                        y = [f32::from_bits(w[0]), f32::from_bits(w[1]), f32::from_bits(w[2]), f32::from_bits(w[3])];
+                    } else {
+                        #[unroll]
+                        for r in 0..4 {
+                            y[r] = b_s[bo + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8];
                         }
-                        bh[ni][r] = y.to_tf32();
+                    }
+                    #[unroll]
+                    for r in 0..4 {
+                        let ni = 2 * np + r / 2;
+                        bh[ni][r % 2] = y[r].to_tf32();
                         if X3 {
-                            bl[ni][r] = (y - f32::from_bits(bh[ni][r])).to_tf32();
+                            bl[ni][r % 2] = (y[r] - f32::from_bits(bh[ni][r % 2])).to_tf32();
                         }
                     }
                 }

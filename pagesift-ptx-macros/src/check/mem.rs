@@ -337,9 +337,13 @@ impl Checker<'_> {
             }
             MemOp::Ldmatrix { n, trans } => {
                 self.needs_op(&Op::Ldmatrix { n, trans }, m, span);
-                if elem.bytes() != 2 {
-                    self.cx
-                        .error(span, format!("`{m}` loads 16-bit elements, not `{elem}`"));
+                // 32-bit elements load as pairs of 16-bit ones: the 8 × 4 (32-bit) matrices of
+                // TF32 fragments; transposing needs 16-bit elements.
+                if !(elem.bytes() == 2 || (elem.bytes() == 4 && !trans)) {
+                    self.cx.error(
+                        span,
+                        format!("`{m}` loads 16-bit elements (or, not transposed, 32-bit ones), not `{elem}`"),
+                    );
                 }
                 TExpr {
                     kind: TKind::Mem {

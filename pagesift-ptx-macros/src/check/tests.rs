@@ -219,3 +219,40 @@ fn max_regs_out_of_range_names_the_variant() {
     assert!(errs[0].contains("between 24 and 255"), "{errs:?}");
     assert!(errs[0].contains("ACT = Relu"), "{errs:?}");
 }
+
+#[test]
+fn ldmatrix_takes_16_bit_or_untransposed_32_bit_elements() {
+    let (_, errs) = checked(vec![parse_quote! {
+        #[target(sm_80)]
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32]) {
+            let s: Shared<[f32; 256]>;
+            let h: Shared<[u8; 256]>;
+            let a = s.ldmatrix_x4(lane_id() * 4);
+            let b = s.ldmatrix_x2_trans(lane_id() * 4);
+            let c = h.ldmatrix_x1(lane_id() * 16);
+            y[lane_id()] = a[0] + b[0] + c[0];
+        }
+    }]);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs[0].contains("`ldmatrix_x2_trans` loads 16-bit elements (or, not transposed, 32-bit ones), not `f32`"), "{errs:?}");
+    assert!(errs[1].contains("not `u8`"), "{errs:?}");
+}
+
+#[test]
+fn const_generic_arguments_may_be_expressions_in_braces() {
+    let (variants, errs) = checked(vec![
+        parse_quote! {
+            fn scaled<const N: u32>(x: u32) -> u32 { x * N }
+        },
+        parse_quote! {
+            #[variants(B in [2, 3])]
+            #[launch(block = 32)]
+            pub fn k<const B: u32>(y: &mut [u32]) {
+                y[lane_id()] = scaled::<{ B * 4 + 1 }>(lane_id());
+            }
+        },
+    ]);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(variants[0].len(), 2);
+}

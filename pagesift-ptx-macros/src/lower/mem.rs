@@ -296,7 +296,8 @@ impl Lower<'_> {
         let n = match op {
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
-            MemOp::Ldmatrix { .. } => 8,
+            // A row of 16 bytes.
+            MemOp::Ldmatrix { .. } => 16 / elem.bytes().max(1),
             MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
             _ => 1,
         };
@@ -384,10 +385,11 @@ impl Lower<'_> {
                 };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();
                 let dst = Operand::Vec(regs.iter().map(|r| Operand::Reg(*r)).collect());
-                // The clamp needs the 8 elements of a row at the array's start: an array
-                // shorter than that (its length is the same in every lane) skips the load.
+                // The clamp needs the row (16 bytes) at the array's start: an array shorter
+                // than that (its length is the same in every lane) skips the load.
+                let row = (16 / elem.bytes().max(1)) as u64;
                 let short = match &store {
-                    Store::Shared { len: Some(l), .. } if checked => Some(*l < 8),
+                    Store::Shared { len: Some(l), .. } if checked => Some((*l as u64) < row),
                     Store::Shared { len: None, .. } if checked => None,
                     _ => Some(false),
                 };
@@ -407,7 +409,7 @@ impl Lower<'_> {
                         let q = self.reg(RegClass::Pred);
                         self.emit(
                             Op::Setp(crate::ptx::CmpKind::Lt, Scalar::U64),
-                            vec![q.into(), len.into(), Operand::Int(8)],
+                            vec![q.into(), len.into(), Operand::Int(row as i128)],
                             span,
                         );
                         let skip = self.label();
