@@ -114,10 +114,10 @@ impl Gemm {
             ldc: n,
             ldr: n,
             batch: 1,
-            stride_a: m * k,
-            stride_b: n * k,
-            stride_c: m * n,
-            stride_r: m * n,
+            stride_a: m.saturating_mul(k),
+            stride_b: n.saturating_mul(k),
+            stride_c: m.saturating_mul(n),
+            stride_r: m.saturating_mul(n),
             alpha: 1.0,
             beta: 0.0,
             act: Act::Identity,
@@ -269,16 +269,35 @@ impl Gemm {
             return Ok(());
         }
         let last = self.batch - 1;
+        // `stride · (batch - 1) + ld · (rows - 1) + row`, the elements an operand spans, in
+        // checked arithmetic: an extent past the address space is an error, never a wrapped
+        // (small) number that a short buffer would pass.
+        let extent = |stride: usize, ld: usize, rows: usize, row: usize| {
+            stride
+                .checked_mul(last)
+                .and_then(|x| ld.checked_mul(rows - 1).and_then(|y| x.checked_add(y)))
+                .and_then(|x| x.checked_add(row))
+        };
+        let (b_rows, b_row) = match self.b_layout {
+            BLayout::KN => (k, n),
+            BLayout::NK => (n, k),
+        };
         let mut need = Vec::new();
         if k > 0 {
-            need.push(("A", self.a_index(last, m - 1, k - 1) + 1, a));
-            need.push(("B", self.b_index(last, k - 1, n - 1) + 1, b));
+            need.push(("A", extent(self.stride_a, self.lda, m, k), a));
+            need.push(("B", extent(self.stride_b, self.ldb, b_rows, b_row), b));
         }
-        need.push(("C", self.c_index(last, m - 1, n - 1) + 1, c));
+        need.push(("C", extent(self.stride_c, self.ldc, m, n), c));
         if let Some(len) = residual {
-            need.push(("residual", self.r_index(last, m - 1, n - 1) + 1, len));
+            need.push(("residual", extent(self.stride_r, self.ldr, m, n), len));
         }
         for (name, need, len) in need {
+            let Some(need) = need else {
+                return invalid(format!(
+                    "{name}'s extent (M = {m}, N = {n}, K = {k}, batch {} with its strides and leading dimension) overflows the address space",
+                    self.batch
+                ));
+            };
             if len < need {
                 return invalid(format!(
                     "{name} holds {len} elements, the shape (M = {m}, N = {n}, K = {k}, batch {}) needs {need}",

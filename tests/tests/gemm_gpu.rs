@@ -419,4 +419,23 @@ fn shapes_the_buffers_cannot_hold_are_errors_naming_the_operand() {
         e.to_string().contains("M = 2147483648 must be below 2^31"),
         "{e}"
     );
+    // Strides whose extent wraps around the address space are refused, not wrapped into a
+    // small number that these buffers would hold.
+    let huge = usize::MAX / 2 + 2;
+    let e = gemm(
+        &stream,
+        &g.with_batch(3, huge, 0, 0),
+        &a,
+        &b,
+        None,
+        None,
+        &mut c,
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::InvalidArgument(_))
+            && e.to_string().contains("A's extent")
+            && e.to_string().contains("overflows the address space"),
+        "{e}"
+    );
 }
