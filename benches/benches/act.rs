@@ -2,8 +2,10 @@
 //!
 //! `y = act(x + bias)` over 256M f32 (1 GiB in, 1 GiB out; 16K elements on the emulated device)
 //! for every activation, timed with events (2 warm-ups, median of 15 runs), next to
-//! `cuMemcpyDtoD` of the same buffers. Reports GB/s (bytes read + written) and the percentage of
-//! the copy's bandwidth; the same for f16 and bf16 (512M elements). Without a device it prints one
+//! `cuMemcpyDtoD` of the same buffers timed the same way right before it (a copy per
+//! activation, so that a drift of the device's clocks or a slow copy measurement moves one
+//! row, not a whole type). Reports GB/s (bytes read + written) and the percentage of the
+//! copy's bandwidth; the same for f16 and bf16 (512M elements). Without a device it prints one
 //! line and exits 0.
 //!
 //! With `PAGESIFT_BENCH_SWEEP` set it also prints the percentage of the copy by grid size (8 to
@@ -186,9 +188,10 @@ fn bench_type<T: ActElement>(gpu: &Gpu, len: usize, acts: &[Act]) -> Result<()> 
     let bias = DeviceBuffer::from_host(gpu, &host[..COLS])?;
     let mut y = DeviceBuffer::<T>::alloc(gpu, len)?;
     let bytes = 2.0 * (len * std::mem::size_of::<T>()) as f64;
-    let copy_ms = timing::median_ms(&stream, WARMUP, RUNS, || stream.copy_dtod_async(&mut y, &x))?;
-    let copy_gbps = bytes / copy_ms / 1e6;
     for &act in acts {
+        let copy_ms =
+            timing::median_ms(&stream, WARMUP, RUNS, || stream.copy_dtod_async(&mut y, &x))?;
+        let copy_gbps = bytes / copy_ms / 1e6;
         let args = ActArgs::new(act).with_bias(bias.slice(..)?, COLS);
         let ms = timing::median_ms(&stream, WARMUP, RUNS, || {
             activation(&stream, &args, &x, &mut y)
