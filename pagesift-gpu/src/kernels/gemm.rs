@@ -411,8 +411,14 @@ ptx_kernel! {
         // The row this lane addresses for `ldmatrix`: matrix `q = lane / 8`, its row `lane % 8`.
         let q = lane / 8;
         let i8 = lane % 8;
-        // A: matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) → a0..a3.
-        let ao = stage * BM * TC_LDK + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * TC_LDK + 4 * (q / 2);
+        // A: matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) → a0..a3; with
+        // B [K, N] element (row g, k t) and its neighbours, per element (the addresses of
+        // `ldmatrix` next to B's per-element reads cost the registers that sm_80 lacks).
+        let ao = if BT {
+            stage * BM * TC_LDK + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * TC_LDK + 4 * (q / 2)
+        } else {
+            stage * BM * TC_LDK + (warp / WN * (BM / WM) + g) * TC_LDK + t
+        };
         // B [N, K]: matrices (columns 0-7, k 0-3), (0-7, 4-7), (8-15, 0-3), (8-15, 4-7) →
         // b0, b1 of two fragments; B [K, N]: element (k = t, n = g).
         let bo = if BT {
@@ -426,7 +432,12 @@ ptx_kernel! {
             (TC_BK - 4) * (BN + 8) + BN / WN - 7
         };
         // Proves every read below in bounds (the offsets are constants from here).
-        if (((ao as u64) + ((BM / WM - 16) * TC_LDK + TC_BK - 8 + 4) as u64) <= (a_s.len() as u64))
+        let a_end = if BT {
+            (BM / WM - 16) * TC_LDK + TC_BK - 8 + 4
+        } else {
+            (BM / WM - 8) * TC_LDK + TC_BK - 3
+        };
+        if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
             & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
         {
             #[unroll]
@@ -435,7 +446,15 @@ ptx_kernel! {
                 let mut al = [[0u32; 4]; BM / WM / 16];
                 #[unroll]
                 for mi in 0..BM / WM / 16 {
-                    let x = a_s.ldmatrix_x4(ao + mi * 16 * TC_LDK + kk * 8);
+                    let mut x = [0u32; 4];
+                    if BT {
+                        x = a_s.ldmatrix_x4(ao + mi * 16 * TC_LDK + kk * 8);
+                    } else {
+                        #[unroll]
+                        for r in 0..4 {
+                            x[r] = a_s[ao + (mi * 16 + (r % 2) * 8) * TC_LDK + kk * 8 + (r / 2) * 4].to_bits();
+                        }
+                    }
                     #[unroll]
                     for r in 0..4 {
                         let v = f32::from_bits(x[r]);
