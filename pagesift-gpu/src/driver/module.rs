@@ -296,7 +296,8 @@ impl Gpu {
 
     /// How many blocks of `variant` (its block shape, `dynamic_shared` bytes of dynamic shared
     /// memory) one multiprocessor holds at once: the driver's occupancy answer (registers,
-    /// shared memory, thread slots). Loads the variant's module on first use; the answer is
+    /// shared memory, thread slots). Loads the variant's module on first use, and opts it in to
+    /// `dynamic_shared` bytes where that is past the default per block; the answer is
     /// remembered per device, variant and shared memory size.
     pub fn blocks_per_sm(
         &self,
@@ -322,6 +323,14 @@ impl Gpu {
                 message: "module not loaded".into(),
             })
         })?;
+        // The driver counts a block past the default shared memory as not fitting at all
+        // until the function is opted in to it, as a launch would do first.
+        loaded.ensure_dynamic_shared(
+            self.backend().as_ref(),
+            dynamic_shared,
+            variant.static_shared_bytes,
+            self.props().max_shared_per_block,
+        )?;
         let threads = variant.block.iter().product::<u32>().max(1);
         let n = self
             .backend()

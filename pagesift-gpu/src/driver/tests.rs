@@ -23,6 +23,8 @@ struct Counters {
     module_unload: AtomicUsize,
     launch: AtomicUsize,
     set_dyn_shared: AtomicUsize,
+    /// The most dynamic shared memory a function was opted in to.
+    dyn_shared_optin: AtomicUsize,
     event_sync: AtomicUsize,
 }
 
@@ -333,11 +335,20 @@ impl Backend for Fake {
             max_threads_per_block: 1024,
         })
     }
-    fn occupancy_blocks_per_sm(&self, _f: RawHandle, threads: u32, _shared: u32) -> Result<u32> {
+    fn occupancy_blocks_per_sm(&self, _f: RawHandle, threads: u32, shared: u32) -> Result<u32> {
+        // As the driver does: a block past the default shared memory fits nowhere until the
+        // function is opted in to it.
+        let limit = (48 * 1024).max(self.n.dyn_shared_optin.load(Ordering::SeqCst));
+        if shared as usize > limit {
+            return Ok(0);
+        }
         Ok(2048 / threads.max(1))
     }
-    fn function_set_max_dynamic_shared(&self, _function: RawHandle, _bytes: u32) -> Result<()> {
+    fn function_set_max_dynamic_shared(&self, _function: RawHandle, bytes: u32) -> Result<()> {
         self.n.set_dyn_shared.fetch_add(1, Ordering::SeqCst);
+        self.n
+            .dyn_shared_optin
+            .fetch_max(bytes as usize, Ordering::SeqCst);
         Ok(())
     }
     fn launch(&self, r: &LaunchRequest<'_>) -> Result<()> {
@@ -663,6 +674,18 @@ fn dynamic_shared_memory_opts_in_once_when_above_the_default() {
         fake_launch(&stream, &SCALE, &too_big, &args, &[]),
         Err(Error::Launch(_))
     ));
+}
+
+#[test]
+fn occupancy_opts_in_to_dynamic_shared_memory_past_the_default() {
+    let f = fake();
+    let gpu = gpu_of(&f);
+    let threads = SCALE.block.iter().product::<u32>();
+    assert_eq!(gpu.blocks_per_sm(&SCALE, 8 * 1024).unwrap(), 2048 / threads);
+    assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 0);
+    // 80 KiB needs the opt-in, which the occupancy query sets first (as a launch would).
+    assert_eq!(gpu.blocks_per_sm(&SCALE, 80 * 1024).unwrap(), 2048 / threads);
+    assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 1);
 }
 
 #[test]
