@@ -9,7 +9,7 @@
 //! The matrices of a batch lie `stride_*` elements apart.
 
 use crate::act::{Act, DEFAULT_LEAKY_SLOPE};
-use crate::{error, Error, Result};
+use crate::{error, Dtype, Error, Result};
 
 /// How B is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -314,7 +314,8 @@ pub const MAX_BATCH: usize = 65535;
 
 /// The error bound the tests hold every output to, for `K` products, whose absolute values
 /// sum to `s_ab` (`Σ |A[i][p] B[p][j]|`), with `s_rest = |beta C| + |bias|` and the result's
-/// magnitudes `y = |act(x)|`, `r = |residual|`:
+/// magnitudes `y = |act(x)|`, `r = |residual|`, for f32 inputs and output
+/// ([`tolerance_for`] gives the others):
 ///
 /// `tol = L · ((γ(n) + e_p) · |alpha| · s_ab + 3u · (|alpha| s_ab + s_rest)) + e_act · ulp(y) + u · (y + r)`
 ///
@@ -326,17 +327,43 @@ pub const MAX_BATCH: usize = 65535;
 /// ([`crate::act::max_error_ulps`]). The 3u cover the roundings of `alpha · acc`,
 /// `+ beta C` and `+ bias`, the last term the rounding of the residual sum.
 pub fn tolerance(g: &Gemm, s_ab: f64, s_rest: f64, y: f64, r: f64) -> f64 {
+    tolerance_for(g, Dtype::F32, Dtype::F32, s_ab, s_rest, y, r)
+}
+
+/// [`tolerance`] for inputs of `input` and an output of `output` (f32, f16 or bf16; the
+/// errors are measured against the f64 result on the inputs as stored). f16 and bf16
+/// products are exact in f32 (`e_p = 0`) and sum on tensor cores (`u_s = 2^-23`, `s = 1`)
+/// whatever the precision; a 16-bit output adds its own rounding of the f32 result,
+/// `u_o · (y + r) + m_o / 2`, with `u_o` its unit roundoff (2^-11 for f16, 2^-8 for bf16)
+/// and `m_o` its least subnormal.
+pub fn tolerance_for(
+    g: &Gemm,
+    input: Dtype,
+    output: Dtype,
+    s_ab: f64,
+    s_rest: f64,
+    y: f64,
+    r: f64,
+) -> f64 {
     let u = f64::powi(2.0, -24);
     let p = g.precision;
-    let n = g.k as f64 * p.sums_per_product();
-    let us = p.sum_unit();
+    let (per_product, us, e_p) = match input {
+        Dtype::F32 => (p.sums_per_product(), p.sum_unit(), p.product_error()),
+        _ => (1.0, f64::powi(2.0, -23), 0.0),
+    };
+    let n = g.k as f64 * per_product;
     let gamma = n * us / (1.0 - n * us);
     let alpha = f64::from(g.alpha.abs());
-    let pre = (gamma + p.product_error()) * alpha * s_ab + 3.0 * u * (alpha * s_ab + s_rest);
+    let pre = (gamma + e_p) * alpha * s_ab + 3.0 * u * (alpha * s_ab + s_rest);
     let ulp_y = if y > 0.0 {
         f64::from(crate::cpu::act::ulp_f32(y as f32))
     } else {
         f64::from(f32::from_bits(1))
     };
-    1.5 * pre + f64::from(crate::act::max_error_ulps(g.act)) * ulp_y + u * (y + r)
+    let out = match output {
+        Dtype::F16 => f64::powi(2.0, -11) * (y + r) + f64::powi(2.0, -25),
+        Dtype::Bf16 => f64::powi(2.0, -8) * (y + r) + f64::powi(2.0, -134),
+        _ => 0.0,
+    };
+    1.5 * pre + f64::from(crate::act::max_error_ulps(g.act)) * ulp_y + u * (y + r) + out
 }

@@ -5,7 +5,7 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::{gemm_with, Kernel};
-use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
+use pagesift_gpu::{Act, ActElement, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -134,24 +134,55 @@ impl Case {
     }
 }
 
-/// Runs `case` through `tile`'s kernel and checks it; `Err` describes the first wrong element.
+/// Runs `case` through `tile`'s kernel with f32 inputs and output and checks it; `Err`
+/// describes the first wrong element.
 ///
 /// # Errors
 /// A message naming the case, the element, the value, the reference and the tolerance; or an
 /// error of the device.
 pub fn check(gpu: &Gpu, case: &Case, kernel: Kernel) -> std::result::Result<(), String> {
-    run_check(gpu, case, kernel).map_err(|e| format!("{case:?} {kernel:?}: {e}"))?
+    check_typed::<f32, f32>(gpu, case, kernel)
 }
 
-fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Result<(), String>> {
+/// [`check`] with inputs `T` and output (C and the residual) `O`: the random values are
+/// rounded to their types, and the reference takes them as stored.
+///
+/// # Errors
+/// As [`check`].
+pub fn check_typed<T: ActElement, O: ActElement>(
+    gpu: &Gpu,
+    case: &Case,
+    kernel: Kernel,
+) -> std::result::Result<(), String> {
+    run_check::<T, O>(gpu, case, kernel).map_err(|e| {
+        format!(
+            "{case:?} {kernel:?} {} -> {}: {e}",
+            T::DTYPE.name(),
+            O::DTYPE.name()
+        )
+    })?
+}
+
+/// `v` rounded to `T`, and the rounded values widened back.
+fn stored<T: ActElement>(v: Vec<f32>) -> (Vec<T>, Vec<f32>) {
+    let t: Vec<T> = v.into_iter().map(T::from_f32).collect();
+    let back = t.iter().map(|&x| x.to_f32()).collect();
+    (t, back)
+}
+
+fn run_check<T: ActElement, O: ActElement>(
+    gpu: &Gpu,
+    case: &Case,
+    kernel: Kernel,
+) -> Result<std::result::Result<(), String>> {
     let g = case.g;
     let mut rng = StdRng::seed_from_u64(case.seed ^ 0x9e37_79b9);
     let [ea, eb, ec, er] = case.extent();
     let [oa, ob, oc, or] = case.offsets;
-    let a = random_f32_from(&mut rng, oa + ea, -1.0..1.0);
-    let b = random_f32_from(&mut rng, ob + eb, -1.0..1.0);
+    let (ta, a) = stored::<T>(random_f32_from(&mut rng, oa + ea, -1.0..1.0));
+    let (tb, b) = stored::<T>(random_f32_from(&mut rng, ob + eb, -1.0..1.0));
     let bias = random_f32_from(&mut rng, g.n, -1.0..1.0);
-    let res = random_f32_from(&mut rng, or + er, -1.0..1.0);
+    let (tres, res) = stored::<O>(random_f32_from(&mut rng, or + er, -1.0..1.0));
     // C: random where it is read (beta != 0), poison elsewhere.
     let mut c = vec![poison_f32(); oc + ec + 3];
     if g.beta != 0.0 {
@@ -163,11 +194,12 @@ fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Resu
             }
         }
     }
-    let da = DeviceBuffer::from_host(gpu, &a)?;
-    let db = DeviceBuffer::from_host(gpu, &b)?;
+    let (tc, c) = stored::<O>(c);
+    let da = DeviceBuffer::from_host(gpu, &ta)?;
+    let db = DeviceBuffer::from_host(gpu, &tb)?;
     let dbias = DeviceBuffer::from_host(gpu, &bias)?;
-    let dres = DeviceBuffer::from_host(gpu, &res)?;
-    let mut dc = DeviceBuffer::from_host(gpu, &c)?;
+    let dres = DeviceBuffer::from_host(gpu, &tres)?;
+    let mut dc = DeviceBuffer::from_host(gpu, &tc)?;
     let stream = gpu.default_stream();
     {
         let av = da.slice(oa..)?;
@@ -182,11 +214,11 @@ fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Resu
             &av,
             &bv,
             case.bias.then_some(&bias_v as &dyn DeviceRead<f32>),
-            case.residual.then_some(&res_v as &dyn DeviceRead<f32>),
+            case.residual.then_some(&res_v as &dyn DeviceRead<O>),
             &mut cv,
         )?;
     }
-    let got = dc.to_host()?;
+    let got: Vec<f32> = dc.to_host()?.into_iter().map(|v| v.to_f32()).collect();
     let (a, b, res) = (&a[oa..], &b[ob..], &res[or..]);
     let c_in = &c[oc..];
     let mut written = vec![false; got.len()];
@@ -205,7 +237,7 @@ fn run_check(gpu: &Gpu, case: &Case, kernel: Kernel) -> Result<std::result::Resu
                     (z, i, j),
                 );
                 let v = got[oc + idx];
-                let tol = want.tolerance(&g);
+                let tol = want.tolerance_for(&g, T::DTYPE, O::DTYPE);
                 let err = (f64::from(v) - want.value).abs();
                 // A NaN error fails too.
                 if err.is_nan() || err > tol {

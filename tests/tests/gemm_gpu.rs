@@ -7,8 +7,9 @@
 //! [`pagesift_tests::gemm_check`].
 
 use pagesift_gpu::ops::gemm::{gemm, Kernel, F32_TILES, MMA_TILES};
+use pagesift_gpu::{bf16, f16, ActElement};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm, Precision};
-use pagesift_tests::gemm_check::{check, Case, Sizes};
+use pagesift_tests::gemm_check::{check, check_typed, Case, Sizes};
 use pagesift_tests::util::{assert_length_mismatch, poisoned_device, random_f32};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
@@ -17,7 +18,16 @@ fn check_variant(kernel: Kernel, layout: BLayout) {
 }
 
 fn check_at(kernel: Kernel, layout: BLayout, precision: Precision) {
-    let name = format!("gemm_gpu::{precision:?}_{kernel}_{layout:?}");
+    check_at_typed::<f32, f32>(kernel, layout, precision);
+}
+
+fn check_at_typed<T: ActElement, O: ActElement>(
+    kernel: Kernel,
+    layout: BLayout,
+    precision: Precision,
+) {
+    let types = format!("{}_{}", T::DTYPE.name(), O::DTYPE.name());
+    let name = format!("gemm_gpu::{types}_{precision:?}_{kernel}_{layout:?}");
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };
@@ -32,11 +42,12 @@ fn check_at(kernel: Kernel, layout: BLayout, precision: Precision) {
             u64::from(t.bm * 1000 + t.bn + splits * 100_000) << 2 | precision as u64,
         ),
     };
+    let base = base << 4 | T::DTYPE as u64 ^ (O::DTYPE as u64) << 2;
     let base = base << 8 | (layout == BLayout::NK) as u64;
     for i in 0..cases {
         let mut case = Case::random(base << 16 | i, layout, sizes, max_m);
         case.g = case.g.with_precision(precision);
-        if let Err(e) = check(&gpu, &case, kernel) {
+        if let Err(e) = check_typed::<T, O>(&gpu, &case, kernel) {
             panic!("{name}: {e}");
         }
     }
@@ -57,7 +68,7 @@ fn check_at(kernel: Kernel, layout: BLayout, precision: Precision) {
             offsets: [1, 0, 3, 2],
             seed: (m * 1000 + n) as u64,
         };
-        if let Err(e) = check(&gpu, &case, kernel) {
+        if let Err(e) = check_typed::<T, O>(&gpu, &case, kernel) {
             panic!("{name}: {e}");
         }
     }
@@ -196,6 +207,40 @@ fn tf32x3_mma64x64_split3_kn() {
     check_at(mma(2, 3), BLayout::KN, Precision::Tf32x3);
 }
 
+/// Every tensor-core tile in both layouts, and one split along K, for 16-bit inputs `T`
+/// and output `O`.
+fn check_16bit<T: ActElement, O: ActElement>() {
+    for (i, layout) in [(0, BLayout::NK), (1, BLayout::KN), (2, BLayout::NK)] {
+        check_at_typed::<T, O>(mma(i, 1), layout, Precision::F32);
+        check_at_typed::<T, O>(mma(i, 1), flip(layout), Precision::F32);
+    }
+    check_at_typed::<T, O>(mma(1, 3), BLayout::NK, Precision::F32);
+}
+
+fn flip(layout: BLayout) -> BLayout {
+    match layout {
+        BLayout::KN => BLayout::NK,
+        BLayout::NK => BLayout::KN,
+    }
+}
+
+#[test]
+fn f16_mma_to_f32() {
+    check_16bit::<f16, f32>();
+}
+#[test]
+fn f16_mma_to_f16() {
+    check_16bit::<f16, f16>();
+}
+#[test]
+fn bf16_mma_to_f32() {
+    check_16bit::<bf16, f32>();
+}
+#[test]
+fn bf16_mma_to_bf16() {
+    check_16bit::<bf16, bf16>();
+}
+
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
@@ -223,7 +268,8 @@ fn the_tensor_core_kernels_refuse_exact_f32() {
     )
     .unwrap_err();
     assert!(
-        matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("computes in TF32"),
+        matches!(e, Error::InvalidArgument(_))
+            && e.to_string().contains("computes f32 inputs in TF32"),
         "{e}"
     );
 }

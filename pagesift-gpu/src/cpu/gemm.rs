@@ -3,6 +3,7 @@
 
 use crate::cpu::act::act_f64;
 use crate::gemm::Gemm;
+use crate::Dtype;
 
 /// One output of the reference: the value and what bounds its error.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -23,6 +24,20 @@ impl RefValue {
     /// The largest error [`crate::gemm::tolerance`] allows a GPU result for this output.
     pub fn tolerance(&self, g: &Gemm) -> f64 {
         crate::gemm::tolerance(g, self.s_ab, self.s_rest, self.act, self.residual)
+    }
+
+    /// [`crate::gemm::tolerance_for`]: the bound for inputs of `input` and an output of
+    /// `output`.
+    pub fn tolerance_for(&self, g: &Gemm, input: Dtype, output: Dtype) -> f64 {
+        crate::gemm::tolerance_for(
+            g,
+            input,
+            output,
+            self.s_ab,
+            self.s_rest,
+            self.act,
+            self.residual,
+        )
     }
 }
 

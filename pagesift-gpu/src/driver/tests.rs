@@ -684,7 +684,10 @@ fn occupancy_opts_in_to_dynamic_shared_memory_past_the_default() {
     assert_eq!(gpu.blocks_per_sm(&SCALE, 8 * 1024).unwrap(), 2048 / threads);
     assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 0);
     // 80 KiB needs the opt-in, which the occupancy query sets first (as a launch would).
-    assert_eq!(gpu.blocks_per_sm(&SCALE, 80 * 1024).unwrap(), 2048 / threads);
+    assert_eq!(
+        gpu.blocks_per_sm(&SCALE, 80 * 1024).unwrap(),
+        2048 / threads
+    );
     assert_eq!(f.n.set_dyn_shared.load(Ordering::SeqCst), 1);
 }
 

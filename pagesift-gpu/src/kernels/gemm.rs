@@ -20,7 +20,7 @@
 //! A launch is a grid of `(⌈N / BN⌉, ⌈M / BM⌉, batch)` blocks; [`crate::ops::gemm`] validates
 //! the views and fills in [`GemmParams`].
 
-use crate::act::Act;
+use crate::act::{Act, ActElement};
 use crate::ptx_kernel;
 
 ptx_kernel! {
@@ -86,15 +86,15 @@ ptx_kernel! {
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
     // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
     #[target(sm_80)]
-    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64), (32, 128)], BT in [false, true])]
+    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64), (32, 128)], BT in [false, true], (T, O) in [(f32, f32)])]
     #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM * BN >= 128 * 128 { 128 } else { 168 })]
-    pub fn gemm_f32<const BM: u32, const BN: u32, const BT: bool>(
+    pub fn gemm_f32<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const BT: bool>(
         p: GemmParams,
-        a: &[f32],
-        b: &[f32],
+        a: &[T],
+        b: &[T],
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
         ws: Option<&mut [f32]>,
     ) {
         // The two buffers of A and B, and over them (after the last K step) the epilogue's
@@ -159,13 +159,14 @@ ptx_kernel! {
 
     /// The second pass of a split-K GEMM: `C = epilogue(Σ_s ws[s])`, 4 consecutive columns of
     /// a row per thread and turn of a grid-stride loop.
+    #[variants(O in [f32, f16, bf16])]
     #[launch(block = 256)]
-    pub fn gemm_splitk_reduce(
+    pub fn gemm_splitk_reduce<O: ActElement>(
         p: GemmParams,
         ws: &[f32],
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
     ) {
         let groups = p.ldw / 4;
         let total = p.batch as u64 * p.m as u64 * groups as u64;
@@ -188,21 +189,24 @@ ptx_kernel! {
                 }
                 s += 1;
             }
-            store_out(p, bias, res, c, z, row, col, v);
+            store_out::<O>(p, bias, res, c, z, row, col, v);
             t += step;
         }
     }
 
-    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on tensor cores: TF32
-    /// `mma.sync.m16n8k8` with f32 accumulators, on `BM × BN` tiles of `WM × WN` warps (a
-    /// warp `BM/WM × BN/WN` outputs, `MT × NT` mma tiles of 16 × 8). With `X3` each operand is
-    /// split into a TF32 head and the TF32 rounding of its remainder, and three products
-    /// (small · big, big · small, big · big) recover f32 accuracy (3xTF32).
+    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on tensor cores with f32
+    /// accumulators, on `BM × BN` tiles of `WM × WN` warps (a warp `BM/WM × BN/WN` outputs,
+    /// `MT × NT` mma tiles of 16 × 8): f32 inputs in TF32 (`mma.sync.m16n8k8`; with `X3`
+    /// each operand is split into a TF32 head and the TF32 rounding of its remainder, and
+    /// three products, small · big, big · small and big · big, recover f32 accuracy:
+    /// 3xTF32), f16 and bf16 inputs as they are (`m16n8k16`). C and the residual are `O`:
+    /// f32, or the inputs' 16-bit type (each output rounded once, to nearest even).
     ///
-    /// The loaders copy `BK`-long steps of A (`[BM, BK]`) and B (`[BN, BK]` or `[BK, BN]`)
-    /// with `cp.async` into `STAGES` shared buffers, rows padded so that the fragment reads
+    /// The loaders copy K steps of `BK` elements (128 bytes of each row) of A (`[BM, BK]`)
+    /// and B (`[BN, BK]`, or `[BK, BN]` in rows of `BN + 8`) with `cp.async` into `STAGES`
+    /// shared buffers, rows padded by 16 bytes (`BK / 8` elements) so that the fragment reads
     /// of a warp hit 32 different banks; edge chunks are zero-filled by the copy's source
-    /// size, rows that are not 16-byte aligned copy 4 bytes at a time. The K steps of tiles
+    /// size, rows that are not 16-byte aligned are copied per element. The K steps of tiles
     /// that lie inside the matrices copy without bounds tests, which makes the launch
     /// `unsafe`.
     ///
@@ -212,26 +216,30 @@ ptx_kernel! {
     /// [`crate::Gemm`]: every element of every matrix of A and B (`batch` matrices of
     /// `m × k` at `lda`, `batch_a` apart; `n × k` or `k × n` at `ldb`, `batch_b` apart) lies
     /// inside `a` and `b`; `vec_a` / `vec_b` only where the rows and batch strides are
-    /// multiples of 4 elements and the slice starts 16-byte aligned; `kc` a multiple of
-    /// [`TC_BK`]; the grid's z extent `batch · splits`.
+    /// multiples of 16 bytes and the slice starts 16-byte aligned; `kc` a multiple of `BK`;
+    /// the grid's z extent `batch · splits`.
     #[target(sm_80)]
     #[variants(
         (BM, BN, WM, WN) in [(128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
         BT in [false, true],
-        X3 in [false, true]
+        (T, O, BK, X3) in [
+            (f32, f32, 32, false), (f32, f32, 32, true),
+            (f16, f32, 64, false), (f16, f16, 64, false),
+            (bf16, f32, 64, false), (bf16, bf16, 64, false)
+        ]
     )]
     #[launch(block = WM * WN * 32, max_regs = if X3 { 255 } else { 128 })]
-    pub fn gemm_tf32<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const X3: bool>(
+    pub fn gemm_mma<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
         p: GemmParams,
-        a: &[f32],
-        b: &[f32],
+        a: &[T],
+        b: &[T],
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
         ws: Option<&mut [f32]>,
     ) {
-        let a_s: Shared<[f32; STAGES * BM * TC_LDK]> = dyn_shared(0);
-        let b_s: Shared<[f32; STAGES * BN * TC_LDK]> = dyn_shared(STAGES * BM * TC_LDK * 4);
+        let a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]> = dyn_shared(0);
+        let b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]> = dyn_shared(STAGES * BM * TC_ROW);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let zs = block_idx_z();
         let z = (zs / p.splits) as u64;
@@ -244,7 +252,7 @@ ptx_kernel! {
         let tid = thread_idx_x();
         let mut ktiles = 0u32;
         if kend > kbeg {
-            ktiles = (kend - kbeg + (TC_BK - 1)) / TC_BK;
+            ktiles = (kend - kbeg + (BK - 1)) / BK;
         }
         let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
         // A block whose tile lies inside M × N with 16-byte rows copies whole K steps without
@@ -253,12 +261,12 @@ ptx_kernel! {
         // The first `STAGES - 1` steps in flight, one commit group each (empty past the end).
         #[unroll]
         for s in 0..STAGES - 1 {
-            let k0 = kbeg + s * TC_BK;
+            let k0 = kbeg + s * BK;
             if s < ktiles {
-                if inner & (k0 + TC_BK <= kend) {
-                    tc_load::<BM, BN, WM, WN, BT, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                if inner & (k0 + BK <= kend) {
+                    tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
                 } else {
-                    tc_load::<BM, BN, WM, WN, BT, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                    tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
                 }
             }
             cp_async_commit();
@@ -273,15 +281,19 @@ ptx_kernel! {
             let next = kt + STAGES - 1;
             if next < ktiles {
                 let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
-                let k0 = kbeg + next * TC_BK;
-                if inner & (k0 + TC_BK <= kend) {
-                    tc_load::<BM, BN, WM, WN, BT, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                let k0 = kbeg + next * BK;
+                if inner & (k0 + BK <= kend) {
+                    tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
                 } else {
-                    tc_load::<BM, BN, WM, WN, BT, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+                    tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
                 }
             }
             cp_async_commit();
-            acc = tc_step::<BM, BN, WM, WN, BT, X3>(acc, a_s, b_s, stage, tid);
+            if T == f32 {
+                acc = tf32_step::<BM, BN, WM, WN, BT, BK, X3>(acc, a_s, b_s, stage, tid);
+            } else {
+                acc = h16_step::<T, BM, BN, WM, WN, BT, BK>(acc, a_s, b_s, stage, tid);
+            }
             stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
             kt += 1;
         }
@@ -305,17 +317,17 @@ ptx_kernel! {
             }
         }
         sync_threads();
-        write_rows::<BM, BN, { BN + 4 }, { WM * WN * 32 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// Issues the copies of one K step at `k0` into buffer `stage`: `BM × BK` of A, and of B
     /// `BN × BK` (`[N, K]`) or `BK × BN` (`[K, N]`, rows `BN + 8` long).
-    fn tc_load<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const FAST: bool>(
-        a_s: Shared<[f32; STAGES * BM * TC_LDK]>,
-        b_s: Shared<[f32; STAGES * BN * TC_LDK]>,
+    fn tc_load<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const FAST: bool>(
+        a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+        b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
         stage: u32,
-        a: &[f32],
-        b: &[f32],
+        a: &[T],
+        b: &[T],
         p: GemmParams,
         a_off: u64,
         b_off: u64,
@@ -325,23 +337,24 @@ ptx_kernel! {
         kend: u32,
         tid: u32,
     ) {
-        copy_rows::<BM, TC_BK, TC_LDK, { WM * WN * 32 }, { STAGES * BM * TC_LDK }, FAST>(a_s, stage * BM * TC_LDK, a, a_off, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        copy_rows::<T, BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }, FAST>(a_s, stage * BM * (BK + BK / 8), a, a_off, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
         if BT {
-            copy_rows::<BN, TC_BK, TC_LDK, { WM * WN * 32 }, { STAGES * BN * TC_LDK }, FAST>(b_s, stage * BN * TC_LDK, b, b_off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
+            copy_rows::<T, BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, FAST>(b_s, stage * BN * (BK + BK / 8), b, b_off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
         } else {
-            copy_rows::<TC_BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * TC_LDK }, FAST>(b_s, stage * BN * TC_LDK, b, b_off, k0, kend, n0, p.n, p.ldb, p.vec_b, tid);
+            copy_rows::<T, BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, FAST>(b_s, stage * BN * (BK + BK / 8), b, b_off, k0, kend, n0, p.n, p.ldb, p.vec_b, tid);
         }
     }
 
     /// Copies a `ROWS × RUN` tile of a row-major matrix (rows `r0..`, elements `c0..` of
-    /// each) to shared memory at `base`, rows `LDS` apart: chunks of 4 elements, chunk `i =
-    /// tid + q · THREADS` at row `i / (RUN / 4)`. Outside `rows × cols` the copy's source size
-    /// shrinks (to 0), which zero-fills; without `vec` each element is copied on its own.
+    /// each) to shared memory at `base`, rows `LDS` apart: chunks of 16 bytes, chunk `i =
+    /// tid + q · THREADS` at row `i / (RUN / chunk)`. Outside `rows × cols` the copy's source
+    /// size shrinks (to 0), which zero-fills; without `vec` each element is copied on its own
+    /// (f32 by a 4-byte `cp.async`, 16-bit elements through registers, 0 outside).
     /// `FAST`: the tile lies inside the matrix and its rows are 16-byte aligned.
-    fn copy_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32, const FAST: bool>(
-        t: Shared<[f32; LEN]>,
+    fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32, const FAST: bool>(
+        t: Shared<[T; LEN]>,
         base: u32,
-        x: &[f32],
+        x: &[T],
         off: u64,
         r0: u32,
         rows: u32,
@@ -352,51 +365,59 @@ ptx_kernel! {
         tid: u32,
     ) {
         #[unroll]
-        for q in 0..ROWS * RUN / (4 * THREADS) {
+        for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
             let i = tid + q * THREADS;
-            let r = i / (RUN / 4);
-            let cc = (i % (RUN / 4)) * 4;
+            let r = i / (RUN * size_of::<T>() / 16);
+            let cc = (i % (RUN * size_of::<T>() / 16)) * (16 / size_of::<T>());
             let s = base + r * LDS + cc;
             let row_ok = r0 + r < rows;
             let col = c0 + cc;
             let e = off + (r0 + r) as u64 * ld as u64 + col as u64;
             if FAST {
-                // SAFETY: the launch's contract (see `gemm_tf32`): the rows `r0 .. r0 +
-                // ROWS` and elements `c0 .. c0 + RUN` of the matrix at `off` lie inside `x`,
-                // its rows 16-byte aligned; the destination lies in the stage by the tile's
-                // constants.
+                // SAFETY: the launch's contract (see `gemm_mma`): the rows `r0 .. r0 + ROWS`
+                // and elements `c0 .. c0 + RUN` of the matrix at `off` lie inside `x`, its rows
+                // 16-byte aligned; the destination lies in the stage by the tile's constants.
                 unsafe {
                     t.cp_async16_unchecked(s, x, e);
                 }
             } else if vec {
                 let mut nb = 0u32;
                 if row_ok & (col < cols) {
-                    nb = (cols - col).min(4) * 4;
+                    nb = (cols - col).min(16 / size_of::<T>()) * size_of::<T>();
                 }
                 t.cp_async16_partial(s, x, if nb == 0 { 0u64 } else { e }, nb);
-            } else {
+            } else if T == f32 {
                 #[unroll]
                 for l in 0..4 {
                     let ok = row_ok & (col + l < cols);
                     t.cp_async4_partial(s + l, x, if ok { e + l as u64 } else { 0u64 }, if ok { 4u32 } else { 0u32 });
                 }
+            } else {
+                #[unroll]
+                for l in 0..16 / size_of::<T>() {
+                    let mut v = 0.0f32 as T;
+                    if row_ok & (col + l < cols) {
+                        v = x.load_nc(e + l as u64);
+                    }
+                    t[s + l] = v;
+                }
             }
         }
     }
 
-    /// One K step (`BK / 8` mma steps) on buffer `stage`. Lane `(g, t) = (lane / 4, lane % 4)`
-    /// holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each 16 × 8 fragment, B at
-    /// column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4 matrices of 32-bit
-    /// elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one `x4` per fragment
-    /// of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per element (rows of
-    /// `BN + 8`: 32 banks). Each element is rounded to TF32 (and, with `X3`, its remainder as
-    /// well); with `X3` the step's products go to a fresh accumulator that is then added to
-    /// `acc` in f32: the tensor cores' adders truncate, and a running sum over all of K would
-    /// collect one truncation of its full magnitude per `mma`.
-    fn tc_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const X3: bool>(
+    /// One K step of f32 inputs in TF32 (`BK / 8` mma steps) on buffer `stage`. Lane `(g, t)
+    /// = (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each
+    /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
+    /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
+    /// `x4` per fragment of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per
+    /// element (rows of `BN + 8`: 32 banks). Each element is rounded to TF32 (and, with `X3`,
+    /// its remainder as well); with `X3` the step's products go to a fresh accumulator that is
+    /// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
+    /// all of K would collect one truncation of its full magnitude per `mma`.
+    fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
         acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
-        a_s: Shared<[f32; STAGES * BM * TC_LDK]>,
-        b_s: Shared<[f32; STAGES * BN * TC_LDK]>,
+        a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+        b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
         stage: u32,
         tid: u32,
     ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
@@ -404,6 +425,7 @@ ptx_kernel! {
         if X3 {
             d = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
         }
+        let ldk = BK + BK / 8;
         let lane = tid % 32;
         let warp = tid / 32;
         let g = lane / 4;
@@ -415,44 +437,44 @@ ptx_kernel! {
         // B [K, N] element (row g, k t) and its neighbours, per element (the addresses of
         // `ldmatrix` next to B's per-element reads cost the registers that sm_80 lacks).
         let ao = if BT {
-            stage * BM * TC_LDK + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * TC_LDK + 4 * (q / 2)
+            stage * BM * ldk + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * ldk + 4 * (q / 2)
         } else {
-            stage * BM * TC_LDK + (warp / WN * (BM / WM) + g) * TC_LDK + t
+            stage * BM * ldk + (warp / WN * (BM / WM) + g) * ldk + t
         };
         // B [N, K]: matrices (columns 0-7, k 0-3), (0-7, 4-7), (8-15, 0-3), (8-15, 4-7) →
         // b0, b1 of two fragments; B [K, N]: element (k = t, n = g).
         let bo = if BT {
-            stage * BN * TC_LDK + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * TC_LDK + 4 * (q % 2)
+            stage * BN * ldk + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * ldk + 4 * (q % 2)
         } else {
-            stage * BN * TC_LDK + t * (BN + 8) + warp % WN * (BN / WN) + g
-        };
-        let b_end = if BT {
-            (BN / WN - 16) * TC_LDK + TC_BK - 8 + 4
-        } else {
-            (TC_BK - 4) * (BN + 8) + BN / WN - 7
+            stage * BN * ldk + t * (BN + 8) + warp % WN * (BN / WN) + g
         };
         // Proves every read below in bounds (the offsets are constants from here).
         let a_end = if BT {
-            (BM / WM - 16) * TC_LDK + TC_BK - 8 + 4
+            (BM / WM - 16) * ldk + BK - 8 + 4
         } else {
-            (BM / WM - 8) * TC_LDK + TC_BK - 3
+            (BM / WM - 8) * ldk + BK - 3
+        };
+        let b_end = if BT {
+            (BN / WN - 16) * ldk + BK - 8 + 4
+        } else {
+            (BK - 4) * (BN + 8) + BN / WN - 7
         };
         if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
             & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
         {
             #[unroll]
-            for kk in 0..TC_BK / 8 {
+            for kk in 0..BK / 8 {
                 let mut ah = [[0u32; 4]; BM / WM / 16];
                 let mut al = [[0u32; 4]; BM / WM / 16];
                 #[unroll]
                 for mi in 0..BM / WM / 16 {
                     let mut x = [0u32; 4];
                     if BT {
-                        x = a_s.ldmatrix_x4(ao + mi * 16 * TC_LDK + kk * 8);
+                        x = a_s.ldmatrix_x4(ao + mi * 16 * ldk + kk * 8);
                     } else {
                         #[unroll]
                         for r in 0..4 {
-                            x[r] = a_s[ao + (mi * 16 + (r % 2) * 8) * TC_LDK + kk * 8 + (r / 2) * 4].to_bits();
+                            x[r] = a_s[ao + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
                         }
                     }
                     #[unroll]
@@ -470,7 +492,7 @@ ptx_kernel! {
                 for np in 0..BN / WN / 16 {
                     let mut y = [0.0f32; 4];
                     if BT {
-                        let w = b_s.ldmatrix_x4(bo + np * 16 * TC_LDK + kk * 8);
+                        let w = b_s.ldmatrix_x4(bo + np * 16 * ldk + kk * 8);
                         y = [f32::from_bits(w[0]), f32::from_bits(w[1]), f32::from_bits(w[2]), f32::from_bits(w[3])];
                     } else {
                         #[unroll]
@@ -513,23 +535,97 @@ ptx_kernel! {
         d
     }
 
-    /// The K step of the tensor-core kernels.
-    pub const TC_BK: u32 = 32;
-    /// The row length of their `[rows, BK]` shared tiles: `BK + 4` puts the 8 rows × 4
-    /// columns of a fragment read on 32 different banks.
-    pub const TC_LDK: u32 = TC_BK + 4;
+    /// One K step of f16 or bf16 inputs (`BK / 16` mma steps of `m16n8k16`) on buffer
+    /// `stage`. Lane `(g, t) = (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and the
+    /// column pairs `2t`, `2t + 8` of each 16 × 16 fragment, B at column `g` and the row pairs
+    /// `2t`, `2t + 8`; `ldmatrix.x4` reads them as 8 × 8 matrices (rows of 16 bytes, on 32
+    /// banks with rows of `BK + 8` or `BN + 8` elements): one per fragment of A, one per two
+    /// fragments of B, transposed for B `[K, N]`.
+    fn h16_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(
+        acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
+        a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+        b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+        stage: u32,
+        tid: u32,
+    ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+        let mut d = acc;
+        let ldk = BK + BK / 8;
+        let lane = tid % 32;
+        let warp = tid / 32;
+        let q = lane / 8;
+        let i8 = lane % 8;
+        // A: matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) → a0..a3.
+        let ao = stage * BM * ldk + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * ldk + 8 * (q / 2);
+        // B [N, K]: matrices (columns 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15);
+        // B [K, N], transposed: (k 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15):
+        // b0, b1 of two fragments either way.
+        let bo = if BT {
+            stage * BN * ldk + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * ldk + 8 * (q % 2)
+        } else {
+            stage * BN * ldk + (i8 + 8 * (q % 2)) * (BN + 8) + warp % WN * (BN / WN) + 8 * (q / 2)
+        };
+        // Proves every read below in bounds (the offsets are constants from here).
+        let a_end = (BM / WM - 16) * ldk + BK - 16 + 8;
+        let b_end = if BT {
+            (BN / WN - 16) * ldk + BK - 16 + 8
+        } else {
+            (BK - 16) * (BN + 8) + BN / WN - 16 + 8
+        };
+        if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
+            & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
+        {
+            #[unroll]
+            for kk in 0..BK / 16 {
+                let mut af = [[0u32; 4]; BM / WM / 16];
+                #[unroll]
+                for mi in 0..BM / WM / 16 {
+                    af[mi] = a_s.ldmatrix_x4(ao + mi * 16 * ldk + kk * 16);
+                }
+                let mut bf = [[0u32; 2]; BN / WN / 8];
+                #[unroll]
+                for np in 0..BN / WN / 16 {
+                    let mut w = [0u32; 4];
+                    if BT {
+                        w = b_s.ldmatrix_x4(bo + np * 16 * ldk + kk * 16);
+                    } else {
+                        w = b_s.ldmatrix_x4_trans(bo + kk * 16 * (BN + 8) + np * 16);
+                    }
+                    bf[2 * np] = [w[0], w[1]];
+                    bf[2 * np + 1] = [w[2], w[3]];
+                }
+                #[unroll]
+                for mi in 0..BM / WM / 16 {
+                    #[unroll]
+                    for ni in 0..BN / WN / 8 {
+                        let i = mi * (BN / WN / 8) + ni;
+                        if T == f16 {
+                            d[i] = mma_m16n8k16_f16(af[mi], bf[ni], d[i]);
+                        } else {
+                            d[i] = mma_m16n8k16_bf16(af[mi], bf[ni], d[i]);
+                        }
+                    }
+                }
+            }
+        }
+        d
+    }
+
+    /// The bytes of a row of the tensor-core kernels' `[rows, BK]` stage tiles: 128 bytes of
+    /// K (`BK` = 32 f32 or 64 16-bit elements) and 16 of padding, which put the 8 rows × 16
+    /// bytes of a fragment read on 32 different banks.
+    pub const TC_ROW: u32 = 144;
     /// Their pipeline depth: K steps in flight.
     pub const STAGES: u32 = 3;
 
     /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
     /// shared memory (rows `LDT` apart) goes to C (or the split-K workspace) 4 consecutive
     /// elements of a row per thread and turn, rows `m0..` and columns `n0..` of matrix `z`.
-    fn write_rows<const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32>(
+    fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32>(
         t_s: Shared<[f32; ROWS * LDT]>,
         p: GemmParams,
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
         ws: Option<&mut [f32]>,
         zs: u64,
         z: u64,
@@ -549,7 +645,7 @@ ptx_kernel! {
                     let plane = (zs % p.splits as u64) * p.batch as u64 + z;
                     w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
                 } else {
-                    store_out(p, bias, res, c, z, row, col, v);
+                    store_out::<O>(p, bias, res, c, z, row, col, v);
                 }
             }
             e += THREADS * 4;
@@ -563,15 +659,15 @@ ptx_kernel! {
     /// warp reductions, then across the warps through shared memory; lane `m` of warp 0
     /// writes row `m` through the GEMM epilogue. Grid `(⌈N / 4⌉, batch)`: enough warps to
     /// keep the weight bytes in flight that a pass at memory speed needs.
-    #[variants(MT in [1, 2, 4, 8])]
+    #[variants(MT in [1, 2, 4, 8], (T, O) in [(f32, f32)])]
     #[launch(block = 256, max_regs = 128)]
-    pub fn gemv_f32<const MT: u32>(
+    pub fn gemv_f32<T: ActElement, O: ActElement, const MT: u32>(
         p: GemmParams,
-        a: &[f32],
-        b: &[f32],
+        a: &[T],
+        b: &[T],
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
     ) {
         let part: Shared<[[f32; 4 * MT]; 8]>;
         let z = block_idx_y() as u64;
@@ -656,7 +752,7 @@ ptx_kernel! {
                     v[j] = v[j] + part[w][4 * lane + j];
                 }
             }
-            store_out(p, bias, res, c, z, lane, n0, v);
+            store_out::<f32>(p, bias, res, c, z, lane, n0, v);
         }
     }
 
@@ -768,7 +864,7 @@ ptx_kernel! {
             if FAST {
                 v[q] = x.load4_nc(e);
             } else {
-                v[q] = load4_edge::<true>(x, e, r < rows, cc, cols, vec);
+                v[q] = load4_edge::<f32, true>(x, e, r < rows, cc, cols, vec);
             }
         }
         v
@@ -776,16 +872,17 @@ ptx_kernel! {
 
     /// `x[e..e + 4]` where `row_ok` and the run `j..j + 4` lies below `lim`; elements past
     /// `lim` (or all, without `row_ok`) are 0. One 16-byte load when `vec` and the run is whole.
-    fn load4_edge<const NC: bool>(x: &[f32], e: u64, row_ok: bool, j: u32, lim: u32, vec: bool) -> [f32; 4] {
+    fn load4_edge<T, const NC: bool>(x: &[T], e: u64, row_ok: bool, j: u32, lim: u32, vec: bool) -> [f32; 4] {
         let mut v = [0.0f32; 4];
         if row_ok {
             if vec & (j + 4 <= lim) {
-                v = if NC { x.load4_nc(e) } else { x.load4(e) };
+                let w = if NC { x.load4_nc(e) } else { x.load4(e) };
+                v = [w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32];
             } else {
                 #[unroll]
                 for l in 0..4 {
                     if j + l < lim {
-                        v[l] = if NC { x.load_nc(e + l as u64) } else { x[e + l as u64] };
+                        v[l] = if NC { x.load_nc(e + l as u64) } else { x[e + l as u64] } as f32;
                     }
                 }
             }
@@ -910,7 +1007,7 @@ ptx_kernel! {
                         let plane = (zs % p.splits as u64) * p.batch as u64 + z;
                         w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
                     } else {
-                        store_out(p, bias, res, c, z, row, col, v);
+                        store_out::<f32>(p, bias, res, c, z, row, col, v);
                     }
                 }
                 e += threads * 4;
@@ -921,11 +1018,11 @@ ptx_kernel! {
 
     /// The epilogue of 4 consecutive outputs of one row from column `col` (those past `n`
     /// are left alone).
-    fn store_out(
+    fn store_out<O>(
         p: GemmParams,
         bias: Option<&[f32]>,
-        res: Option<&[f32]>,
-        c: &mut [f32],
+        res: Option<&[O]>,
+        c: &mut [O],
         z: u64,
         row: u32,
         col: u32,
@@ -939,14 +1036,14 @@ ptx_kernel! {
             v[l] = p.alpha * acc[l];
         }
         if p.beta != 0.0 {
-            let old = load4_edge::<false>(c, ci, true, col, p.n, p.vec_c);
+            let old = load4_edge::<O, false>(c, ci, true, col, p.n, p.vec_c);
             #[unroll]
             for l in 0..4 {
                 v[l] = p.beta.mul_add(old[l], v[l]);
             }
         }
         if let Some(bs) = bias {
-            let bv = load4_edge::<true>(bs, col as u64, true, col, p.n, false);
+            let bv = load4_edge::<f32, true>(bs, col as u64, true, col, p.n, false);
             #[unroll]
             for l in 0..4 {
                 v[l] = v[l] + bv[l];
@@ -960,19 +1057,19 @@ ptx_kernel! {
         }
         if let Some(rs) = res {
             let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
-            let rv = load4_edge::<true>(rs, ri, true, col, p.n, p.vec_r);
+            let rv = load4_edge::<O, true>(rs, ri, true, col, p.n, p.vec_r);
             #[unroll]
             for l in 0..4 {
                 v[l] = v[l] + rv[l];
             }
         }
         if p.vec_c & whole {
-            c.store4(ci, v);
+            c.store4(ci, [v[0] as O, v[1] as O, v[2] as O, v[3] as O]);
         } else {
             #[unroll]
             for l in 0..4 {
                 if col + l < p.n {
-                    c[ci + l as u64] = v[l];
+                    c[ci + l as u64] = v[l] as O;
                 }
             }
         }

@@ -12,7 +12,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         act::act::VARIANTS,
         act::act_inplace::VARIANTS,
         gemm::gemm_f32::VARIANTS,
-        gemm::gemm_tf32::VARIANTS,
+        gemm::gemm_mma::VARIANTS,
         gemm::gemm_splitk_reduce::VARIANTS,
         gemm::gemv_f32::VARIANTS,
     ];

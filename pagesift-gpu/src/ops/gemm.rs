@@ -4,13 +4,13 @@
 //!
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
+use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_splitk_reduce, gemm_tf32, gemv_f32, GemmParams, BK, STAGES, TC_BK,
-    TC_LDK,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv_f32, GemmParams, BK, STAGES, TC_ROW,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
-use crate::{DeviceRead, DeviceWrite, KernelVariant, LaunchConfig, Result, Stream};
+use crate::{DeviceRead, DeviceWrite, Dtype, KernelVariant, LaunchConfig, Result, Stream};
 
 pub use crate::gemm::{tolerance, BLayout, Gemm, Precision, MAX_BATCH};
 
@@ -37,9 +37,10 @@ pub const MMA_TILES: [Tile; 3] = [
 ];
 const MMA_WARPS: [(u32, u32); 3] = [(2, 4), (4, 2), (2, 2)];
 
-/// A kernel of the GEMM: a block tile of the FFMA kernel (any precision: exact f32), of the
-/// tensor-core kernel ([`Precision::Tf32`] and [`Precision::Tf32x3`]), or the decode kernel
-/// for at most `rows` (1, 2, 4 or 8) rows of A against B in the [`BLayout::NK`] layout.
+/// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
+/// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
+/// [`Precision::Tf32x3`], f16 and bf16 inputs), or the decode kernel for at most `rows` (1, 2,
+/// 4 or 8) rows of f32 A against f32 B in the [`BLayout::NK`] layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     Tiled(Tile),
@@ -74,8 +75,8 @@ impl std::fmt::Display for Kernel {
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
 /// Every kernel, for tests and tuning: the FFMA tiles, each also split in 3 along K, the
-/// decode variants, then the tensor-core tiles, each also split in 3 (valid for
-/// [`Precision::Tf32`] and [`Precision::Tf32x3`] only).
+/// decode variants, then the tensor-core tiles, each also split in 3 ([`Kernel::serves`]
+/// says which inputs and precisions each takes).
 pub fn kernels() -> Vec<Kernel> {
     let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
     let split = F32_TILES.iter().map(|t| Kernel::SplitK(*t, 3));
@@ -87,12 +88,15 @@ pub fn kernels() -> Vec<Kernel> {
 }
 
 impl Kernel {
-    /// Whether the kernel computes at least as accurately as `precision` asks (the FFMA and
-    /// decode kernels always, the tensor-core ones for TF32 and 3xTF32).
-    pub fn serves(self, precision: Precision) -> bool {
-        match self {
-            Kernel::Mma { .. } => precision != Precision::F32,
-            _ => true,
+    /// Whether the kernel takes inputs of type `input` and computes at least as accurately as
+    /// `precision` asks: the FFMA and decode kernels take f32 at every precision, the
+    /// tensor-core ones f32 at TF32 and 3xTF32, and f16 and bf16 (whose products are exact
+    /// in f32) at every precision.
+    pub fn serves(self, input: Dtype, precision: Precision) -> bool {
+        match (self, input) {
+            (Kernel::Mma { .. }, Dtype::F32) => precision != Precision::F32,
+            (Kernel::Mma { .. }, Dtype::F16 | Dtype::Bf16) => true,
+            (_, input) => input == Dtype::F32,
         }
     }
 }
@@ -130,26 +134,37 @@ const F32_TILE_SPEED: [f64; 4] = [1.0, 0.85, 0.6, 0.5];
 /// start allow it, per element elsewhere. `M`, `N` or the batch 0 does nothing; `K = 0`
 /// gives `act(beta · C + bias) + residual`.
 ///
+/// The inputs `T` are f32 (computed as [`Gemm::precision`] asks), or f16 or bf16 (exact
+/// products, f32 sums on tensor cores: compute capability 8.0 or later). C and the
+/// residual `O` are f32, or the 16-bit type of the inputs (the epilogue computes in f32 and
+/// rounds each output once); the bias is f32.
+///
 /// # Errors
 ///
 /// [`crate::Error::InvalidArgument`] for a shape the buffers cannot hold (naming the operand
-/// and the elements needed), a leading dimension below its row length or a size past the
-/// kernels' 32-bit dimensions; [`crate::Error::LengthMismatch`] for a bias whose length is
-/// not `N`; [`crate::Error::DeviceMismatch`] for a buffer of another device; errors of the
-/// launch.
-pub fn gemm(
+/// and the elements needed), a leading dimension below its row length, a size past the
+/// kernels' 32-bit dimensions or an output type the inputs do not give;
+/// [`crate::Error::LengthMismatch`] for a bias whose length is not `N`;
+/// [`crate::Error::DeviceMismatch`] for a buffer of another device;
+/// [`crate::Error::Unsupported`] for 16-bit inputs on a device without their tensor cores;
+/// errors of the launch.
+pub fn gemm<T: ActElement, O: ActElement>(
     stream: &Stream,
     g: &Gemm,
-    a: &impl DeviceRead<f32>,
-    b: &impl DeviceRead<f32>,
+    a: &impl DeviceRead<T>,
+    b: &impl DeviceRead<T>,
     bias: Option<&dyn DeviceRead<f32>>,
-    residual: Option<&dyn DeviceRead<f32>>,
-    c: &mut impl DeviceWrite<f32>,
+    residual: Option<&dyn DeviceRead<O>>,
+    c: &mut impl DeviceWrite<O>,
 ) -> Result<()> {
-    let kernel = if g.is_empty() {
-        Kernel::Tiled(F32_TILES[0])
-    } else {
-        pick(stream, g)?
+    let kernel = match (g.is_empty(), T::DTYPE) {
+        // An empty GEMM launches nothing, but its kernel must take the inputs.
+        (true, Dtype::F32) => Kernel::Tiled(F32_TILES[0]),
+        (true, _) => Kernel::Mma {
+            tile: MMA_TILES[0],
+            splits: 1,
+        },
+        (false, _) => pick::<T, O>(stream, g)?,
     };
     gemm_with(stream, g, kernel, a, b, bias, residual, c)
 }
@@ -159,20 +174,32 @@ pub fn gemm(
 ///
 /// # Errors
 ///
-/// Those of [`gemm`], and [`crate::Error::InvalidArgument`] for a decode kernel given more
-/// rows than it handles or B in the `KN` layout.
+/// Those of [`gemm`], and [`crate::Error::InvalidArgument`] for a kernel that does not
+/// serve the inputs and precision ([`Kernel::serves`]) or a decode kernel given more rows
+/// than it handles or B in the `KN` layout.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm_with(
+pub fn gemm_with<T: ActElement, O: ActElement>(
     stream: &Stream,
     g: &Gemm,
     kernel: Kernel,
-    a: &impl DeviceRead<f32>,
-    b: &impl DeviceRead<f32>,
+    a: &impl DeviceRead<T>,
+    b: &impl DeviceRead<T>,
     bias: Option<&dyn DeviceRead<f32>>,
-    residual: Option<&dyn DeviceRead<f32>>,
-    c: &mut impl DeviceWrite<f32>,
+    residual: Option<&dyn DeviceRead<O>>,
+    c: &mut impl DeviceWrite<O>,
 ) -> Result<()> {
     const OP: &str = "ops::gemm::gemm";
+    let (input, output) = (T::DTYPE, O::DTYPE);
+    if output != Dtype::F32 && output != input {
+        return Err(Error::from(error::InvalidArgument {
+            op: OP,
+            message: format!(
+                "C and the residual of {} for inputs of {}: the output is f32 or the inputs' 16-bit type",
+                output.name(),
+                input.name()
+            ),
+        }));
+    }
     g.validate(
         OP,
         a.len(),
@@ -193,17 +220,22 @@ pub fn gemm_with(
             g.batch
         ));
     }
+    if !kernel.serves(input, g.precision) {
+        return invalid(match (kernel, input) {
+            (Kernel::Mma { .. }, _) => format!(
+                "the tensor-core kernel {kernel} computes f32 inputs in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
+                g.precision
+            ),
+            _ => format!(
+                "the kernel {kernel} takes f32 inputs, not {} (the tensor-core kernels take 16-bit inputs)",
+                input.name()
+            ),
+        });
+    }
+    let x3 = input == Dtype::F32 && g.precision == Precision::Tf32x3;
     let variant = match kernel {
         Kernel::Tiled(t) | Kernel::SplitK(t, _) => variant(t, bt)?,
-        Kernel::Mma { tile, .. } => {
-            if !kernel.serves(g.precision) {
-                return invalid(format!(
-                    "the tensor-core kernel {kernel} computes in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
-                    g.precision
-                ));
-            }
-            mma_variant(tile, bt, g.precision == Precision::Tf32x3)?
-        }
+        Kernel::Mma { tile, .. } => mma_variant::<T, O>(tile, bt, x3)?,
         Kernel::Gemv { rows } => {
             if !bt || g.m > rows as usize {
                 return invalid(format!(
@@ -211,7 +243,7 @@ pub fn gemm_with(
                     g.b_layout, g.m
                 ));
             }
-            gemv_f32::variant(rows).ok_or_else(|| {
+            gemv_f32::variant::<f32, f32>(rows).ok_or_else(|| {
                 crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
             })?
         }
@@ -219,9 +251,13 @@ pub fn gemm_with(
     if g.is_empty() {
         return stream.gpu().take_deferred();
     }
-    let vec = |ptr: u64, ld: usize, stride: usize| {
-        ptr % 16 == 0 && ld % 4 == 0 && (g.batch == 1 || stride % 4 == 0)
+    // A and B are read 16 bytes at a time, C and the residual 4 elements at a time.
+    let vec = |ptr: u64, ld: usize, stride: usize, elems: usize, size: usize| {
+        ptr % (elems * size) as u64 == 0 && ld % elems == 0 && (g.batch == 1 || stride % elems == 0)
     };
+    let (t_size, o_size) = (input.size(), output.size());
+    let vec_in = |ptr, ld, stride| vec(ptr, ld, stride, 16 / t_size, t_size);
+    let vec_out = |ptr, ld, stride| vec(ptr, ld, stride, 4, o_size);
     let p = GemmParams {
         m: g.m as u32,
         n: g.n as u32,
@@ -238,10 +274,10 @@ pub fn gemm_with(
         beta: g.beta,
         slope: g.slope,
         act: act_code(g.act),
-        vec_a: vec(a.device_ptr(), g.lda, g.stride_a),
-        vec_b: vec(b.device_ptr(), g.ldb, g.stride_b),
-        vec_c: vec(c.device_ptr(), g.ldc, g.stride_c),
-        vec_r: residual.is_some_and(|r| vec(r.device_ptr(), g.ldr, g.stride_r)),
+        vec_a: vec_in(a.device_ptr(), g.lda, g.stride_a),
+        vec_b: vec_in(b.device_ptr(), g.ldb, g.stride_b),
+        vec_c: vec_out(c.device_ptr(), g.ldc, g.stride_c),
+        vec_r: residual.is_some_and(|r| vec_out(r.device_ptr(), g.ldr, g.stride_r)),
         splits: 1,
         kc: g.k as u32,
         ldw: (g.n as u32).next_multiple_of(4),
@@ -249,8 +285,16 @@ pub fn gemm_with(
     };
     super::log_dispatch(|| {
         format!(
-            "gemm M={} N={} K={} batch={} {:?} {:?}: {}",
-            g.m, g.n, g.k, g.batch, g.b_layout, g.precision, variant.entry
+            "gemm M={} N={} K={} batch={} {:?} {} {:?} -> {}: {}",
+            g.m,
+            g.n,
+            g.k,
+            g.batch,
+            g.b_layout,
+            input.name(),
+            g.precision,
+            output.name(),
+            variant.entry
         )
     });
     if let Kernel::Gemv { rows } = kernel {
@@ -274,7 +318,7 @@ pub fn gemm_with(
     };
     // The tiled kernels: grid (N tiles, M tiles, batch × slices of K), the slices whole K
     // steps long (the last may be shorter, or empty).
-    let step = if mma { TC_BK } else { BK };
+    let step = if mma { mma_k_step(input) } else { BK };
     let kc = (g.k as u32)
         .div_ceil(splits)
         .next_multiple_of(step)
@@ -292,18 +336,18 @@ pub fn gemm_with(
     };
     let cfg = LaunchConfig::grid(grid).with_shared_mem(shared);
     let launch = |bias: Option<&dyn DeviceRead<f32>>,
-                  residual: Option<&dyn DeviceRead<f32>>,
+                  residual: Option<&dyn DeviceRead<O>>,
                   c: &mut _,
                   ws: Option<&mut dyn DeviceWrite<f32>>| {
         if mma {
             let (wm, wn) = mma_warps(tile);
-            let x3 = g.precision == Precision::Tf32x3;
             // SAFETY: `p` comes from the validated `g` (every element of A and B inside the
             // views, `vec_*` from the views' alignment and strides), `kc` is a multiple of
-            // `TC_BK` and the grid's z extent is `batch · splits`.
+            // the variant's K step and the grid's z extent is `batch · splits`.
             unsafe {
-                gemm_tf32::launch(
-                    stream, cfg, tile.bm, tile.bn, wm, wn, bt, x3, p, a, b, bias, residual, c, ws,
+                gemm_mma::launch::<T, O>(
+                    stream, cfg, tile.bm, tile.bn, wm, wn, bt, step, x3, p, a, b, bias, residual,
+                    c, ws,
                 )
             }
         } else {
@@ -322,7 +366,7 @@ pub fn gemm_with(
     let blocks = groups
         .div_ceil(256)
         .min(u64::from(stream.gpu().props().sm_count) * 8);
-    gemm_splitk_reduce::launch(
+    gemm_splitk_reduce::launch::<O>(
         stream,
         LaunchConfig::grid_1d(blocks.max(1) as u32),
         p,
@@ -345,7 +389,7 @@ pub fn shared_bytes(tile: Tile) -> u32 {
 
 /// The kernel variant of a tile and layout.
 pub fn variant(tile: Tile, bt: bool) -> Result<&'static KernelVariant> {
-    gemm_f32::variant(tile.bm, tile.bn, bt).ok_or_else(|| {
+    gemm_f32::variant::<f32, f32>(tile.bm, tile.bn, bt).ok_or_else(|| {
         crate::__private::variant_not_compiled(
             "gemm_f32",
             format!("BM={}, BN={}, BT={bt}", tile.bm, tile.bn),
@@ -362,29 +406,62 @@ fn mma_warps(tile: Tile) -> (u32, u32) {
         .map_or((0, 0), |(_, w)| w)
 }
 
-/// The dynamic shared memory of a tensor-core tile's kernel: `STAGES` K steps of A and B
-/// (rows padded to `TC_LDK`), which the epilogue's padded tile (`BM × (BN + 4)`) reuses.
+/// The dynamic shared memory of a tensor-core tile's kernel (any input type): `STAGES` K
+/// steps of A and B (rows of [`TC_ROW`] bytes), which the epilogue's padded f32 tile
+/// (`BM × (BN + 4)`) reuses.
 pub fn mma_shared_bytes(tile: Tile) -> u32 {
     let f = std::mem::size_of::<f32>() as u32;
-    (STAGES * (tile.bm + tile.bn) * TC_LDK * f).max(tile.bm * (tile.bn + 4) * f)
+    (STAGES * (tile.bm + tile.bn) * TC_ROW).max(tile.bm * (tile.bn + 4) * f)
 }
 
-/// The tensor-core kernel variant of a tile, layout and split (3xTF32 or not).
-pub fn mma_variant(tile: Tile, bt: bool, x3: bool) -> Result<&'static KernelVariant> {
+/// The K step of the tensor-core kernels for inputs of `input`: 128 bytes of each row (32
+/// f32, 64 16-bit elements).
+pub fn mma_k_step(input: Dtype) -> u32 {
+    128 / input.size() as u32
+}
+
+/// The tensor-core kernel variant of a tile, layout and split (3xTF32 or not, f32 inputs
+/// only) for inputs `T` and output `O`.
+pub fn mma_variant<T: ActElement, O: ActElement>(
+    tile: Tile,
+    bt: bool,
+    x3: bool,
+) -> Result<&'static KernelVariant> {
     let (wm, wn) = mma_warps(tile);
-    gemm_tf32::variant(tile.bm, tile.bn, wm, wn, bt, x3).ok_or_else(|| {
+    let bk = mma_k_step(T::DTYPE);
+    gemm_mma::variant::<T, O>(tile.bm, tile.bn, wm, wn, bt, bk, x3).ok_or_else(|| {
         crate::__private::variant_not_compiled(
-            "gemm_tf32",
-            format!("BM={}, BN={}, BT={bt}, X3={x3}", tile.bm, tile.bn),
+            "gemm_mma",
+            format!(
+                "T={}, O={}, BM={}, BN={}, BT={bt}, X3={x3}",
+                T::DTYPE.name(),
+                O::DTYPE.name(),
+                tile.bm,
+                tile.bn
+            ),
         )
     })
 }
 
-/// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
-/// memory speed, exact f32 whatever the precision); else the tile of [`pick_tile`] among the
-/// tensor-core tiles for TF32 and 3xTF32 on a device that has them (compute capability 8.0
-/// or later), the FFMA tiles otherwise.
-fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
+/// For f32 inputs, the decode kernel for at most 8 rows against `[N, K]` weights (a pass
+/// over the weights at memory speed, exact f32 whatever the precision); else the tile of
+/// [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that has them
+/// (compute capability 8.0 or later), the FFMA tiles otherwise. f16 and bf16 inputs always
+/// take the tensor-core tiles (an error on a device without them).
+fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kernel> {
+    let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
+    if T::DTYPE != Dtype::F32 {
+        if !tensor_cores {
+            let (major, minor) = stream.gpu().props().compute_capability;
+            return Err(Error::from(error::Unsupported {
+                kernel: format!("gemm with {} inputs", T::DTYPE.name()),
+                reason: format!(
+                    "its tensor-core kernels need compute capability 8.0 or later, the device has {major}.{minor}"
+                ),
+            }));
+        }
+        return pick_tile::<T, O>(stream, g, true);
+    }
     if g.b_layout == BLayout::NK && g.m <= 8 {
         let rows = GEMV_ROWS
             .iter()
@@ -399,9 +476,8 @@ fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
         });
         return Ok(Kernel::Gemv { rows });
     }
-    let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
     if g.precision != Precision::F32 && tensor_cores {
-        pick_tile(stream, g, true)
+        pick_tile::<T, O>(stream, g, true)
     } else {
         if g.precision != Precision::F32 {
             super::log_dispatch(|| {
@@ -411,7 +487,7 @@ fn pick(stream: &Stream, g: &Gemm) -> Result<Kernel> {
                 )
             });
         }
-        pick_tile(stream, g, false)
+        pick_tile::<T, O>(stream, g, false)
     }
 }
 
@@ -424,11 +500,11 @@ const MMA_TILE_SPEED: [f64; 3] = [1.0, 0.8, 0.55];
 /// variant), a wave's blocks per multiprocessor times a block's work, over the tile's
 /// relative speed; a K split divides each block's work, multiplies the blocks and adds its
 /// second pass (a tenth). Slices of K stay at least 256 long.
-fn pick_tile(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
+fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
     let gpu = stream.gpu();
     let sms = f64::from(gpu.props().sm_count.max(1));
     let bt = g.b_layout == BLayout::NK;
-    let x3 = g.precision == Precision::Tf32x3;
+    let x3 = T::DTYPE == Dtype::F32 && g.precision == Precision::Tf32x3;
     let tiles: &[Tile] = if mma { &MMA_TILES } else { &F32_TILES };
     let speeds: &[f64] = if mma {
         &MMA_TILE_SPEED
@@ -441,7 +517,7 @@ fn pick_tile(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
         let (v, shared) = if mma {
-            (mma_variant(*t, bt, x3)?, mma_shared_bytes(*t))
+            (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t))
         } else {
             (variant(*t, bt)?, shared_bytes(*t))
         };
