@@ -125,6 +125,9 @@ pub enum Error {
     /// access at an address that is not a multiple of its size (see [`KernelFault`]).
     #[error(transparent)]
     KernelFault(Box<KernelFault>),
+    /// A file could not be read, written or renamed (a cache file of [`crate::tune`]).
+    #[error(transparent)]
+    Io(Box<Io>),
     /// Operations failed where they could not report (a free or destroy in `Drop`); returned by
     /// [`crate::Gpu::synchronize`] after it synchronized, and listed one by one by
     /// [`crate::Gpu::take_deferred_errors`].
@@ -274,6 +277,20 @@ pub struct KernelFault {
     pub bytes: u32,
 }
 
+/// The context of [`Error::Io`]: a file could not be read, written or renamed.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} could not {action} {}: {source}", .path.display())]
+pub struct Io {
+    /// The operation, e.g. `tune::TuneStore::insert`.
+    pub op: &'static str,
+    /// What it was doing to `path`: `create the directory`, `write`, `rename into place`.
+    pub action: &'static str,
+    /// The file or directory the failing call acted on.
+    pub path: PathBuf,
+    /// The operating system's error.
+    pub source: std::io::Error,
+}
+
 /// `From<Context> for Error` for each boxed context, so `?` and `.into()` box it.
 macro_rules! boxed_from {
     ($($variant:ident($context:ty)),* $(,)?) => {
@@ -300,6 +317,7 @@ boxed_from! {
     Config(Config),
     Emulator(Emulator),
     KernelFault(KernelFault),
+    Io(Io),
 }
 
 /// The middle of a [`KernelFault`] message.

@@ -28,6 +28,7 @@ pub mod kernel;
 pub mod kernels;
 pub mod ops;
 pub mod timing;
+pub mod tune;
 
 pub use act::{Act, ActElement};
 pub use driver::{
