@@ -18,6 +18,7 @@
 extern crate self as pagesift_gpu;
 
 pub mod act;
+pub mod bench;
 pub mod cpu;
 pub mod driver;
 #[cfg(feature = "emulator")]

@@ -9,7 +9,7 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::backend::{Backend, KernelArg, LaunchRequest, RawHandle};
+use super::backend::{Backend, BackendKind, KernelArg, LaunchRequest, RawHandle};
 use super::gpu::Gpu;
 use super::memory::{byte_len, check_len, check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::module::Function;
@@ -51,6 +51,21 @@ impl Stream {
     /// The backend handle (`RawHandle::NULL` for the default stream).
     pub(crate) fn raw(&self) -> RawHandle {
         self.inner.handle
+    }
+
+    /// The driver's `CUstream` of this stream, for handing to another CUDA library (cuBLAS's
+    /// `cublasSetStream`) so that its work queues here. Null for the default (legacy) stream,
+    /// which such libraries read as that same stream, and on the emulated device, which has no
+    /// driver stream. Valid while any handle of this stream lives.
+    ///
+    /// No buffer knows of work queued through it (as with [`Stream::launch`]): whoever queues
+    /// it orders it with other streams and synchronizes this one before the host reads what it
+    /// wrote.
+    pub fn raw_handle(&self) -> *mut std::ffi::c_void {
+        match self.gpu.backend_kind() {
+            BackendKind::Cuda => self.inner.handle.0 as *mut std::ffi::c_void,
+            BackendKind::Emulated => std::ptr::null_mut(),
+        }
     }
 
     /// Whether this is the default stream.

@@ -1,5 +1,5 @@
 //! The `pagesift-gpu` command-line tool: device information, the compiled kernel variants,
-//! their PTX, and the self test.
+//! their PTX, the self test, and the benches.
 
 /// Writes one line on stdout ([`write_out`]): never panics on a closed or full stdout.
 macro_rules! outln {
@@ -11,6 +11,7 @@ macro_rules! outln {
     };
 }
 
+mod bench;
 mod selftest;
 
 use std::io::Write;
@@ -30,18 +31,22 @@ commands:
               (`--device`: also registers and local memory as JIT-compiled for device 0)
   ptx NAME    the PTX text of one variant (NAME as listed by `kernels`, or its entry name)
   selftest    every kernel family against the CPU reference
+  bench gemm  our GEMM against cuBLAS on the same buffers and stream, timed with events: TFLOP/s,
+              errors, epilogue cost, decode bandwidth against a copy
+              [--shapes MxNxK[:KN][,..]] [--precisions F32,Tf32x3,Tf32]
   help        this text
 
 environment:
   PAGESIFT_GPU_LIB      the driver library to load instead of libcuda.so.1
-  PAGESIFT_GPU_DEVICE   `emulated` for the emulated device (when built with feature `emulator`)";
+  PAGESIFT_GPU_DEVICE   `emulated` for the emulated device (when built with feature `emulator`)
+  PAGESIFT_CUBLAS       the cuBLAS library `bench gemm` loads before libcublas.so.13 / .12";
 
 /// Exit code for a missing or unusable driver.
 const EXIT_NO_DRIVER: u8 = 2;
 /// Exit code for a usage error or an unknown name.
 const EXIT_USAGE: u8 = 64;
 /// Exit code when stdout cannot be written (full disk, device error), as sysexits' EX_IOERR.
-const EXIT_IO: i32 = 74;
+const EXIT_IO: u8 = 74;
 
 /// Writes `args` on stdout and flushes. A reader that went away (`head`) ends the program
 /// quietly with status 0; any other failure (`/dev/full`) with one line on stderr and status
@@ -49,15 +54,21 @@ const EXIT_IO: i32 = 74;
 fn write_out(args: std::fmt::Arguments<'_>) {
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        let _ = writeln!(
-            std::io::stderr(),
-            "pagesift-gpu: cannot write to stdout: {e}"
-        );
-        std::process::exit(EXIT_IO);
+        std::process::exit(i32::from(stdout_failed(&e)));
     }
+}
+
+/// The exit status after a failed write to stdout: 0 when the reader went away, else
+/// [`EXIT_IO`] after one line on stderr.
+fn stdout_failed(e: &std::io::Error) -> u8 {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return 0;
+    }
+    let _ = writeln!(
+        std::io::stderr(),
+        "pagesift-gpu: cannot write to stdout: {e}"
+    );
+    EXIT_IO
 }
 
 fn main() -> ExitCode {
@@ -75,6 +86,7 @@ fn main() -> ExitCode {
             ),
         },
         "selftest" => ExitCode::from(u8::try_from(selftest::run(rest).clamp(0, 255)).unwrap_or(1)),
+        "bench" => bench::run(rest),
         "help" | "-h" | "--help" => {
             outln!("{USAGE}");
             ExitCode::SUCCESS

@@ -1,0 +1,356 @@
+//! cuBLAS loaded at run time through libloading, as the reference of the GEMM comparison: one
+//! handle, `cublasSgemm` in the default or the TF32 tensor-op math, queued on a [`Stream`] of
+//! ours so that the same events time both.
+//!
+//! The library is looked for as `PAGESIFT_CUBLAS` names it, then as `libcublas.so.13` /
+//! `libcublas.so.12` on the library path, under `/usr/local/cuda`, and in Python's `nvidia`
+//! wheels (`nvidia-cublas-cu12` / `-cu13`, PyTorch's dependencies). A missing library or
+//! symbol is an error naming what was tried, never a panic.
+
+use std::cell::{Cell, RefCell};
+use std::ffi::c_void;
+
+use crate::error::{DeviceMismatch, DriverError, InvalidArgument};
+use crate::{Act, BLayout, BackendKind, DeviceRead, DeviceWrite, Gemm, Gpu, Result, Stream};
+
+/// The environment variable naming the cuBLAS library to load before the usual names.
+pub const CUBLAS_ENV: &str = "PAGESIFT_CUBLAS";
+
+type Handle = *mut c_void;
+type Create = unsafe extern "C" fn(*mut Handle) -> i32;
+type Destroy = unsafe extern "C" fn(Handle) -> i32;
+type SetStream = unsafe extern "C" fn(Handle, *mut c_void) -> i32;
+type SetMathMode = unsafe extern "C" fn(Handle, i32) -> i32;
+#[allow(clippy::type_complexity)]
+type Sgemm = unsafe extern "C" fn(
+    Handle,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    *const f32,
+    *const f32,
+    i32,
+    *const f32,
+    i32,
+    *const f32,
+    *mut f32,
+    i32,
+) -> i32;
+
+/// `CUBLAS_OP_N` and `CUBLAS_OP_T`.
+const OP_N: i32 = 0;
+const OP_T: i32 = 1;
+
+/// The arithmetic cuBLAS is asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CublasMath {
+    /// `CUBLAS_DEFAULT_MATH`: exact f32 products and sums in `cublasSgemm`.
+    Default,
+    /// `CUBLAS_TF32_TENSOR_OP_MATH`: inputs rounded to TF32 on tensor cores.
+    Tf32TensorOp,
+}
+
+impl CublasMath {
+    fn mode(self) -> i32 {
+        match self {
+            CublasMath::Default => 0,
+            CublasMath::Tf32TensorOp => 3,
+        }
+    }
+}
+
+/// An open cuBLAS library and one handle, created in the primary context of one device.
+/// Neither `Send` nor `Sync` (a cuBLAS handle belongs to one host thread at a time).
+pub struct Cublas {
+    path: String,
+    gpu: Gpu,
+    handle: Handle,
+    destroy: Destroy,
+    set_stream: SetStream,
+    set_math_mode: SetMathMode,
+    sgemm: Sgemm,
+    /// The stream the handle queues on (held so that its driver handle stays valid).
+    stream: RefCell<Option<Stream>>,
+    math: Cell<Option<CublasMath>>,
+    _lib: libloading::Library,
+}
+
+/// The entry points of one opened library.
+struct Symbols {
+    create: Create,
+    destroy: Destroy,
+    set_stream: SetStream,
+    set_math_mode: SetMathMode,
+    sgemm: Sgemm,
+}
+
+impl Cublas {
+    /// Opens cuBLAS (the first of the candidates in the module docs that loads and has every
+    /// entry point) and creates a handle in `gpu`'s primary context.
+    ///
+    /// Errors, as text: the emulated device (no CUDA context), no library found (each
+    /// candidate with its loader error), `cublasCreate_v2` failing.
+    pub fn load(gpu: &Gpu) -> std::result::Result<Cublas, String> {
+        if gpu.backend_kind() != BackendKind::Cuda {
+            return Err("the emulated device has no CUDA context".into());
+        }
+        gpu.enter().map_err(|e| e.to_string())?;
+        let mut tried = Vec::new();
+        for path in candidates() {
+            // SAFETY: opening a shared library runs its initializers; cuBLAS's have no
+            // preconditions.
+            let lib = match unsafe { libloading::Library::new(&path) } {
+                Ok(lib) => lib,
+                Err(e) => {
+                    tried.push(format!("{path}: {e}"));
+                    continue;
+                }
+            };
+            let fns = match symbols(&lib) {
+                Ok(fns) => fns,
+                Err(e) => {
+                    tried.push(format!("{path}: {e}"));
+                    continue;
+                }
+            };
+            let mut handle: Handle = std::ptr::null_mut();
+            // SAFETY: `handle` is a valid out pointer; the device's context is current (above).
+            let status = unsafe { (fns.create)(&mut handle) };
+            if status != 0 {
+                return Err(format!(
+                    "{path}: cublasCreate_v2 failed with {}",
+                    status_name(status)
+                ));
+            }
+            return Ok(Cublas {
+                path,
+                gpu: gpu.clone(),
+                handle,
+                destroy: fns.destroy,
+                set_stream: fns.set_stream,
+                set_math_mode: fns.set_math_mode,
+                sgemm: fns.sgemm,
+                stream: RefCell::new(None),
+                math: Cell::new(None),
+                _lib: lib,
+            });
+        }
+        Err(format!("not found (tried {})", tried.join("; ")))
+    }
+
+    /// The path or name the library was opened by.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Queues the row-major `C = alpha · A·B + beta · C` of `g` on `stream`, as cuBLAS's
+    /// column-major `Cᵀ = Bᵀ·Aᵀ`, in the math `math`. The shape is checked against the buffers
+    /// as [`crate::ops::gemm::gemm`] checks it; one matrix, no epilogue.
+    ///
+    /// Errors: [`crate::Error::InvalidArgument`] for a shape the buffers cannot hold, a batch
+    /// or an activation; [`crate::Error::DeviceMismatch`] for a stream or buffer of another
+    /// device; [`crate::Error::Driver`] naming the cuBLAS call and its status when cuBLAS
+    /// refuses.
+    ///
+    /// # Safety
+    /// cuBLAS takes raw addresses, so no buffer knows of this call (as with
+    /// [`Stream::launch`]): the caller orders it after the pending work on `a`, `b` and `c` on
+    /// other streams, synchronizes `stream` before the host reads `c`, and keeps the three
+    /// alive until `stream` has finished the call.
+    pub unsafe fn sgemm(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        math: CublasMath,
+        a: &impl DeviceRead<f32>,
+        b: &impl DeviceRead<f32>,
+        c: &mut impl DeviceWrite<f32>,
+    ) -> Result<()> {
+        const OP: &str = "cublasSgemm_v2";
+        for (object, gpu) in [("stream", stream.gpu()), ("buffer", a.gpu())]
+            .into_iter()
+            .chain([("buffer", b.gpu()), ("buffer", c.gpu())])
+        {
+            if !gpu.same_device(&self.gpu) {
+                return Err(DeviceMismatch {
+                    what: OP.into(),
+                    object,
+                }
+                .into());
+            }
+        }
+        g.validate(OP, a.len(), b.len(), c.len(), None, None)?;
+        if g.batch != 1 || g.act != Act::Identity {
+            return Err(InvalidArgument {
+                op: OP,
+                message: "one matrix without an epilogue only".into(),
+            }
+            .into());
+        }
+        let dim = |v: usize| {
+            i32::try_from(v).map_err(|_| {
+                crate::Error::from(InvalidArgument {
+                    op: OP,
+                    message: format!("{v} does not fit cuBLAS's 32-bit sizes"),
+                })
+            })
+        };
+        let (m, n, k) = (dim(g.m)?, dim(g.n)?, dim(g.k)?);
+        let (lda, ldb, ldc) = (dim(g.lda)?, dim(g.ldb)?, dim(g.ldc)?);
+        if g.is_empty() {
+            return Ok(());
+        }
+        self.gpu.enter()?;
+        self.use_stream(stream)?;
+        if self.math.get() != Some(math) {
+            // SAFETY: a live handle; the mode is one of cuBLAS's math modes.
+            check("cublasSetMathMode", unsafe {
+                (self.set_math_mode)(self.handle, math.mode())
+            })?;
+            self.math.set(Some(math));
+        }
+        let trans_b = match g.b_layout {
+            BLayout::NK => OP_T,
+            BLayout::KN => OP_N,
+        };
+        let b_ptr = b.device_ptr() as *const f32;
+        let a_ptr = a.device_ptr() as *const f32;
+        let c_ptr = c.device_ptr_mut() as *mut f32;
+        // SAFETY: a live handle bound to `stream` of its device; the shape was checked against
+        // the three buffers above (every element cuBLAS reads or writes lies inside them);
+        // cuBLAS only reads `a` and `b`, and `c` is exclusively borrowed. Ordering and
+        // lifetimes are the caller's (this function's contract).
+        check(OP, unsafe {
+            (self.sgemm)(
+                self.handle,
+                trans_b,
+                OP_N,
+                n,
+                m,
+                k,
+                &g.alpha,
+                b_ptr,
+                ldb,
+                a_ptr,
+                lda,
+                &g.beta,
+                c_ptr,
+                ldc,
+            )
+        })
+    }
+
+    /// Binds the handle to `stream` unless it is bound to it already.
+    fn use_stream(&self, stream: &Stream) -> Result<()> {
+        let mut bound = self.stream.borrow_mut();
+        if bound.as_ref().is_some_and(|s| s.same_stream(stream)) {
+            return Ok(());
+        }
+        // SAFETY: a live handle; `raw_handle` is the driver stream of the same context, kept
+        // alive by the clone stored below for as long as the handle queues on it.
+        check("cublasSetStream_v2", unsafe {
+            (self.set_stream)(self.handle, stream.raw_handle())
+        })?;
+        *bound = Some(stream.clone());
+        Ok(())
+    }
+}
+
+impl Drop for Cublas {
+    fn drop(&mut self) {
+        // A failure leaves nothing to do: the handle is gone with the process.
+        if self.gpu.enter().is_ok() {
+            // SAFETY: the handle was created by `load` and is not used after this.
+            let _ = unsafe { (self.destroy)(self.handle) };
+        }
+    }
+}
+
+impl std::fmt::Debug for Cublas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cublas").field("path", &self.path).finish()
+    }
+}
+
+/// The entry points, or the first one missing.
+fn symbols(lib: &libloading::Library) -> std::result::Result<Symbols, String> {
+    fn get<T: Copy>(lib: &libloading::Library, name: &str) -> std::result::Result<T, String> {
+        let symbol = format!("{name}\0");
+        // SAFETY: each caller names `T` as the C signature the symbol has in cuBLAS 12 and 13.
+        unsafe { lib.get::<T>(symbol.as_bytes()) }
+            .map(|s| *s)
+            .map_err(|e| format!("no {name}: {e}"))
+    }
+    Ok(Symbols {
+        create: get(lib, "cublasCreate_v2")?,
+        destroy: get(lib, "cublasDestroy_v2")?,
+        set_stream: get(lib, "cublasSetStream_v2")?,
+        set_math_mode: get(lib, "cublasSetMathMode")?,
+        sgemm: get(lib, "cublasSgemm_v2")?,
+    })
+}
+
+/// A cuBLAS status other than success as [`crate::Error::Driver`] naming the call.
+fn check(call: &'static str, status: i32) -> Result<()> {
+    if status == 0 {
+        return Ok(());
+    }
+    Err(DriverError {
+        call,
+        code: status,
+        name: status_name(status).into(),
+        message: "cuBLAS refused the call".into(),
+    }
+    .into())
+}
+
+/// The name of a `cublasStatus_t`.
+fn status_name(status: i32) -> &'static str {
+    match status {
+        0 => "CUBLAS_STATUS_SUCCESS",
+        1 => "CUBLAS_STATUS_NOT_INITIALIZED",
+        3 => "CUBLAS_STATUS_ALLOC_FAILED",
+        7 => "CUBLAS_STATUS_INVALID_VALUE",
+        8 => "CUBLAS_STATUS_ARCH_MISMATCH",
+        11 => "CUBLAS_STATUS_MAPPING_ERROR",
+        13 => "CUBLAS_STATUS_EXECUTION_FAILED",
+        14 => "CUBLAS_STATUS_INTERNAL_ERROR",
+        15 => "CUBLAS_STATUS_NOT_SUPPORTED",
+        16 => "CUBLAS_STATUS_LICENSE_ERROR",
+        _ => "an unknown cuBLAS status",
+    }
+}
+
+/// The paths and names to try, in order.
+fn candidates() -> Vec<String> {
+    const NAMES: [&str; 2] = ["libcublas.so.13", "libcublas.so.12"];
+    let mut v = Vec::new();
+    if let Ok(p) = std::env::var(CUBLAS_ENV) {
+        v.push(p);
+    }
+    for name in NAMES {
+        v.push(name.to_string());
+        v.push(format!("/usr/local/cuda/targets/x86_64-linux/lib/{name}"));
+        v.push(format!("/usr/local/cuda/lib64/{name}"));
+    }
+    for root in ["/usr/local/lib", "/usr/lib", "/opt/conda/lib"] {
+        let Ok(dirs) = std::fs::read_dir(root) else {
+            continue;
+        };
+        for python in dirs.flatten().map(|d| d.path()) {
+            for sub in ["site-packages", "dist-packages"] {
+                for lib in ["nvidia/cublas/lib", "nvidia/cu13/lib"] {
+                    for name in NAMES {
+                        let p = python.join(sub).join(lib).join(name);
+                        if p.exists() {
+                            v.push(p.display().to_string());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    v
+}

@@ -1,0 +1,113 @@
+//! `pagesift-gpu bench KIND [FLAGS]`: a side-by-side comparison of [`pagesift_gpu::bench`] on
+//! device 0, its table on stdout. Without a device it says so in one line and exits 0.
+//!
+//! Each kind is one entry of [`KINDS`]: its name, its usage line, and a function that parses
+//! its flags and runs it. A new kind is one more function here and one more entry.
+
+use std::process::ExitCode;
+
+use pagesift_gpu::bench::gemm::{parse_precisions, parse_shapes};
+use pagesift_gpu::bench::{run_gemm, BenchError, GemmBenchOptions};
+use pagesift_gpu::Gpu;
+
+use crate::{fail, report, stdout_failed, EXIT_USAGE};
+
+/// One comparison `bench` runs.
+struct Kind {
+    name: &'static str,
+    /// The flags, as the usage text shows them.
+    usage: &'static str,
+    /// Parses the flags (after the kind's name) and runs the comparison.
+    run: fn(&[String]) -> ExitCode,
+}
+
+/// Every kind, in the order of the usage text.
+const KINDS: &[Kind] = &[Kind {
+    name: "gemm",
+    usage: "gemm [--shapes MxNxK[:KN][,..]] [--precisions F32,Tf32x3,Tf32]",
+    run: gemm,
+}];
+
+/// Runs `bench` with the arguments after it; returns the exit code.
+pub fn run(args: &[String]) -> ExitCode {
+    let Some(name) = args.first() else {
+        return fail(EXIT_USAGE, &usage());
+    };
+    if matches!(name.as_str(), "help" | "-h" | "--help") {
+        outln!("{}", usage());
+        return ExitCode::SUCCESS;
+    }
+    match KINDS.iter().find(|k| k.name == name) {
+        Some(kind) => (kind.run)(&args[1..]),
+        None => fail(
+            EXIT_USAGE,
+            &format!("bench: unknown kind `{name}`; {}", usage()),
+        ),
+    }
+}
+
+fn usage() -> String {
+    let kinds: Vec<String> = KINDS
+        .iter()
+        .map(|k| format!("pagesift-gpu bench {}", k.usage))
+        .collect();
+    format!("usage: {}", kinds.join(" | "))
+}
+
+/// The `--name VALUE` / `--name=VALUE` pairs of `args`, each name one of `known`.
+fn flags<'a>(args: &'a [String], known: &[&str]) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut out = Vec::new();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (name, value) = match arg.split_once('=') {
+            Some((name, value)) => (name, Some(value)),
+            None => (arg.as_str(), None),
+        };
+        if !known.contains(&name) {
+            return Err(format!("unknown argument `{arg}`"));
+        }
+        let value = match value {
+            Some(v) => v,
+            None => it
+                .next()
+                .map(String::as_str)
+                .ok_or_else(|| format!("{name} needs a value"))?,
+        };
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+/// The options of `bench gemm` from its flags (a flag given twice: the last one).
+fn gemm_options(args: &[String]) -> Result<GemmBenchOptions, String> {
+    let mut opts = GemmBenchOptions::default();
+    for (name, value) in flags(args, &["--shapes", "--precisions"])? {
+        match name {
+            "--shapes" => {
+                opts.shapes = Some(parse_shapes(value).map_err(|e| format!("{name}: {e}"))?)
+            }
+            _ => opts.precisions = parse_precisions(value).map_err(|e| format!("{name}: {e}"))?,
+        }
+    }
+    Ok(opts)
+}
+
+/// `bench gemm`: our GEMM against cuBLAS ([`pagesift_gpu::bench::gemm`]).
+fn gemm(args: &[String]) -> ExitCode {
+    let opts = match gemm_options(args) {
+        Ok(opts) => opts,
+        Err(e) => return fail(EXIT_USAGE, &format!("bench gemm: {e}; {}", usage())),
+    };
+    let gpu = match Gpu::new(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            outln!("bench gemm: no device: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match run_gemm(&gpu, &opts, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(BenchError::Write(e)) => ExitCode::from(stdout_failed(&e)),
+        Err(BenchError::Gpu(e)) => report(Err(e)),
+    }
+}
