@@ -12,7 +12,9 @@ use crate::DeviceBuffer;
 use crate::{error, Error};
 use crate::{DeviceRead, DeviceWrite, Dtype, KernelVariant, LaunchConfig, Result, Stream};
 
-pub use crate::gemm::{tolerance, BLayout, Gemm, Precision, MAX_BATCH};
+pub use crate::gemm::{tolerance, tolerance_for, BLayout, Gemm, Precision, MAX_BATCH};
+
+pub mod autotune;
 
 /// A block tile of the f32 kernels: `BM × BN` outputs per block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -68,6 +70,42 @@ impl std::fmt::Display for Kernel {
             Kernel::Mma { tile: t, splits } => write!(f, "mma{}x{}/k{splits}", t.bm, t.bn),
             Kernel::Gemv { rows } => write!(f, "gemv{rows}"),
         }
+    }
+}
+
+impl std::str::FromStr for Kernel {
+    type Err = String;
+
+    /// The names of [`Kernel`]'s `Display`: `128x128`, `128x128/k3`, `mma128x64`,
+    /// `mma128x64/k3`, `gemv8` (any tile and count; [`autotune::valid`] checks them).
+    fn from_str(s: &str) -> std::result::Result<Kernel, String> {
+        let bad = || {
+            format!("{s:?} is not a GEMM kernel name (e.g. 128x128, 128x64/k3, mma128x64, gemv8)")
+        };
+        if let Some(rows) = s.strip_prefix("gemv") {
+            return rows
+                .parse()
+                .map(|rows| Kernel::Gemv { rows })
+                .map_err(|_| bad());
+        }
+        let (mma, rest) = match s.strip_prefix("mma") {
+            Some(r) => (true, r),
+            None => (false, s),
+        };
+        let (tile, splits) = match rest.split_once("/k") {
+            Some((t, k)) => (t, k.parse::<u32>().map_err(|_| bad())?),
+            None => (rest, 1),
+        };
+        let (bm, bn) = tile.split_once('x').ok_or_else(bad)?;
+        let tile = Tile {
+            bm: bm.parse().map_err(|_| bad())?,
+            bn: bn.parse().map_err(|_| bad())?,
+        };
+        Ok(match (mma, splits) {
+            (true, splits) => Kernel::Mma { tile, splits },
+            (false, 1) => Kernel::Tiled(tile),
+            (false, s) => Kernel::SplitK(tile, s),
+        })
     }
 }
 
@@ -164,7 +202,15 @@ pub fn gemm<T: ActElement, O: ActElement>(
             tile: MMA_TILES[0],
             splits: 1,
         },
-        (false, _) => pick::<T, O>(stream, g)?,
+        (false, _) => {
+            let k = pick::<T, O>(stream, g)?;
+            // The decode kernel is the one pass over the weights; the rest may be tuned.
+            if autotune::enabled() && !matches!(k, Kernel::Gemv { .. }) {
+                autotune::pick::<T, O>(stream, g, a, b, k)?
+            } else {
+                k
+            }
+        }
     };
     gemm_with(stream, g, kernel, a, b, bias, residual, c)
 }
