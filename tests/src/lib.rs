@@ -10,6 +10,7 @@ pub mod act_check;
 pub mod block_kernels;
 pub mod example_kernels;
 pub mod gemm_check;
+pub mod gemm_prop;
 pub mod hand_ptx;
 pub mod intrinsic_kernels;
 pub mod language_kernels;

@@ -10,6 +10,7 @@ use pagesift_gpu::ops::gemm::{gemm, Kernel, F32_TILES, MMA_TILES};
 use pagesift_gpu::{bf16, f16, ActElement};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm, Precision};
 use pagesift_tests::gemm_check::{check, check_typed, Case, Sizes};
+use pagesift_tests::gemm_prop;
 use pagesift_tests::util::{assert_length_mismatch, poisoned_device, random_f32};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 
@@ -31,25 +32,15 @@ fn check_at_typed<T: ActElement, O: ActElement>(
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };
-    let cases = if is_emulated(&gpu) { 6 } else { 40 };
+    let runs = if is_emulated(&gpu) { 6 } else { 40 };
     let sizes = Sizes::for_gpu(&gpu);
-    let (max_m, base) = match kernel {
-        Kernel::Tiled(t) => (usize::MAX, u64::from(t.bm * 1000 + t.bn)),
-        Kernel::SplitK(t, s) => (usize::MAX, u64::from(t.bm * 1000 + t.bn + s * 100_000)),
-        Kernel::Gemv { rows } => (rows as usize, u64::from(rows)),
-        Kernel::Mma { tile: t, splits } => (
-            usize::MAX,
-            u64::from(t.bm * 1000 + t.bn + splits * 100_000) << 2 | precision as u64,
-        ),
+    let max_m = match kernel {
+        Kernel::Gemv { rows } => rows as usize,
+        _ => usize::MAX,
     };
-    let base = base << 4 | T::DTYPE as u64 ^ (O::DTYPE as u64) << 2;
-    let base = base << 8 | (layout == BLayout::NK) as u64;
-    for i in 0..cases {
-        let mut case = Case::random(base << 16 | i, layout, sizes, max_m);
-        case.g = case.g.with_precision(precision);
-        if let Err(e) = check_typed::<T, O>(&gpu, &case, kernel) {
-            panic!("{name}: {e}");
-        }
+    let cases = gemm_prop::cases(layout, precision, sizes, max_m);
+    if let Err(e) = gemm_prop::check_cases::<T, O>(&gpu, kernel, cases, runs) {
+        panic!("{name}: {e}");
     }
     // Fixed shapes: one element, primes, a single row / column, K of one.
     for (m, n, k) in [
