@@ -3,8 +3,10 @@
 //! is documented there), also run by `pagesift-gpu bench gemm`.
 //!
 //! `PAGESIFT_BENCH_SHAPES=MxNxK[:KN],..` runs those shapes instead of the default list,
-//! `PAGESIFT_BENCH_PRECISIONS=F32,Tf32x3,Tf32` those precisions; `PAGESIFT_CUBLAS` names the
-//! cuBLAS library to load. Without a device it prints one line and exits 0.
+//! `PAGESIFT_BENCH_MODES=F32,Tf32x3,Tf32,Bf16,F16` those modes (f32 inputs at a precision, or
+//! 16-bit inputs and outputs; `PAGESIFT_BENCH_PRECISIONS` is the older name);
+//! `PAGESIFT_CUBLAS` names the cuBLAS library to load. Without a device it prints one line and
+//! exits 0.
 
 use pagesift_gpu::bench::{run_gemm, GemmBenchOptions};
 use pagesift_gpu::Gpu;

@@ -1,11 +1,11 @@
-//! The GEMM comparison of `pagesift_gpu::bench::gemm` without a GPU: its shape and precision
-//! lists (valid ones, and clear errors for the rest), and a run on the emulated device at tiny
+//! The GEMM comparison of `pagesift_gpu::bench::gemm` without a GPU: its shape and mode lists
+//! (valid ones, and clear errors for the rest), and a run on the emulated device at tiny
 //! shapes, which has no cuBLAS and prints our figures alone.
 
-use pagesift_gpu::bench::gemm::{parse_precisions, parse_shapes, ALL_PRECISIONS};
-use pagesift_gpu::bench::{run_gemm, GemmBenchOptions, GemmShape};
+use pagesift_gpu::bench::gemm::{parse_modes, parse_shapes};
+use pagesift_gpu::bench::{run_gemm, GemmBenchOptions, GemmMode, GemmShape};
 use pagesift_gpu::emulator::EmulatorConfig;
-use pagesift_gpu::{BLayout, Gpu, Precision};
+use pagesift_gpu::{BLayout, Dtype, Gpu, Precision};
 
 #[test]
 fn shapes_parse_with_and_without_layout() {
@@ -53,24 +53,46 @@ fn bad_shapes_are_errors_naming_the_entry() {
 }
 
 #[test]
-fn precisions_parse_in_any_case_without_duplicates() {
+fn modes_parse_in_any_case_without_duplicates() {
     assert_eq!(
-        parse_precisions("tf32, F32,Tf32x3,TF32").unwrap(),
-        [Precision::Tf32, Precision::F32, Precision::Tf32x3]
+        parse_modes("tf32, F32,Tf32x3,TF32, bf16,F16,BF16").unwrap(),
+        [
+            GemmMode::Tf32,
+            GemmMode::F32,
+            GemmMode::Tf32x3,
+            GemmMode::Bf16,
+            GemmMode::F16
+        ]
+    );
+    assert_eq!(GemmBenchOptions::default().modes, GemmMode::ALL.to_vec());
+    // A mode prints as it parses, and says what it runs.
+    for m in GemmMode::ALL {
+        assert_eq!(m.to_string().parse::<GemmMode>().unwrap(), m);
+    }
+    assert_eq!(
+        (GemmMode::Bf16.input(), GemmMode::Bf16.precision()),
+        (Dtype::Bf16, Precision::F32)
     );
     assert_eq!(
-        GemmBenchOptions::default().precisions,
-        ALL_PRECISIONS.to_vec()
+        (GemmMode::Tf32x3.input(), GemmMode::Tf32x3.precision()),
+        (Dtype::F32, Precision::Tf32x3)
     );
+    // On a decode shape the f32 inputs run the exact decode kernel: no TF32 rows.
+    let decode = GemmShape::nk(1, 64, 64);
+    let on_decode: Vec<GemmMode> = GemmMode::ALL
+        .into_iter()
+        .filter(|m| m.runs_on(decode))
+        .collect();
+    assert_eq!(on_decode, [GemmMode::F32, GemmMode::Bf16, GemmMode::F16]);
     for (list, says) in [
-        ("", "no precisions"),
+        ("", "no modes"),
         (
-            "F16",
-            "unknown precision `F16` (expected F32, Tf32x3 or Tf32)",
+            "F8",
+            "unknown mode `F8` (expected F32, Tf32x3, Tf32, Bf16 or F16)",
         ),
-        ("F32,", "unknown precision ``"),
+        ("F32,", "unknown mode ``"),
     ] {
-        let e = parse_precisions(list).expect_err(list);
+        let e = parse_modes(list).expect_err(list);
         assert!(e.contains(says), "{list:?}: {e}");
     }
 }
@@ -80,7 +102,7 @@ fn emulated_run_prints_our_figures_without_cublas() {
     let gpu = Gpu::emulated(EmulatorConfig::default()).expect("the emulated device opens");
     let opts = GemmBenchOptions {
         shapes: Some(parse_shapes("33x17x9,4x17x9").unwrap()),
-        ..GemmBenchOptions::default()
+        modes: parse_modes("F32,Tf32x3,Tf32,Bf16").unwrap(),
     };
     let mut out = Vec::new();
     run_gemm(&gpu, &opts, &mut out).expect("the comparison runs");
@@ -91,7 +113,7 @@ fn emulated_run_prints_our_figures_without_cublas() {
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
         .filter(|f| f.first().is_some_and(|s| s.ends_with("x9")))
         .collect();
-    // Every precision for 33 rows; the decode shape runs F32 only.
+    // Every mode for 33 rows; the decode shape runs F32 and the 16-bit modes.
     let labels: Vec<(&str, &str)> = rows.iter().map(|f| (f[0], f[1])).collect();
     assert_eq!(
         labels,
@@ -99,7 +121,9 @@ fn emulated_run_prints_our_figures_without_cublas() {
             ("33x17x9", "F32"),
             ("33x17x9", "Tf32x3"),
             ("33x17x9", "Tf32"),
-            ("4x17x9", "F32")
+            ("33x17x9", "Bf16"),
+            ("4x17x9", "F32"),
+            ("4x17x9", "Bf16"),
         ],
         "{text}"
     );
@@ -110,7 +134,12 @@ fn emulated_run_prints_our_figures_without_cublas() {
         // No cuBLAS: its time, ratio and error are dashes.
         assert_eq!((f[3], f[4], f[6]), ("-", "-", "-"), "{f:?}");
         let err: f64 = f[5].parse().unwrap();
-        let bound = if f[1] == "Tf32" { 1e-2 } else { 1e-5 };
+        // A bf16 C rounds each output to 8 significant bits: up to 2^-9 of Σ |a b|.
+        let bound = match f[1] {
+            "Tf32" => 1e-2,
+            "Bf16" => 4e-3,
+            _ => 1e-5,
+        };
         assert!(err < bound, "{f:?}");
         assert!(f[8].ends_with('%'), "{f:?}");
         let decode = f[0] == "4x17x9";

@@ -1,6 +1,7 @@
 //! cuBLAS loaded at run time through libloading, as the reference of the GEMM comparison: one
-//! handle, `cublasSgemm` in the default or the TF32 tensor-op math, queued on a [`Stream`] of
-//! ours so that the same events time both.
+//! handle, `cublasSgemm` in the default or the TF32 tensor-op math for f32, `cublasGemmEx`
+//! with f32 accumulation for f16 and bf16, queued on a [`Stream`] of ours so that the same
+//! events time both.
 //!
 //! The library is looked for as `PAGESIFT_CUBLAS` names it, then as `libcublas.so.13` /
 //! `libcublas.so.12` on the library path, under `/usr/local/cuda`, and in Python's `nvidia`
@@ -11,7 +12,10 @@ use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
 
 use crate::error::{DeviceMismatch, DriverError, InvalidArgument};
-use crate::{Act, BLayout, BackendKind, DeviceRead, DeviceWrite, Gemm, Gpu, Result, Stream};
+use crate::{
+    Act, ActElement, BLayout, BackendKind, DeviceRead, DeviceWrite, Dtype, Gemm, Gpu, Result,
+    Stream,
+};
 
 /// The environment variable naming the cuBLAS library to load before the usual names.
 pub const CUBLAS_ENV: &str = "PAGESIFT_CUBLAS";
@@ -39,9 +43,40 @@ type Sgemm = unsafe extern "C" fn(
     i32,
 ) -> i32;
 
+#[allow(clippy::type_complexity)]
+type GemmEx = unsafe extern "C" fn(
+    Handle,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    *const c_void,
+    *const c_void,
+    i32,
+    i32,
+    *const c_void,
+    i32,
+    i32,
+    *const c_void,
+    *mut c_void,
+    i32,
+    i32,
+    i32,
+    i32,
+) -> i32;
+
 /// `CUBLAS_OP_N` and `CUBLAS_OP_T`.
 const OP_N: i32 = 0;
 const OP_T: i32 = 1;
+
+/// `cudaDataType_t`: `CUDA_R_16F` and `CUDA_R_16BF`.
+const CUDA_R_16F: i32 = 2;
+const CUDA_R_16BF: i32 = 14;
+/// `CUBLAS_COMPUTE_32F`: f32 accumulation, alpha and beta as f32.
+const COMPUTE_32F: i32 = 68;
+/// `CUBLAS_GEMM_DEFAULT`: cuBLAS's own choice of algorithm.
+const GEMM_DEFAULT: i32 = -1;
 
 /// The arithmetic cuBLAS is asked for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +106,7 @@ pub struct Cublas {
     set_stream: SetStream,
     set_math_mode: SetMathMode,
     sgemm: Sgemm,
+    gemm_ex: GemmEx,
     /// The stream the handle queues on (held so that its driver handle stays valid).
     stream: RefCell<Option<Stream>>,
     math: Cell<Option<CublasMath>>,
@@ -84,6 +120,7 @@ struct Symbols {
     set_stream: SetStream,
     set_math_mode: SetMathMode,
     sgemm: Sgemm,
+    gemm_ex: GemmEx,
 }
 
 impl Cublas {
@@ -132,6 +169,7 @@ impl Cublas {
                 set_stream: fns.set_stream,
                 set_math_mode: fns.set_math_mode,
                 sgemm: fns.sgemm,
+                gemm_ex: fns.gemm_ex,
                 stream: RefCell::new(None),
                 math: Cell::new(None),
                 _lib: lib,
@@ -169,22 +207,136 @@ impl Cublas {
         c: &mut impl DeviceWrite<f32>,
     ) -> Result<()> {
         const OP: &str = "cublasSgemm_v2";
+        let Some(d) = self.prepare(OP, stream, g, math, a, b, c)? else {
+            return Ok(());
+        };
+        let b_ptr = b.device_ptr() as *const f32;
+        let a_ptr = a.device_ptr() as *const f32;
+        let c_ptr = c.device_ptr_mut() as *mut f32;
+        // SAFETY: a live handle bound to `stream` of its device; the shape was checked against
+        // the three buffers by `prepare` (every element cuBLAS reads or writes lies inside
+        // them); cuBLAS only reads `a` and `b`, and `c` is exclusively borrowed. Ordering and
+        // lifetimes are the caller's (this function's contract).
+        check(OP, unsafe {
+            (self.sgemm)(
+                self.handle,
+                d.trans_b,
+                OP_N,
+                d.n,
+                d.m,
+                d.k,
+                &g.alpha,
+                b_ptr,
+                d.ldb,
+                a_ptr,
+                d.lda,
+                &g.beta,
+                c_ptr,
+                d.ldc,
+            )
+        })
+    }
+
+    /// [`Cublas::sgemm`] for f16 or bf16 `A`, `B` and `C`: `cublasGemmEx` with the three of
+    /// `CUDA_R_16F` or `CUDA_R_16BF`, f32 accumulation (`CUBLAS_COMPUTE_32F`, alpha and beta
+    /// as f32) and cuBLAS's default algorithm, in its default math (which allows it to reduce
+    /// partial sums in the output type, as engines that call it allow by default).
+    ///
+    /// Errors: those of [`Cublas::sgemm`], and [`crate::Error::InvalidArgument`] for f32
+    /// elements (which [`Cublas::sgemm`] takes).
+    ///
+    /// # Safety
+    /// As for [`Cublas::sgemm`].
+    pub unsafe fn gemm_ex<T: ActElement>(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        a: &impl DeviceRead<T>,
+        b: &impl DeviceRead<T>,
+        c: &mut impl DeviceWrite<T>,
+    ) -> Result<()> {
+        const OP: &str = "cublasGemmEx";
+        let data_type = match T::DTYPE {
+            Dtype::F16 => CUDA_R_16F,
+            Dtype::Bf16 => CUDA_R_16BF,
+            other => {
+                return Err(InvalidArgument {
+                    op: OP,
+                    message: format!("f16 or bf16 elements only, not {}", other.name()),
+                }
+                .into())
+            }
+        };
+        let Some(d) = self.prepare(OP, stream, g, CublasMath::Default, a, b, c)? else {
+            return Ok(());
+        };
+        let b_ptr = b.device_ptr() as *const c_void;
+        let a_ptr = a.device_ptr() as *const c_void;
+        let c_ptr = c.device_ptr_mut() as *mut c_void;
+        let alpha: *const f32 = &g.alpha;
+        let beta: *const f32 = &g.beta;
+        // SAFETY: a live handle bound to `stream` of its device; the shape was checked against
+        // the three buffers by `prepare` in elements of `T`, whose `cudaDataType_t` is the one
+        // passed for all three; alpha and beta point to f32 values, as `CUBLAS_COMPUTE_32F`
+        // reads them (host pointer mode, read before the call returns); cuBLAS only reads `a`
+        // and `b`, and `c` is exclusively borrowed. Ordering and lifetimes are the caller's.
+        check(OP, unsafe {
+            (self.gemm_ex)(
+                self.handle,
+                d.trans_b,
+                OP_N,
+                d.n,
+                d.m,
+                d.k,
+                alpha.cast(),
+                b_ptr,
+                data_type,
+                d.ldb,
+                a_ptr,
+                data_type,
+                d.lda,
+                beta.cast(),
+                c_ptr,
+                data_type,
+                d.ldc,
+                COMPUTE_32F,
+                GEMM_DEFAULT,
+            )
+        })
+    }
+
+    /// The checks and the setup of a call `op` of `g` on `stream` in `math`: every buffer and
+    /// the stream on this handle's device, the shape against the buffers' lengths, one matrix
+    /// without an epilogue, the sizes in cuBLAS's 32-bit integers; then the context made
+    /// current, the handle bound to `stream` and set to `math`. `None` for an empty GEMM
+    /// (nothing to queue).
+    #[allow(clippy::too_many_arguments)]
+    fn prepare<T: crate::DeviceRepr>(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        g: &Gemm,
+        math: CublasMath,
+        a: &impl DeviceRead<T>,
+        b: &impl DeviceRead<T>,
+        c: &impl DeviceRead<T>,
+    ) -> Result<Option<ColumnMajor>> {
         for (object, gpu) in [("stream", stream.gpu()), ("buffer", a.gpu())]
             .into_iter()
             .chain([("buffer", b.gpu()), ("buffer", c.gpu())])
         {
             if !gpu.same_device(&self.gpu) {
                 return Err(DeviceMismatch {
-                    what: OP.into(),
+                    what: op.into(),
                     object,
                 }
                 .into());
             }
         }
-        g.validate(OP, a.len(), b.len(), c.len(), None, None)?;
+        g.validate(op, a.len(), b.len(), c.len(), None, None)?;
         if g.batch != 1 || g.act != Act::Identity {
             return Err(InvalidArgument {
-                op: OP,
+                op,
                 message: "one matrix without an epilogue only".into(),
             }
             .into());
@@ -192,15 +344,26 @@ impl Cublas {
         let dim = |v: usize| {
             i32::try_from(v).map_err(|_| {
                 crate::Error::from(InvalidArgument {
-                    op: OP,
+                    op,
                     message: format!("{v} does not fit cuBLAS's 32-bit sizes"),
                 })
             })
         };
-        let (m, n, k) = (dim(g.m)?, dim(g.n)?, dim(g.k)?);
-        let (lda, ldb, ldc) = (dim(g.lda)?, dim(g.ldb)?, dim(g.ldc)?);
+        let d = ColumnMajor {
+            m: dim(g.m)?,
+            n: dim(g.n)?,
+            k: dim(g.k)?,
+            lda: dim(g.lda)?,
+            ldb: dim(g.ldb)?,
+            ldc: dim(g.ldc)?,
+            // Row-major B [N, K] is column-major [K, N]: Bᵀ of the column-major product.
+            trans_b: match g.b_layout {
+                BLayout::NK => OP_T,
+                BLayout::KN => OP_N,
+            },
+        };
         if g.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         self.gpu.enter()?;
         self.use_stream(stream)?;
@@ -211,35 +374,7 @@ impl Cublas {
             })?;
             self.math.set(Some(math));
         }
-        let trans_b = match g.b_layout {
-            BLayout::NK => OP_T,
-            BLayout::KN => OP_N,
-        };
-        let b_ptr = b.device_ptr() as *const f32;
-        let a_ptr = a.device_ptr() as *const f32;
-        let c_ptr = c.device_ptr_mut() as *mut f32;
-        // SAFETY: a live handle bound to `stream` of its device; the shape was checked against
-        // the three buffers above (every element cuBLAS reads or writes lies inside them);
-        // cuBLAS only reads `a` and `b`, and `c` is exclusively borrowed. Ordering and
-        // lifetimes are the caller's (this function's contract).
-        check(OP, unsafe {
-            (self.sgemm)(
-                self.handle,
-                trans_b,
-                OP_N,
-                n,
-                m,
-                k,
-                &g.alpha,
-                b_ptr,
-                ldb,
-                a_ptr,
-                lda,
-                &g.beta,
-                c_ptr,
-                ldc,
-            )
-        })
+        Ok(Some(d))
     }
 
     /// Binds the handle to `stream` unless it is bound to it already.
@@ -256,6 +391,21 @@ impl Cublas {
         *bound = Some(stream.clone());
         Ok(())
     }
+}
+
+/// A GEMM's sizes in cuBLAS's integers, for the column-major `Cᵀ = op(Bᵀ)·Aᵀ` that computes
+/// the row-major `C = A·B`: the calls pass our N as cuBLAS's `m` and our M as its `n`, and
+/// keep our leading dimensions (a row-major matrix is the transpose of the column-major one
+/// with the same leading dimension).
+struct ColumnMajor {
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+    ldc: i32,
+    /// `CUBLAS_OP_T` for B `[N, K]`, `CUBLAS_OP_N` for B `[K, N]`.
+    trans_b: i32,
 }
 
 impl Drop for Cublas {
@@ -289,6 +439,7 @@ fn symbols(lib: &libloading::Library) -> std::result::Result<Symbols, String> {
         set_stream: get(lib, "cublasSetStream_v2")?,
         set_math_mode: get(lib, "cublasSetMathMode")?,
         sgemm: get(lib, "cublasSgemm_v2")?,
+        gemm_ex: get(lib, "cublasGemmEx")?,
     })
 }
 

@@ -1,220 +1,99 @@
 //! GEMM against cuBLAS on the same device buffers and the same stream, in one process.
 //!
-//! For each shape (M × N × K, B as weights `[N, K]` unless the row says `:KN`) and precision:
-//! our GEMM at `F32` and `Tf32x3` against `cublasSgemm` in its default math (exact f32), at
-//! `Tf32` against `cublasSgemm` in TF32 tensor-op math. M ≤ 8 with B `[N, K]` runs the exact
-//! decode kernel at every precision, so only `F32` is shown there. cuBLAS queues on our stream
-//! (`cublasSetStream`), and both are timed alike by [`Timing`]: events on that stream after
-//! warm-ups, the median of runs of back-to-back calls, the time per call.
+//! For each shape (M × N × K, B as weights `[N, K]` unless the row says `:KN`) and mode
+//! ([`GemmMode`]): our GEMM on f32 inputs at `F32` and `Tf32x3` against `cublasSgemm` in its
+//! default math (exact f32), at `Tf32` against `cublasSgemm` in TF32 tensor-op math; on bf16
+//! and f16 inputs with an output of the same type (`Bf16`, `F16`) against `cublasGemmEx` with
+//! A, B and C of that type and f32 accumulation. Both libraries get the same random values,
+//! rounded to the inputs' type. M ≤ 8 with B `[N, K]` runs the exact decode kernel on f32
+//! inputs at every precision, so of the f32 modes only `F32` is shown there. cuBLAS queues on
+//! our stream (`cublasSetStream`), and both are timed alike by [`Timing`]: events on that
+//! stream after warm-ups, the median of runs of back-to-back calls, the time per call.
 //!
 //! Each row: TFLOP/s of ours and cuBLAS's and their ratio (cuBLAS's time over ours), the max
-//! error of each on 256 sampled outputs relative to `Σ |a b|` against an f64 dot product, and
-//! the cost of the fused epilogue (bias + gelu + residual) against the plain GEMM. Decode rows
-//! add GB/s of weight bytes, and each GEMM's weight GB/s as a share of the bandwidth of a
+//! error of each on 256 sampled outputs relative to `Σ |a b|` against an f64 dot product of
+//! the inputs as stored, and the cost of the fused epilogue (f32 bias + gelu + a residual of
+//! the output's type) against the plain GEMM. Decode rows add GB/s of weight bytes (at the
+//! inputs' size), and each GEMM's weight GB/s as a share of the bandwidth of a
 //! device-to-device copy of as many bytes, timed right before the row (a copy's GB/s count
 //! the bytes read + written). Without cuBLAS ([`super::cublas`]) the table says so and holds
 //! our figures alone.
+//!
+//! [`measure_gemm`] gives the figures of one shape's rows to any caller (the self test's
+//! TFLOP/s); [`run_gemm`] prints the table.
 
-use std::fmt;
+mod options;
+
 use std::io::Write;
-use std::str::FromStr;
+
+pub use options::{
+    parse_modes, parse_shapes, GemmBenchOptions, GemmMode, GemmShape, DEFAULT_SHAPES,
+    EMULATED_SHAPE, MODES_ENV, PRECISIONS_ENV, SHAPES_ENV,
+};
 
 use super::cublas::{Cublas, CublasMath};
 use super::{BenchError, SplitMix64, Timing};
 use crate::cpu::gemm::output;
 use crate::ops::gemm::gemm;
-use crate::{Act, BLayout, BackendKind, DeviceBuffer, DeviceRead, Gemm, Gpu, Precision};
+use crate::{
+    bf16, f16, Act, ActElement, BackendKind, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Stream,
+};
 
-/// One GEMM shape of the comparison: `[M, K] · B` with B `[N, K]` ([`BLayout::NK`], weights)
-/// or `[K, N]` ([`BLayout::KN`]).
-///
-/// Written `MxNxK` (B `[N, K]`) or `MxNxK:KN` (`:NK` also accepted), as [`FromStr`] parses it
-/// and [`fmt::Display`] prints it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmShape {
-    /// Rows of A and C.
-    pub m: usize,
-    /// Columns of C.
-    pub n: usize,
-    /// The inner dimension.
-    pub k: usize,
-    /// How B is stored.
-    pub layout: BLayout,
+/// The figures of one row of the comparison.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmRow {
+    /// The shape measured.
+    pub shape: GemmShape,
+    /// The mode measured.
+    pub mode: GemmMode,
+    /// Our time per call, in milliseconds.
+    pub ours_ms: f64,
+    /// Our max error on the sampled outputs, relative to `Σ |a b|`.
+    pub ours_err: f64,
+    /// Our time per call with the fused epilogue (bias + gelu + residual), in milliseconds.
+    pub fused_ms: f64,
+    /// cuBLAS's time per call in milliseconds and its error as ours, where cuBLAS loaded.
+    pub cublas: Option<(f64, f64)>,
+    /// On a decode shape: the time of a device-to-device copy of B, in milliseconds.
+    pub copy_ms: Option<f64>,
 }
 
-impl GemmShape {
-    /// A shape with B as weights `[N, K]`.
-    pub const fn nk(m: usize, n: usize, k: usize) -> GemmShape {
-        GemmShape {
-            m,
-            n,
-            k,
-            layout: BLayout::NK,
-        }
+impl GemmRow {
+    /// TFLOP/s of a call that takes `ms` (2 · M · N · K operations).
+    pub fn tflops(&self, ms: f64) -> f64 {
+        let GemmShape { m, n, k, .. } = self.shape;
+        2.0 * m as f64 * n as f64 * k as f64 / ms / 1e9
     }
 
-    /// Whether the shape runs the decode kernel (M ≤ 8, B `[N, K]`), at every precision, in
-    /// rows that report bandwidth.
-    pub fn is_decode(&self) -> bool {
-        self.m <= 8 && self.layout == BLayout::NK
+    /// Our TFLOP/s.
+    pub fn ours_tflops(&self) -> f64 {
+        self.tflops(self.ours_ms)
     }
-}
 
-impl fmt::Display for GemmShape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let s = format!("{}x{}x{}", self.m, self.n, self.k);
-        match self.layout {
-            BLayout::NK => f.pad(&s),
-            BLayout::KN => f.pad(&format!("{s}:KN")),
-        }
+    /// cuBLAS's TFLOP/s, where it ran.
+    pub fn cublas_tflops(&self) -> Option<f64> {
+        self.cublas.map(|(ms, _)| self.tflops(ms))
     }
-}
 
-impl FromStr for GemmShape {
-    type Err = String;
-
-    /// `MxNxK` or `MxNxK:KN` / `MxNxK:NK`; every dimension a positive integer, every operand
-    /// small enough to count its bytes in a `usize`.
-    fn from_str(s: &str) -> Result<GemmShape, String> {
-        let text = s.trim();
-        let (dims, layout) = match text.split_once(':') {
-            None => (text, BLayout::NK),
-            Some((dims, layout)) => match layout.trim().to_ascii_uppercase().as_str() {
-                "NK" => (dims, BLayout::NK),
-                "KN" => (dims, BLayout::KN),
-                _ => {
-                    return Err(format!(
-                        "shape `{text}`: unknown B layout `{layout}` (expected NK or KN)"
-                    ))
-                }
-            },
-        };
-        let parts: Vec<&str> = dims.split('x').map(str::trim).collect();
-        let [m, n, k] = parts[..] else {
-            return Err(format!(
-                "shape `{text}`: expected MxNxK, e.g. 4096x4096x4096 or 4096x4096x4096:KN"
-            ));
-        };
-        let dim = |name: &str, v: &str| match v.parse::<usize>() {
-            Ok(d) if d > 0 => Ok(d),
-            _ => Err(format!(
-                "shape `{text}`: {name} = `{v}` is not a positive integer"
-            )),
-        };
-        let (m, n, k) = (dim("M", m)?, dim("N", n)?, dim("K", k)?);
-        let bytes = |rows: usize, cols: usize| rows.checked_mul(cols)?.checked_mul(4);
-        if bytes(m, k).is_none() || bytes(n, k).is_none() || bytes(m, n).is_none() {
-            return Err(format!("shape `{text}`: too large"));
-        }
-        Ok(GemmShape { m, n, k, layout })
+    /// cuBLAS's time over ours (above 1: ours is faster), where it ran.
+    pub fn ratio(&self) -> Option<f64> {
+        self.cublas.map(|(ms, _)| ms / self.ours_ms)
     }
-}
 
-/// The shapes of a run on a GPU: square ones, prefill-like (512 rows against Llama-sized
-/// weights), and decode (M ≤ 8).
-pub const DEFAULT_SHAPES: &[GemmShape] = &[
-    GemmShape::nk(1024, 1024, 1024),
-    GemmShape::nk(2048, 2048, 2048),
-    GemmShape::nk(4096, 4096, 4096),
-    GemmShape {
-        m: 4096,
-        n: 4096,
-        k: 4096,
-        layout: BLayout::KN,
-    },
-    GemmShape::nk(8192, 8192, 8192),
-    GemmShape::nk(512, 4096, 4096),
-    GemmShape::nk(512, 14336, 4096),
-    GemmShape::nk(512, 4096, 14336),
-    GemmShape::nk(128, 4096, 4096),
-    GemmShape::nk(32, 4096, 4096),
-    GemmShape::nk(8, 4096, 4096),
-    GemmShape::nk(1, 4096, 4096),
-    GemmShape::nk(1, 14336, 4096),
-];
-
-/// The shape of a run on the emulated device, where [`DEFAULT_SHAPES`] would take hours.
-pub const EMULATED_SHAPE: GemmShape = GemmShape::nk(33, 40, 17);
-
-/// Every precision, in the order of the table.
-pub const ALL_PRECISIONS: [Precision; 3] = [Precision::F32, Precision::Tf32x3, Precision::Tf32];
-
-/// The environment variable of [`GemmBenchOptions::from_env`] listing the shapes.
-pub const SHAPES_ENV: &str = "PAGESIFT_BENCH_SHAPES";
-/// The environment variable of [`GemmBenchOptions::from_env`] listing the precisions.
-pub const PRECISIONS_ENV: &str = "PAGESIFT_BENCH_PRECISIONS";
-
-/// What [`run_gemm`] measures.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GemmBenchOptions {
-    /// The shapes, in order; `None`: [`DEFAULT_SHAPES`] on a GPU, [`EMULATED_SHAPE`] on the
-    /// emulated device.
-    pub shapes: Option<Vec<GemmShape>>,
-    /// The precisions, in order (default [`ALL_PRECISIONS`]).
-    pub precisions: Vec<Precision>,
-}
-
-impl Default for GemmBenchOptions {
-    fn default() -> GemmBenchOptions {
-        GemmBenchOptions {
-            shapes: None,
-            precisions: ALL_PRECISIONS.to_vec(),
-        }
+    /// The bytes of B, at the inputs' element size.
+    pub fn weight_bytes(&self) -> f64 {
+        (self.shape.n * self.shape.k * self.mode.input().size()) as f64
     }
-}
 
-impl GemmBenchOptions {
-    /// The defaults, with the shapes of `PAGESIFT_BENCH_SHAPES` and the precisions of
-    /// `PAGESIFT_BENCH_PRECISIONS` where set (lists as [`parse_shapes`] and
-    /// [`parse_precisions`] read them).
-    ///
-    /// Errors: the variable and what is wrong with its value.
-    pub fn from_env() -> Result<GemmBenchOptions, String> {
-        let mut opts = GemmBenchOptions::default();
-        if let Ok(v) = std::env::var(SHAPES_ENV) {
-            opts.shapes = Some(parse_shapes(&v).map_err(|e| format!("{SHAPES_ENV}: {e}"))?);
-        }
-        if let Ok(v) = std::env::var(PRECISIONS_ENV) {
-            opts.precisions = parse_precisions(&v).map_err(|e| format!("{PRECISIONS_ENV}: {e}"))?;
-        }
-        Ok(opts)
+    /// The copy's GB/s (bytes read + written), on a decode shape.
+    pub fn copy_gbs(&self) -> Option<f64> {
+        self.copy_ms.map(|ms| 2.0 * self.weight_bytes() / ms / 1e6)
     }
-}
-
-/// A comma-separated list of [`GemmShape`]s, e.g. `4096x4096x4096,4096x4096x4096:KN,1x4096x4096`.
-///
-/// Errors: an empty list, or the first entry that is not a shape.
-pub fn parse_shapes(list: &str) -> Result<Vec<GemmShape>, String> {
-    if list.trim().is_empty() {
-        return Err("no shapes given (expected MxNxK[,..])".into());
-    }
-    list.split(',').map(str::parse).collect()
-}
-
-/// A comma-separated list of precisions, named as [`Precision`]'s variants (`F32`, `Tf32x3`,
-/// `Tf32`, in any case); duplicates are dropped, the order kept.
-///
-/// Errors: an empty list, or the first name that is no precision.
-pub fn parse_precisions(list: &str) -> Result<Vec<Precision>, String> {
-    if list.trim().is_empty() {
-        return Err("no precisions given (expected F32, Tf32x3 or Tf32)".into());
-    }
-    let mut out = Vec::new();
-    for name in list.split(',').map(str::trim) {
-        let p = ALL_PRECISIONS
-            .into_iter()
-            .find(|p| format!("{p:?}").eq_ignore_ascii_case(name))
-            .ok_or_else(|| format!("unknown precision `{name}` (expected F32, Tf32x3 or Tf32)"))?;
-        if !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    Ok(out)
 }
 
 /// Runs the comparison of the module docs on `gpu` and writes its table to `out`: a line
 /// naming the device and cuBLAS (or why there is none), a header, one row per shape and
-/// precision, written as each is measured.
+/// mode, written as each is measured.
 ///
 /// Errors: [`BenchError::Gpu`] when a device operation fails (an allocation, a launch, a
 /// cuBLAS call), [`BenchError::Write`] when `out` fails.
@@ -243,7 +122,7 @@ pub fn run_gemm(gpu: &Gpu, opts: &GemmBenchOptions, out: &mut dyn Write) -> Resu
         out,
         "{:<22} {:<7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9}",
         "shape",
-        "prec",
+        "mode",
         "ours TF/s",
         "cuBLAS",
         "ratio",
@@ -262,138 +141,294 @@ pub fn run_gemm(gpu: &Gpu, opts: &GemmBenchOptions, out: &mut dyn Write) -> Resu
         None => DEFAULT_SHAPES,
     };
     for &shape in shapes {
-        bench_shape(
+        measure_gemm(
             gpu,
             cublas.as_ref().ok(),
             timing,
             shape,
-            &opts.precisions,
-            out,
+            &opts.modes,
+            &mut |row| Ok(write_row(out, row)?),
         )?;
     }
     Ok(())
 }
 
-/// The rows of one shape.
-fn bench_shape(
+/// One row of the table.
+fn write_row(out: &mut dyn Write, row: &GemmRow) -> std::io::Result<()> {
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let gbs = |ms: f64| row.weight_bytes() / ms / 1e6;
+    let share = |ms: f64| {
+        row.copy_gbs()
+            .map(|c| format!("{:.1}%", 100.0 * gbs(ms) / c))
+    };
+    let cublas_ms = row.cublas.map(|(ms, _)| ms);
+    writeln!(
+        out,
+        "{:<22} {:<7} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}% {:>9} {:>9} {:>9}",
+        row.shape,
+        row.mode,
+        row.ours_tflops(),
+        or_dash(row.cublas_tflops().map(|t| format!("{t:.1}"))),
+        or_dash(row.ratio().map(|r| format!("{r:.3}x"))),
+        row.ours_err,
+        or_dash(row.cublas.map(|(_, e)| format!("{e:.2e}"))),
+        or_dash(row.copy_ms.map(|_| format!("{:.0}", gbs(row.ours_ms)))),
+        100.0 * (row.fused_ms / row.ours_ms - 1.0),
+        or_dash(row.copy_gbs().map(|c| format!("{c:.0}"))),
+        or_dash(share(row.ours_ms)),
+        or_dash(cublas_ms.and_then(share)),
+    )
+}
+
+/// Measures the rows of `shape` in `modes` (those that [`GemmMode::runs_on`] it, in order)
+/// on `gpu`, against `cublas` where given, timed by `timing`, and hands each row to `row` as
+/// it is measured. The inputs are random values in `[-1, 1)` from a seed of the shape,
+/// rounded to each mode's input type.
+///
+/// Errors: [`BenchError::Gpu`] when a device operation fails; what `row` returns.
+pub fn measure_gemm(
     gpu: &Gpu,
     cublas: Option<&Cublas>,
     timing: Timing,
     shape: GemmShape,
-    precisions: &[Precision],
-    out: &mut dyn Write,
+    modes: &[GemmMode],
+    row: &mut dyn FnMut(&GemmRow) -> Result<(), BenchError>,
 ) -> Result<(), BenchError> {
+    let modes: Vec<GemmMode> = modes.iter().copied().filter(|m| m.runs_on(shape)).collect();
     let GemmShape { m, n, k, layout } = shape;
     let mut rng = SplitMix64::new((m as u64) * 31 + (n as u64) * 7 + k as u64);
-    let (a_h, b_h) = (rng.signed_units(m * k)?, rng.signed_units(n * k)?);
-    let (bias_h, res_h) = (rng.signed_units(n)?, rng.signed_units(m * n)?);
-    let a = DeviceBuffer::from_host(gpu, &a_h)?;
-    let b = DeviceBuffer::from_host(gpu, &b_h)?;
-    let bias = DeviceBuffer::from_host(gpu, &bias_h)?;
-    let res = DeviceBuffer::from_host(gpu, &res_h)?;
-    let mut c = DeviceBuffer::<f32>::zeroed(gpu, m * n)?;
-    let mut w_copy = if shape.is_decode() {
-        Some(DeviceBuffer::<f32>::alloc(gpu, n * k)?)
-    } else {
-        None
+    let values = Values {
+        a: rng.signed_units(m * k)?,
+        b: rng.signed_units(n * k)?,
+        bias: rng.signed_units(n)?,
+        res: rng.signed_units(m * n)?,
     };
+    let wants = |input: Dtype| modes.iter().any(|m| m.input() == input);
+    let decode = shape.is_decode();
+    let mut f32_ops = Operands::<f32>::new_if(wants(Dtype::F32), gpu, &values, decode)?;
+    let mut bf16_ops = Operands::<bf16>::new_if(wants(Dtype::Bf16), gpu, &values, decode)?;
+    let mut f16_ops = Operands::<f16>::new_if(wants(Dtype::F16), gpu, &values, decode)?;
+    drop(values);
     let stream = gpu.new_stream()?;
     // cuBLAS's work is known to no buffer: everything the buffers had queued is done first,
     // after that every use is on `stream`, and the buffers drop (declared above) only after
     // `stream` is done, whichever way this function returns.
     gpu.synchronize()?;
     let _drain = Drain(&stream);
-    let g = Gemm::new(m, n, k, layout);
-    let err = |c: &DeviceBuffer<f32>| -> crate::Result<f64> {
-        stream.synchronize()?;
-        let got = c.to_host()?;
-        let mut worst = 0.0f64;
-        let mut r = SplitMix64::new(5);
-        for _ in 0..256 {
-            let (i, j) = (r.below(m), r.below(n));
-            let want = output(&g, &a_h, &b_h, None, None, &got, (0, i, j));
-            let e =
-                (f64::from(got[i * n + j]) - want.value).abs() / want.s_ab.max(f64::MIN_POSITIVE);
-            worst = worst.max(e);
-        }
-        Ok(worst)
+    let bench = ShapeBench {
+        stream: &stream,
+        cublas,
+        timing,
+        shape,
+        g: Gemm::new(m, n, k, layout),
     };
-    let flops = 2.0 * m as f64 * n as f64 * k as f64;
-    let tf = |ms: f64| flops / ms / 1e9;
-    let weight_bytes = (n * k * 4) as f64;
-    let gbs = |bytes: f64, ms: f64| bytes / ms / 1e6;
-    // cuBLAS in exact f32 (the bar of F32 and Tf32x3) and in TF32 (the bar of Tf32): (ms, err).
-    let mut bars = [None, None];
-    for (slot, math) in [CublasMath::Default, CublasMath::Tf32TensorOp]
-        .into_iter()
-        .enumerate()
-    {
-        let tf32 = math == CublasMath::Tf32TensorOp;
-        let wanted = precisions.iter().any(|&p| {
-            (p == Precision::Tf32) == tf32 && (!shape.is_decode() || p == Precision::F32)
-        });
-        if let (Some(cb), true) = (cublas, wanted) {
-            let ms = timing.per_call_ms(&stream, || {
-                // SAFETY: every use of `a`, `b` and `c` is on `stream` (their earlier work was
-                // waited for above), so stream order places this call among them; `err`
-                // synchronizes `stream` before reading `c`, and `_drain` before they drop.
-                unsafe { cb.sgemm(&stream, &g, math, &a, &b, &mut c) }
-            })?;
-            bars[slot] = Some((ms, err(&c)?));
-        }
-    }
-    for &precision in precisions {
-        if shape.is_decode() && precision != Precision::F32 {
-            continue;
-        }
-        let copy_ms = match &mut w_copy {
-            Some(w) => Some(timing.per_call_ms(&stream, || stream.copy_dtod_async(w, &b))?),
-            None => None,
+    let made = "operands are made for every mode's input type";
+    for mode in modes {
+        let figures = match mode {
+            GemmMode::F32 | GemmMode::Tf32x3 | GemmMode::Tf32 => {
+                bench.row(f32_ops.as_mut().expect(made), mode)?
+            }
+            GemmMode::Bf16 => bench.row(bf16_ops.as_mut().expect(made), mode)?,
+            GemmMode::F16 => bench.row(f16_ops.as_mut().expect(made), mode)?,
         };
-        let g = g.with_precision(precision);
-        let ours = timing.per_call_ms(&stream, || gemm(&stream, &g, &a, &b, None, None, &mut c))?;
-        let ours_err = err(&c)?;
-        let ge = g.with_act(Act::Gelu);
-        let fused = timing.per_call_ms(&stream, || {
-            gemm(
-                &stream,
-                &ge,
-                &a,
-                &b,
-                Some(&bias as &dyn DeviceRead<f32>),
-                Some(&res as &dyn DeviceRead<f32>),
-                &mut c,
-            )
-        })?;
-        let bar = bars[(precision == Precision::Tf32) as usize];
-        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-        let copy_gbs = copy_ms.map(|ms| gbs(2.0 * weight_bytes, ms));
-        let share =
-            |ms: f64| copy_gbs.map(|c| format!("{:.1}%", 100.0 * gbs(weight_bytes, ms) / c));
-        writeln!(
-            out,
-            "{:<22} {:<7} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}% {:>9} {:>9} {:>9}",
-            shape,
-            format!("{precision:?}"),
-            tf(ours),
-            or_dash(bar.map(|(ms, _)| format!("{:.1}", tf(ms)))),
-            or_dash(bar.map(|(ms, _)| format!("{:.3}x", ms / ours))),
-            ours_err,
-            or_dash(bar.map(|(_, e)| format!("{e:.2e}"))),
-            or_dash(copy_ms.map(|_| format!("{:.0}", gbs(weight_bytes, ours)))),
-            100.0 * (fused / ours - 1.0),
-            or_dash(copy_gbs.map(|c| format!("{c:.0}"))),
-            or_dash(share(ours)),
-            or_dash(bar.and_then(|(ms, _)| share(ms))),
-        )?;
+        row(&figures)?;
     }
     stream.synchronize()?;
     Ok(())
 }
 
+/// The random values of one shape, in f32, before any rounding.
+struct Values {
+    a: Vec<f32>,
+    b: Vec<f32>,
+    bias: Vec<f32>,
+    res: Vec<f32>,
+}
+
+/// An input type of the comparison, with the cuBLAS call that is its bar.
+trait BenchInput: ActElement {
+    /// Queues cuBLAS's `C = A·B` of `g` on `stream`: `cublasSgemm` in `math` for f32,
+    /// `cublasGemmEx` (`math` unused) for f16 and bf16.
+    ///
+    /// # Safety
+    /// As for [`Cublas::sgemm`].
+    unsafe fn cublas_gemm(
+        cublas: &Cublas,
+        stream: &Stream,
+        g: &Gemm,
+        math: CublasMath,
+        ops: &mut Operands<Self>,
+    ) -> crate::Result<()>;
+}
+
+impl BenchInput for f32 {
+    unsafe fn cublas_gemm(
+        cublas: &Cublas,
+        stream: &Stream,
+        g: &Gemm,
+        math: CublasMath,
+        ops: &mut Operands<f32>,
+    ) -> crate::Result<()> {
+        // SAFETY: this function's contract is `sgemm`'s.
+        unsafe { cublas.sgemm(stream, g, math, &ops.a, &ops.b, &mut ops.c) }
+    }
+}
+
+/// `cublas_gemm` of a 16-bit type: `cublasGemmEx`.
+macro_rules! gemm_ex_input {
+    ($($t:ty),*) => {$(
+        impl BenchInput for $t {
+            unsafe fn cublas_gemm(
+                cublas: &Cublas,
+                stream: &Stream,
+                g: &Gemm,
+                _math: CublasMath,
+                ops: &mut Operands<$t>,
+            ) -> crate::Result<()> {
+                // SAFETY: this function's contract is `gemm_ex`'s (that of `sgemm`).
+                unsafe { cublas.gemm_ex(stream, g, &ops.a, &ops.b, &mut ops.c) }
+            }
+        }
+    )*};
+}
+gemm_ex_input!(f16, bf16);
+
+/// One shape's operands in one input type `T`, on the device and as stored.
+struct Operands<T: ActElement> {
+    a: DeviceBuffer<T>,
+    b: DeviceBuffer<T>,
+    bias: DeviceBuffer<f32>,
+    res: DeviceBuffer<T>,
+    c: DeviceBuffer<T>,
+    /// On a decode shape, where the copy of B goes.
+    b_copy: Option<DeviceBuffer<T>>,
+    /// A and B as stored, widened to f32: the reference's inputs.
+    a_stored: Vec<f32>,
+    b_stored: Vec<f32>,
+    /// cuBLAS's (time, error) in its default math and in TF32 (f32 inputs only), measured at
+    /// the first row that needs each.
+    bars: [Option<(f64, f64)>; 2],
+}
+
+impl<T: BenchInput> Operands<T> {
+    /// `values` rounded to `T` (the bias stays f32) and uploaded, when `wanted`.
+    fn new_if(
+        wanted: bool,
+        gpu: &Gpu,
+        values: &Values,
+        decode: bool,
+    ) -> crate::Result<Option<Operands<T>>> {
+        if !wanted {
+            return Ok(None);
+        }
+        let round = |v: &[f32]| -> Vec<T> { v.iter().map(|&x| T::from_f32(x)).collect() };
+        let widen = |v: &[T]| -> Vec<f32> { v.iter().map(|&x| x.to_f32()).collect() };
+        let (a, b) = (round(&values.a), round(&values.b));
+        Ok(Some(Operands {
+            a: DeviceBuffer::from_host(gpu, &a)?,
+            b: DeviceBuffer::from_host(gpu, &b)?,
+            bias: DeviceBuffer::from_host(gpu, &values.bias)?,
+            res: DeviceBuffer::from_host(gpu, &round(&values.res))?,
+            c: DeviceBuffer::zeroed(gpu, values.res.len())?,
+            b_copy: if decode {
+                Some(DeviceBuffer::alloc(gpu, b.len())?)
+            } else {
+                None
+            },
+            a_stored: widen(&a),
+            b_stored: widen(&b),
+            bars: [None, None],
+        }))
+    }
+}
+
+/// What every row of one shape shares.
+struct ShapeBench<'a> {
+    stream: &'a Stream,
+    cublas: Option<&'a Cublas>,
+    timing: Timing,
+    shape: GemmShape,
+    /// The plain GEMM (precision F32, no epilogue).
+    g: Gemm,
+}
+
+impl ShapeBench<'_> {
+    /// The figures of `mode` on the operands of its input type.
+    fn row<T: BenchInput>(&self, ops: &mut Operands<T>, mode: GemmMode) -> crate::Result<GemmRow> {
+        let stream = self.stream;
+        let tf32 = mode == GemmMode::Tf32;
+        if let (Some(cublas), None) = (self.cublas, ops.bars[tf32 as usize]) {
+            let math = if tf32 {
+                CublasMath::Tf32TensorOp
+            } else {
+                CublasMath::Default
+            };
+            let ms = self.timing.per_call_ms(stream, || {
+                // SAFETY: every use of the operands is on `stream` (their earlier work was
+                // waited for before the first row), so stream order places this call among
+                // them; `max_error` synchronizes `stream` before reading C, and the caller's
+                // `Drain` before they drop.
+                unsafe { T::cublas_gemm(cublas, stream, &self.g, math, ops) }
+            })?;
+            ops.bars[tf32 as usize] = Some((ms, self.max_error(ops)?));
+        }
+        let copy_ms = match &mut ops.b_copy {
+            Some(w) => Some(
+                self.timing
+                    .per_call_ms(stream, || stream.copy_dtod_async(w, &ops.b))?,
+            ),
+            None => None,
+        };
+        let g = self.g.with_precision(mode.precision());
+        let ours_ms = self.timing.per_call_ms(stream, || {
+            gemm(stream, &g, &ops.a, &ops.b, None, None, &mut ops.c)
+        })?;
+        let ours_err = self.max_error(ops)?;
+        let ge = g.with_act(Act::Gelu);
+        let fused_ms = self.timing.per_call_ms(stream, || {
+            gemm(
+                stream,
+                &ge,
+                &ops.a,
+                &ops.b,
+                Some(&ops.bias as &dyn DeviceRead<f32>),
+                Some(&ops.res as &dyn DeviceRead<T>),
+                &mut ops.c,
+            )
+        })?;
+        Ok(GemmRow {
+            shape: self.shape,
+            mode,
+            ours_ms,
+            ours_err,
+            fused_ms,
+            cublas: ops.bars[tf32 as usize],
+            copy_ms,
+        })
+    }
+
+    /// The largest error of C on 256 sampled outputs, relative to `Σ |a b|`, against the f64
+    /// reference on the inputs as stored.
+    fn max_error<T: BenchInput>(&self, ops: &Operands<T>) -> crate::Result<f64> {
+        self.stream.synchronize()?;
+        let got: Vec<f32> = ops.c.to_host()?.into_iter().map(|v| v.to_f32()).collect();
+        let (g, n) = (&self.g, self.shape.n);
+        let mut worst = 0.0f64;
+        let mut r = SplitMix64::new(5);
+        for _ in 0..256 {
+            let (i, j) = (r.below(self.shape.m), r.below(n));
+            let want = output(g, &ops.a_stored, &ops.b_stored, None, None, &got, (0, i, j));
+            let e =
+                (f64::from(got[i * n + j]) - want.value).abs() / want.s_ab.max(f64::MIN_POSITIVE);
+            worst = worst.max(e);
+        }
+        Ok(worst)
+    }
+}
+
 /// Waits for a stream when dropped, so that buffers declared before it outlive the work on it
 /// that no buffer knows of (cuBLAS's), also on an early return.
-struct Drain<'a>(&'a crate::Stream);
+struct Drain<'a>(&'a Stream);
 
 impl Drop for Drain<'_> {
     fn drop(&mut self) {

@@ -2,7 +2,7 @@
 //! (`pagesift-gpu bench`): side-by-side comparisons on one device, in one process, on the same
 //! buffers and the same stream, timed on the device with events ([`crate::timing`]).
 //!
-//! - [`gemm`]: the GEMM against cuBLAS ([`run_gemm`]).
+//! - [`gemm`]: the GEMM against cuBLAS ([`run_gemm`], [`measure_gemm`]).
 //! - [`cublas`]: cuBLAS loaded at run time, the reference of [`gemm`].
 //!
 //! Each comparison writes a table to a [`std::io::Write`]; [`Timing`] holds how every figure
@@ -11,7 +11,7 @@
 pub mod cublas;
 pub mod gemm;
 
-pub use gemm::{run_gemm, GemmBenchOptions, GemmShape};
+pub use gemm::{measure_gemm, run_gemm, GemmBenchOptions, GemmMode, GemmRow, GemmShape};
 
 use crate::{timing, BackendKind, Gpu, Result, Stream};
 

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use pagesift_gpu::bench::gemm::{parse_precisions, parse_shapes};
+use pagesift_gpu::bench::gemm::{parse_modes, parse_shapes};
 use pagesift_gpu::bench::{run_gemm, BenchError, GemmBenchOptions};
 use pagesift_gpu::Gpu;
 
@@ -24,7 +24,7 @@ struct Kind {
 /// Every kind, in the order of the usage text.
 const KINDS: &[Kind] = &[Kind {
     name: "gemm",
-    usage: "gemm [--shapes MxNxK[:KN][,..]] [--precisions F32,Tf32x3,Tf32]",
+    usage: "gemm [--shapes MxNxK[:KN][,..]] [--modes F32,Tf32x3,Tf32,Bf16,F16]",
     run: gemm,
 }];
 
@@ -78,15 +78,16 @@ fn flags<'a>(args: &'a [String], known: &[&str]) -> Result<Vec<(&'a str, &'a str
     Ok(out)
 }
 
-/// The options of `bench gemm` from its flags (a flag given twice: the last one).
+/// The options of `bench gemm` from its flags (a flag given twice: the last one;
+/// `--precisions` is the older name of `--modes`).
 fn gemm_options(args: &[String]) -> Result<GemmBenchOptions, String> {
     let mut opts = GemmBenchOptions::default();
-    for (name, value) in flags(args, &["--shapes", "--precisions"])? {
+    for (name, value) in flags(args, &["--shapes", "--modes", "--precisions"])? {
         match name {
             "--shapes" => {
                 opts.shapes = Some(parse_shapes(value).map_err(|e| format!("{name}: {e}"))?)
             }
-            _ => opts.precisions = parse_precisions(value).map_err(|e| format!("{name}: {e}"))?,
+            _ => opts.modes = parse_modes(value).map_err(|e| format!("{name}: {e}"))?,
         }
     }
     Ok(opts)

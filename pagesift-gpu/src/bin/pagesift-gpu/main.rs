@@ -32,8 +32,10 @@ commands:
   ptx NAME    the PTX text of one variant (NAME as listed by `kernels`, or its entry name)
   selftest    every kernel family against the CPU reference
   bench gemm  our GEMM against cuBLAS on the same buffers and stream, timed with events: TFLOP/s,
-              errors, epilogue cost, decode bandwidth against a copy
-              [--shapes MxNxK[:KN][,..]] [--precisions F32,Tf32x3,Tf32]
+              errors, epilogue cost, decode bandwidth against a copy, for f32 inputs at each
+              precision and for bf16 and f16 inputs and outputs (against cublasGemmEx)
+              [--shapes MxNxK[:KN][,..]] [--modes F32,Tf32x3,Tf32,Bf16,F16]
+              (--precisions: the older name of --modes)
   help        this text
 
 environment:
