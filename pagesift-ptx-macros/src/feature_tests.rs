@@ -361,3 +361,40 @@ fn an_index_sum_wraps_in_its_type_and_keeps_the_address_offset_only_where_that_i
     assert!(text.contains("+20]"), "{text}");
     assert!(text.contains("+24]"), "{text}");
 }
+
+#[test]
+fn a_library_struct_is_emitted_on_the_host_unless_its_host_type_is_imported() {
+    let items = quote! {
+        mod lib {
+            pub struct P { pub n: u32, pub x: u64, pub on: bool }
+            fn get(p: P) -> u32 { if p.on { p.n } else { p.x as u32 } }
+        }
+        #[launch(block = 32)]
+        pub fn k(p: P, y: &mut [u32]) { y[0] = lib::get(p); }
+    };
+    let own = crate::expand(items.clone()).to_string();
+    assert!(own.contains("pub struct P"), "{own}");
+    assert!(own.contains("ParamStruct for P"), "{own}");
+    // Imported: the `use` instead of the struct, and the layout checked at compile time
+    // (size 24: `x` at 8, `on` at 16).
+    let imported = crate::expand(quote! { use other::kernels::P; #items }).to_string();
+    assert!(!imported.contains("struct P"), "{imported}");
+    assert!(
+        imported.contains("use other :: kernels :: P ;"),
+        "{imported}"
+    );
+    assert!(
+        imported.contains("size_of :: < P > () == 24usize"),
+        "{imported}"
+    );
+    assert!(
+        imported.contains("offset_of ! (P , x) == 8usize"),
+        "{imported}"
+    );
+    assert!(
+        imported.contains("offset_of ! (P , on) == 16usize"),
+        "{imported}"
+    );
+    assert!(imported.contains("let _ : bool = p . on ;"), "{imported}");
+    assert!(!imported.contains("compile_error"), "{imported}");
+}

@@ -6,7 +6,7 @@ use crate::parse::{ConstTy, Program};
 use crate::ptx::Function;
 use crate::types::{ConstVal, Scalar, Ty};
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::{format_ident, quote, quote_spanned};
 
 /// One emitted variant: the checked form, the PTX function and its text.
 pub struct Emitted<'a> {
@@ -68,8 +68,20 @@ pub fn items(prog: &Program, items: &Items) -> TokenStream {
             const _: &[u8] = ::core::include_bytes!(#path);
         ));
     }
+    for imp in &prog.imports {
+        let item = &imp.item;
+        out.extend(quote!(#item));
+    }
     for (st, def) in prog.structs.iter().zip(&items.structs) {
         let name = &st.name;
+        if let Some(imp) = prog.imports.iter().find(|i| i.name == *name) {
+            out.extend(imported_layout(
+                st,
+                def,
+                syn::spanned::Spanned::span(&imp.item),
+            ));
+            continue;
+        }
         let vis = &st.vis;
         let attrs = &st.attrs;
         let fields = st.fields.iter().map(|(n, s, a, v)| {
@@ -136,6 +148,44 @@ pub fn items(prog: &Program, items: &Items) -> TokenStream {
         out.extend(quote!(#(#attrs)* #vis const #id: #t = #lit;));
     }
     out
+}
+
+/// Compile-time checks that an imported host type (`use path::Name;`) has the layout the
+/// kernels read: its size, each field's offset and type. A mismatch (the other crate built
+/// the struct from another version of the library) fails the build at the `use`.
+fn imported_layout(
+    st: &crate::parse::StructItem,
+    def: &crate::types::StructDef,
+    at: Span,
+) -> TokenStream {
+    let name = &st.name;
+    let size = def.size as usize;
+    let size_msg = format!("`{name}`: the host type's size differs from the library's struct");
+    let offsets = st
+        .fields
+        .iter()
+        .zip(&def.fields)
+        .map(|((n, _, _, _), (_, _, off))| {
+            let off = *off as usize;
+            let msg =
+                format!("`{name}::{n}`: the host type's offset differs from the library's struct");
+            quote_spanned!(at=> ::core::assert!(::core::mem::offset_of!(#name, #n) == #off, #msg);)
+        });
+    let types = st.fields.iter().map(|(n, s, _, _)| {
+        let t = scalar_tokens(*s);
+        quote_spanned!(at=> let _: #t = p.#n;)
+    });
+    let size_check = (!st.fields.is_empty())
+        .then(|| quote_spanned!(at=> ::core::assert!(::core::mem::size_of::<#name>() == #size, #size_msg);));
+    quote! {
+        const _: () = {
+            #size_check
+            #(#offsets)*
+        };
+        const _: fn(&#name) = |p: &#name| {
+            #(#types)*
+        };
+    }
 }
 
 /// The module of one kernel. With `variants` empty (the kernel has errors) the module still

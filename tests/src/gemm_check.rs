@@ -5,7 +5,10 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::{gemm_with, Kernel};
-use pagesift_gpu::{Act, ActElement, BLayout, DeviceBuffer, DeviceRead, Gemm, Gpu, Result};
+use pagesift_gpu::{
+    Act, ActElement, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, DeviceSliceMut, Gemm, Gpu,
+    Result, Stream,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -154,7 +157,10 @@ pub fn check_typed<T: ActElement, O: ActElement>(
     case: &Case,
     kernel: Kernel,
 ) -> std::result::Result<(), String> {
-    run_check::<T, O>(gpu, case, kernel).map_err(|e| {
+    check_with::<T, O>(gpu, case, |s, g, a, b, bias, res, c| {
+        gemm_with(s, g, kernel, a, b, bias, res, c)
+    })
+    .map_err(|e| {
         format!(
             "{case:?} {kernel:?} {} -> {}: {e}",
             T::DTYPE.name(),
@@ -163,17 +169,26 @@ pub fn check_typed<T: ActElement, O: ActElement>(
     })?
 }
 
-/// `v` rounded to `T`, and the rounded values widened back.
-fn stored<T: ActElement>(v: Vec<f32>) -> (Vec<T>, Vec<f32>) {
-    let t: Vec<T> = v.into_iter().map(T::from_f32).collect();
-    let back = t.iter().map(|&x| x.to_f32()).collect();
-    (t, back)
-}
-
-fn run_check<T: ActElement, O: ActElement>(
+/// The check of [`check_typed`] with the GEMM run by `launch` (a kernel of the caller's in
+/// the GEMM's shape, say) instead of [`gemm_with`]: the same operands, poisoned C and
+/// reference. `Ok(Err(..))` names the first wrong output or changed element outside the
+/// outputs; `Err` is an error of the device (a launch refused, a kernel fault, an error the
+/// emulated device reports), from `launch` or from reading C back.
+///
+/// # Errors
+/// Those of the device, as above.
+pub fn check_with<T: ActElement, O: ActElement>(
     gpu: &Gpu,
     case: &Case,
-    kernel: Kernel,
+    launch: impl FnOnce(
+        &Stream,
+        &Gemm,
+        &DeviceSlice<'_, T>,
+        &DeviceSlice<'_, T>,
+        Option<&dyn DeviceRead<f32>>,
+        Option<&dyn DeviceRead<O>>,
+        &mut DeviceSliceMut<'_, O>,
+    ) -> Result<()>,
 ) -> Result<std::result::Result<(), String>> {
     let g = case.g;
     let mut rng = StdRng::seed_from_u64(case.seed ^ 0x9e37_79b9);
@@ -207,10 +222,9 @@ fn run_check<T: ActElement, O: ActElement>(
         let bias_v = dbias.slice(..)?;
         let res_v = dres.slice(or..)?;
         let mut cv = dc.slice_mut(oc..oc + ec)?;
-        gemm_with(
+        launch(
             &stream,
             &g,
-            kernel,
             &av,
             &bv,
             case.bias.then_some(&bias_v as &dyn DeviceRead<f32>),
@@ -258,4 +272,11 @@ fn run_check<T: ActElement, O: ActElement>(
         }
     }
     Ok(Ok(()))
+}
+
+/// `v` rounded to `T`, and the rounded values widened back.
+fn stored<T: ActElement>(v: Vec<f32>) -> (Vec<T>, Vec<f32>) {
+    let t: Vec<T> = v.into_iter().map(T::from_f32).collect();
+    let back = t.iter().map(|&x| x.to_f32()).collect();
+    (t, back)
 }

@@ -297,38 +297,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     if g.is_empty() {
         return stream.gpu().take_deferred();
     }
-    // A and B are read 16 bytes at a time, C and the residual 4 elements at a time.
-    let vec = |ptr: u64, ld: usize, stride: usize, elems: usize, size: usize| {
-        ptr % (elems * size) as u64 == 0 && ld % elems == 0 && (g.batch == 1 || stride % elems == 0)
-    };
-    let (t_size, o_size) = (input.size(), output.size());
-    let vec_in = |ptr, ld, stride| vec(ptr, ld, stride, 16 / t_size, t_size);
-    let vec_out = |ptr, ld, stride| vec(ptr, ld, stride, 4, o_size);
-    let p = GemmParams {
-        m: g.m as u32,
-        n: g.n as u32,
-        k: g.k as u32,
-        lda: g.lda as u32,
-        ldb: g.ldb as u32,
-        ldc: g.ldc as u32,
-        ldr: g.ldr as u32,
-        batch_a: g.stride_a as u64,
-        batch_b: g.stride_b as u64,
-        batch_c: g.stride_c as u64,
-        batch_r: g.stride_r as u64,
-        alpha: g.alpha,
-        beta: g.beta,
-        slope: g.slope,
-        act: act_code(g.act),
-        vec_a: vec_in(a.device_ptr(), g.lda, g.stride_a),
-        vec_b: vec_in(b.device_ptr(), g.ldb, g.stride_b),
-        vec_c: vec_out(c.device_ptr(), g.ldc, g.stride_c),
-        vec_r: residual.is_some_and(|r| vec_out(r.device_ptr(), g.ldr, g.stride_r)),
-        splits: 1,
-        kc: g.k as u32,
-        ldw: (g.n as u32).next_multiple_of(4),
-        batch: g.batch as u32,
-    };
+    let p = launch_params(g, a, b, residual, &*c);
     super::log_dispatch(|| {
         format!(
             "gemm M={} N={} K={} batch={} {:?} {} {:?} -> {}: {}",
@@ -421,6 +390,53 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
         residual,
         c,
     )
+}
+
+/// The [`GemmParams`] of a launch for `g` on these operands as [`gemm_with`] fills them in,
+/// for one slice of K (`splits` 1, `kc` = K): the shape, strides and epilogue of `g`, and
+/// which operands are accessed as 16-byte vectors (each where its view's address, leading
+/// dimension and batch stride allow). For tests that launch kernels of their own in the
+/// GEMM's shape; `g` is taken as it is (see [`Gemm::validate`]).
+pub fn launch_params<T: ActElement, O: ActElement>(
+    g: &Gemm,
+    a: &impl DeviceRead<T>,
+    b: &impl DeviceRead<T>,
+    residual: Option<&dyn DeviceRead<O>>,
+    c: &impl DeviceRead<O>,
+) -> GemmParams {
+    let (input, output) = (T::DTYPE, O::DTYPE);
+    // A and B are read 16 bytes at a time, C and the residual 4 elements at a time.
+    let vec = |ptr: u64, ld: usize, stride: usize, elems: usize, size: usize| {
+        ptr % (elems * size) as u64 == 0 && ld % elems == 0 && (g.batch == 1 || stride % elems == 0)
+    };
+    let (t_size, o_size) = (input.size(), output.size());
+    let vec_in = |ptr, ld, stride| vec(ptr, ld, stride, 16 / t_size, t_size);
+    let vec_out = |ptr, ld, stride| vec(ptr, ld, stride, 4, o_size);
+    GemmParams {
+        m: g.m as u32,
+        n: g.n as u32,
+        k: g.k as u32,
+        lda: g.lda as u32,
+        ldb: g.ldb as u32,
+        ldc: g.ldc as u32,
+        ldr: g.ldr as u32,
+        batch_a: g.stride_a as u64,
+        batch_b: g.stride_b as u64,
+        batch_c: g.stride_c as u64,
+        batch_r: g.stride_r as u64,
+        alpha: g.alpha,
+        beta: g.beta,
+        slope: g.slope,
+        act: act_code(g.act),
+        vec_a: vec_in(a.device_ptr(), g.lda, g.stride_a),
+        vec_b: vec_in(b.device_ptr(), g.ldb, g.stride_b),
+        vec_c: vec_out(c.device_ptr(), g.ldc, g.stride_c),
+        vec_r: residual.is_some_and(|r| vec_out(r.device_ptr(), g.ldr, g.stride_r)),
+        splits: 1,
+        kc: g.k as u32,
+        ldw: (g.n as u32).next_multiple_of(4),
+        batch: g.batch as u32,
+    }
 }
 
 /// Columns of C per block of the decode kernel (its 8 warps split K).

@@ -435,7 +435,8 @@ fn generic_params(f: &FnItem) -> Vec<Option<syn::Ident>> {
         .collect()
 }
 
-/// The layouts of the invocation's parameter structs.
+/// The layouts of the invocation's parameter structs (its own and its libraries'); the
+/// `use` items must each name a library's struct.
 fn check_structs(cx: &Ctxt, prog: &Program) -> Vec<Rc<StructDef>> {
     let mut out: Vec<Rc<StructDef>> = Vec::new();
     for st in &prog.structs {
@@ -455,6 +456,27 @@ fn check_structs(cx: &Ctxt, prog: &Program) -> Vec<Rc<StructDef>> {
             fields.push((f.to_string(), *s));
         }
         out.push(Rc::new(StructDef::layout(&name, &fields)));
+    }
+    for (k, imp) in prog.imports.iter().enumerate() {
+        let name = imp.name.to_string();
+        if prog.imports[..k].iter().any(|i| i.name == imp.name) {
+            cx.error(
+                imp.name.span(),
+                format!("`{name}` is imported more than once"),
+            );
+            continue;
+        }
+        match prog.structs.iter().find(|s| s.name == imp.name) {
+            Some(s) if s.module.is_some() => {}
+            Some(_) => cx.error(
+                imp.name.span(),
+                format!("`{name}` is a struct of this invocation, which declares its host type: `use` names the host type of a helper library's struct"),
+            ),
+            None => cx.error(
+                imp.name.span(),
+                format!("no helper library of this invocation defines a struct `{name}`: `use` names the host type of a library's parameter struct"),
+            ),
+        }
     }
     out
 }

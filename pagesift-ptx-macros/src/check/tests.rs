@@ -256,3 +256,54 @@ fn const_generic_arguments_may_be_expressions_in_braces() {
     assert!(errs.is_empty(), "{errs:?}");
     assert_eq!(variants[0].len(), 2);
 }
+
+#[test]
+fn a_library_uses_structs_and_other_libraries_of_the_invocation() {
+    // Library `a` declares a struct that the kernel takes, uses the invocation's own struct,
+    // and calls library `b` by the name the invocation gives it.
+    let (variants, errs) = checked(vec![
+        parse_quote! { pub struct Q { pub scale: u32 } },
+        parse_quote! { mod b { fn twice(x: u32) -> u32 { 2 * x } } },
+        parse_quote! {
+            mod a {
+                pub struct P { pub n: u32, pub on: bool }
+                fn get(p: P, q: Q) -> u32 { if p.on { b::twice(p.n) * q.scale } else { 0 } }
+            }
+        },
+        parse_quote! {
+            #[launch(block = 32)]
+            pub fn k(p: P, q: Q, y: &mut [u32]) { y[0] = a::get(p, q); }
+        },
+    ]);
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(variants[0].len(), 1);
+}
+
+#[test]
+fn use_names_the_host_type_of_a_library_struct() {
+    let (_, errs) = checked(vec![
+        parse_quote! { mod a { pub struct P { pub n: u32 } } },
+        parse_quote! { pub struct Q { pub n: u32 } },
+        parse_quote! { use other::kernels::P; },
+        parse_quote! { use other::Q; },
+        parse_quote! { use other::R; },
+        parse_quote! { use other::*; },
+        parse_quote! {
+            #[launch(block = 32)]
+            pub fn k(p: P, q: Q, y: &mut [u32]) { y[0] = p.n + q.n; }
+        },
+    ]);
+    assert_eq!(errs.len(), 3, "{errs:?}");
+    assert!(
+        errs[0].contains("by its path: `use other_crate::kernels::Params;`"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("`Q` is a struct of this invocation, which declares its host type"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[2].contains("no helper library of this invocation defines a struct `R`"),
+        "{errs:?}"
+    );
+}

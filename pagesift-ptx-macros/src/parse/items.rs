@@ -56,16 +56,22 @@ fn add_items(cx: &Ctxt, prog: &mut Program, items: Vec<syn::Item>, module: Optio
                     prog.consts.push(k);
                 }
             }
-            syn::Item::Struct(st) if module.is_none() => {
-                if let Some(k) = parse_struct(cx, &st) {
+            syn::Item::Struct(st) => {
+                if let Some(mut k) = parse_struct(cx, &st) {
+                    k.module = module.map(str::to_string);
                     prog.structs.push(k);
                 }
             }
             syn::Item::Mod(m) if module.is_none() => add_library(cx, prog, &m),
+            syn::Item::Use(u) if module.is_none() => {
+                if let Some(i) = parse_use(cx, &u) {
+                    prog.imports.push(i);
+                }
+            }
             other => cx.error(
                 Sp::of(&other),
                 if module.is_some() {
-                    "a helper library holds `fn` and `const` items only"
+                    "a helper library holds `fn`, `const` and parameter `struct` items only"
                 } else {
                     "ptx_kernel! holds `fn` items (`pub fn` = kernel, `fn` = helper), parameter `struct`s, `const`s and helper libraries (`#[path = \"..\"] mod name;`)"
                 },
@@ -148,6 +154,34 @@ fn add_library(cx: &Ctxt, prog: &mut Program, m: &syn::ItemMod) {
         }
     };
     add_items(cx, prog, items, Some(&name));
+}
+
+/// `use a::b::Name;`: a path of at least two segments to one name (no globs, groups or
+/// renames), the host type of a library's struct (checked against the libraries later).
+fn parse_use(cx: &Ctxt, u: &syn::ItemUse) -> Option<Import> {
+    let mut tree = &u.tree;
+    let mut depth = 0;
+    loop {
+        match tree {
+            syn::UseTree::Path(p) => {
+                tree = &p.tree;
+                depth += 1;
+            }
+            syn::UseTree::Name(n) if depth > 0 => {
+                return Some(Import {
+                    name: n.ident.clone(),
+                    item: u.clone(),
+                })
+            }
+            _ => {
+                cx.error(
+                    Sp::of(&u.tree),
+                    "a `use` in ptx_kernel! names the host type of a helper library's parameter struct by its path: `use other_crate::kernels::Params;`",
+                );
+                return None;
+            }
+        }
+    }
 }
 
 fn parse_const(cx: &Ctxt, c: &syn::ItemConst, module: Option<&str>) -> Option<ConstItem> {
@@ -236,6 +270,7 @@ fn parse_struct(cx: &Ctxt, st: &syn::ItemStruct) -> Option<StructItem> {
         vis: st.vis.clone(),
         attrs,
         fields,
+        module: None,
     })
 }
 

@@ -12,6 +12,8 @@ pub struct Program {
     pub fns: Vec<FnItem>,
     pub structs: Vec<StructItem>,
     pub consts: Vec<ConstItem>,
+    /// `use path::Name;` items: the host types of library structs defined elsewhere.
+    pub imports: Vec<Import>,
     /// The files of `#[path = ".."] mod name;` libraries read (the wrapper tracks them for
     /// rebuilds).
     pub files: Vec<std::path::PathBuf>,
@@ -23,6 +25,17 @@ pub struct StructItem {
     pub vis: syn::Visibility,
     pub attrs: Vec<syn::Attribute>,
     pub fields: Vec<(Ident, Scalar, Vec<syn::Attribute>, syn::Visibility)>,
+    /// The helper library it belongs to (`None`: the invocation itself). Either way its name
+    /// is unprefixed: it is one type of the invocation, emitted on the host under that name.
+    pub module: Option<String>,
+}
+
+/// `use other::path::Name;`: the host type of the parameter struct `Name` of a helper
+/// library is that existing type (the one another invocation of the same library emitted),
+/// so this invocation emits no struct of its own and its wrappers take that type.
+pub struct Import {
+    pub name: Ident,
+    pub item: syn::ItemUse,
 }
 
 /// `const NAME: T = value;`: usable by kernels and exported to the host.
