@@ -198,14 +198,17 @@ fn tf32x3_mma64x64_split3_kn() {
     check_at(mma(2, 3), BLayout::KN, Precision::Tf32x3);
 }
 
-/// Every tensor-core tile in both layouts, and one split along K, for 16-bit inputs `T`
-/// and output `O`.
+/// Every tensor-core tile in both layouts, one split along K and two decode kernels, for
+/// 16-bit inputs `T` and output `O`.
 fn check_16bit<T: ActElement, O: ActElement>() {
     for (i, layout) in [(0, BLayout::NK), (1, BLayout::KN), (2, BLayout::NK)] {
         check_at_typed::<T, O>(mma(i, 1), layout, Precision::F32);
         check_at_typed::<T, O>(mma(i, 1), flip(layout), Precision::F32);
     }
     check_at_typed::<T, O>(mma(1, 3), BLayout::NK, Precision::F32);
+    for rows in [1, 8] {
+        check_at_typed::<T, O>(Kernel::Gemv { rows }, BLayout::NK, Precision::F32);
+    }
 }
 
 fn flip(layout: BLayout) -> BLayout {

@@ -279,15 +279,19 @@ ptx_kernel! {
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
-    /// layout): each block takes 4 consecutive columns (4 rows of W) and its 8 warps split K
-    /// between them, each lane striding along its part with 16-byte loads of W (each weight
-    /// read once per call, whatever the row count) and of the few rows of A. The sums meet in
-    /// warp reductions, then across the warps through shared memory; lane `m` of warp 0
-    /// writes row `m` through the GEMM epilogue. Grid `(⌈N / 4⌉, batch)`: enough warps to
-    /// keep the weight bytes in flight that a pass at memory speed needs.
-    #[variants(MT in [1, 2, 4, 8], (T, O) in [(f32, f32)])]
+    /// layout), inputs f32, f16 or bf16 (products and sums in f32): each block takes 4
+    /// consecutive columns (4 rows of W) and its 8 warps split K between them, each lane
+    /// striding along its part with 16-byte loads of W (each weight read once per call,
+    /// whatever the row count) and of the few rows of A. The sums meet in warp reductions,
+    /// then across the warps through shared memory; lane `m` of warp 0 writes row `m` through
+    /// the GEMM epilogue. Grid `(⌈N / 4⌉, batch)`: enough warps to keep the weight bytes in
+    /// flight that a pass at memory speed needs.
+    #[variants(
+        MT in [1, 2, 4, 8],
+        (T, O) in [(f32, f32), (f16, f32), (f16, f16), (bf16, f32), (bf16, bf16)]
+    )]
     #[launch(block = 256, max_regs = 128)]
-    pub fn gemv_f32<T: ActElement, O: ActElement, const MT: u32>(
+    pub fn gemv<T: ActElement, O: ActElement, const MT: u32>(
         p: GemmParams,
         a: &[T],
         b: &[T],
@@ -304,26 +308,31 @@ ptx_kernel! {
         let b_off = z * p.batch_b;
         let mut acc = [[0.0f32; 4]; MT];
         let writes = (warp == 0) & (lane < MT) & (lane < p.m) & (n0 < p.n);
-        // Thread `t` of the block starts at element 4 t (vectors) or t (elements).
+        // Thread `t` of the block starts at vector `t` (16 bytes: 4 f32 or 8 16-bit
+        // elements), or at element `t`.
         let t = warp * 32 + lane;
-        let mut k = t * 4;
+        let mut k = t * (16 / size_of::<T>());
         let vec = p.vec_a & p.vec_b;
         if vec {
-            while k + 4 <= p.k {
-                let mut w = [[0.0f32; 4]; 4];
+            while k + 16 / size_of::<T>() <= p.k {
+                let mut w = [[0.0f32; 16 / size_of::<T>()]; 4];
                 #[unroll]
                 for j in 0..4 {
                     if n0 + j < p.n {
-                        w[j] = b.load4_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
+                        let v = b.load_vec_nc::<16>(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
+                        #[unroll]
+                        for l in 0..16 / size_of::<T>() {
+                            w[j][l] = v[l] as f32;
+                        }
                     }
                 }
-                acc = gemv_step::<MT>(acc, w, a, p, a_off, k);
-                k += 1024;
+                acc = gemv_step::<T, MT>(acc, w, a, p, a_off, k);
+                k += 256 * (16 / size_of::<T>());
             }
-            // The last K % 4 elements, one per thread of the first warp.
+            // The last elements past the whole vectors, one per thread of the first warp.
             k = p.k;
             if warp == 0 {
-                k = (p.k / 4 * 4 + lane).min(p.k);
+                k = (p.k / (16 / size_of::<T>()) * (16 / size_of::<T>()) + lane).min(p.k);
             }
         } else {
             k = t;
@@ -333,11 +342,11 @@ ptx_kernel! {
             #[unroll]
             for m in 0..MT {
                 if m < p.m {
-                    let x = a.load_nc(a_off + m as u64 * p.lda as u64 + k as u64);
+                    let x = a.load_nc(a_off + m as u64 * p.lda as u64 + k as u64) as f32;
                     #[unroll]
                     for j in 0..4 {
                         if n0 + j < p.n {
-                            let w = b.load_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
+                            let w = b.load_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64) as f32;
                             acc[m][j] = x.mul_add(w, acc[m][j]);
                         }
                     }
@@ -378,15 +387,15 @@ ptx_kernel! {
                     v[j] = v[j] + part[w][4 * lane + j];
                 }
             }
-            core::store_out::<f32>(p, bias, res, c, z, lane, n0, v);
+            core::store_out::<O>(p, bias, res, c, z, lane, n0, v);
         }
     }
 
-    /// `acc[m][j] += A[m][k..k + 4] · w[j]` for the rows below `p.m`.
-    fn gemv_step<const MT: u32>(
+    /// `acc[m][j] += A[m][k..k + 16 bytes] · w[j]` for the rows below `p.m`.
+    fn gemv_step<T, const MT: u32>(
         acc: [[f32; 4]; MT],
-        w: [[f32; 4]; 4],
-        a: &[f32],
+        w: [[f32; 16 / size_of::<T>()]; 4],
+        a: &[T],
         p: GemmParams,
         a_off: u64,
         k: u32,
@@ -395,12 +404,12 @@ ptx_kernel! {
         #[unroll]
         for m in 0..MT {
             if m < p.m {
-                let x = a.load4_nc(a_off + m as u64 * p.lda as u64 + k as u64);
+                let x = a.load_vec_nc::<16>(a_off + m as u64 * p.lda as u64 + k as u64);
                 #[unroll]
                 for j in 0..4 {
                     #[unroll]
-                    for l in 0..4 {
-                        d[m][j] = x[l].mul_add(w[j][l], d[m][j]);
+                    for l in 0..16 / size_of::<T>() {
+                        d[m][j] = (x[l] as f32).mul_add(w[j][l], d[m][j]);
                     }
                 }
             }

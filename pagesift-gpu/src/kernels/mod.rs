@@ -14,7 +14,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_f32::VARIANTS,
         gemm::gemm_mma::VARIANTS,
         gemm::gemm_splitk_reduce::VARIANTS,
-        gemm::gemv_f32::VARIANTS,
+        gemm::gemv::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -6,7 +6,7 @@
 
 use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv_f32, GemmParams, BK, STAGES, TC_ROW,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, STAGES, TC_ROW,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -42,7 +42,7 @@ const MMA_WARPS: [(u32, u32); 3] = [(2, 4), (4, 2), (2, 2)];
 /// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
 /// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
 /// [`Precision::Tf32x3`], f16 and bf16 inputs), or the decode kernel for at most `rows` (1, 2,
-/// 4 or 8) rows of f32 A against f32 B in the [`BLayout::NK`] layout.
+/// 4 or 8) rows of A against B in the [`BLayout::NK`] layout (any input type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     Tiled(Tile),
@@ -127,14 +127,16 @@ pub fn kernels() -> Vec<Kernel> {
 
 impl Kernel {
     /// Whether the kernel takes inputs of type `input` and computes at least as accurately as
-    /// `precision` asks: the FFMA and decode kernels take f32 at every precision, the
-    /// tensor-core ones f32 at TF32 and 3xTF32, and f16 and bf16 (whose products are exact
-    /// in f32) at every precision.
+    /// `precision` asks: the FFMA kernels take f32 at every precision, the tensor-core ones
+    /// f32 at TF32 and 3xTF32 and f16 and bf16 (whose products are exact in f32) at every
+    /// precision, the decode kernel f32, f16 and bf16 at every precision (exact products, f32
+    /// sums).
     pub fn serves(self, input: Dtype, precision: Precision) -> bool {
-        match (self, input) {
-            (Kernel::Mma { .. }, Dtype::F32) => precision != Precision::F32,
-            (Kernel::Mma { .. }, Dtype::F16 | Dtype::Bf16) => true,
-            (_, input) => input == Dtype::F32,
+        let half = matches!(input, Dtype::F16 | Dtype::Bf16);
+        match self {
+            Kernel::Mma { .. } => half || (input == Dtype::F32 && precision != Precision::F32),
+            Kernel::Gemv { .. } => half || input == Dtype::F32,
+            Kernel::Tiled(_) | Kernel::SplitK(..) => input == Dtype::F32,
         }
     }
 }
@@ -273,7 +275,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                 g.precision
             ),
             _ => format!(
-                "the kernel {kernel} takes f32 inputs, not {} (the tensor-core kernels take 16-bit inputs)",
+                "the FFMA kernel {kernel} takes f32 inputs, not {} (the tensor-core and decode kernels take 16-bit inputs)",
                 input.name()
             ),
         });
@@ -289,8 +291,11 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                     g.b_layout, g.m
                 ));
             }
-            gemv_f32::variant::<f32, f32>(rows).ok_or_else(|| {
-                crate::__private::variant_not_compiled("gemv_f32", format!("MT={rows}"))
+            gemv::variant::<T, O>(rows).ok_or_else(|| {
+                crate::__private::variant_not_compiled(
+                    "gemv",
+                    format!("T={}, O={}, MT={rows}", input.name(), output.name()),
+                )
             })?
         }
     };
@@ -314,7 +319,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     });
     if let Kernel::Gemv { rows } = kernel {
         let grid = [(g.n as u32).div_ceil(GEMV_COLUMNS), g.batch as u32, 1];
-        return gemv_f32::launch(
+        return gemv::launch(
             stream,
             LaunchConfig::grid(grid),
             rows,
@@ -505,25 +510,13 @@ pub fn mma_variant<T: ActElement, O: ActElement>(
     })
 }
 
-/// For f32 inputs, the decode kernel for at most 8 rows against `[N, K]` weights (a pass
-/// over the weights at memory speed, exact f32 whatever the precision); else the tile of
-/// [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that has them
-/// (compute capability 8.0 or later), the FFMA tiles otherwise. f16 and bf16 inputs always
+/// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
+/// memory speed, exact products and f32 sums whatever the precision); else for f32 inputs
+/// the tile of [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that
+/// has them (compute capability 8.0 or later), the FFMA tiles otherwise; f16 and bf16 inputs
 /// take the tensor-core tiles (an error on a device without them).
 fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
-    if T::DTYPE != Dtype::F32 {
-        if !tensor_cores {
-            let (major, minor) = stream.gpu().props().compute_capability;
-            return Err(Error::from(error::Unsupported {
-                kernel: format!("gemm with {} inputs", T::DTYPE.name()),
-                reason: format!(
-                    "its tensor-core kernels need compute capability 8.0 or later, the device has {major}.{minor}"
-                ),
-            }));
-        }
-        return pick_tile::<T, O>(stream, g, true);
-    }
     if g.b_layout == BLayout::NK && g.m <= 8 {
         let rows = GEMV_ROWS
             .iter()
@@ -537,6 +530,18 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
             )
         });
         return Ok(Kernel::Gemv { rows });
+    }
+    if T::DTYPE != Dtype::F32 {
+        if !tensor_cores {
+            let (major, minor) = stream.gpu().props().compute_capability;
+            return Err(Error::from(error::Unsupported {
+                kernel: format!("gemm with {} inputs", T::DTYPE.name()),
+                reason: format!(
+                    "its tensor-core kernels need compute capability 8.0 or later, the device has {major}.{minor}"
+                ),
+            }));
+        }
+        return pick_tile::<T, O>(stream, g, true);
     }
     if g.precision != Precision::F32 && tensor_cores {
         pick_tile::<T, O>(stream, g, true)
@@ -585,7 +590,13 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
         };
         let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
-        let max_split = (g.k / 256).clamp(1, MAX_SPLITS) as u32;
+        // Splitting K pays only where the blocks do not fill one wave of the device (its
+        // workspace pass costs M·N·splits reads more than the GEMM writes).
+        let max_split = if blocks >= per_wave {
+            1
+        } else {
+            (g.k / 256).clamp(1, MAX_SPLITS) as u32
+        };
         for splits in 1..=max_split {
             if g.batch * splits as usize > MAX_BATCH {
                 break;
