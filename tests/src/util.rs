@@ -323,3 +323,44 @@ pub fn emu_launch(
     k.unload()?;
     r
 }
+
+/// Assembles every variant of `variants` with NVIDIA's `ptxas` for its own target, asserting
+/// each succeeds, for the test `test` (which names the skip). `ptxas` is found as by the
+/// `ptxas` test: `PAGESIFT_PTXAS`, else `target/ptxas/ptxas`; without it the test prints why
+/// it skipped and returns.
+pub fn assemble_every_variant(test: &str, variants: &[pagesift_gpu::KernelVariant]) {
+    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
+    let ptxas = match std::env::var_os("PAGESIFT_PTXAS") {
+        Some(p) => std::path::PathBuf::from(p),
+        None if local.is_file() => local,
+        None => {
+            eprintln!("SKIPPED {test}: no ptxas");
+            return;
+        }
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "pagesift-{}-{}",
+        test.replace("::", "-"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    for v in variants {
+        let src = dir.join(format!("{}.ptx", v.entry));
+        std::fs::write(&src, v.ptx).expect("writing the PTX");
+        let out = std::process::Command::new(&ptxas)
+            .arg(format!("-arch={}", v.target))
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join(format!("{}.cubin", v.entry)))
+            .output()
+            .expect("running ptxas");
+        assert!(
+            out.status.success(),
+            "{}: ptxas failed:\n{}",
+            v.display_name(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{test}: {} variants", variants.len());
+}

@@ -359,42 +359,12 @@ fn real_operations_pass_the_shared_checks() {
     println!("act_mutants::real_operations: 11 activations x 8 combinations x 3 types passed");
 }
 
-/// Every variant of `mutant_act` assembles with NVIDIA's `ptxas` for its target (so the family
-/// also runs on a real GPU). `ptxas` is found as by the `ptxas` test: `PAGESIFT_PTXAS`, else
-/// `target/ptxas/ptxas`; without it the test says why it skipped.
+/// Every variant of `mutant_act` assembles with NVIDIA's `ptxas` for its target (so the
+/// mutants also run on a real GPU; see [`pagesift_tests::util::assemble_every_variant`]).
 #[test]
 fn mutant_ptx_assembles() {
-    let local = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/ptxas/ptxas");
-    let ptxas = match std::env::var_os("PAGESIFT_PTXAS") {
-        Some(p) => std::path::PathBuf::from(p),
-        None if local.is_file() => local,
-        None => {
-            eprintln!("SKIPPED act_mutants::mutant_ptx_assembles: no ptxas");
-            return;
-        }
-    };
-    let dir = std::env::temp_dir().join(format!("pagesift-act-mutants-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    for v in mutant_act::VARIANTS {
-        let src = dir.join(format!("{}.ptx", v.entry));
-        std::fs::write(&src, v.ptx).expect("writing the PTX");
-        let out = std::process::Command::new(&ptxas)
-            .arg(format!("-arch={}", v.target))
-            .arg(&src)
-            .arg("-o")
-            .arg(dir.join(format!("{}.cubin", v.entry)))
-            .output()
-            .expect("running ptxas");
-        assert!(
-            out.status.success(),
-            "{}: ptxas failed:\n{}",
-            v.display_name(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let _ = std::fs::remove_dir_all(&dir);
-    println!(
-        "act_mutants::mutant_ptx_assembles: {} variants",
-        mutant_act::VARIANTS.len()
+    pagesift_tests::util::assemble_every_variant(
+        "act_mutants::mutant_ptx_assembles",
+        mutant_act::VARIANTS,
     );
 }
