@@ -8,13 +8,14 @@
 //! rows, batches, misaligned views, every epilogue, C poisoned, the f64 reference and the
 //! TF32 tolerance).
 //!
-//! The correct kernel must pass; every mutant must be caught, and the test prints the case
-//! and what caught it:
+//! The correct kernel must pass; every mutant must be caught (on a GPU, `SkippedWait` is a
+//! race that the hardware need not show: there the test reports what it saw), and the test
+//! prints the case and what caught it:
 //!
 //! | mutant        | bug                                                                | caught by |
 //! |---------------|--------------------------------------------------------------------|-----------|
 //! | `EdgeMask`    | the loads' K edge one short (`K - 1`: the last index of K where the loaders take its end): the edge chunks' source size drops the last element of K, which the copies zero-fill in A and B | wrong values: every output misses `a[i][K-1] · b[K-1][j]` |
-//! | `SkippedWait` | the main loop's `cp_async_wait(STAGES - 2)` before the barrier left out: a step's buffer is read before its copies are known to have landed | the emulated device: "cp.async not complete" (it completes copies only at wait points); on a GPU, wrong values where the copies land after the reads |
+//! | `SkippedWait` | the main loop's `cp_async_wait(STAGES - 2)` before the barrier left out: a step's buffer is read before its copies are known to have landed | the emulated device: "cp.async not complete" (it completes copies only at wait points); on a GPU, wrong values where the copies land after the reads (on the H200 none in 40 cases with B `[K, N]`) |
 //! | `RowPitch`    | the padded-layout mutant (our padded rows' analogue of a wrong swizzle): the fragment reads address the stage rows at the unpadded pitch `BK` while the loader pads them to `BK + BK / 8` | the emulated device: "uninitialized shared memory read" (the padding no copy writes); on a GPU, wrong values |
 //!
 //! Where a mutant differs from the real kernel: `EdgeMask` and `SkippedWait` are changes to
@@ -138,7 +139,7 @@ ptx_kernel! {
         sync_threads();
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
-        core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }>(t_s, p, bias, res, c, None, z, z, m0, n0, tid);
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4>(t_s, p, bias, res, c, None, z, z, m0, n0, tid);
     }
 
     /// One K step at `k0` into buffer `stage`, without edge arithmetic where the tile lies
@@ -300,29 +301,40 @@ fn the_original_passes() {
 /// Runs the cases through mutant `bug` until one catches it, in each B layout, and returns
 /// what caught it (the case's description and the outcome); panics where every case passes.
 fn caught(gpu: &Gpu, name: &str, bug: Bug) -> Vec<(BLayout, String, Outcome)> {
-    let (n, sizes) = cases(gpu);
+    let (n, _) = cases(gpu);
     let mut found = Vec::new();
     for layout in LAYOUTS {
-        let hit = (0..n).find_map(|i| {
-            let c = case(i, layout, sizes);
-            match run(gpu, bug, &c) {
-                Outcome::Passed => None,
-                o => Some((layout, format!("case {i}: {:?}", c.g), o)),
+        match first_failure(gpu, bug, layout) {
+            Some((case, o)) => {
+                report(name, layout, &case, &o);
+                found.push((layout, case, o));
             }
-        });
-        match hit {
-            Some(h) => found.push(h),
             None => panic!("{name}: the mutant passed {n} cases of {layout:?} undetected"),
         }
     }
-    for (layout, case, o) in &found {
-        match o {
-            Outcome::WrongValue(w) => println!("{name} ({layout:?}): {case}: a wrong value: {w}"),
-            Outcome::Device(e) => println!("{name} ({layout:?}): {case}: the device: {e}"),
-            Outcome::Passed => unreachable!("only failures are kept"),
-        }
-    }
     found
+}
+
+/// The first of the cases of `layout` that mutant `bug` fails (its description and the
+/// outcome), if any.
+fn first_failure(gpu: &Gpu, bug: Bug, layout: BLayout) -> Option<(String, Outcome)> {
+    let (n, sizes) = cases(gpu);
+    (0..n).find_map(|i| {
+        let c = case(i, layout, sizes);
+        match run(gpu, bug, &c) {
+            Outcome::Passed => None,
+            o => Some((format!("case {i}: {:?}", c.g), o)),
+        }
+    })
+}
+
+/// Prints what caught a mutant.
+fn report(name: &str, layout: BLayout, case: &str, o: &Outcome) {
+    match o {
+        Outcome::WrongValue(w) => println!("{name} ({layout:?}): {case}: a wrong value: {w}"),
+        Outcome::Device(e) => println!("{name} ({layout:?}): {case}: the device: {e}"),
+        Outcome::Passed => unreachable!("only failures are kept"),
+    }
 }
 
 /// Whether `e` is the emulated device's report of the check `check`.
@@ -350,12 +362,26 @@ fn skipped_wait_is_caught() {
     let Some(gpu) = gpu_or_skip(name) else {
         return;
     };
-    for (layout, case, o) in caught(&gpu, name, Bug::SkippedWait) {
-        if is_emulated(&gpu) {
+    if is_emulated(&gpu) {
+        for (layout, case, o) in caught(&gpu, name, Bug::SkippedWait) {
             assert!(
                 matches!(&o, Outcome::Device(e) if emulator_reports(e, "cp.async not complete")),
                 "{layout:?} {case}: caught, but not by the emulated device's cp.async check"
             );
+        }
+        return;
+    }
+    // On a GPU the skipped wait is a race: the copies may land before the reads, in every
+    // case. What the hardware showed is reported; it shows nothing that a device error
+    // could name (the kernel reads only its own shared memory).
+    let (n, _) = cases(&gpu);
+    for layout in LAYOUTS {
+        match first_failure(&gpu, Bug::SkippedWait, layout) {
+            Some((case, Outcome::Device(e))) => panic!("{layout:?} {case}: a device error: {e}"),
+            Some((case, o)) => report(name, layout, &case, &o),
+            None => println!(
+                "{name} ({layout:?}): not observed on this GPU in {n} cases (the race the emulated device detects at every wait)"
+            ),
         }
     }
 }

@@ -275,7 +275,7 @@ ptx_kernel! {
         // through the epilogue.
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
-        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
@@ -580,7 +580,7 @@ ptx_kernel! {
     }
 
     /// Writes the tile: per half of its rows, the threads' accumulators to shared memory,
-    /// then each thread takes 4 consecutive elements of a row at a time.
+    /// then the half through the shared epilogue (`core::write_rows`).
     fn epilogue<const BM: u32, const BN: u32>(
         acc: [[f32; 8]; 8],
         t_s: Shared<[f32; BM / 2 * BN]>,
@@ -595,7 +595,6 @@ ptx_kernel! {
         n0: u32,
         tid: u32,
     ) {
-        let threads = (BM / 8) * (BN / 8);
         let ty = tid / (BN / 8);
         let tx = tid % (BN / 8);
         #[unroll]
@@ -610,23 +609,7 @@ ptx_kernel! {
                 }
             }
             sync_threads();
-            let mut e = tid * 4;
-            while ((e as u64) + 4) <= (t_s.len() as u64) {
-                let row = m0 + h * (BM / 2) + e / BN;
-                let col = n0 + e % BN;
-                if (row < p.m) & (col < p.n) {
-                    let v = t_s.load4(e);
-                    if let Some(w) = ws {
-                        // Block `zs` is split `zs % splits` of matrix `z`: its plane is
-                        // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
-                        let plane = (zs % p.splits as u64) * p.batch as u64 + z;
-                        w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
-                    } else {
-                        core::store_out::<f32>(p, bias, res, c, z, row, col, v);
-                    }
-                }
-                e += threads * 4;
-            }
+            core::write_rows::<f32, { BM / 2 }, BN, BN, { (BM / 8) * (BN / 8) }, 2>(t_s, p, bias, res, c, ws, zs, z, m0 + h * (BM / 2), n0, tid);
             sync_threads();
         }
     }

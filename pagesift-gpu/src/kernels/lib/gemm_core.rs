@@ -124,6 +124,24 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     vec: bool,
     tid: u32,
 ) {
+    // Chunks per row; where the threads cover whole rows per turn, a thread's chunks lie in
+    // one column of chunks, `THREADS / CPR` rows apart: one address, stepped.
+    let cpr = RUN * size_of::<T>() / 16;
+    if FAST & (THREADS % (RUN * size_of::<T>() / 16) == 0) {
+        let rt = tid / cpr;
+        let ct = (tid % cpr) * (16 / size_of::<T>());
+        let et = off + (r0 + rt) as u64 * ld as u64 + (c0 + ct) as u64;
+        let step = (THREADS / cpr) as u64 * ld as u64;
+        let st = base + rt * LDS + ct;
+        #[unroll]
+        for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
+            // SAFETY: as below.
+            unsafe {
+                t.cp_async16_unchecked(st + q * (THREADS / cpr) * LDS, x, et + q as u64 * step);
+            }
+        }
+        return;
+    }
     #[unroll]
     for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
         let i = tid + q * THREADS;
@@ -400,7 +418,11 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
 /// shared memory (rows `LDT` apart) goes to C (or the split-K workspace) 4 consecutive
 /// elements of a row per thread and turn, rows `m0..` and columns `n0..` of matrix `z`.
-fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32>(
+/// The turns go in groups of `G`: first the group's reads of C and the residual, then its
+/// outputs, so that `G` reads per operand are in flight instead of one (`G` as the
+/// kernel's registers allow). Where a turn steps whole rows (`THREADS · 4` a multiple of `BN`) a
+/// thread keeps its columns, and reads their bias once.
+fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32>(
     t_s: Shared<[f32; ROWS * LDT]>,
     p: GemmParams,
     bias: Option<&[f32]>,
@@ -413,31 +435,97 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     n0: u32,
     tid: u32,
 ) {
-    let mut e = tid * 4;
-    while e < ROWS * BN {
-        let row = m0 + e / BN;
-        let col = n0 + e % BN;
-        if (row < p.m) & (col < p.n) {
-            let v = t_s.load4(e / BN * LDT + e % BN);
-            if let Some(w) = ws {
-                // Block `zs` is split `zs % splits` of matrix `z`: its plane is
-                // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
-                let plane = (zs % p.splits as u64) * p.batch as u64 + z;
-                w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
-            } else {
-                store_out::<O>(p, bias, res, c, z, row, col, v);
+    let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
+    let mut e0 = tid * 4;
+    while e0 < ROWS * BN {
+        let mut r = [[0.0f32; 4]; 2 * G];
+        if ws.is_none() {
+            #[unroll]
+            for u in 0..G {
+                let e = e0 + u * THREADS * 4;
+                let row = m0 + e / BN;
+                let col = n0 + e % BN;
+                if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
+                    let x = epi_reads::<O>(p, res, c, z, row, col);
+                    r[2 * u] = x[0];
+                    r[2 * u + 1] = x[1];
+                }
             }
         }
-        e += THREADS * 4;
+        #[unroll]
+        for u in 0..G {
+            let e = e0 + u * THREADS * 4;
+            let row = m0 + e / BN;
+            let col = n0 + e % BN;
+            if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
+                let v = t_s.load4(e / BN * LDT + e % BN);
+                if let Some(w) = ws {
+                    // Block `zs` is split `zs % splits` of matrix `z`: its plane is
+                    // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
+                    let plane = (zs % p.splits as u64) * p.batch as u64 + z;
+                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
+                } else {
+                    if (THREADS * 4) % BN != 0 {
+                        bv = bias4(p, bias, col);
+                    }
+                    epi_write::<O>(p, bias.is_some(), res.is_some(), bv, [r[2 * u], r[2 * u + 1]], c, z, row, col, v);
+                }
+            }
+        }
+        e0 += G * THREADS * 4;
     }
 }
 
 /// The epilogue of 4 consecutive outputs of one row from column `col` (those past `n`
-/// are left alone).
+/// are left alone): its reads, then `epi_write`.
 fn store_out<O>(
     p: GemmParams,
     bias: Option<&[f32]>,
     res: Option<&[O]>,
+    c: &mut [O],
+    z: u64,
+    row: u32,
+    col: u32,
+    acc: [f32; 4],
+) {
+    let bv = bias4(p, bias, col);
+    let r = epi_reads::<O>(p, res, c, z, row, col);
+    epi_write::<O>(p, bias.is_some(), res.is_some(), bv, r, c, z, row, col, acc);
+}
+
+/// The bias of the 4 columns from `col` (0 past `n`, and without a bias).
+fn bias4(p: GemmParams, bias: Option<&[f32]>, col: u32) -> [f32; 4] {
+    let mut bv = [0.0f32; 4];
+    if let Some(bs) = bias {
+        bv = load4_edge::<f32, true>(bs, col as u64, true, col, p.n, false);
+    }
+    bv
+}
+
+/// The epilogue's reads of 4 outputs of one row from `col`: the old C (where `beta` is
+/// not 0) and the residual (where there is one), 0 otherwise and past `n`.
+fn epi_reads<O>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, row: u32, col: u32) -> [[f32; 4]; 2] {
+    let mut r = [[0.0f32; 4]; 2];
+    if p.beta != 0.0 {
+        let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
+        r[0] = load4_edge::<O, false>(c, ci, true, col, p.n, p.vec_c);
+    }
+    if let Some(rs) = res {
+        let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
+        r[1] = load4_edge::<O, true>(rs, ri, true, col, p.n, p.vec_r);
+    }
+    r
+}
+
+/// `C = act(alpha · acc + beta · old + bias) + residual` for 4 outputs of one row from
+/// `col` (those past `n` are left alone), from the reads of `epi_reads` (`r`: the old C,
+/// the residual, added where `has_res`) and `bias4` (`bv`, added where `has_bias`).
+fn epi_write<O>(
+    p: GemmParams,
+    has_bias: bool,
+    has_res: bool,
+    bv: [f32; 4],
+    r: [[f32; 4]; 2],
     c: &mut [O],
     z: u64,
     row: u32,
@@ -452,14 +540,12 @@ fn store_out<O>(
         v[l] = p.alpha * acc[l];
     }
     if p.beta != 0.0 {
-        let old = load4_edge::<O, false>(c, ci, true, col, p.n, p.vec_c);
         #[unroll]
         for l in 0..4 {
-            v[l] = p.beta.mul_add(old[l], v[l]);
+            v[l] = p.beta.mul_add(r[0][l], v[l]);
         }
     }
-    if let Some(bs) = bias {
-        let bv = load4_edge::<f32, true>(bs, col as u64, true, col, p.n, false);
+    if has_bias {
         #[unroll]
         for l in 0..4 {
             v[l] = v[l] + bv[l];
@@ -471,12 +557,10 @@ fn store_out<O>(
             v[l] = act_any(p.act, v[l], p.slope);
         }
     }
-    if let Some(rs) = res {
-        let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
-        let rv = load4_edge::<O, true>(rs, ri, true, col, p.n, p.vec_r);
+    if has_res {
         #[unroll]
         for l in 0..4 {
-            v[l] = v[l] + rv[l];
+            v[l] = v[l] + r[1][l];
         }
     }
     if p.vec_c & whole {
