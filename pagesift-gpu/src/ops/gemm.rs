@@ -562,11 +562,9 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
 /// [`pick_tile`].
 const MMA_TILE_SPEED: [f64; 3] = [1.0, 0.8, 0.55];
 
-/// The tile (and K split) with the least estimated time among the FFMA tiles or (`mma`)
-/// the tensor-core ones: waves of blocks over the device (the driver's occupancy of each
-/// variant), a wave's blocks per multiprocessor times a block's work, over the tile's
-/// relative speed; a K split divides each block's work, multiplies the blocks and adds its
-/// second pass (a tenth). Slices of K stay at least 256 long.
+/// The tile (and K split) with the least estimated time ([`tile_cost`]) among the FFMA
+/// tiles or (`mma`) the tensor-core ones, from the driver's occupancy of each variant and
+/// the tile's relative speed. Slices of K stay at least 256 long.
 fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
     let gpu = stream.gpu();
     let sms = f64::from(gpu.props().sm_count.max(1));
@@ -602,13 +600,8 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
                 break;
             }
             let total = blocks * f64::from(splits);
-            let waves = (total / per_wave).ceil();
-            let per_sm = resident.min((total / sms).ceil());
             let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
-            let mut cost = waves * per_sm * area / speed / f64::from(splits);
-            if splits > 1 {
-                cost *= 1.1;
-            }
+            let cost = tile_cost(total, splits, resident, sms, area / speed);
             let kernel = match (mma, splits) {
                 (true, _) => Kernel::Mma { tile: *t, splits },
                 (false, 1) => Kernel::Tiled(*t),
@@ -628,5 +621,63 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
     Ok(kernel)
 }
 
+/// The estimated time of `total` blocks (over `splits` slices of K) of a tile whose block,
+/// `resident` to a multiprocessor, takes `work` (relative to a full-K 128 × 128 block at
+/// the 128 × 128 tile's speed): waves of `sms · resident` blocks, each as long as a full
+/// one. A multiprocessor with fewer blocks than it holds does not finish them sooner: the
+/// kernels need every resident block's warps to hide their latencies, so a grid that does
+/// not fill the device is split along K until it does. A split divides each block's work
+/// and adds its second pass (a tenth).
+fn tile_cost(total: f64, splits: u32, resident: f64, sms: f64, work: f64) -> f64 {
+    let waves = (total / (sms * resident)).ceil();
+    let cost = waves * resident * work / f64::from(splits);
+    if splits > 1 {
+        cost * 1.1
+    } else {
+        cost
+    }
+}
+
 /// The most slices of K the dispatch splits a GEMM into.
 const MAX_SPLITS: usize = 16;
+
+#[cfg(test)]
+mod tests {
+    use super::tile_cost;
+
+    /// An H200's multiprocessors.
+    const SMS: f64 = 132.0;
+
+    /// The split of 128 × 128 blocks (2 per multiprocessor) that [`tile_cost`] prefers.
+    fn best_split(blocks: f64, max_split: u32) -> u32 {
+        (1..=max_split)
+            .min_by(|&a, &b| {
+                let ca = tile_cost(blocks * f64::from(a), a, 2.0, SMS, 1.0);
+                let cb = tile_cost(blocks * f64::from(b), b, 2.0, SMS, 1.0);
+                ca.total_cmp(&cb)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_grid_short_of_the_device_is_split_until_it_fills_it() {
+        // 512 × 4096: 128 blocks for 264 places; 2 slices fill them.
+        assert_eq!(best_split(128.0, 16), 2);
+        // 128 × 4096: 32 blocks, 8 slices.
+        assert_eq!(best_split(32.0, 16), 8);
+        // 4096 × 4096: 1024 blocks, nearly 4 full waves, no split.
+        assert_eq!(best_split(1024.0, 16), 1);
+    }
+
+    #[test]
+    fn a_partial_wave_costs_a_whole_one() {
+        assert_eq!(
+            tile_cost(265.0, 1, 2.0, SMS, 1.0),
+            tile_cost(528.0, 1, 2.0, SMS, 1.0)
+        );
+        assert!(tile_cost(264.0, 1, 2.0, SMS, 1.0) < tile_cost(265.0, 1, 2.0, SMS, 1.0));
+        // A split's second pass: the same waves cost a tenth more.
+        let one = tile_cost(128.0, 1, 2.0, SMS, 1.0);
+        assert!((tile_cost(256.0, 2, 2.0, SMS, 1.0) - 0.55 * one).abs() < 1e-12);
+    }
+}
