@@ -329,7 +329,7 @@ ptx_kernel! {
         let fast = p.vec_a & p.vec_b & (n0 + GEMV_COLUMNS <= p.n);
         if T == f32 {
             if MT >= 8 {
-                gemv_ffma::<MT, 2>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
+                gemv_ffma::<MT, 1>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
             } else {
                 gemv_ffma::<MT, 4>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
             }
@@ -414,15 +414,16 @@ ptx_kernel! {
                 for u in 0..U {
                     #[unroll]
                     for m in 0..MT {
-                        if m < p.m {
-                            // SAFETY: row m < p.m of A, the same K range (`vec_a`).
-                            let x = unsafe { a.load4_nc_unchecked(a_off + m as u64 * lda + kl + (128 * u) as u64) };
+                        // Rows past `p.m` read the last row again (no branch between the
+                        // loads), their sums are never written.
+                        let xm = a_off + m.min(p.m - 1) as u64 * lda;
+                        // SAFETY: a row below p.m of A, the same K range (`vec_a`).
+                        let x = unsafe { a.load4_nc_unchecked(xm + kl + (128 * u) as u64) };
+                        #[unroll]
+                        for j in 0..4 {
                             #[unroll]
-                            for j in 0..4 {
-                                #[unroll]
-                                for l in 0..4 {
-                                    acc[m][j] = x[l].mul_add(w[4 * u + j][l], acc[m][j]);
-                                }
+                            for l in 0..4 {
+                                acc[m][j] = x[l].mul_add(w[4 * u + j][l], acc[m][j]);
                             }
                         }
                     }
