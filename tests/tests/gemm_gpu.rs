@@ -35,7 +35,7 @@ fn check_at_typed<T: ActElement, O: ActElement>(
     let runs = if is_emulated(&gpu) { 6 } else { 40 };
     let sizes = Sizes::for_gpu(&gpu);
     let max_m = match kernel {
-        Kernel::Gemv { rows } => rows as usize,
+        Kernel::Gemv { rows, .. } => rows as usize,
         _ => usize::MAX,
     };
     let cases = gemm_prop::cases(layout, precision, sizes, max_m);
@@ -115,19 +115,27 @@ fn f32_64x64_split3_nk() {
 }
 #[test]
 fn f32_gemv_1() {
-    check_variant(Kernel::Gemv { rows: 1 }, BLayout::NK);
+    check_variant(Kernel::Gemv { rows: 1, splits: 1 }, BLayout::NK);
 }
 #[test]
 fn f32_gemv_2() {
-    check_variant(Kernel::Gemv { rows: 2 }, BLayout::NK);
+    check_variant(Kernel::Gemv { rows: 2, splits: 1 }, BLayout::NK);
 }
 #[test]
 fn f32_gemv_4() {
-    check_variant(Kernel::Gemv { rows: 4 }, BLayout::NK);
+    check_variant(Kernel::Gemv { rows: 4, splits: 1 }, BLayout::NK);
 }
 #[test]
 fn f32_gemv_8() {
-    check_variant(Kernel::Gemv { rows: 8 }, BLayout::NK);
+    check_variant(Kernel::Gemv { rows: 8, splits: 1 }, BLayout::NK);
+}
+#[test]
+fn f32_gemv_1_split3() {
+    check_variant(Kernel::Gemv { rows: 1, splits: 3 }, BLayout::NK);
+}
+#[test]
+fn f32_gemv_8_split3() {
+    check_variant(Kernel::Gemv { rows: 8, splits: 3 }, BLayout::NK);
 }
 
 fn mma(i: usize, splits: u32) -> Kernel {
@@ -206,8 +214,8 @@ fn check_16bit<T: ActElement, O: ActElement>() {
         check_at_typed::<T, O>(mma(i, 1), flip(layout), Precision::F32);
     }
     check_at_typed::<T, O>(mma(1, 3), BLayout::NK, Precision::F32);
-    for rows in [1, 8] {
-        check_at_typed::<T, O>(Kernel::Gemv { rows }, BLayout::NK, Precision::F32);
+    for (rows, splits) in [(1, 1), (8, 1), (8, 3)] {
+        check_at_typed::<T, O>(Kernel::Gemv { rows, splits }, BLayout::NK, Precision::F32);
     }
 }
 
@@ -238,7 +246,10 @@ fn bf16_mma_to_bf16() {
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
-    assert_eq!(pagesift_gpu::ops::gemm::kernels().len(), 4 + 4 + 4 + 3 * 2);
+    assert_eq!(
+        pagesift_gpu::ops::gemm::kernels().len(),
+        4 + 4 + 4 + 2 + 3 * 2
+    );
 }
 
 #[test]
@@ -284,7 +295,7 @@ fn the_decode_kernel_refuses_what_it_cannot_compute() {
         let e = pagesift_gpu::ops::gemm::gemm_with(
             &stream,
             &g,
-            Kernel::Gemv { rows },
+            Kernel::Gemv { rows, splits: 1 },
             &a,
             &b,
             None,
@@ -344,7 +355,7 @@ fn a_large_shape_through_dispatch() {
         residual: true,
         ..case
     };
-    check(&gpu, &decode, Kernel::Gemv { rows: 8 }).unwrap_or_else(|e| panic!("{e}"));
+    check(&gpu, &decode, Kernel::Gemv { rows: 8, splits: 1 }).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

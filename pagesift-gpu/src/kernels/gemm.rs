@@ -279,13 +279,29 @@ ptx_kernel! {
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
-    /// layout), inputs f32, f16 or bf16 (products and sums in f32): each block takes 4
-    /// consecutive columns (4 rows of W) and its 8 warps split K between them, each lane
-    /// striding along its part with 16-byte loads of W (each weight read once per call,
-    /// whatever the row count) and of the few rows of A. The sums meet in warp reductions,
-    /// then across the warps through shared memory; lane `m` of warp 0 writes row `m` through
-    /// the GEMM epilogue. Grid `(⌈N / 4⌉, batch)`: enough warps to keep the weight bytes in
-    /// flight that a pass at memory speed needs.
+    /// layout), inputs f32, f16 or bf16: each block takes [`GEMV_COLUMNS`] consecutive
+    /// columns (rows of W) and its 8 warps split K between them, in chunks that each lane
+    /// reads as 16-byte vectors (every weight read once per call, whatever the row count).
+    /// f32 inputs are exact FFMA: warp `w` takes 4 of the 16 rows of W and every other
+    /// chunk of K (`w / 4`), keeping each vector of A in registers across its 4 rows; the
+    /// lanes' sums meet in warp shuffles. f16 and bf16 inputs go through tensor cores
+    /// (`mma.m16n8k16`, exact products, f32 accumulators): a warp's 16 rows of W are the
+    /// fragment A and up to 8 rows of A the fragment B, each lane holding 16 consecutive
+    /// bytes of K of its rows (a permutation of K that the two fragments share), so that A
+    /// costs half the weight traffic at any row count. Each warp's sums go to shared
+    /// memory, and 32 threads add the parts (in a fixed order) and write 4 columns of a row
+    /// each through the GEMM epilogue, or, split along K (`p.splits > 1`, blocks `y =
+    /// z · splits + s` taking `kc` elements of K each), their raw sums to the workspace
+    /// that `gemm_splitk_reduce` finishes. Grid `(⌈N / 16⌉, batch · splits)`.
+    ///
+    /// # Safety
+    ///
+    /// `p` describes the operands as [`crate::ops::gemm`] fills it in from a validated
+    /// [`crate::Gemm`]: every element of every matrix of A (`batch` matrices of `m × k` at
+    /// `lda`, `batch_a` apart) and of B (`n × k` at `ldb`, `batch_b` apart) lies inside `a`
+    /// and `b`; `vec_a` / `vec_b` only where the rows and batch strides are multiples of 16
+    /// bytes and the slice starts 16-byte aligned; `kc` a multiple of 8; the grid's y
+    /// extent `batch · splits`; `ws` (with `splits > 1`) holds `[splits, batch, m, ldw]`.
     #[variants(
         MT in [1, 2, 4, 8],
         (T, O) in [(f32, f32), (f16, f32), (f16, f16), (bf16, f32), (bf16, bf16)]
@@ -298,61 +314,147 @@ ptx_kernel! {
         bias: Option<&[f32]>,
         res: Option<&[O]>,
         c: &mut [O],
+        ws: Option<&mut [f32]>,
     ) {
-        let part: Shared<[[f32; 4 * MT]; 8]>;
-        let z = block_idx_y() as u64;
-        let lane = lane_id();
-        let warp = warp_id();
-        let n0 = block_idx_x() * 4;
+        // The warps' sums: `[part][row of C][column of the block]`.
+        let part: Shared<[f32; 8 * 8 * GEMV_COLUMNS]>;
+        let ys = block_idx_y();
+        let z = (ys / p.splits) as u64;
+        let kbeg = (ys % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let n0 = block_idx_x() * GEMV_COLUMNS;
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
-        let mut acc = [[0.0f32; 4]; MT];
-        let writes = (warp == 0) & (lane < MT) & (lane < p.m) & (n0 < p.n);
-        // Thread `t` of the block starts at vector `t` (16 bytes: 4 f32 or 8 16-bit
-        // elements), or at element `t`.
-        let t = warp * 32 + lane;
-        let mut k = t * (16 / size_of::<T>());
-        let vec = p.vec_a & p.vec_b;
-        if vec {
-            while k + 16 / size_of::<T>() <= p.k {
-                let mut w = [[0.0f32; 16 / size_of::<T>()]; 4];
-                #[unroll]
-                for j in 0..4 {
-                    if n0 + j < p.n {
-                        let v = b.load_vec_nc::<16>(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64);
-                        #[unroll]
-                        for l in 0..16 / size_of::<T>() {
-                            w[j][l] = v[l] as f32;
-                        }
-                    }
-                }
-                acc = gemv_step::<T, MT>(acc, w, a, p, a_off, k);
-                k += 256 * (16 / size_of::<T>());
-            }
-            // The last elements past the whole vectors, one per thread of the first warp.
-            k = p.k;
-            if warp == 0 {
-                k = (p.k / (16 / size_of::<T>()) * (16 / size_of::<T>()) + lane).min(p.k);
+        // 16-byte rows and every row of W of the block inside N: chunks without edge tests.
+        let fast = p.vec_a & p.vec_b & (n0 + GEMV_COLUMNS <= p.n);
+        if T == f32 {
+            if MT >= 8 {
+                gemv_ffma::<MT, 1>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
+            } else {
+                gemv_ffma::<MT, 4>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
             }
         } else {
-            k = t;
+            gemv_mma::<T, 4>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
         }
-        let step = if vec { p.k } else { 256 };
-        while k < p.k {
+        sync_threads();
+        let tid = thread_idx_x();
+        let row = tid / 4;
+        let col = n0 + (tid % 4) * 4;
+        if (tid < 32) & (row < MT) & (row < p.m) & (col < p.n) {
+            let mut v = [0.0f32; 4];
+            if T == f32 {
+                v = gemv_parts::<2>(part, row * GEMV_COLUMNS + (tid % 4) * 4);
+            } else {
+                v = gemv_parts::<8>(part, row * GEMV_COLUMNS + (tid % 4) * 4);
+            }
+            if let Some(w) = ws {
+                // Block `ys` is slice `ys % splits` of matrix `z`: its plane is
+                // `(ys % splits) · batch + z`.
+                let plane = (ys % p.splits) as u64 * p.batch as u64 + z;
+                w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
+            } else {
+                core::store_out::<O>(p, bias, res, c, z, row, col, v);
+            }
+        }
+    }
+
+    /// The sum of the first `P` parts of `part` at `i` (4 columns), in part order.
+    fn gemv_parts<const P: u32>(part: Shared<[f32; 8 * 8 * GEMV_COLUMNS]>, i: u32) -> [f32; 4] {
+        let mut v = [0.0f32; 4];
+        #[unroll]
+        for s in 0..P {
+            let w = part.load4(s * 8 * GEMV_COLUMNS + i);
             #[unroll]
-            for m in 0..MT {
-                if m < p.m {
-                    let x = a.load_nc(a_off + m as u64 * p.lda as u64 + k as u64) as f32;
+            for l in 0..4 {
+                v[l] = v[l] + w[l];
+            }
+        }
+        v
+    }
+
+    /// The f32 decode path: warp `w` takes rows `r0 = n0 + 4 (w % 4) .. r0 + 4` of W and the
+    /// chunks `w / 4`, `w / 4 + 2`, .. of `128 · U` elements of K from `kbeg`; in a chunk,
+    /// lane `l` takes the vectors at `4 l + 128 u` (`u < U`), all `4 · U` of W loaded
+    /// before the first FFMA. The warp's sums go to `part[w / 4][m][4 (w % 4) + j]`.
+    fn gemv_ffma<const MT: u32, const U: u32>(
+        part: Shared<[f32; 8 * 8 * GEMV_COLUMNS]>,
+        a: &[f32],
+        b: &[f32],
+        p: GemmParams,
+        a_off: u64,
+        b_off: u64,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        fast: bool,
+    ) {
+        let lane = lane_id();
+        let warp = warp_id();
+        let r0 = n0 + 4 * (warp % 4);
+        let ch = 128 * U;
+        let mut k0 = kbeg + (warp / 4) * ch;
+        let wrow = b_off + r0 as u64 * p.ldb as u64;
+        let ldb = p.ldb as u64;
+        let lda = p.lda as u64;
+        let mut acc = [[0.0f32; 4]; MT];
+        if fast {
+            while k0 + ch <= kend {
+                let kl = (k0 + 4 * lane) as u64;
+                let mut w = [[0.0f32; 4]; 4 * U];
+                #[unroll]
+                for u in 0..U {
                     #[unroll]
                     for j in 0..4 {
-                        if n0 + j < p.n {
-                            let w = b.load_nc(b_off + (n0 + j) as u64 * p.ldb as u64 + k as u64) as f32;
-                            acc[m][j] = x.mul_add(w, acc[m][j]);
+                        // SAFETY: rows r0 + j < n and k0 + ch <= k (`fast`), 16-byte aligned
+                        // (`vec_b`, `kbeg` a multiple of 8).
+                        w[4 * u + j] = unsafe { b.load4_nc_unchecked(wrow + j as u64 * ldb + kl + (128 * u) as u64) };
+                    }
+                }
+                #[unroll]
+                for u in 0..U {
+                    #[unroll]
+                    for m in 0..MT {
+                        // Rows past `p.m` read the last row again (no branch between the
+                        // loads), their sums are never written.
+                        let xm = a_off + m.min(p.m - 1) as u64 * lda;
+                        // SAFETY: a row below p.m of A, the same K range (`vec_a`).
+                        let x = unsafe { a.load4_nc_unchecked(xm + kl + (128 * u) as u64) };
+                        #[unroll]
+                        for j in 0..4 {
+                            #[unroll]
+                            for l in 0..4 {
+                                acc[m][j] = x[l].mul_add(w[4 * u + j][l], acc[m][j]);
+                            }
+                        }
+                    }
+                }
+                k0 += 2 * ch;
+            }
+        }
+        // The rest of the slice (all of it without 16-byte rows or at the edge of N): each
+        // vector through the edge loads, zero past `kend` and past the rows of W and A.
+        while k0 < kend {
+            #[unroll]
+            for u in 0..U {
+                let kv = k0 + 4 * lane + 128 * u;
+                let mut w = [[0.0f32; 4]; 4];
+                #[unroll]
+                for j in 0..4 {
+                    w[j] = core::load4_edge::<f32, true>(b, wrow + j as u64 * ldb + kv as u64, r0 + j < p.n, kv, kend, p.vec_b);
+                }
+                #[unroll]
+                for m in 0..MT {
+                    let x = core::load4_edge::<f32, true>(a, a_off + m as u64 * lda + kv as u64, m < p.m, kv, kend, p.vec_a);
+                    #[unroll]
+                    for j in 0..4 {
+                        #[unroll]
+                        for l in 0..4 {
+                            acc[m][j] = x[l].mul_add(w[j][l], acc[m][j]);
                         }
                     }
                 }
             }
-            k += step;
+            k0 += 2 * ch;
         }
         #[unroll]
         for m in 0..MT {
@@ -368,54 +470,144 @@ ptx_kernel! {
             }
         }
         if lane == 0 {
+            let o = (warp / 4) * 8 * GEMV_COLUMNS + 4 * (warp % 4);
             #[unroll]
             for m in 0..MT {
-                #[unroll]
-                for j in 0..4 {
-                    part[warp][4 * m + j] = acc[m][j];
-                }
+                part.store4(o + m * GEMV_COLUMNS, acc[m]);
             }
-        }
-        sync_threads();
-        if writes {
-            // Lane `m` sums row `m` over the warps, in warp order.
-            let mut v = [0.0f32; 4];
-            #[unroll]
-            for w in 0..8 {
-                #[unroll]
-                for j in 0..4 {
-                    v[j] = v[j] + part[w][4 * lane + j];
-                }
-            }
-            core::store_out::<O>(p, bias, res, c, z, lane, n0, v);
         }
     }
 
-    /// `acc[m][j] += A[m][k..k + 16 bytes] · w[j]` for the rows below `p.m`.
-    fn gemv_step<T, const MT: u32>(
-        acc: [[f32; 4]; MT],
-        w: [[f32; 16 / size_of::<T>()]; 4],
+    /// The 16-bit decode path: all 8 warps take the block's 16 rows of W, warp `w` the
+    /// chunks `w`, `w + 8`, .. of `32 · U` elements of K from `kbeg`. Lane `(g, t) = (l / 4,
+    /// l % 4)` loads, at `k = 32 u + 8 t` of a chunk, 8 elements of rows `g` and `g + 8` of
+    /// W and of row `g` of A: the fragments of two `m16n8k16` products (elements 0-3, 4-7),
+    /// whose K order the A and B fragments share. The accumulators (rows `g`, `g + 8` of W,
+    /// rows `2 t`, `2 t + 1` of A) go to `part[w]`.
+    fn gemv_mma<T, const U: u32>(
+        part: Shared<[f32; 8 * 8 * GEMV_COLUMNS]>,
         a: &[T],
+        b: &[T],
         p: GemmParams,
         a_off: u64,
-        k: u32,
-    ) -> [[f32; 4]; MT] {
-        let mut d = acc;
-        #[unroll]
-        for m in 0..MT {
-            if m < p.m {
-                let x = a.load_vec_nc::<16>(a_off + m as u64 * p.lda as u64 + k as u64);
+        b_off: u64,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        fast: bool,
+    ) {
+        let lane = lane_id();
+        let warp = warp_id();
+        let g = lane / 4;
+        let t = lane % 4;
+        let ch = 32 * U;
+        let mut k0 = kbeg + warp * ch;
+        let wg = b_off + (n0 + g) as u64 * p.ldb as u64;
+        let wg8 = wg + 8 * p.ldb as u64;
+        let xg = a_off + g as u64 * p.lda as u64;
+        let xok = g < p.m;
+        let mut acc = [0.0f32; 4];
+        if fast {
+            while k0 + ch <= kend {
+                let kl = (k0 + 8 * t) as u64;
+                let mut e = [[0u32; 4]; U];
+                let mut f = [[0u32; 4]; U];
+                let mut x = [[0u32; 4]; U];
                 #[unroll]
-                for j in 0..4 {
-                    #[unroll]
-                    for l in 0..16 / size_of::<T>() {
-                        d[m][j] = (x[l] as f32).mul_add(w[j][l], d[m][j]);
+                for u in 0..U {
+                    // SAFETY: rows n0 + g, n0 + g + 8 < n and k0 + ch <= k (`fast`), 16-byte
+                    // aligned (`vec_b`, `kbeg` a multiple of 8).
+                    e[u] = pack8::<T>(unsafe { b.load_vec_nc_unchecked::<16>(wg + kl + (32 * u) as u64) });
+                    f[u] = pack8::<T>(unsafe { b.load_vec_nc_unchecked::<16>(wg8 + kl + (32 * u) as u64) });
+                }
+                #[unroll]
+                for u in 0..U {
+                    if xok {
+                        // SAFETY: row g < p.m of A, the same K range (`vec_a`).
+                        x[u] = pack8::<T>(unsafe { a.load_vec_nc_unchecked::<16>(xg + kl + (32 * u) as u64) });
                     }
+                }
+                #[unroll]
+                for u in 0..U {
+                    acc = mma16::<T>([e[u][0], f[u][0], e[u][1], f[u][1]], [x[u][0], x[u][1]], acc);
+                    acc = mma16::<T>([e[u][2], f[u][2], e[u][3], f[u][3]], [x[u][2], x[u][3]], acc);
+                }
+                k0 += 8 * ch;
+            }
+        }
+        // The rest of the slice through the edge loads (zero past `kend`, N and M).
+        while k0 < kend {
+            #[unroll]
+            for u in 0..U {
+                let kv = k0 + 8 * t + 32 * u;
+                let e = load8_edge::<T>(b, wg + kv as u64, n0 + g < p.n, kv, kend, p.vec_b);
+                let f = load8_edge::<T>(b, wg8 + kv as u64, n0 + g + 8 < p.n, kv, kend, p.vec_b);
+                let x = load8_edge::<T>(a, xg + kv as u64, xok, kv, kend, p.vec_a);
+                acc = mma16::<T>([e[0], f[0], e[1], f[1]], [x[0], x[1]], acc);
+                acc = mma16::<T>([e[2], f[2], e[3], f[3]], [x[2], x[3]], acc);
+            }
+            k0 += 8 * ch;
+        }
+        let o = warp * 8 * GEMV_COLUMNS + 2 * t * GEMV_COLUMNS + g;
+        part[o] = acc[0];
+        part[o + GEMV_COLUMNS] = acc[1];
+        part[o + 8] = acc[2];
+        part[o + GEMV_COLUMNS + 8] = acc[3];
+    }
+
+    /// `d + a · b` on tensor cores for 16-bit `T`.
+    fn mma16<T>(a: [u32; 4], b: [u32; 2], d: [f32; 4]) -> [f32; 4] {
+        let mut r = d;
+        if T == f16 {
+            r = mma_m16n8k16_f16(a, b, d);
+        } else {
+            r = mma_m16n8k16_bf16(a, b, d);
+        }
+        r
+    }
+
+    /// 8 16-bit elements as the 4 words of an mma fragment (element `2 i` in the low half of
+    /// word `i`).
+    fn pack8<T>(v: [T; 8]) -> [u32; 4] {
+        let mut r = [0u32; 4];
+        #[unroll]
+        for i in 0..4 {
+            if T == f16 {
+                r[i] = f16x2::new(v[2 * i], v[2 * i + 1]).to_bits();
+            } else {
+                r[i] = bf16x2::new(v[2 * i], v[2 * i + 1]).to_bits();
+            }
+        }
+        r
+    }
+
+    /// `x[e..e + 8]` packed (see `pack8`) where `row_ok` and the run `j..j + 8` lies below
+    /// `lim`; elements past `lim` (or all, without `row_ok`) are 0. One 16-byte load when
+    /// `vec` and the run is whole.
+    fn load8_edge<T>(x: &[T], e: u64, row_ok: bool, j: u32, lim: u32, vec: bool) -> [u32; 4] {
+        let mut r = [0u32; 4];
+        if row_ok {
+            if vec & (j + 8 <= lim) {
+                r = pack8::<T>(x.load_vec_nc::<16>(e));
+            } else {
+                let mut h = [0u32; 8];
+                #[unroll]
+                for l in 0..8 {
+                    if j + l < lim {
+                        h[l] = x.load_nc(e + l as u64).to_bits() as u32;
+                    }
+                }
+                #[unroll]
+                for i in 0..4 {
+                    r[i] = h[2 * i] | (h[2 * i + 1] << 16);
                 }
             }
         }
-        d
+        r
     }
+
+    /// Columns of C (rows of W) per block of the decode kernel `gemv`.
+    pub const GEMV_COLUMNS: u32 = 16;
 
     /// The K step of every tile.
     pub const BK: u32 = 16;

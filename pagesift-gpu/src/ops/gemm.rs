@@ -6,7 +6,8 @@
 
 use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, STAGES, TC_ROW,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS, STAGES,
+    TC_ROW,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -42,7 +43,8 @@ const MMA_WARPS: [(u32, u32); 3] = [(2, 4), (4, 2), (2, 2)];
 /// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
 /// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
 /// [`Precision::Tf32x3`], f16 and bf16 inputs), or the decode kernel for at most `rows` (1, 2,
-/// 4 or 8) rows of A against B in the [`BLayout::NK`] layout (any input type).
+/// 4 or 8) rows of A against B in the [`BLayout::NK`] layout (any input type), over `splits`
+/// slices of K (1: no split).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
     Tiled(Tile),
@@ -57,18 +59,20 @@ pub enum Kernel {
     },
     Gemv {
         rows: u32,
+        splits: u32,
     },
 }
 
 impl std::fmt::Display for Kernel {
-    /// `128x128`, `128x128/k3` (split in 3 along K), `mma128x64`, `gemv8`.
+    /// `128x128`, `128x128/k3` (split in 3 along K), `mma128x64`, `gemv8`, `gemv8/k3`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Kernel::Tiled(t) => write!(f, "{}x{}", t.bm, t.bn),
             Kernel::SplitK(t, s) => write!(f, "{}x{}/k{s}", t.bm, t.bn),
             Kernel::Mma { tile: t, splits: 1 } => write!(f, "mma{}x{}", t.bm, t.bn),
             Kernel::Mma { tile: t, splits } => write!(f, "mma{}x{}/k{splits}", t.bm, t.bn),
-            Kernel::Gemv { rows } => write!(f, "gemv{rows}"),
+            Kernel::Gemv { rows, splits: 1 } => write!(f, "gemv{rows}"),
+            Kernel::Gemv { rows, splits } => write!(f, "gemv{rows}/k{splits}"),
         }
     }
 }
@@ -77,16 +81,19 @@ impl std::str::FromStr for Kernel {
     type Err = String;
 
     /// The names of [`Kernel`]'s `Display`: `128x128`, `128x128/k3`, `mma128x64`,
-    /// `mma128x64/k3`, `gemv8` (any tile and count; [`autotune::valid`] checks them).
+    /// `mma128x64/k3`, `gemv8`, `gemv8/k3` (any tile and count; [`autotune::valid`] checks
+    /// them).
     fn from_str(s: &str) -> std::result::Result<Kernel, String> {
         let bad = || {
             format!("{s:?} is not a GEMM kernel name (e.g. 128x128, 128x64/k3, mma128x64, gemv8)")
         };
-        if let Some(rows) = s.strip_prefix("gemv") {
-            return rows
-                .parse()
-                .map(|rows| Kernel::Gemv { rows })
-                .map_err(|_| bad());
+        if let Some(rest) = s.strip_prefix("gemv") {
+            let (rows, splits) = match rest.split_once("/k") {
+                Some((r, k)) => (r, k.parse::<u32>().map_err(|_| bad())?),
+                None => (rest, 1),
+            };
+            let rows = rows.parse().map_err(|_| bad())?;
+            return Ok(Kernel::Gemv { rows, splits });
         }
         let (mma, rest) = match s.strip_prefix("mma") {
             Some(r) => (true, r),
@@ -113,12 +120,15 @@ impl std::str::FromStr for Kernel {
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
 /// Every kernel, for tests and tuning: the FFMA tiles, each also split in 3 along K, the
-/// decode variants, then the tensor-core tiles, each also split in 3 ([`Kernel::serves`]
-/// says which inputs and precisions each takes).
+/// decode variants, the first and last also split in 3, then the tensor-core tiles, each
+/// also split in 3 ([`Kernel::serves`] says which inputs and precisions each takes).
 pub fn kernels() -> Vec<Kernel> {
     let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
     let split = F32_TILES.iter().map(|t| Kernel::SplitK(*t, 3));
-    let gemv = GEMV_ROWS.iter().map(|&rows| Kernel::Gemv { rows });
+    let gemv = GEMV_ROWS
+        .iter()
+        .map(|&rows| Kernel::Gemv { rows, splits: 1 })
+        .chain([1, 8].map(|rows| Kernel::Gemv { rows, splits: 3 }));
     let mma = MMA_TILES
         .iter()
         .flat_map(|&tile| [1, 3].map(|splits| Kernel::Mma { tile, splits }));
@@ -259,8 +269,8 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     let bt = g.b_layout == BLayout::NK;
     let invalid = |message: String| Err(Error::from(error::InvalidArgument { op: OP, message }));
     let splits = match kernel {
-        Kernel::SplitK(_, s) | Kernel::Mma { splits: s, .. } => s,
-        _ => 1,
+        Kernel::SplitK(_, s) | Kernel::Mma { splits: s, .. } | Kernel::Gemv { splits: s, .. } => s,
+        Kernel::Tiled(_) => 1,
     };
     if splits == 0 || g.batch.saturating_mul(splits as usize) > MAX_BATCH {
         return invalid(format!(
@@ -284,7 +294,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     let variant = match kernel {
         Kernel::Tiled(t) | Kernel::SplitK(t, _) => variant(t, bt)?,
         Kernel::Mma { tile, .. } => mma_variant::<T, O>(tile, bt, x3)?,
-        Kernel::Gemv { rows } => {
+        Kernel::Gemv { rows, .. } => {
             if !bt || g.m > rows as usize {
                 return invalid(format!(
                     "the decode kernel for {rows} rows takes B as [N, K] and at most {rows} rows, not {:?} with M = {}",
@@ -317,33 +327,44 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
             variant.entry
         )
     });
-    if let Kernel::Gemv { rows } = kernel {
-        let grid = [(g.n as u32).div_ceil(GEMV_COLUMNS), g.batch as u32, 1];
-        return gemv::launch(
-            stream,
-            LaunchConfig::grid(grid),
-            rows,
-            p,
-            a,
-            b,
-            bias,
-            residual,
-            c,
-        );
+    // Slices of K whole steps long (the last may be shorter, or empty): K steps of the tiled
+    // kernels, whole 16-byte vectors of the decode kernel.
+    let step = match kernel {
+        Kernel::Mma { .. } => mma_k_step(input),
+        Kernel::Gemv { .. } => GEMV_K_STEP,
+        Kernel::Tiled(_) | Kernel::SplitK(..) => BK,
+    };
+    let kc = (g.k as u32)
+        .div_ceil(splits)
+        .next_multiple_of(step)
+        .max(step);
+    let p = GemmParams { splits, kc, ..p };
+    if let Kernel::Gemv { rows, .. } = kernel {
+        // Grid (column groups, batch × slices of K).
+        let grid = [
+            (g.n as u32).div_ceil(GEMV_COLUMNS),
+            g.batch as u32 * splits,
+            1,
+        ];
+        let cfg = LaunchConfig::grid(grid);
+        let launch = |bias: Option<&dyn DeviceRead<f32>>,
+                      residual: Option<&dyn DeviceRead<O>>,
+                      c: &mut _,
+                      ws: Option<&mut dyn DeviceWrite<f32>>| {
+            // SAFETY: `p` comes from the validated `g` (every element of A and B inside the
+            // views, `vec_*` from the views' alignment and strides), `kc` is a multiple of
+            // 8, the grid's y extent is `batch · splits` and `ws` is the workspace of
+            // `with_splits` below.
+            unsafe { gemv::launch(stream, cfg, rows, p, a, b, bias, residual, c, ws) }
+        };
+        return with_splits(stream, g, p, bias, residual, c, launch);
     }
     let (tile, mma) = match kernel {
         Kernel::Mma { tile, .. } => (tile, true),
         Kernel::Tiled(t) | Kernel::SplitK(t, _) => (t, false),
         Kernel::Gemv { .. } => unreachable!("launched above"),
     };
-    // The tiled kernels: grid (N tiles, M tiles, batch × slices of K), the slices whole K
-    // steps long (the last may be shorter, or empty).
-    let step = if mma { mma_k_step(input) } else { BK };
-    let kc = (g.k as u32)
-        .div_ceil(splits)
-        .next_multiple_of(step)
-        .max(step);
-    let p = GemmParams { splits, kc, ..p };
+    // The tiled kernels: grid (N tiles, M tiles, batch × slices of K).
     let grid = [
         (g.n as u32).div_ceil(tile.bn),
         (g.m as u32).div_ceil(tile.bm),
@@ -376,6 +397,28 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
             )
         }
     };
+    with_splits(stream, g, p, bias, residual, c, launch)
+}
+
+/// Runs `launch` through the epilogue (`p.splits` 1), or split along K: into a workspace of
+/// `[splits, batch, M, ldw]` raw sums, then `gemm_splitk_reduce`'s pass through the
+/// epilogue.
+#[allow(clippy::too_many_arguments)]
+fn with_splits<O: ActElement, C: DeviceWrite<O>>(
+    stream: &Stream,
+    g: &Gemm,
+    p: GemmParams,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<O>>,
+    c: &mut C,
+    launch: impl FnOnce(
+        Option<&dyn DeviceRead<f32>>,
+        Option<&dyn DeviceRead<O>>,
+        &mut C,
+        Option<&mut dyn DeviceWrite<f32>>,
+    ) -> Result<()>,
+) -> Result<()> {
+    let splits = p.splits;
     if splits == 1 {
         return launch(bias, residual, c, None);
     }
@@ -444,8 +487,27 @@ pub fn launch_params<T: ActElement, O: ActElement>(
     }
 }
 
-/// Columns of C per block of the decode kernel (its 8 warps split K).
-const GEMV_COLUMNS: u32 = 4;
+/// The decode kernel's slices of K are multiples of this many elements (whole 16-byte
+/// vectors of any input type).
+const GEMV_K_STEP: u32 = 8;
+
+/// The shortest slice of K the dispatch gives a decode block: a turn of its 8 warps over
+/// 16-byte vectors (1024 elements of 16-bit inputs, two of f32).
+const GEMV_MIN_SLICE: usize = 1024;
+
+/// Slices of K for the decode kernel: 1 where its `blocks` (column groups × batch) fill a
+/// wave of `per_wave` (the device's resident blocks), else as many as make about one wave,
+/// each at least [`GEMV_MIN_SLICE`] of the `k` elements long and at most [`MAX_SPLITS`],
+/// within `MAX_BATCH` blocks along y for a batch of `batch`.
+pub fn gemv_splits(blocks: u64, per_wave: u64, k: usize, batch: usize) -> u32 {
+    if blocks == 0 || blocks >= per_wave {
+        return 1;
+    }
+    let fill = (per_wave / blocks) as usize;
+    let long = k / GEMV_MIN_SLICE;
+    let cap = MAX_BATCH / batch.max(1);
+    fill.min(long).min(MAX_SPLITS).min(cap).max(1) as u32
+}
 
 /// The dynamic shared memory of a tile's kernel: two K steps of A and B, which the
 /// epilogue's half tile (`BM / 2 × BN`) reuses.
@@ -511,36 +573,43 @@ pub fn mma_variant<T: ActElement, O: ActElement>(
 }
 
 /// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
-/// memory speed, exact products and f32 sums whatever the precision); else for f32 inputs
+/// memory speed, exact products and f32 sums whatever the precision), split along K where
+/// its blocks do not fill the device ([`gemv_splits`]); else for f32 inputs
 /// the tile of [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that
 /// has them (compute capability 8.0 or later), the FFMA tiles otherwise; f16 and bf16 inputs
 /// take the tensor-core tiles (an error on a device without them).
 fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
+    if T::DTYPE != Dtype::F32 && !tensor_cores {
+        let (major, minor) = stream.gpu().props().compute_capability;
+        return Err(Error::from(error::Unsupported {
+            kernel: format!("gemm with {} inputs", T::DTYPE.name()),
+            reason: format!(
+                "its tensor-core kernels need compute capability 8.0 or later, the device has {major}.{minor}"
+            ),
+        }));
+    }
     if g.b_layout == BLayout::NK && g.m <= 8 {
         let rows = GEMV_ROWS
             .iter()
             .copied()
             .find(|&r| r as usize >= g.m)
             .unwrap_or(8);
+        let gpu = stream.gpu();
+        let v = gemv::variant::<T, O>(rows)
+            .ok_or_else(|| crate::__private::variant_not_compiled("gemv", format!("MT={rows}")))?;
+        let per_wave = u64::from(gpu.props().sm_count) * u64::from(gpu.blocks_per_sm(v, 0)?);
+        let blocks = (g.n as u64).div_ceil(u64::from(GEMV_COLUMNS)) * g.batch as u64;
+        let splits = gemv_splits(blocks, per_wave, g.k, g.batch);
         super::log_dispatch(|| {
             format!(
-                "gemm decode kernel for {rows} rows (M = {} <= 8, B [N, K])",
+                "gemm decode kernel for {rows} rows (M = {} <= 8, B [N, K]), {blocks} blocks for {per_wave} resident: {splits} slices of K",
                 g.m
             )
         });
-        return Ok(Kernel::Gemv { rows });
+        return Ok(Kernel::Gemv { rows, splits });
     }
     if T::DTYPE != Dtype::F32 {
-        if !tensor_cores {
-            let (major, minor) = stream.gpu().props().compute_capability;
-            return Err(Error::from(error::Unsupported {
-                kernel: format!("gemm with {} inputs", T::DTYPE.name()),
-                reason: format!(
-                    "its tensor-core kernels need compute capability 8.0 or later, the device has {major}.{minor}"
-                ),
-            }));
-        }
         return pick_tile::<T, O>(stream, g, true);
     }
     if g.precision != Precision::F32 && tensor_cores {
@@ -643,8 +712,7 @@ const MAX_SPLITS: usize = 16;
 
 #[cfg(test)]
 mod tests {
-    use super::tile_cost;
-
+    use super::*;
     /// An H200's multiprocessors.
     const SMS: f64 = 132.0;
 
@@ -679,5 +747,48 @@ mod tests {
         // A split's second pass: the same waves cost a tenth more.
         let one = tile_cost(128.0, 1, 2.0, SMS, 1.0);
         assert!((tile_cost(256.0, 2, 2.0, SMS, 1.0) - 0.55 * one).abs() < 1e-12);
+    }
+
+    /// The resident blocks of the decode kernel on an H200: 132 multiprocessors, 2 blocks of
+    /// 256 threads each at 128 registers.
+    const H200_WAVE: u64 = 132 * 2;
+
+    fn blocks(n: u64) -> u64 {
+        n.div_ceil(u64::from(GEMV_COLUMNS))
+    }
+
+    #[test]
+    fn the_decode_kernel_splits_k_only_where_its_blocks_leave_the_device_idle() {
+        // Grids that fill a wave: one pass.
+        assert_eq!(gemv_splits(blocks(4096), H200_WAVE, 4096, 1), 1);
+        assert_eq!(gemv_splits(blocks(14336), H200_WAVE, 4096, 1), 1);
+        assert_eq!(
+            gemv_splits(8 * blocks(1024), H200_WAVE, 4096, 8),
+            1,
+            "a batch of 8"
+        );
+        // Small N with a long K: about one wave of blocks.
+        assert_eq!(gemv_splits(blocks(1024), H200_WAVE, 14336, 1), 4);
+        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 14336, 1), 8);
+        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 14336, 1), 14);
+        // Each slice at least a turn of the block's warps long, at most MAX_SPLITS of them.
+        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 4096, 1), 4);
+        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 2000, 1), 1);
+        assert_eq!(gemv_splits(1, H200_WAVE, 1 << 20, 1), MAX_SPLITS as u32);
+        // Within the grid's batch × slices limit, and nothing to split.
+        assert_eq!(gemv_splits(1, H200_WAVE, 1 << 20, MAX_BATCH), 1);
+        assert_eq!(gemv_splits(0, H200_WAVE, 4096, 1), 1);
+    }
+
+    #[test]
+    fn decode_kernel_names_carry_their_slices() {
+        for k in [
+            Kernel::Gemv { rows: 8, splits: 1 },
+            Kernel::Gemv { rows: 1, splits: 5 },
+        ] {
+            assert_eq!(k.to_string().parse::<Kernel>(), Ok(k));
+        }
+        assert_eq!(Kernel::Gemv { rows: 2, splits: 3 }.to_string(), "gemv2/k3");
+        assert!("gemv4/kx".parse::<Kernel>().is_err());
     }
 }

@@ -93,8 +93,11 @@ pub fn valid(kernel: Kernel, g: &Gemm, input: Dtype, cc: (u32, u32)) -> bool {
     match kernel {
         Kernel::Tiled(t) => f32_tile(t),
         Kernel::SplitK(t, s) => f32_tile(t) && s > 1 && splits_ok(s),
-        Kernel::Gemv { rows } => {
-            GEMV_ROWS.contains(&rows) && g.m <= rows as usize && g.b_layout == BLayout::NK
+        Kernel::Gemv { rows, splits } => {
+            GEMV_ROWS.contains(&rows)
+                && g.m <= rows as usize
+                && g.b_layout == BLayout::NK
+                && splits_ok(splits)
         }
         Kernel::Mma { tile, splits } => {
             MMA_TILES.contains(&tile) && splits_ok(splits) && cc >= (8, 0)
@@ -214,15 +217,25 @@ mod tests {
             tile: MMA_TILES[0],
             splits: 1,
         };
-        assert!(valid(Kernel::Gemv { rows: 8 }, &g, Dtype::F32, (9, 0)));
+        assert!(valid(
+            Kernel::Gemv { rows: 8, splits: 1 },
+            &g,
+            Dtype::F32,
+            (9, 0)
+        ));
         assert!(
-            !valid(Kernel::Gemv { rows: 4 }, &g, Dtype::F32, (9, 0)),
+            !valid(Kernel::Gemv { rows: 4, splits: 1 }, &g, Dtype::F32, (9, 0)),
             "too few rows"
         );
-        assert!(valid(Kernel::Gemv { rows: 8 }, &g, Dtype::F16, (9, 0)));
+        assert!(valid(
+            Kernel::Gemv { rows: 8, splits: 1 },
+            &g,
+            Dtype::F16,
+            (9, 0)
+        ));
         let kn = Gemm::new(6, 100, 100, BLayout::KN);
         assert!(
-            !valid(Kernel::Gemv { rows: 8 }, &kn, Dtype::F32, (9, 0)),
+            !valid(Kernel::Gemv { rows: 8, splits: 1 }, &kn, Dtype::F32, (9, 0)),
             "B [K, N]"
         );
         assert!(!valid(mma, &g, Dtype::F32, (9, 0)), "exact f32 on TF32");

@@ -45,7 +45,7 @@ impl Family for Gemms {
         for (i, kernel) in kernels().into_iter().enumerate() {
             for layout in [BLayout::KN, BLayout::NK] {
                 let m = match kernel {
-                    Kernel::Gemv { rows } => rows as usize,
+                    Kernel::Gemv { rows, .. } => rows as usize,
                     _ => mn,
                 };
                 if matches!(kernel, Kernel::Gemv { .. }) && layout == BLayout::KN {
