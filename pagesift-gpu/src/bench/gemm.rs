@@ -16,7 +16,10 @@
 //! the output's type) against the plain GEMM. Decode rows add GB/s of weight bytes (at the
 //! inputs' size), and each GEMM's weight GB/s as a share of the bandwidth of a
 //! device-to-device copy of as many bytes, timed right before the row (a copy's GB/s count
-//! the bytes read + written). Without cuBLAS ([`super::cublas`]) the table says so and holds
+//! the bytes read + written). On decode rows every call (ours, cuBLAS's, the copy's) reads
+//! the next of several copies of B, at least [`ROTATION_BYTES`] of them together, so that
+//! the weights come from memory and not from the previous call's leftovers in the L2 cache
+//! (50 MB on an H200, more than the 32 MB of 16-bit 4096 × 4096 weights). Without cuBLAS ([`super::cublas`]) the table says so and holds
 //! our figures alone.
 //!
 //! [`measure_gemm`] gives the figures of one shape's rows to any caller (the self test's
@@ -302,6 +305,10 @@ struct Operands<T: ActElement> {
     c: DeviceBuffer<T>,
     /// On a decode shape, where the copy of B goes.
     b_copy: Option<DeviceBuffer<T>>,
+    /// On a decode shape, the other copies of B that the calls rotate through.
+    b_rot: Vec<DeviceBuffer<T>>,
+    /// The copy of B (0 for `b`, else `b_rot[turn - 1]`) that `b` holds now.
+    turn: usize,
     /// A and B as stored, widened to f32: the reference's inputs.
     a_stored: Vec<f32>,
     b_stored: Vec<f32>,
@@ -324,6 +331,15 @@ impl<T: BenchInput> Operands<T> {
         let round = |v: &[f32]| -> Vec<T> { v.iter().map(|&x| T::from_f32(x)).collect() };
         let widen = |v: &[T]| -> Vec<f32> { v.iter().map(|&x| x.to_f32()).collect() };
         let (a, b) = (round(&values.a), round(&values.b));
+        let copies = if decode {
+            (ROTATION_BYTES.div_ceil((b.len() * T::DTYPE.size()).max(1))).clamp(1, 16)
+        } else {
+            1
+        };
+        let mut b_rot = Vec::with_capacity(copies - 1);
+        for _ in 1..copies {
+            b_rot.push(DeviceBuffer::from_host(gpu, &b)?);
+        }
         Ok(Some(Operands {
             a: DeviceBuffer::from_host(gpu, &a)?,
             b: DeviceBuffer::from_host(gpu, &b)?,
@@ -335,12 +351,34 @@ impl<T: BenchInput> Operands<T> {
             } else {
                 None
             },
+            b_rot,
+            turn: 0,
             a_stored: widen(&a),
             b_stored: widen(&b),
             bars: [None, None],
         }))
     }
+
+    /// Puts the next copy of B in `b` (the copies hold the same values).
+    fn rotate(&mut self) {
+        if self.b_rot.is_empty() {
+            return;
+        }
+        let next = (self.turn + 1) % (self.b_rot.len() + 1);
+        // Back to the original order first, then the next copy into `b`.
+        if self.turn > 0 {
+            std::mem::swap(&mut self.b, &mut self.b_rot[self.turn - 1]);
+        }
+        if next > 0 {
+            std::mem::swap(&mut self.b, &mut self.b_rot[next - 1]);
+        }
+        self.turn = next;
+    }
 }
+
+/// The least bytes of the copies of B that decode rows rotate through: four times an H200's
+/// L2 cache.
+pub const ROTATION_BYTES: usize = 200 << 20;
 
 /// What every row of one shape shares.
 struct ShapeBench<'a> {
@@ -364,28 +402,35 @@ impl ShapeBench<'_> {
                 CublasMath::Default
             };
             let ms = self.timing.per_call_ms(stream, || {
+                ops.rotate();
                 // SAFETY: every use of the operands is on `stream` (their earlier work was
                 // waited for before the first row), so stream order places this call among
                 // them; `max_error` synchronizes `stream` before reading C, and the caller's
-                // `Drain` before they drop.
+                // `Drain` before they drop (the rotated copies of B live in `ops` as well).
                 unsafe { T::cublas_gemm(cublas, stream, &self.g, math, ops) }
             })?;
             ops.bars[tf32 as usize] = Some((ms, self.max_error(ops)?));
         }
-        let copy_ms = match &mut ops.b_copy {
-            Some(w) => Some(
-                self.timing
-                    .per_call_ms(stream, || stream.copy_dtod_async(w, &ops.b))?,
-            ),
+        let copy_ms = match ops.b_copy.take() {
+            Some(mut w) => {
+                let ms = self.timing.per_call_ms(stream, || {
+                    ops.rotate();
+                    stream.copy_dtod_async(&mut w, &ops.b)
+                });
+                ops.b_copy = Some(w);
+                Some(ms?)
+            }
             None => None,
         };
         let g = self.g.with_precision(mode.precision());
         let ours_ms = self.timing.per_call_ms(stream, || {
+            ops.rotate();
             gemm(stream, &g, &ops.a, &ops.b, None, None, &mut ops.c)
         })?;
         let ours_err = self.max_error(ops)?;
         let ge = g.with_act(Act::Gelu);
         let fused_ms = self.timing.per_call_ms(stream, || {
+            ops.rotate();
             gemm(
                 stream,
                 &ge,
