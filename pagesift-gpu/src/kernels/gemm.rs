@@ -13,12 +13,13 @@
 //!   products, the rows `ty·4 .. +4` and `BM/2 + ty·4 .. +4`, likewise the columns, so that the
 //!   shared reads of a warp are conflict-free 16-byte vectors;
 //! - **epilogue** (`epilogue`): the accumulators go through shared memory half a tile at a
-//!   time, and the threads then walk the half in row order: 16-byte coalesced reads of `C` and
-//!   the residual, the bias per column, the activation (a uniform runtime choice, the shared
-//!   activation library), 16-byte stores where the row allows them.
+//!   time, and the shared `core::write_rows` walks each half in row order: 16-byte coalesced
+//!   reads of `C` and the residual (a group of them in flight), the bias per column, the
+//!   activation (a uniform runtime choice, the shared activation library), 16-byte stores
+//!   where the row allows them.
 //!
 //! The tensor-core kernel's pieces (its `cp.async` loader, TF32 and f16 / bf16 steps, the
-//! padded output tile) and the epilogue that every kernel shares (`store_out`), with
+//! padded output tile) and the epilogue that every kernel shares (`write_rows`, `store_out`), with
 //! [`GemmParams`], are the helper library `lib/gemm_core.rs` (`core::` here), which the tests'
 //! mutants of these kernels read as well.
 //!
