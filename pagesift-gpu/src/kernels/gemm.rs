@@ -273,10 +273,11 @@ ptx_kernel! {
         cp_async_wait_all();
         sync_threads();
         // The accumulators to the padded tile (over the pipeline's buffers), then the rows
-        // through the epilogue.
+        // through the epilogue, `BK² / 1024` runs of reads in flight: 1 for TF32 (whose 128
+        // registers hold no more without spilling), 4 for 16-bit inputs.
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
-        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`
