@@ -100,71 +100,23 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let ktiles = (p.k + (BK - 1)) / BK;
         let mut kend = p.k;
         if BUG == Bug::EdgeMask {
             kend = p.k - 1;
         }
         let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
-        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
-        #[unroll]
-        for s in 0..core::STAGES - 1 {
-            if s < ktiles {
-                load::<BT>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, s * BK, kend, inner, tid);
-            }
-            cp_async_commit();
-        }
-        let mut kt = 0u32;
-        let mut stage = 0u32;
-        while kt < ktiles {
-            if BUG != Bug::SkippedWait {
-                cp_async_wait(core::STAGES - 2);
-            }
-            sync_threads();
-            let next = kt + core::STAGES - 1;
-            if next < ktiles {
-                let ns = if stage == 0 { core::STAGES - 1 } else { stage - 1 };
-                load::<BT>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, next * BK, kend, inner, tid);
-            }
-            cp_async_commit();
-            if BUG == Bug::RowPitch {
-                acc = core::tf32_step::<BM, BN, WM, WN, BT, BK, BK, false>(acc, a_s, b_s, stage, tid);
-            } else {
-                acc = core::tf32_step::<BM, BN, WM, WN, BT, BK, { BK + BK / 8 }, false>(acc, a_s, b_s, stage, tid);
-            }
-            stage = if stage == core::STAGES - 1 { 0 } else { stage + 1 };
-            kt += 1;
+        if BUG == Bug::RowPitch {
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, BK, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
+        } else if BUG == Bug::SkippedWait {
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, false>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
+        } else {
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
         }
         cp_async_wait_all();
         sync_threads();
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
         core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4>(t_s, p, bias, res, c, None, z, z, m0, n0, tid);
-    }
-
-    /// One K step at `k0` into buffer `stage`, without edge arithmetic where the tile lies
-    /// inside M × N with 16-byte rows and the step inside K (as `gemm_mma` chooses).
-    fn load<const BT: bool>(
-        a_s: Shared<[f32; core::STAGES * BM * (BK + BK / 8)]>,
-        b_s: Shared<[f32; core::STAGES * BN * (BK + BK / 8)]>,
-        stage: u32,
-        a: &[f32],
-        b: &[f32],
-        p: GemmParams,
-        a_off: u64,
-        b_off: u64,
-        m0: u32,
-        n0: u32,
-        k0: u32,
-        kend: u32,
-        inner: bool,
-        tid: u32,
-    ) {
-        if inner & (k0 + BK <= kend) {
-            core::tc_load::<f32, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, stage, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-        } else {
-            core::tc_load::<f32, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, stage, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-        }
     }
 }
 

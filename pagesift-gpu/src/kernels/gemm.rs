@@ -54,6 +54,8 @@ ptx_kernel! {
     pub const TC_ROW: u32 = core::TC_ROW;
     /// Their pipeline depth: K steps in flight.
     pub const STAGES: u32 = core::STAGES;
+    /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
+    pub const X3_MAX_WARPS: u32 = 8;
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
@@ -193,13 +195,14 @@ ptx_kernel! {
     /// the grid's z extent `batch · splits`.
     #[target(sm_80)]
     #[variants(
-        (BM, BN, WM, WN) in [(128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
+        (BM, BN, WM, WN) in [(256, 128, 4, 4), (128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
         BT in [false, true],
         (T, O, BK, X3) in [
             (f32, f32, 32, false), (f32, f32, 32, true),
             (f16, f32, 64, false), (f16, f16, 64, false),
             (bf16, f32, 64, false), (bf16, bf16, 64, false)
-        ]
+        ],
+        where !(X3 && WM * WN > X3_MAX_WARPS)
     )]
     #[launch(block = WM * WN * 32, max_regs = if X3 { 255 } else { 128 })]
     pub fn gemm_mma<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
@@ -223,53 +226,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let mut ktiles = 0u32;
-        if kend > kbeg {
-            ktiles = (kend - kbeg + (BK - 1)) / BK;
-        }
-        let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
-        // A block whose tile lies inside M × N with 16-byte rows copies whole K steps without
-        // edge arithmetic (a uniform choice per step).
-        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
-        // The first `STAGES - 1` steps in flight, one commit group each (empty past the end).
-        #[unroll]
-        for s in 0..STAGES - 1 {
-            let k0 = kbeg + s * BK;
-            if s < ktiles {
-                if inner & (k0 + BK <= kend) {
-                    core::tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-                } else {
-                    core::tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-                }
-            }
-            cp_async_commit();
-        }
-        let mut kt = 0u32;
-        let mut stage = 0u32;
-        while kt < ktiles {
-            // Step `kt` has landed (at most `STAGES - 2` younger groups pending), and every
-            // warp is done with the buffer that the next load overwrites.
-            cp_async_wait(STAGES - 2);
-            sync_threads();
-            let next = kt + STAGES - 1;
-            if next < ktiles {
-                let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
-                let k0 = kbeg + next * BK;
-                if inner & (k0 + BK <= kend) {
-                    core::tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-                } else {
-                    core::tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
-                }
-            }
-            cp_async_commit();
-            if T == f32 {
-                acc = core::tf32_step::<BM, BN, WM, WN, BT, BK, { BK + BK / 8 }, X3>(acc, a_s, b_s, stage, tid);
-            } else {
-                acc = core::h16_step::<T, BM, BN, WM, WN, BT, BK, { BK + BK / 8 }>(acc, a_s, b_s, stage, tid);
-            }
-            stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
-            kt += 1;
-        }
+        let acc = core::tc_mainloop::<T, BM, BN, WM, WN, BT, BK, X3, { BK + BK / 8 }, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         // The accumulators to the padded tile (over the pipeline's buffers), then the rows

@@ -7,7 +7,7 @@
 use crate::act::ActElement;
 use crate::kernels::gemm::{
     act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS, STAGES,
-    TC_ROW,
+    TC_ROW, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -33,12 +33,13 @@ pub const F32_TILES: [Tile; 4] = [
 ];
 
 /// The block tiles of the tensor-core kernels, largest first, with their warps along M and N.
-pub const MMA_TILES: [Tile; 3] = [
+pub const MMA_TILES: [Tile; 4] = [
+    Tile { bm: 256, bn: 128 },
     Tile { bm: 128, bn: 128 },
     Tile { bm: 128, bn: 64 },
     Tile { bm: 64, bn: 64 },
 ];
-const MMA_WARPS: [(u32, u32); 3] = [(2, 4), (4, 2), (2, 2)];
+const MMA_WARPS: [(u32, u32); 4] = [(4, 4), (2, 4), (4, 2), (2, 2)];
 
 /// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
 /// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
@@ -138,13 +139,17 @@ pub fn kernels() -> Vec<Kernel> {
 impl Kernel {
     /// Whether the kernel takes inputs of type `input` and computes at least as accurately as
     /// `precision` asks: the FFMA kernels take f32 at every precision, the tensor-core ones
-    /// f32 at TF32 and 3xTF32 and f16 and bf16 (whose products are exact in f32) at every
-    /// precision, the decode kernel f32, f16 and bf16 at every precision (exact products, f32
+    /// f32 at TF32 and 3xTF32 (3xTF32 on tiles of [`mma_tile_serves`]) and f16 and bf16
+    /// (whose products are exact in f32) at every precision, the decode kernel f32, f16 and bf16 at every precision (exact products, f32
     /// sums).
     pub fn serves(self, input: Dtype, precision: Precision) -> bool {
         let half = matches!(input, Dtype::F16 | Dtype::Bf16);
         match self {
-            Kernel::Mma { .. } => half || (input == Dtype::F32 && precision != Precision::F32),
+            Kernel::Mma { tile, .. } => {
+                let x3 = input == Dtype::F32 && precision == Precision::Tf32x3;
+                (half || (input == Dtype::F32 && precision != Precision::F32))
+                    && mma_tile_serves(tile, x3)
+            }
             Kernel::Gemv { .. } => half || input == Dtype::F32,
             Kernel::Tiled(_) | Kernel::SplitK(..) => input == Dtype::F32,
         }
@@ -280,6 +285,13 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     }
     if !kernel.serves(input, g.precision) {
         return invalid(match (kernel, input) {
+            (Kernel::Mma { tile, .. }, Dtype::F32)
+                if g.precision == Precision::Tf32x3 && !mma_tile_serves(tile, true) =>
+            {
+                format!(
+                    "the tensor-core kernel {kernel} has no 3xTF32 variant (3xTF32 blocks have at most {X3_MAX_WARPS} warps)"
+                )
+            }
             (Kernel::Mma { .. }, _) => format!(
                 "the tensor-core kernel {kernel} computes f32 inputs in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
                 g.precision
@@ -526,6 +538,14 @@ pub fn variant(tile: Tile, bt: bool) -> Result<&'static KernelVariant> {
     })
 }
 
+/// Whether the tensor-core kernel has a variant of `tile` (one of [`MMA_TILES`]) for
+/// 3xTF32 (`x3`) or for the other precisions: 3xTF32 blocks have at most
+/// [`X3_MAX_WARPS`] warps.
+pub fn mma_tile_serves(tile: Tile, x3: bool) -> bool {
+    let (wm, wn) = mma_warps(tile);
+    wm * wn > 0 && (!x3 || wm * wn <= X3_MAX_WARPS)
+}
+
 /// The warps along M and N of a tensor-core tile.
 fn mma_warps(tile: Tile) -> (u32, u32) {
     MMA_TILES
@@ -628,8 +648,9 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
 }
 
 /// The relative speed of a multiprocessor full of each tensor-core tile's blocks, for
-/// [`pick_tile`].
-const MMA_TILE_SPEED: [f64; 3] = [1.0, 0.8, 0.55];
+/// [`pick_tile`] (on an H200 the 256 × 128 tile ran 4096³ bf16 in 0.424 ms, 128 × 128 in
+/// 0.430 ms).
+const MMA_TILE_SPEED: [f64; 4] = [1.1, 1.0, 0.8, 0.55];
 
 /// The tile (and K split) with the least estimated time ([`tile_cost`]) among the FFMA
 /// tiles or (`mma`) the tensor-core ones, from the driver's occupancy of each variant and
@@ -647,6 +668,9 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
     };
     let mut best: Option<(f64, Kernel, String)> = None;
     for (t, &speed) in tiles.iter().zip(speeds) {
+        if mma && !mma_tile_serves(*t, x3) {
+            continue;
+        }
         let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
@@ -657,6 +681,13 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
         };
         let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
+        // A tile larger than 128 × 128 only where its blocks fill the device unsplit: split
+        // along K, its fewer and longer slices pay more for the workspace pass than the
+        // tile's reuse gains (on an H200, 256 × 128 in 10 slices ran 512 × 4096 × 4096 bf16
+        // at a third of the speed of 128 × 128 in 2).
+        if t.bm * t.bn > 128 * 128 && blocks < per_wave {
+            continue;
+        }
         // Splitting K pays only where the blocks do not fill one wave of the device (its
         // workspace pass costs M·N·splits reads more than the GEMM writes).
         let max_split = if blocks >= per_wave {

@@ -171,6 +171,37 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// Whether the combination `consts` of `#[variants]` values is a variant: every
+/// `where COND` of the kernel's `#[variants]` holds (`COND` a constant `bool` of the const
+/// parameters).
+pub(super) fn selected(
+    cx: &Ctxt,
+    f: &FnItem,
+    scope: &Scope<'_>,
+    consts: &[(String, ConstVal)],
+) -> bool {
+    if f.variant_filters.is_empty() {
+        return true;
+    }
+    let Some(default) = Target::parse("sm_70") else {
+        return true;
+    };
+    let mut ck = Checker::new(cx, scope, default);
+    let mut scope_map = HashMap::new();
+    for (n, v) in consts {
+        let ty = f
+            .consts
+            .iter()
+            .find(|c| c.name == n.as_str())
+            .map_or(Ty::Enum, |c| const_ty(&c.ty));
+        scope_map.insert(n.clone(), Binding::Const(v.clone(), ty));
+    }
+    ck.frames.push(Frame::new(scope_map, Ty::Unit));
+    f.variant_filters
+        .iter()
+        .all(|e| ck.const_bool(e, "a `where` condition of #[variants]"))
+}
+
 /// Checks one variant of kernel `f`; `None` when it has errors.
 pub(super) fn check_variant(
     cx: &Ctxt,
@@ -462,6 +493,33 @@ impl<'a> Checker<'a> {
             }
         }
         self.scope.helpers.get(name).copied()
+    }
+
+    /// Evaluates `e` as a constant bool (`false`, with an error, where it is not one).
+    pub(super) fn const_bool(&mut self, e: &Expr, what: &str) -> bool {
+        let t = self.check_expr(e, Some(&Ty::Scalar(Scalar::Bool)));
+        let mut k = &t.kind;
+        while let TKind::Block(TBlock {
+            stmts,
+            tail: Some(tail),
+            ..
+        }) = k
+        {
+            if !stmts.is_empty() {
+                break;
+            }
+            k = &tail.kind;
+        }
+        match k {
+            TKind::Const(ConstVal::Bool(b)) => *b,
+            _ => {
+                if t.ty != Ty::Never {
+                    self.cx
+                        .error(e.span, format!("{what} must be a constant bool"));
+                }
+                false
+            }
+        }
     }
 
     /// Evaluates `e` as a constant u32 (block dimensions, array lengths).

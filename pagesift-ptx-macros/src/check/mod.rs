@@ -364,7 +364,10 @@ pub fn check_program<'p>(cx: &Ctxt, prog: &'p Program) -> Checked<'p> {
                 cx.error(c.name.span(), format!("const parameter `{}` becomes the launch argument `{lower}`, which a kernel parameter already uses", c.name));
             }
         }
-        let combos = expand_variants(cx, f);
+        let combos: Vec<_> = expand_variants(cx, f)
+            .into_iter()
+            .filter(|c| checker::selected(cx, f, &scope, c))
+            .collect();
         let expected = combos.len();
         let mut type_values: Vec<(syn::Ident, Vec<Scalar>)> =
             f.types.iter().map(|t| (t.clone(), Vec::new())).collect();

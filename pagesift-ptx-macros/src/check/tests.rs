@@ -209,6 +209,39 @@ fn launch_attributes_per_variant() {
 }
 
 #[test]
+fn a_where_condition_leaves_combinations_out() {
+    let (v, errs) = checked(vec![parse_quote! {
+        #[variants(BM in [32, 64, 128], WIDE in [false, true], where !(WIDE && BM * 2 > 128))]
+        #[launch(block = 32)]
+        pub fn k<const BM: u32, const WIDE: bool>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert!(errs.is_empty(), "{errs:?}");
+    let mut names: Vec<&str> = v[0].iter().map(|x| x.entry.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "k__BM_128__WIDE_false",
+            "k__BM_32__WIDE_false",
+            "k__BM_32__WIDE_true",
+            "k__BM_64__WIDE_false",
+            "k__BM_64__WIDE_true",
+        ]
+    );
+}
+
+#[test]
+fn a_where_condition_must_be_a_constant_bool() {
+    let (_, errs) = checked(vec![parse_quote! {
+        #[variants(BM in [32, 64], where BM + 1)]
+        #[launch(block = 32)]
+        pub fn k<const BM: u32>(y: &mut [f32]) { y[0] = 1.0; }
+    }]);
+    assert!(!errs.is_empty());
+    assert!(errs.iter().any(|e| e.contains("where")), "{errs:?}");
+}
+
+#[test]
 fn max_regs_out_of_range_names_the_variant() {
     let (_, errs) = checked(vec![parse_quote! {
         #[variants(ACT in [Relu, Gelu])]

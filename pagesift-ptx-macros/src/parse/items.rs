@@ -399,6 +399,7 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         ret: None,
         body: parse_block(cx, &f.block),
         variants: Vec::new(),
+        variant_filters: Vec::new(),
         launch: None,
         target: None,
         module: None,
@@ -425,7 +426,16 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
             "variants" => {
                 kernel_only(cx);
                 match attr.parse_args_with(parse_variants) {
-                    Ok(g) => item.variants.extend(g),
+                    Ok((g, filter)) => {
+                        item.variants.extend(g);
+                        if let Some(e) = filter {
+                            let fcx = Ctxt::new();
+                            item.variant_filters.push(parse_expr(&fcx, &e));
+                            for err in fcx.finish() {
+                                cx.syn_error(err);
+                            }
+                        }
+                    }
                     Err(e) => cx.syn_error(e),
                 }
             }
@@ -551,9 +561,18 @@ fn parse_const_lit(input: ParseStream<'_>) -> syn::Result<ConstLit> {
     }
 }
 
-fn parse_variants(input: ParseStream<'_>) -> syn::Result<Vec<VariantGroup>> {
+/// The groups of `#[variants(..)]` and the condition of a closing `where COND`.
+fn parse_variants(input: ParseStream<'_>) -> syn::Result<(Vec<VariantGroup>, Option<syn::Expr>)> {
     let mut groups = Vec::new();
     while !input.is_empty() {
+        if input.peek(Token![where]) {
+            input.parse::<Token![where]>()?;
+            let cond: syn::Expr = input.parse()?;
+            if !input.is_empty() {
+                return Err(input.error("`where COND` ends the #[variants] list"));
+            }
+            return Ok((groups, Some(cond)));
+        }
         let names: Vec<Ident> = if input.peek(syn::token::Paren) {
             let content;
             syn::parenthesized!(content in input);
@@ -598,7 +617,7 @@ fn parse_variants(input: ParseStream<'_>) -> syn::Result<Vec<VariantGroup>> {
         }
         input.parse::<Token![,]>()?;
     }
-    Ok(groups)
+    Ok((groups, None))
 }
 
 fn parse_launch(input: ParseStream<'_>) -> syn::Result<LaunchAttr> {

@@ -59,6 +59,9 @@ pub struct FnItem {
     pub ret: Option<TypeAst>,
     pub body: Block,
     pub variants: Vec<VariantGroup>,
+    /// The conditions of `#[variants(.., where COND)]`: a combination of the groups' values
+    /// is a variant only where every condition holds (const expressions of the parameters).
+    pub variant_filters: Vec<Expr>,
     pub launch: Option<LaunchAttr>,
     pub target: Option<TargetAttr>,
     /// The helper library the fn belongs to (`None`: the invocation itself).

@@ -7,7 +7,11 @@
 //!
 //! - **loader**: `tc_load` issues one K step of A and B as `cp.async` copies (`copy_rows`)
 //!   into one of `STAGES` shared buffers, rows padded to `TC_ROW` bytes, edges zero-filled
-//!   by the copy's source size;
+//!   by the copy's source size; `tc_copy_fast` (`copy_fast`) the same for a step inside the
+//!   matrices from addresses set up once;
+//! - **main loop**: `tc_mainloop` runs the pipeline over a block's K steps, `tc_fast_loop`
+//!   for a block inside M × N with whole K steps (stages unrolled, no branches in a step),
+//!   `tc_edge_loop` for the others;
 //! - **math**: `tf32_step` (f32 inputs in TF32, optionally 3xTF32) and `h16_step` (f16 and
 //!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`;
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
@@ -128,18 +132,9 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     // one column of chunks, `THREADS / CPR` rows apart: one address, stepped.
     let cpr = RUN * size_of::<T>() / 16;
     if FAST & (THREADS % (RUN * size_of::<T>() / 16) == 0) {
-        let rt = tid / cpr;
-        let ct = (tid % cpr) * (16 / size_of::<T>());
-        let et = off + (r0 + rt) as u64 * ld as u64 + (c0 + ct) as u64;
-        let step = (THREADS / cpr) as u64 * ld as u64;
-        let st = base + rt * LDS + ct;
-        #[unroll]
-        for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
-            // SAFETY: as below.
-            unsafe {
-                t.cp_async16_unchecked(st + q * (THREADS / cpr) * LDS, x, et + q as u64 * step);
-            }
-        }
+        let et = off + (r0 + tid / cpr) as u64 * ld as u64 + (c0 + tid % cpr * (16 / size_of::<T>())) as u64;
+        let st = base + tid / cpr * LDS + tid % cpr * (16 / size_of::<T>());
+        copy_fast::<T, ROWS, RUN, LDS, THREADS, LEN>(t, st, x, et, (THREADS / cpr) as u64 * ld as u64);
         return;
     }
     #[unroll]
@@ -183,7 +178,9 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     }
 }
 
-/// One K step of f32 inputs in TF32 (`BK / 8` mma steps) on buffer `stage`. Lane `(g, t)
+/// One K step of f32 inputs in TF32 (`BK / 8` mma steps) on buffer `s`, each lane reading
+/// from its offsets `ao` and `bo` of `tc_reads` (stage 0; the caller proves the reads in
+/// bounds). Lane `(g, t)
 /// = (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each
 /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
 /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
@@ -198,49 +195,15 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
-    stage: u32,
-    tid: u32,
+    ao: u32,
+    bo: u32,
+    s: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     let mut d = acc;
     if X3 {
         d = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
     }
     let ldk = LDK;
-    let lane = tid % 32;
-    let warp = tid / 32;
-    let g = lane / 4;
-    let t = lane % 4;
-    // The row this lane addresses for `ldmatrix`: matrix `q = lane / 8`, its row `lane % 8`.
-    let q = lane / 8;
-    let i8 = lane % 8;
-    // A: matrices (rows 0-7, k 0-3), (8-15, 0-3), (0-7, 4-7), (8-15, 4-7) → a0..a3; with
-    // B [K, N] element (row g, k t) and its neighbours, per element (the addresses of
-    // `ldmatrix` next to B's per-element reads cost the registers that sm_80 lacks).
-    let ao = if BT {
-        stage * BM * ldk + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * ldk + 4 * (q / 2)
-    } else {
-        stage * BM * ldk + (warp / WN * (BM / WM) + g) * ldk + t
-    };
-    // B [N, K]: matrices (columns 0-7, k 0-3), (0-7, 4-7), (8-15, 0-3), (8-15, 4-7) →
-    // b0, b1 of two fragments; B [K, N]: element (k = t, n = g).
-    let bo = if BT {
-        stage * BN * ldk + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * ldk + 4 * (q % 2)
-    } else {
-        stage * BN * ldk + t * (BN + 8) + warp % WN * (BN / WN) + g
-    };
-    // Proves every read below in bounds (the offsets are constants from here).
-    let a_end = if BT {
-        (BM / WM - 16) * ldk + BK - 8 + 4
-    } else {
-        (BM / WM - 8) * ldk + BK - 3
-    };
-    let b_end = if BT {
-        (BN / WN - 16) * ldk + BK - 8 + 4
-    } else {
-        (BK - 4) * (BN + 8) + BN / WN - 7
-    };
-    if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
-        & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
     {
         #[unroll]
         for kk in 0..BK / 8 {
@@ -250,11 +213,11 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
             for mi in 0..BM / WM / 16 {
                 let mut x = [0u32; 4];
                 if BT {
-                    x = a_s.ldmatrix_x4(ao + mi * 16 * ldk + kk * 8);
+                    x = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
                 } else {
                     #[unroll]
                     for r in 0..4 {
-                        x[r] = a_s[ao + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                        x[r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
                     }
                 }
                 #[unroll]
@@ -272,12 +235,12 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
             for np in 0..BN / WN / 16 {
                 let mut y = [0.0f32; 4];
                 if BT {
-                    let w = b_s.ldmatrix_x4(bo + np * 16 * ldk + kk * 8);
+                    let w = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
                     y = [f32::from_bits(w[0]), f32::from_bits(w[1]), f32::from_bits(w[2]), f32::from_bits(w[3])];
                 } else {
                     #[unroll]
                     for r in 0..4 {
-                        y[r] = b_s[bo + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8];
+                        y[r] = b_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8];
                     }
                 }
                 #[unroll]
@@ -315,60 +278,39 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
     d
 }
 
-/// One K step of f16 or bf16 inputs (`BK / 16` mma steps of `m16n8k16`) on buffer
-/// `stage`. Lane `(g, t) = (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and the
-/// column pairs `2t`, `2t + 8` of each 16 × 16 fragment, B at column `g` and the row pairs
-/// `2t`, `2t + 8`; `ldmatrix.x4` reads them as 8 × 8 matrices (rows of 16 bytes, on 32
-/// banks with rows of `BK + 8` or `BN + 8` elements): one per fragment of A, one per two
-/// fragments of B, transposed for B `[K, N]`. `LDK` as for `tf32_step`.
+/// One K step of f16 or bf16 inputs (`BK / 16` mma steps of `m16n8k16`) on buffer `s`,
+/// reading from `ao` and `bo` as `tf32_step` does. Lane `(g, t) = (lane / 4, lane % 4)`
+/// holds A at rows `g`, `g + 8` and the column pairs `2t`, `2t + 8` of each 16 × 16
+/// fragment, B at column `g` and the row pairs `2t`, `2t + 8`; `ldmatrix.x4` reads them as
+/// 8 × 8 matrices (rows of 16 bytes, on 32 banks with rows of `BK + 8` or `BN + 8`
+/// elements): one per fragment of A, one per two fragments of B, transposed for B `[K, N]`.
+/// `LDK` as for `tf32_step`.
 fn h16_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>(
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
-    stage: u32,
-    tid: u32,
+    ao: u32,
+    bo: u32,
+    s: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     let mut d = acc;
     let ldk = LDK;
-    let lane = tid % 32;
-    let warp = tid / 32;
-    let q = lane / 8;
-    let i8 = lane % 8;
-    // A: matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) → a0..a3.
-    let ao = stage * BM * ldk + (warp / WN * (BM / WM) + i8 + 8 * (q % 2)) * ldk + 8 * (q / 2);
-    // B [N, K]: matrices (columns 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15);
-    // B [K, N], transposed: (k 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15):
-    // b0, b1 of two fragments either way.
-    let bo = if BT {
-        stage * BN * ldk + (warp % WN * (BN / WN) + i8 + 8 * (q / 2)) * ldk + 8 * (q % 2)
-    } else {
-        stage * BN * ldk + (i8 + 8 * (q % 2)) * (BN + 8) + warp % WN * (BN / WN) + 8 * (q / 2)
-    };
-    // Proves every read below in bounds (the offsets are constants from here).
-    let a_end = (BM / WM - 16) * ldk + BK - 16 + 8;
-    let b_end = if BT {
-        (BN / WN - 16) * ldk + BK - 16 + 8
-    } else {
-        (BK - 16) * (BN + 8) + BN / WN - 16 + 8
-    };
-    if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
-        & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
     {
         #[unroll]
         for kk in 0..BK / 16 {
             let mut af = [[0u32; 4]; BM / WM / 16];
             #[unroll]
             for mi in 0..BM / WM / 16 {
-                af[mi] = a_s.ldmatrix_x4(ao + mi * 16 * ldk + kk * 16);
+                af[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 16);
             }
             let mut bf = [[0u32; 2]; BN / WN / 8];
             #[unroll]
             for np in 0..BN / WN / 16 {
                 let mut w = [0u32; 4];
                 if BT {
-                    w = b_s.ldmatrix_x4(bo + np * 16 * ldk + kk * 16);
+                    w = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 16);
                 } else {
-                    w = b_s.ldmatrix_x4_trans(bo + kk * 16 * (BN + 8) + np * 16);
+                    w = b_s.ldmatrix_x4_trans(bo + s * (BN * LDK) + kk * 16 * (BN + 8) + np * 16);
                 }
                 bf[2 * np] = [w[0], w[1]];
                 bf[2 * np + 1] = [w[2], w[3]];
@@ -388,6 +330,325 @@ fn h16_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const
         }
     }
     d
+}
+
+/// Where lane `tid % 32` of warp `tid / 32` reads its fragments in stage 0 of A and of B
+/// (`[a, b]`, elements; stage `s` lies `s · BM · LDK` and `s · BN · LDK` further), as
+/// `tf32_step` and `h16_step` describe.
+fn tc_reads<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const LDK: u32>(tid: u32) -> [u32; 2] {
+    let lane = tid % 32;
+    let warp = tid / 32;
+    let g = lane / 4;
+    let t = lane % 4;
+    // The row this lane addresses for `ldmatrix`: matrix `q = lane / 8`, its row `lane % 8`.
+    let q = lane / 8;
+    let i8 = lane % 8;
+    let wm = warp / WN * (BM / WM);
+    let wn = warp % WN * (BN / WN);
+    let mut r = [0u32; 2];
+    if T == f32 {
+        if BT {
+            r[0] = (wm + i8 + 8 * (q % 2)) * LDK + 4 * (q / 2);
+            r[1] = (wn + i8 + 8 * (q / 2)) * LDK + 4 * (q % 2);
+        } else {
+            r[0] = (wm + g) * LDK + t;
+            r[1] = t * (BN + 8) + wn + g;
+        }
+    } else {
+        r[0] = (wm + i8 + 8 * (q % 2)) * LDK + 8 * (q / 2);
+        if BT {
+            r[1] = (wn + i8 + 8 * (q / 2)) * LDK + 8 * (q % 2);
+        } else {
+            r[1] = (i8 + 8 * (q % 2)) * (BN + 8) + wn + 8 * (q / 2);
+        }
+    }
+    r
+}
+
+/// The elements past its stage-0 offset of `tc_reads` that a lane's reads of A in one
+/// stage reach (the last read's end).
+fn tc_a_end<T, const BM: u32, const WM: u32, const BT: bool, const BK: u32, const LDK: u32>() -> u32 {
+    if T != f32 {
+        (BM / WM - 16) * LDK + BK - 16 + 8
+    } else if BT {
+        (BM / WM - 16) * LDK + BK - 8 + 4
+    } else {
+        (BM / WM - 8) * LDK + BK - 3
+    }
+}
+
+/// As `tc_a_end`, for B.
+fn tc_b_end<T, const BN: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>() -> u32 {
+    if BT {
+        if T == f32 {
+            (BN / WN - 16) * LDK + BK - 8 + 4
+        } else {
+            (BN / WN - 16) * LDK + BK - 16 + 8
+        }
+    } else if T == f32 {
+        (BK - 4) * (BN + 8) + BN / WN - 7
+    } else {
+        (BK - 16) * (BN + 8) + BN / WN - 16 + 8
+    }
+}
+
+/// The math of one K step in stage `s`, reading from `ao` and `bo` (`tc_reads`, proven in
+/// bounds by the caller for that stage).
+fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+    acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    ao: u32,
+    bo: u32,
+    s: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    if T == f32 {
+        tf32_step::<BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s)
+    } else {
+        h16_step::<T, BM, BN, WM, WN, BT, BK, LDK>(acc, a_s, b_s, ao, bo, s)
+    }
+}
+
+/// The main loop of the tensor-core kernels: the K steps of `kbeg..kend` through the
+/// `STAGES`-deep `cp.async` pipeline into the warps' accumulators, every copy group waited
+/// for but the last (the caller's `cp_async_wait_all`). A block whose tile lies inside
+/// M × N, with 16-byte rows and whole K steps, runs `tc_fast_loop`; the others
+/// `tc_edge_loop`. `LDK` is the pitch of the fragment reads (`BK + BK / 8`, as `tc_load`
+/// writes them) and `WAIT` whether steps wait for their copies: both are there for the
+/// mutants of the tests. 3xTF32 runs `tc_edge_loop` everywhere: at 255 registers its
+/// accumulators and split fragments leave no room for the fast loop's addresses.
+fn tc_mainloop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_off: u64,
+    b_off: u64,
+    m0: u32,
+    n0: u32,
+    kbeg: u32,
+    kend: u32,
+    tid: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut span = 0u32;
+    if kend > kbeg {
+        span = kend - kbeg;
+    }
+    let ktiles = (span + (BK - 1)) / BK;
+    // (And the threads cover whole rows of the copied tiles: `copy_fast`.)
+    let rows_a = WM * WN * 32 % (BK * size_of::<T>() / 16) == 0;
+    let rows_b = WM * WN * 32 % (if BT { BK } else { BN } * size_of::<T>() / 16) == 0;
+    // 3xTF32 takes the edge loop everywhere: its 255 registers hold no more addresses.
+    let fast = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b & (span % BK == 0) & rows_a & rows_b & !X3;
+    if fast {
+        tc_fast_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, ktiles, tid)
+    } else {
+        tc_edge_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, ktiles, tid)
+    }
+}
+
+/// The main loop of a block with edges, a partial K step or 3xTF32: each step's copies
+/// chosen by `tc_load` (edge arithmetic where the step needs it), its fragment reads proven
+/// in bounds per step.
+fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_off: u64,
+    b_off: u64,
+    m0: u32,
+    n0: u32,
+    kbeg: u32,
+    kend: u32,
+    ktiles: u32,
+    tid: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
+    let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+    // The first `STAGES - 1` steps in flight, one commit group each (empty past the end).
+    #[unroll]
+    for s in 0..STAGES - 1 {
+        let k0 = kbeg + s * BK;
+        if s < ktiles {
+            if inner & (k0 + BK <= kend) {
+                tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            } else {
+                tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            }
+        }
+        cp_async_commit();
+    }
+    let a_end = tc_a_end::<T, BM, WM, BT, BK, LDK>();
+    let b_end = tc_b_end::<T, BN, WN, BT, BK, LDK>();
+    let mut kt = 0u32;
+    let mut stage = 0u32;
+    while kt < ktiles {
+        // Step `kt` has landed (at most `STAGES - 2` younger groups pending), and every
+        // warp is done with the buffer that the next load overwrites.
+        if WAIT {
+            cp_async_wait(STAGES - 2);
+        }
+        sync_threads();
+        let next = kt + STAGES - 1;
+        if next < ktiles {
+            let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
+            let k0 = kbeg + next * BK;
+            if inner & (k0 + BK <= kend) {
+                tc_load::<T, BM, BN, WM, WN, BT, BK, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            } else {
+                tc_load::<T, BM, BN, WM, WN, BT, BK, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            }
+        }
+        cp_async_commit();
+        let reads = tc_reads::<T, BM, BN, WM, WN, BT, LDK>(tid);
+        let ao = reads[0] + stage * (BM * LDK);
+        let bo = reads[1] + stage * (BN * LDK);
+        if (((ao as u64) + a_end as u64) <= (a_s.len() as u64)) & (((bo as u64) + b_end as u64) <= (b_s.len() as u64)) {
+            acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, 0);
+        }
+        stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
+        kt += 1;
+    }
+    acc
+}
+
+/// The main loop of a block inside M × N with whole K steps: copies without edge
+/// arithmetic from addresses set up once (a thread's chunks one element offset apart, see
+/// `copy_fast`), the fragment reads proven in bounds once for every stage, and the steps
+/// unrolled `STAGES` at a time, so that each stage's offsets are constants and a step's
+/// copies, reads and `mma`s are one stretch of code without branches.
+fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_off: u64,
+    b_off: u64,
+    m0: u32,
+    n0: u32,
+    kbeg: u32,
+    ktiles: u32,
+    tid: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
+    // A thread's first chunk of A (and of B `[N, K]`): row `tid / cpr` of the tile, 16 bytes
+    // at `(tid % cpr) · 16` of its K step; of B `[K, N]`: row `tid / cpr_b` of the K step.
+    let vec = 16 / size_of::<T>();
+    let cpr = BK * size_of::<T>() / 16;
+    let cpr_b = if BT { cpr } else { BN * size_of::<T>() / 16 };
+    let ldb_s = if BT { BK + BK / 8 } else { BN + 8 };
+    let a_st = tid / cpr * (BK + BK / 8) + tid % cpr * vec;
+    let b_st = tid / cpr_b * ldb_s + tid % cpr_b * vec;
+    let a_e = a_off + (m0 + tid / cpr) as u64 * p.lda as u64 + (kbeg + tid % cpr * vec) as u64;
+    let mut b_e = 0u64;
+    if BT {
+        b_e = b_off + (n0 + tid / cpr_b) as u64 * p.ldb as u64 + (kbeg + tid % cpr_b * vec) as u64;
+    } else {
+        b_e = b_off + (kbeg + tid / cpr_b) as u64 * p.ldb as u64 + (n0 + tid % cpr_b * vec) as u64;
+    }
+    #[unroll]
+    for s in 0..STAGES - 1 {
+        if s < ktiles {
+            tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, s, a, b, p, a_st, b_st, a_e, b_e, s);
+        }
+        cp_async_commit();
+    }
+    let reads = tc_reads::<T, BM, BN, WM, WN, BT, LDK>(tid);
+    let ao = reads[0];
+    let bo = reads[1];
+    let a_end = (STAGES - 1) * (BM * LDK) + tc_a_end::<T, BM, WM, BT, BK, LDK>();
+    let b_end = (STAGES - 1) * (BN * LDK) + tc_b_end::<T, BN, WN, BT, BK, LDK>();
+    if (((ao as u64) + a_end as u64) <= (a_s.len() as u64)) & (((bo as u64) + b_end as u64) <= (b_s.len() as u64)) {
+        let mut kt = 0u32;
+        // Whole turns of `STAGES` steps whose copies all lie inside K.
+        while kt + 2 * STAGES - 1 <= ktiles {
+            #[unroll]
+            for s in 0..STAGES {
+                if WAIT {
+                    cp_async_wait(STAGES - 2);
+                }
+                sync_threads();
+                let next = kt + s + STAGES - 1;
+                tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
+                cp_async_commit();
+                acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s);
+            }
+            kt += STAGES;
+        }
+        // The last `STAGES - 1` to `2 · STAGES - 2` steps, copying while there are steps left.
+        #[unroll]
+        for s in 0..2 * STAGES - 2 {
+            if kt + s < ktiles {
+                if WAIT {
+                    cp_async_wait(STAGES - 2);
+                }
+                sync_threads();
+                let next = kt + s + STAGES - 1;
+                if next < ktiles {
+                    tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
+                }
+                cp_async_commit();
+                acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s % STAGES);
+            }
+        }
+    }
+    acc
+}
+
+/// The copies of K step `kt` (of a block inside the matrices) into stage `stage`: A from
+/// element `a_e` of the thread's first chunk of step 0 (`tc_fast_loop`), B from `b_e`; a
+/// thread's later chunks lie whole rows apart. The strides are computed here from `p`
+/// (kernel parameters, which need no registers across the loop).
+fn tc_copy_fast<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    stage: u32,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_st: u32,
+    b_st: u32,
+    a_e: u64,
+    b_e: u64,
+    kt: u32,
+) {
+    let cpr = BK * size_of::<T>() / 16;
+    let cpr_b = if BT { cpr } else { BN * size_of::<T>() / 16 };
+    let a_step = (WM * WN * 32 / cpr) as u64 * p.lda as u64;
+    let b_step = (WM * WN * 32 / cpr_b) as u64 * p.ldb as u64;
+    copy_fast::<T, BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }>(a_s, stage * BM * (BK + BK / 8) + a_st, a, a_e + (kt * BK) as u64, a_step);
+    if BT {
+        copy_fast::<T, BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64, b_step);
+    } else {
+        copy_fast::<T, BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64 * p.ldb as u64, b_step);
+    }
+}
+
+/// The 16-byte copies of a thread's chunks of a `ROWS × RUN` tile whose rows the threads
+/// cover whole (`THREADS` a multiple of the chunks per row, `RUN · size / 16`): chunk `q`
+/// from element `e + q · step` of `x` to `st + q · (THREADS / cpr) · LDS` of `t`.
+fn copy_fast<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32>(
+    t: Shared<[T; LEN]>,
+    st: u32,
+    x: &[T],
+    e: u64,
+    step: u64,
+) {
+    let mut eq = e;
+    #[unroll]
+    for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
+        // SAFETY: the launch's contract (see `gemm_mma`) and the caller's choice: the
+        // tile lies inside the matrix, its rows 16-byte aligned; the destination lies in
+        // the stage by the tile's constants.
+        unsafe {
+            t.cp_async16_unchecked(st + q * (THREADS / (RUN * size_of::<T>() / 16)) * LDS, x, eq);
+        }
+        eq += step;
+    }
 }
 
 /// The accumulators of every warp to the padded f32 tile `BM × (BN + 4)` (rows `BN + 4`

@@ -245,6 +245,24 @@ mod tests {
             Dtype::F32,
             (9, 0)
         ));
+        assert!(
+            !valid(
+                mma,
+                &g.with_precision(Precision::Tf32x3),
+                Dtype::F32,
+                (9, 0)
+            ),
+            "the largest tile has no 3xTF32 variant"
+        );
+        assert!(valid(
+            Kernel::Mma {
+                tile: MMA_TILES[1],
+                splits: 1
+            },
+            &g.with_precision(Precision::Tf32x3),
+            Dtype::F32,
+            (9, 0)
+        ));
         assert!(valid(mma, &g, Dtype::Bf16, (8, 0)));
         assert!(!valid(mma, &g, Dtype::Bf16, (7, 5)), "no bf16 tensor cores");
         assert!(!valid(Kernel::Tiled(F32_TILES[0]), &g, Dtype::Bf16, (9, 0)));
