@@ -321,6 +321,21 @@ fn skipped_wait_is_caught() {
                 "{layout:?} {case}: caught, but not by the emulated device's cp.async check"
             );
         }
+        // Whole aligned tiles with whole K steps: the fast main loop skips its waits too.
+        for layout in LAYOUTS {
+            let c = Case {
+                g: Gemm::new(64, 128, 96, layout).with_precision(Precision::Tf32),
+                bias: false,
+                residual: false,
+                offsets: [0; 4],
+                seed: 7,
+            };
+            let o = run(&gpu, Bug::SkippedWait, &c);
+            assert!(
+                matches!(&o, Outcome::Device(e) if emulator_reports(e, "cp.async not complete")),
+                "{layout:?} whole tiles: the fast loop's skipped wait is not caught by the emulated device's cp.async check"
+            );
+        }
         return;
     }
     // On a GPU the skipped wait is a race: the copies may land before the reads, in every
