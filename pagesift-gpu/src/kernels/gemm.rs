@@ -4,11 +4,13 @@
 //! - **loaders** (`load_rows` and its shared-memory stores) bring a
 //!   `BM × BK` tile of A and a `BK × BN` tile of B into shared memory, both k-major (element
 //!   `(k, i)` at `k * BM + i`), so that the math reads a column of A and a row of B as whole
-//!   vectors. A is `[M, K]` row-major; B is `[K, N]` row-major (`BT` false) or `[N, K]`
-//!   row-major (`BT` true, the engine layout of weights `[n_out, n_in]`, `y = x · Wᵀ`). Edge
-//!   tiles are zero-filled; 16-byte loads where the operand allows them, per element
-//!   elsewhere. Registers stage the next tile while the current one is multiplied (two
-//!   shared buffers, one barrier per K step);
+//!   vectors (each group of 4 rows of K skewed by [`SKEW`] elements, which keeps the
+//!   transposing stores free of bank conflicts). A is `[M, K]` row-major; B is `[K, N]`
+//!   row-major (`BT` false) or `[N, K]` row-major (`BT` true, the engine layout of weights
+//!   `[n_out, n_in]`, `y = x · Wᵀ`). Edge tiles are zero-filled; 16-byte loads where the
+//!   operand allows them, per element elsewhere, and without bounds tests from addresses
+//!   set up once for K steps inside the matrices. Registers stage the next tile while the
+//!   current one is multiplied (two shared buffers, one barrier per K step);
 //! - **math** (`mma_f32`): per thread an `8 × 8` register micro-tile, FFMA with exact f32
 //!   products, the rows `ty·4 .. +4` and `BM/2 + ty·4 .. +4`, likewise the columns, so that the
 //!   shared reads of a warp are conflict-free 16-byte vectors;
@@ -58,7 +60,17 @@ ptx_kernel! {
     pub const X3_MAX_WARPS: u32 = 8;
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
-    /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile).
+    /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile). The K steps of tiles that lie
+    /// inside the matrices load without bounds tests, which makes the launch `unsafe`.
+    ///
+    /// # Safety
+    ///
+    /// `p` describes the operands as [`crate::ops::gemm`] fills it in from a validated
+    /// [`crate::Gemm`]: every element of every matrix of A and B (`batch` matrices of
+    /// `m × k` at `lda`, `batch_a` apart; `n × k` or `k × n` at `ldb`, `batch_b` apart) lies
+    /// inside `a` and `b`; `vec_a` / `vec_b` only where the rows and batch strides are
+    /// multiples of 16 bytes and the slice starts 16-byte aligned; `kc` a multiple of `BK`;
+    /// the grid's z extent `batch · splits`.
     // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
     #[target(sm_80)]
     #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64), (32, 128)], BT in [false, true], (T, O) in [(f32, f32)])]
@@ -74,8 +86,8 @@ ptx_kernel! {
     ) {
         // The two buffers of A and B, and over them (after the last K step) the epilogue's
         // half tile: the dynamic shared memory of [`shared_bytes`].
-        let a_s: Shared<[f32; 2 * BK * BM]> = dyn_shared(0);
-        let b_s: Shared<[f32; 2 * BK * BN]> = dyn_shared(2 * BK * BM * 4);
+        let a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
+        let b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(2 * (BK * BM + BK / 4 * SKEW) * 4);
         let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
         let zs = block_idx_z();
         let z = (zs / p.splits) as u64;
@@ -86,11 +98,17 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let mut ktiles = 0u32;
-        if kend > kbeg {
-            ktiles = (kend - kbeg + (BK - 1)) / BK;
-        }
         let mut acc = [[0.0f32; 8]; 8];
+        // This thread's first chunk of each operand at k = 0 (`load_rows`): of A and B `[N,
+        // K]`, row `tid / 4` of the tile and 4 elements at `4 (tid % 4)` of a K step; of B
+        // `[K, N]`, row `tid / (BN / 4)` of a K step and 4 columns at `4 (tid % (BN / 4))`.
+        let a_e = a_off + (m0 + tid / 4) as u64 * p.lda as u64 + (tid % 4 * 4) as u64;
+        let mut b_e = 0u64;
+        if BT {
+            b_e = b_off + (n0 + tid / 4) as u64 * p.ldb as u64 + (tid % 4 * 4) as u64;
+        } else {
+            b_e = b_off + (tid / (BN / 4)) as u64 * p.ldb as u64 + (n0 + tid % (BN / 4) * 4) as u64;
+        }
 
         // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
         // edge tests (a uniform choice per step).
@@ -98,36 +116,38 @@ ptx_kernel! {
         let mut ra = [[0.0f32; 4]; CHUNKS];
         let mut rb = [[0.0f32; 4]; CHUNKS];
         if inner & (kbeg + BK <= kend) {
-            ra = load_a::<BM, BN, true>(a, p, a_off, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, BT, true>(b, p, b_off, n0, kbeg, kend, tid);
+            ra = load_a::<BM, BN, true>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
         } else {
-            ra = load_a::<BM, BN, false>(a, p, a_off, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, BT, false>(b, p, b_off, n0, kbeg, kend, tid);
+            ra = load_a::<BM, BN, false>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
         }
         store_k_major::<BM, BN, BM>(a_s, 0, ra, tid);
         store_b::<BM, BN, BT>(b_s, 0, rb, tid);
         sync_threads();
-        let mut kt = 0u32;
-        while kt < ktiles {
-            let buf = kt & 1;
-            let more = kt + 1 < ktiles;
+        // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
+        let mut k0 = kbeg;
+        let mut buf = 0u32;
+        while k0 < kend {
+            let kn = k0 + BK;
+            let more = kn < kend;
             if more {
-                let k0 = kbeg + (kt + 1) * BK;
-                if inner & (k0 + BK <= kend) {
-                    ra = load_a::<BM, BN, true>(a, p, a_off, m0, k0, kend, tid);
-                    rb = load_b::<BM, BN, BT, true>(b, p, b_off, n0, k0, kend, tid);
+                if inner & (kn + BK <= kend) {
+                    ra = load_a::<BM, BN, true>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b::<BM, BN, BT, true>(b, p, b_e, n0, kn, kend, tid);
                 } else {
-                    ra = load_a::<BM, BN, false>(a, p, a_off, m0, k0, kend, tid);
-                    rb = load_b::<BM, BN, BT, false>(b, p, b_off, n0, k0, kend, tid);
+                    ra = load_a::<BM, BN, false>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b::<BM, BN, BT, false>(b, p, b_e, n0, kn, kend, tid);
                 }
             }
-            acc = mma_f32::<BM, BN>(acc, a_s, b_s, buf, tid);
+            acc = mma_f32::<BM, BN, BT>(acc, a_s, b_s, buf, tid);
             if more {
-                store_k_major::<BM, BN, BM>(a_s, (buf ^ 1) * BK * BM, ra, tid);
-                store_b::<BM, BN, BT>(b_s, (buf ^ 1) * BK * BN, rb, tid);
+                store_k_major::<BM, BN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
+                store_b::<BM, BN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
             }
             sync_threads();
-            kt += 1;
+            buf = buf ^ 1;
+            k0 = kn;
         }
         epilogue::<BM, BN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
@@ -571,31 +591,36 @@ ptx_kernel! {
     /// The K step of every tile.
     pub const BK: u32 = 16;
 
+    /// The FFMA kernel's shared tiles of A (and of B `[N, K]`) are k-major, element `(k, r)`
+    /// at `k · ROWS + (k / 4) · SKEW + r`: each group of 4 rows of K lies `SKEW` elements
+    /// further than the last, so that the transposing stores of a warp (8 rows × 4 groups)
+    /// fall on 32 different banks while the math still reads 16-byte vectors at constant
+    /// offsets.
+    pub const SKEW: u32 = 8;
     /// The most 4-element chunks a thread loads per tile and operand (`BM · BK / (4 ·
     /// threads)`: 2 for 128 × 128, 4 for 64 × 64, 8 for B of 32 × 128); the arrays that carry
     /// them have this many entries, the ones a variant does not use fold away.
     const CHUNKS: u32 = 8;
 
-    /// This thread's part of A's tile at `k0`: row `r` of the tile, elements `kq..kq + 4`
-    /// of it, for each chunk.
+    /// This thread's part of A's tile at `k0`, from `e` (`a_e` of `gemm_f32`).
     fn load_a<const BM: u32, const BN: u32, const FAST: bool>(
         a: &[f32],
         p: GemmParams,
-        off: u64,
+        e: u64,
         m0: u32,
         k0: u32,
         kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
-        load_rows::<BM, BN, BM, BK, FAST>(a, off, m0, p.m, k0, kend, p.lda, p.vec_a, tid)
+        load_rows::<BM, BN, BM, BK, FAST>(a, e + k0 as u64, m0 + tid / 4, p.m, k0 + tid % 4 * 4, kend, p.lda, p.vec_a)
     }
 
-    /// This thread's part of B's tile at `k0`: for `[N, K]` as A's (rows along N), for
-    /// `[K, N]` rows of 4 consecutive columns.
+    /// This thread's part of B's tile at `k0`, from `e` (`b_e` of `gemm_f32`): for `[N, K]`
+    /// as A's (rows along N), for `[K, N]` rows of the K step.
     fn load_b<const BM: u32, const BN: u32, const BT: bool, const FAST: bool>(
         b: &[f32],
         p: GemmParams,
-        off: u64,
+        e: u64,
         n0: u32,
         k0: u32,
         kend: u32,
@@ -603,16 +628,16 @@ ptx_kernel! {
     ) -> [[f32; 4]; CHUNKS] {
         let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
-            v = load_rows::<BM, BN, BN, BK, FAST>(b, off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
+            v = load_rows::<BM, BN, BN, BK, FAST>(b, e + k0 as u64, n0 + tid / 4, p.n, k0 + tid % 4 * 4, kend, p.ldb, p.vec_b);
         } else {
-            v = load_rows::<BM, BN, BK, BN, FAST>(b, off, k0, kend, n0, p.n, p.ldb, p.vec_b, tid);
+            v = load_rows::<BM, BN, BK, BN, FAST>(b, e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b);
         }
         v
     }
 
     /// Stores B's part to the k-major tile.
     fn store_b<const BM: u32, const BN: u32, const BT: bool>(
-        t: Shared<[f32; 2 * BK * BN]>,
+        t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
@@ -624,98 +649,109 @@ ptx_kernel! {
         }
     }
 
-    /// Chunk `q` of a thread in a `ROWS × RUN` tile of a row-major matrix (`RUN` elements of
-    /// each row): with `i = tid + q·threads`, row `r0 + i / (RUN / 4)`, elements `c0 + 4·(i %
-    /// (RUN / 4)) .. +4`, zero outside `rows × cols`. A and B `[N, K]` have rows along K
-    /// (`RUN = BK`), B `[K, N]` rows along N (`ROWS = BK`, `RUN = BN`).
+    /// A thread's chunks of a `ROWS × RUN` tile of a row-major matrix (`RUN` elements of
+    /// each row): with `i = tid + q·threads`, chunk `q` is row `i / (RUN / 4)` of the tile,
+    /// elements `4·(i % (RUN / 4)) .. +4` of it, zero outside `rows × cols`. The threads
+    /// cover whole rows per turn (`threads` a multiple of `RUN / 4`), so chunk `q` lies `q ·
+    /// threads / (RUN / 4)` rows below chunk 0: element `e` of `x`, row `r`, columns `c ..
+    /// c + 4`. A and B `[N, K]` have rows along K (`RUN = BK`), B `[K, N]` rows along N
+    /// (`ROWS = BK`, `RUN = BN`). `FAST`: the tile lies inside the matrix (the launch's
+    /// contract), its rows 16-byte aligned.
     fn load_rows<const BM: u32, const BN: u32, const ROWS: u32, const RUN: u32, const FAST: bool>(
         x: &[f32],
-        off: u64,
-        r0: u32,
+        e: u64,
+        r: u32,
         rows: u32,
-        c0: u32,
+        c: u32,
         cols: u32,
         ld: u32,
         vec: bool,
-        tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
         let threads = (BM / 8) * (BN / 8);
         let mut v = [[0.0f32; 4]; CHUNKS];
         #[unroll]
         for q in 0..ROWS * RUN / (4 * (BM / 8) * (BN / 8)) {
-            let i = tid + q * threads;
-            let r = r0 + i / (RUN / 4);
-            let cc = c0 + (i % (RUN / 4)) * 4;
-            let e = off + r as u64 * ld as u64 + cc as u64;
+            let below = q * (threads / (RUN / 4));
+            let eq = e + below as u64 * ld as u64;
             if FAST {
-                v[q] = x.load4_nc(e);
+                // SAFETY: the launch's contract (see `gemm_f32`) and the caller's choice:
+                // the tile lies inside the matrix, its rows 16-byte aligned.
+                v[q] = unsafe { x.load4_nc_unchecked(eq) };
             } else {
-                v[q] = core::load4_edge::<f32, true>(x, e, r < rows, cc, cols, vec);
+                v[q] = core::load4_edge::<f32, true>(x, eq, r + below < rows, c, cols, vec);
             }
         }
         v
     }
 
-    /// Stores the chunks of `load_rows` transposed: element `l` of chunk `q` (row `r`,
-    /// k `kq + l`) to `t[base + (kq + l) · ROWS + r]`.
+    /// Stores the chunks of `load_rows` transposed: element `l` of chunk `q` (row `r`, k
+    /// `kq + l`) to `(kq + l, r)` of the k-major tile at `base`. A thread's `kq` is the same
+    /// for all its chunks (`threads` is a multiple of 4), and chunk `q` lies `q · threads /
+    /// 4` rows below chunk 0: one offset, checked once.
     fn store_k_major<const BM: u32, const BN: u32, const ROWS: u32>(
-        t: Shared<[f32; 2 * BK * ROWS]>,
+        t: Shared<[f32; 2 * (BK * ROWS + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         let threads = (BM / 8) * (BN / 8);
-        #[unroll]
-        for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / 8)) {
-            let i = tid + q * threads;
-            let s = base + (i % (BK / 4)) * 4 * ROWS + i / (BK / 4);
-            if ((s as u64) + (3 * ROWS) as u64) < (t.len() as u64) {
+        let chunks = ROWS * BK / (4 * threads);
+        // k = 4 (tid % 4) + l, whose group of 4 rows lies `(tid % 4) · SKEW` further.
+        let st = base + (tid % 4) * (4 * ROWS + SKEW) + tid / 4;
+        if ((st as u64) + ((chunks - 1) * (threads / 4) + 3 * ROWS) as u64) < (t.len() as u64) {
+            #[unroll]
+            for q in 0..chunks {
                 #[unroll]
                 for l in 0..4 {
-                    t[s + l * ROWS] = v[q][l];
+                    t[st + q * (threads / 4) + l * ROWS] = v[q][l];
                 }
             }
         }
     }
 
     /// Stores the chunks of `load_rows` as they are: row `i / (BN / 4)` of the tile,
-    /// columns `4·(i % (BN / 4)) .. +4`.
+    /// columns `4·(i % (BN / 4)) .. +4`, chunk `q` `q · threads / (BN / 4)` rows below chunk 0.
     fn store_n_major<const BM: u32, const BN: u32>(
-        t: Shared<[f32; 2 * BK * BN]>,
+        t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         let threads = (BM / 8) * (BN / 8);
-        #[unroll]
-        for q in 0..BN * BK / (4 * (BM / 8) * (BN / 8)) {
-            let i = tid + q * threads;
-            t.store4(base + (i / (BN / 4)) * BN + (i % (BN / 4)) * 4, v[q]);
+        let chunks = BN * BK / (4 * threads);
+        let st = base + tid / (BN / 4) * BN + tid % (BN / 4) * 4;
+        if ((st as u64) + ((chunks - 1) * (threads / (BN / 4)) * BN + 4) as u64) <= (t.len() as u64) {
+            #[unroll]
+            for q in 0..chunks {
+                t.store4(st + q * (threads / (BN / 4)) * BN, v[q]);
+            }
         }
     }
 
     /// One K step on the shared tiles of buffer `buf`: `acc[i][j] += a[row i] · b[col j]`
     /// for each of the `BK` values of k, one fma each (exact products, f32 sums).
-    fn mma_f32<const BM: u32, const BN: u32>(
+    fn mma_f32<const BM: u32, const BN: u32, const BT: bool>(
         acc: [[f32; 8]; 8],
-        a_s: Shared<[f32; 2 * BK * BM]>,
-        b_s: Shared<[f32; 2 * BK * BN]>,
+        a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]>,
+        b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         buf: u32,
         tid: u32,
     ) -> [[f32; 8]; 8] {
         let mut d = acc;
-        let ao = buf * BK * BM + (tid / (BN / 8)) * 4;
-        let bo = buf * BK * BN + (tid % (BN / 8)) * 4;
+        let ao = buf * (BK * BM + BK / 4 * SKEW) + (tid / (BN / 8)) * 4;
+        let bo = buf * (BK * BN + BK / 4 * SKEW) + (tid % (BN / 8)) * 4;
+        // B `[K, N]` is stored as it is, without the groups' skew.
+        let bskew = if BT { SKEW } else { 0 };
         // Proves every read below in bounds (the offsets are constants from here).
-        if (((ao as u64) + ((BK - 1) * BM + BM / 2 + 4) as u64) <= (a_s.len() as u64))
-            & (((bo as u64) + ((BK - 1) * BN + BN / 2 + 4) as u64) <= (b_s.len() as u64))
+        if (((ao as u64) + ((BK - 1) * BM + (BK / 4 - 1) * SKEW + BM / 2 + 4) as u64) <= (a_s.len() as u64))
+            & (((bo as u64) + ((BK - 1) * BN + (BK / 4 - 1) * bskew + BN / 2 + 4) as u64) <= (b_s.len() as u64))
         {
             #[unroll]
             for kk in 0..BK {
-                let a0 = a_s.load4(ao + kk * BM);
-                let a1 = a_s.load4(ao + kk * BM + BM / 2);
-                let b0 = b_s.load4(bo + kk * BN);
-                let b1 = b_s.load4(bo + kk * BN + BN / 2);
+                let a0 = a_s.load4(ao + kk * BM + kk / 4 * SKEW);
+                let a1 = a_s.load4(ao + kk * BM + kk / 4 * SKEW + BM / 2);
+                let b0 = b_s.load4(bo + kk * BN + kk / 4 * bskew);
+                let b1 = b_s.load4(bo + kk * BN + kk / 4 * bskew + BN / 2);
                 let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
                 let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
                 #[unroll]

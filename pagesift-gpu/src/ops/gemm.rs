@@ -6,8 +6,8 @@
 
 use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS, STAGES,
-    TC_ROW, X3_MAX_WARPS,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS, SKEW,
+    STAGES, TC_ROW, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -404,9 +404,12 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                 )
             }
         } else {
-            gemm_f32::launch(
-                stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, ws,
-            )
+            // SAFETY: as for `gemm_mma` above, with `kc` a multiple of `BK`.
+            unsafe {
+                gemm_f32::launch(
+                    stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, ws,
+                )
+            }
         }
     };
     with_splits(stream, g, p, bias, residual, c, launch)
@@ -525,7 +528,9 @@ pub fn gemv_splits(blocks: u64, per_wave: u64, k: usize, batch: usize) -> u32 {
 /// epilogue's half tile (`BM / 2 × BN`) reuses.
 pub fn shared_bytes(tile: Tile) -> u32 {
     let f = std::mem::size_of::<f32>() as u32;
-    (2 * BK * (tile.bm + tile.bn) * f).max(tile.bm / 2 * tile.bn * f)
+    // Two buffers of each operand's k-major tile, each group of 4 rows of K skewed.
+    let tile_len = |rows: u32| BK * rows + BK / 4 * SKEW;
+    (2 * (tile_len(tile.bm) + tile_len(tile.bn)) * f).max(tile.bm / 2 * tile.bn * f)
 }
 
 /// The kernel variant of a tile and layout.

@@ -74,6 +74,23 @@ pub(super) fn same(a: &Ty, b: &Ty) -> bool {
     a == b || *a == Ty::Never || *b == Ty::Never
 }
 
+/// The value an expression resolved to: `if` and `match` on constants become a block
+/// holding only the taken value, which this looks through.
+fn resolved(mut k: &TKind) -> &TKind {
+    while let TKind::Block(TBlock {
+        stmts,
+        tail: Some(tail),
+        ..
+    }) = k
+    {
+        if !stmts.is_empty() {
+            break;
+        }
+        k = &tail.kind;
+    }
+    k
+}
+
 pub(super) fn err_expr(span: Span) -> TExpr {
     TExpr {
         kind: TKind::Const(ConstVal::Int(0)),
@@ -498,19 +515,7 @@ impl<'a> Checker<'a> {
     /// Evaluates `e` as a constant bool (`false`, with an error, where it is not one).
     pub(super) fn const_bool(&mut self, e: &Expr, what: &str) -> bool {
         let t = self.check_expr(e, Some(&Ty::Scalar(Scalar::Bool)));
-        let mut k = &t.kind;
-        while let TKind::Block(TBlock {
-            stmts,
-            tail: Some(tail),
-            ..
-        }) = k
-        {
-            if !stmts.is_empty() {
-                break;
-            }
-            k = &tail.kind;
-        }
-        match k {
+        match resolved(&t.kind) {
             TKind::Const(ConstVal::Bool(b)) => *b,
             _ => {
                 if t.ty != Ty::Never {
@@ -525,20 +530,7 @@ impl<'a> Checker<'a> {
     /// Evaluates `e` as a constant u32 (block dimensions, array lengths).
     pub(super) fn const_u32(&mut self, e: &Expr, what: &str) -> Option<u32> {
         let t = self.check_expr(e, Some(&Ty::Scalar(Scalar::U32)));
-        // `if` and `match` on constants resolve to a block holding only the taken value.
-        let mut k = &t.kind;
-        while let TKind::Block(TBlock {
-            stmts,
-            tail: Some(tail),
-            ..
-        }) = k
-        {
-            if !stmts.is_empty() {
-                break;
-            }
-            k = &tail.kind;
-        }
-        match k {
+        match resolved(&t.kind) {
             TKind::Const(ConstVal::Int(v)) if (0..=u32::MAX as i128).contains(v) => Some(*v as u32),
             _ if t.ty == Ty::Never => None,
             _ => {

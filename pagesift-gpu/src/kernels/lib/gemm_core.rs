@@ -13,7 +13,8 @@
 //!   for a block inside M × N with whole K steps (stages unrolled, no branches in a step),
 //!   `tc_edge_loop` for the others;
 //! - **math**: `tf32_step` (f32 inputs in TF32, optionally 3xTF32) and `h16_step` (f16 and
-//!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`;
+//!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`; for plain TF32
+//!   `tc_round_stage` first rounds each thread's own copies of a stage in place;
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
 //!   walks it in row order and `store_out` applies alpha / beta, the bias, the activation
 //!   (`act_any`) and the residual to 4 outputs at a time (`load4_edge` reads C, the bias
@@ -185,8 +186,9 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
 /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
 /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
 /// `x4` per fragment of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per
-/// element (rows of `BN + 8`: 32 banks). Each element is rounded to TF32 (and, with `X3`,
-/// its remainder as well); with `X3` the step's products go to a fresh accumulator that is
+/// element (rows of `BN + 8`: 32 banks). Plain TF32 takes the stage as `tc_round_stage` left
+/// it, rounded; with `X3` each element is rounded here and its remainder as well, and the
+/// step's products go to a fresh accumulator that is
 /// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
 /// all of K would collect one truncation of its full magnitude per `mma`. `LDK` is the
 /// pitch (in elements) of the stage rows of A and of B `[N, K]` as `tc_load` wrote them,
@@ -222,10 +224,12 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
                 }
                 #[unroll]
                 for r in 0..4 {
-                    let v = f32::from_bits(x[r]);
-                    ah[mi][r] = v.to_tf32();
                     if X3 {
+                        let v = f32::from_bits(x[r]);
+                        ah[mi][r] = v.to_tf32();
                         al[mi][r] = (v - f32::from_bits(ah[mi][r])).to_tf32();
+                    } else {
+                        ah[mi][r] = x[r];
                     }
                 }
             }
@@ -246,9 +250,11 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
                 #[unroll]
                 for r in 0..4 {
                     let ni = 2 * np + r / 2;
-                    bh[ni][r % 2] = y[r].to_tf32();
                     if X3 {
+                        bh[ni][r % 2] = y[r].to_tf32();
                         bl[ni][r % 2] = (y[r] - f32::from_bits(bh[ni][r % 2])).to_tf32();
+                    } else {
+                        bh[ni][r % 2] = y[r].to_bits();
                     }
                 }
             }
@@ -491,6 +497,9 @@ fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         if WAIT {
             cp_async_wait(STAGES - 2);
         }
+        if (T == f32) & !X3 {
+            tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, stage, tid);
+        }
         sync_threads();
         let next = kt + STAGES - 1;
         if next < ktiles {
@@ -571,6 +580,9 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
                 if WAIT {
                     cp_async_wait(STAGES - 2);
                 }
+                if (T == f32) & !X3 {
+                    tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, s, tid);
+                }
                 sync_threads();
                 let next = kt + s + STAGES - 1;
                 tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
@@ -586,6 +598,9 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
                 if WAIT {
                     cp_async_wait(STAGES - 2);
                 }
+                if (T == f32) & !X3 {
+                    tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, s % STAGES, tid);
+                }
                 sync_threads();
                 let next = kt + s + STAGES - 1;
                 if next < ktiles {
@@ -597,6 +612,45 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         }
     }
     acc
+}
+
+/// Rounds to TF32, in place, the chunks of stage `stage` that this thread copied (`tc_load`'s
+/// chunks: chunk `i = tid + q · THREADS` of each tile), once its copies have landed and before
+/// the barrier that shows them to the other warps: each element is rounded once per block
+/// rather than once per warp that reads it, and the `mma`s take the stage as it is.
+fn tc_round_stage<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(
+    a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
+    stage: u32,
+    tid: u32,
+) {
+    round_rows::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }>(a_s, stage * BM * (BK + BK / 8), tid);
+    if BT {
+        round_rows::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8), tid);
+    } else {
+        round_rows::<BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8), tid);
+    }
+}
+
+/// Rounds to TF32 a thread's 16-byte chunks of a `ROWS × RUN` f32 tile at `base` (rows `LDS`
+/// apart), laid out as `copy_rows` copies them. The threads cover whole rows per turn
+/// (`THREADS` a multiple of the chunks per row, `RUN / 4`), so chunk `q` lies `q · THREADS /
+/// (RUN / 4)` rows below chunk 0: one offset, checked once.
+fn round_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32>(
+    t: Shared<[f32; LEN]>,
+    base: u32,
+    tid: u32,
+) {
+    let chunks = ROWS * RUN / (4 * THREADS);
+    let st = base + tid / (RUN / 4) * LDS + tid % (RUN / 4) * 4;
+    if ((st as u64) + ((chunks - 1) * (THREADS / (RUN / 4)) * LDS + 4) as u64) <= (t.len() as u64) {
+        #[unroll]
+        for q in 0..chunks {
+            let v = t.load4(st + q * (THREADS / (RUN / 4)) * LDS);
+            let r = [f32::from_bits(v[0].to_tf32()), f32::from_bits(v[1].to_tf32()), f32::from_bits(v[2].to_tf32()), f32::from_bits(v[3].to_tf32())];
+            t.store4(st + q * (THREADS / (RUN / 4)) * LDS, r);
+        }
+    }
 }
 
 /// The copies of K step `kt` (of a block inside the matrices) into stage `stage`: A from
