@@ -6,7 +6,9 @@
 //! outputs, the tolerance formula of [`pagesift_gpu::gemm::tolerance`]) are
 //! [`pagesift_tests::gemm_check`].
 
-use pagesift_gpu::ops::gemm::{gemm, mma_tile_serves, Kernel, Tile, F32_TILES, MMA_TILES};
+use pagesift_gpu::ops::gemm::{
+    gemm, kernel_shared_bytes, mma_tile_serves, Kernel, Tile, F32_TILES, MMA_TILES,
+};
 use pagesift_gpu::{bf16, f16, ActElement};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm, Precision};
 use pagesift_tests::gemm_check::{check, check_typed, Case, Sizes};
@@ -38,6 +40,28 @@ fn check_at_typed<T: ActElement, O: ActElement>(
         Kernel::Gemv { rows, .. } => rows as usize,
         _ => usize::MAX,
     };
+    // A block that needs more shared memory than the device has (3xTF32's 128 × 128 on a
+    // device of compute capability 8.0) must be refused, clearly and without a launch.
+    let shared = kernel_shared_bytes(kernel, T::DTYPE, precision);
+    let optin = gpu.props().max_shared_per_block_optin;
+    if shared > optin {
+        let case = Case {
+            g: Gemm::new(67.min(max_m), 61, 37, layout).with_precision(precision),
+            bias: false,
+            residual: false,
+            offsets: [0; 4],
+            seed: 1,
+        };
+        match check_typed::<T, O>(&gpu, &case, kernel) {
+            Err(e) if e.contains(&format!("needs {shared} bytes of shared memory")) => {
+                eprintln!("{name}: refused on this device ({shared} bytes of shared memory, {optin} allowed): {e}");
+                return;
+            }
+            other => panic!(
+                "{name}: the kernel needs {shared} bytes of shared memory, the device allows {optin}, but the call gave {other:?}"
+            ),
+        }
+    }
     let cases = gemm_prop::cases(layout, precision, sizes, max_m);
     if let Err(e) = gemm_prop::check_cases::<T, O>(&gpu, kernel, cases, runs) {
         panic!("{name}: {e}");

@@ -106,11 +106,11 @@ ptx_kernel! {
         }
         let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
         if BUG == Bug::RowPitch {
-            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, BK, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, BK, true>(a_s, b_s, a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
         } else if BUG == Bug::SkippedWait {
-            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, false>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, false>(a_s, b_s, a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
         } else {
-            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
+            acc = core::tc_mainloop::<f32, BM, BN, WM, WN, BT, BK, false, { BK + BK / 8 }, true>(a_s, b_s, a_s, b_s, a, b, p, a_off, b_off, m0, n0, 0, kend, tid);
         }
         cp_async_wait_all();
         sync_threads();
@@ -151,7 +151,7 @@ fn launch_mutant(
         (g.m as u32).div_ceil(BM),
         g.batch as u32,
     ];
-    let shared = mma_shared_bytes(Tile { bm: BM, bn: BN });
+    let shared = mma_shared_bytes(Tile { bm: BM, bn: BN }, false);
     let cfg = LaunchConfig::grid(grid).with_shared_mem(shared);
     let bt = g.b_layout == BLayout::NK;
     // SAFETY: `p` comes from `g`, validated against the views just above; the grid's z extent

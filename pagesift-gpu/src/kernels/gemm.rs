@@ -236,6 +236,10 @@ ptx_kernel! {
     ) {
         let a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]> = dyn_shared(0);
         let b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]> = dyn_shared(STAGES * BM * TC_ROW);
+        // 3xTF32's remainders, beside the stages (`mma_shared_bytes`); the other precisions
+        // never touch them, and name the stages again, inside their shared memory.
+        let al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]> = dyn_shared(if X3 { STAGES * (BM + BN) * TC_ROW } else { 0 });
+        let bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]> = dyn_shared(if X3 { STAGES * (2 * BM + BN) * TC_ROW } else { STAGES * BM * TC_ROW });
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let zs = block_idx_z();
         let z = (zs / p.splits) as u64;
@@ -246,7 +250,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let acc = core::tc_mainloop::<T, BM, BN, WM, WN, BT, BK, X3, { BK + BK / 8 }, true>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
+        let acc = core::tc_mainloop::<T, BM, BN, WM, WN, BT, BK, X3, { BK + BK / 8 }, true>(a_s, b_s, al_s, bl_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         // The accumulators to the padded tile (over the pipeline's buffers), then the rows

@@ -382,11 +382,16 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
         (g.m as u32).div_ceil(tile.bm),
         g.batch as u32 * splits,
     ];
-    let shared = if mma {
-        mma_shared_bytes(tile)
-    } else {
-        shared_bytes(tile)
-    };
+    let shared = kernel_shared_bytes(kernel, input, g.precision);
+    let optin = stream.gpu().props().max_shared_per_block_optin;
+    if shared > optin {
+        return Err(Error::from(error::Unsupported {
+            kernel: variant.display_name(),
+            reason: format!(
+                "it needs {shared} bytes of shared memory per block, the device allows {optin}"
+            ),
+        }));
+    }
     let cfg = LaunchConfig::grid(grid).with_shared_mem(shared);
     let launch = |bias: Option<&dyn DeviceRead<f32>>,
                   residual: Option<&dyn DeviceRead<O>>,
@@ -561,11 +566,27 @@ fn mma_warps(tile: Tile) -> (u32, u32) {
 }
 
 /// The dynamic shared memory of a tensor-core tile's kernel (any input type): `STAGES` K
-/// steps of A and B (rows of [`TC_ROW`] bytes), which the epilogue's padded f32 tile
+/// steps of A and B (rows of [`TC_ROW`] bytes), for 3xTF32 (`x3`) twice over (the TF32
+/// roundings of the remainders beside them), which the epilogue's padded f32 tile
 /// (`BM × (BN + 4)`) reuses.
-pub fn mma_shared_bytes(tile: Tile) -> u32 {
+pub fn mma_shared_bytes(tile: Tile, x3: bool) -> u32 {
     let f = std::mem::size_of::<f32>() as u32;
-    (STAGES * (tile.bm + tile.bn) * TC_ROW).max(tile.bm * (tile.bn + 4) * f)
+    let sets = if x3 { 2 } else { 1 };
+    (sets * STAGES * (tile.bm + tile.bn) * TC_ROW).max(tile.bm * (tile.bn + 4) * f)
+}
+
+/// The dynamic shared memory `kernel` launches with for inputs of `input` at `precision`
+/// (the decode kernel's is static). A device runs it only where this is at most its
+/// `max_shared_per_block_optin`: the dispatch and the autotune pass over the others, and
+/// [`gemm_with`] refuses them with [`Error::Unsupported`].
+pub fn kernel_shared_bytes(kernel: Kernel, input: Dtype, precision: Precision) -> u32 {
+    match kernel {
+        Kernel::Tiled(t) | Kernel::SplitK(t, _) => shared_bytes(t),
+        Kernel::Mma { tile, .. } => {
+            mma_shared_bytes(tile, input == Dtype::F32 && precision == Precision::Tf32x3)
+        }
+        Kernel::Gemv { .. } => 0,
+    }
 }
 
 /// The K step of the tensor-core kernels for inputs of `input`: 128 bytes of each row (32
@@ -680,10 +701,13 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
         let (v, shared) = if mma {
-            (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t))
+            (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t, x3))
         } else {
             (variant(*t, bt)?, shared_bytes(*t))
         };
+        if shared > gpu.props().max_shared_per_block_optin {
+            continue;
+        }
         let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
         // A tile larger than 128 × 128 only where its blocks fill the device unsplit: split

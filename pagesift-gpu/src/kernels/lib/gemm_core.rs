@@ -13,8 +13,9 @@
 //!   for a block inside M × N with whole K steps (stages unrolled, no branches in a step),
 //!   `tc_edge_loop` for the others;
 //! - **math**: `tf32_step` (f32 inputs in TF32, optionally 3xTF32) and `h16_step` (f16 and
-//!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`; for plain TF32
-//!   `tc_round_stage` first rounds each thread's own copies of a stage in place;
+//!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`; for f32 inputs
+//!   `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
+//!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers);
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
 //!   walks it in row order and `store_out` applies alpha / beta, the bias, the activation
 //!   (`act_any`) and the residual to 4 outputs at a time (`load4_edge` reads C, the bias
@@ -186,9 +187,9 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
 /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
 /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
 /// `x4` per fragment of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per
-/// element (rows of `BN + 8`: 32 banks). Plain TF32 takes the stage as `tc_round_stage` left
-/// it, rounded; with `X3` each element is rounded here and its remainder as well, and the
-/// step's products go to a fresh accumulator that is
+/// element (rows of `BN + 8`: 32 banks). The stage is as `tc_prepare_stage` left it: rounded
+/// to TF32, and with `X3` the TF32 rounding of each remainder at the same place of `al_s` and
+/// `bl_s`, read alike; with `X3` the step's products go to a fresh accumulator that is
 /// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
 /// all of K would collect one truncation of its full magnitude per `mma`. `LDK` is the
 /// pitch (in elements) of the stage rows of A and of B `[N, K]` as `tc_load` wrote them,
@@ -197,6 +198,8 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
     ao: u32,
     bo: u32,
     s: u32,
@@ -213,23 +216,18 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
             let mut al = [[0u32; 4]; BM / WM / 16];
             #[unroll]
             for mi in 0..BM / WM / 16 {
-                let mut x = [0u32; 4];
                 if BT {
-                    x = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
+                    ah[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
+                    if X3 {
+                        al[mi] = al_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
+                    }
                 } else {
                     #[unroll]
                     for r in 0..4 {
-                        x[r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
-                    }
-                }
-                #[unroll]
-                for r in 0..4 {
-                    if X3 {
-                        let v = f32::from_bits(x[r]);
-                        ah[mi][r] = v.to_tf32();
-                        al[mi][r] = (v - f32::from_bits(ah[mi][r])).to_tf32();
-                    } else {
-                        ah[mi][r] = x[r];
+                        ah[mi][r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                        if X3 {
+                            al[mi][r] = al_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                        }
                     }
                 }
             }
@@ -237,25 +235,26 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
             let mut bl = [[0u32; 2]; BN / WN / 8];
             #[unroll]
             for np in 0..BN / WN / 16 {
-                let mut y = [0.0f32; 4];
+                let mut y = [0u32; 4];
+                let mut yl = [0u32; 4];
                 if BT {
-                    let w = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
-                    y = [f32::from_bits(w[0]), f32::from_bits(w[1]), f32::from_bits(w[2]), f32::from_bits(w[3])];
+                    y = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
+                    if X3 {
+                        yl = bl_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
+                    }
                 } else {
                     #[unroll]
                     for r in 0..4 {
-                        y[r] = b_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8];
+                        y[r] = b_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
+                        if X3 {
+                            yl[r] = bl_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
+                        }
                     }
                 }
                 #[unroll]
                 for r in 0..4 {
-                    let ni = 2 * np + r / 2;
-                    if X3 {
-                        bh[ni][r % 2] = y[r].to_tf32();
-                        bl[ni][r % 2] = (y[r] - f32::from_bits(bh[ni][r % 2])).to_tf32();
-                    } else {
-                        bh[ni][r % 2] = y[r].to_bits();
-                    }
+                    bh[2 * np + r / 2][r % 2] = y[r];
+                    bl[2 * np + r / 2][r % 2] = yl[r];
                 }
             }
             #[unroll]
@@ -404,12 +403,14 @@ fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     ao: u32,
     bo: u32,
     s: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     if T == f32 {
-        tf32_step::<BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s)
+        tf32_step::<BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, al_s, bl_s, ao, bo, s)
     } else {
         h16_step::<T, BM, BN, WM, WN, BT, BK, LDK>(acc, a_s, b_s, ao, bo, s)
     }
@@ -421,11 +422,12 @@ fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
 /// M × N, with 16-byte rows and whole K steps, runs `tc_fast_loop`; the others
 /// `tc_edge_loop`. `LDK` is the pitch of the fragment reads (`BK + BK / 8`, as `tc_load`
 /// writes them) and `WAIT` whether steps wait for their copies: both are there for the
-/// mutants of the tests. 3xTF32 runs `tc_edge_loop` everywhere: at 255 registers its
-/// accumulators and split fragments leave no room for the fast loop's addresses.
+/// mutants of the tests.
 fn tc_mainloop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     a: &[T],
     b: &[T],
     p: GemmParams,
@@ -445,12 +447,11 @@ fn tc_mainloop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, co
     // (And the threads cover whole rows of the copied tiles: `copy_fast`.)
     let rows_a = WM * WN * 32 % (BK * size_of::<T>() / 16) == 0;
     let rows_b = WM * WN * 32 % (if BT { BK } else { BN } * size_of::<T>() / 16) == 0;
-    // 3xTF32 takes the edge loop everywhere: its 255 registers hold no more addresses.
-    let fast = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b & (span % BK == 0) & rows_a & rows_b & !X3;
+    let fast = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b & (span % BK == 0) & rows_a & rows_b;
     if fast {
-        tc_fast_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, ktiles, tid)
+        tc_fast_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, al_s, bl_s, a, b, p, a_off, b_off, m0, n0, kbeg, ktiles, tid)
     } else {
-        tc_edge_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, ktiles, tid)
+        tc_edge_loop::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(a_s, b_s, al_s, bl_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, ktiles, tid)
     }
 }
 
@@ -460,6 +461,8 @@ fn tc_mainloop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, co
 fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     a: &[T],
     b: &[T],
     p: GemmParams,
@@ -497,8 +500,8 @@ fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         if WAIT {
             cp_async_wait(STAGES - 2);
         }
-        if (T == f32) & !X3 {
-            tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, stage, tid);
+        if T == f32 {
+            tc_prepare_stage::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, stage, tid);
         }
         sync_threads();
         let next = kt + STAGES - 1;
@@ -516,7 +519,7 @@ fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         let ao = reads[0] + stage * (BM * LDK);
         let bo = reads[1] + stage * (BN * LDK);
         if (((ao as u64) + a_end as u64) <= (a_s.len() as u64)) & (((bo as u64) + b_end as u64) <= (b_s.len() as u64)) {
-            acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, 0);
+            acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, al_s, bl_s, ao, bo, 0);
         }
         stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
         kt += 1;
@@ -532,6 +535,8 @@ fn tc_edge_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
 fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     a: &[T],
     b: &[T],
     p: GemmParams,
@@ -577,17 +582,7 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         while kt + 2 * STAGES - 1 <= ktiles {
             #[unroll]
             for s in 0..STAGES {
-                if WAIT {
-                    cp_async_wait(STAGES - 2);
-                }
-                if (T == f32) & !X3 {
-                    tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, s, tid);
-                }
-                sync_threads();
-                let next = kt + s + STAGES - 1;
-                tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
-                cp_async_commit();
-                acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s);
+                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, s, kt + s + STAGES - 1, true, tid);
             }
             kt += STAGES;
         }
@@ -595,49 +590,81 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         #[unroll]
         for s in 0..2 * STAGES - 2 {
             if kt + s < ktiles {
-                if WAIT {
-                    cp_async_wait(STAGES - 2);
-                }
-                if (T == f32) & !X3 {
-                    tc_round_stage::<BM, BN, WM, WN, BT, BK>(a_s, b_s, s % STAGES, tid);
-                }
-                sync_threads();
                 let next = kt + s + STAGES - 1;
-                if next < ktiles {
-                    tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
-                }
-                cp_async_commit();
-                acc = tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, ao, bo, s % STAGES);
+                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, s % STAGES, next, next < ktiles, tid);
             }
         }
     }
     acc
 }
 
-/// Rounds to TF32, in place, the chunks of stage `stage` that this thread copied (`tc_load`'s
-/// chunks: chunk `i = tid + q · THREADS` of each tile), once its copies have landed and before
-/// the barrier that shows them to the other warps: each element is rounded once per block
-/// rather than once per warp that reads it, and the `mma`s take the stage as it is.
-fn tc_round_stage<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(
+/// One step of `tc_fast_loop`, in stage `s`: its copies waited for (and, for plain TF32,
+/// rounded), the barrier, the copies of step `next` into the stage that the last step read
+/// (where `load`), and the step's math.
+fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
+    acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_st: u32,
+    b_st: u32,
+    a_e: u64,
+    b_e: u64,
+    ao: u32,
+    bo: u32,
+    s: u32,
+    next: u32,
+    load: bool,
+    tid: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    if WAIT {
+        cp_async_wait(STAGES - 2);
+    }
+    if T == f32 {
+        tc_prepare_stage::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, s, tid);
+    }
+    sync_threads();
+    if load {
+        tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
+    }
+    cp_async_commit();
+    tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, al_s, bl_s, ao, bo, s)
+}
+
+/// Prepares stage `stage` of f32 inputs for the `mma`s, in place, from the chunks that this
+/// thread copied (`tc_load`'s chunks: chunk `i = tid + q · THREADS` of each tile), once its
+/// copies have landed and before the barrier that shows them to the other warps: each element
+/// rounded to TF32 and, with `X3`, the TF32 rounding of its remainder at the same place of
+/// `al_s` / `bl_s` (3xTF32's split). Each element is rounded once per block rather than once
+/// per warp that reads it.
+fn tc_prepare_stage<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
     stage: u32,
     tid: u32,
 ) {
-    round_rows::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }>(a_s, stage * BM * (BK + BK / 8), tid);
+    split_rows::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }, X3>(a_s, al_s, stage * BM * (BK + BK / 8), tid);
     if BT {
-        round_rows::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8), tid);
+        split_rows::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, stage * BN * (BK + BK / 8), tid);
     } else {
-        round_rows::<BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8), tid);
+        split_rows::<BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, stage * BN * (BK + BK / 8), tid);
     }
 }
 
-/// Rounds to TF32 a thread's 16-byte chunks of a `ROWS × RUN` f32 tile at `base` (rows `LDS`
-/// apart), laid out as `copy_rows` copies them. The threads cover whole rows per turn
-/// (`THREADS` a multiple of the chunks per row, `RUN / 4`), so chunk `q` lies `q · THREADS /
-/// (RUN / 4)` rows below chunk 0: one offset, checked once.
-fn round_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32>(
+/// Rounds to TF32 a thread's 16-byte chunks of a `ROWS × RUN` f32 tile at `base` of `t` (rows
+/// `LDS` apart), laid out as `copy_rows` copies them, and with `X3` writes the TF32 rounding of
+/// each remainder to the same place of `tl`. The threads cover whole rows per turn (`THREADS` a
+/// multiple of the chunks per row, `RUN / 4`), so chunk `q` lies `q · THREADS / (RUN / 4)` rows
+/// below chunk 0: one offset, checked once.
+fn split_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32, const X3: bool>(
     t: Shared<[f32; LEN]>,
+    tl: Shared<[f32; LEN]>,
     base: u32,
     tid: u32,
 ) {
@@ -647,8 +674,17 @@ fn round_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u3
         #[unroll]
         for q in 0..chunks {
             let v = t.load4(st + q * (THREADS / (RUN / 4)) * LDS);
-            let r = [f32::from_bits(v[0].to_tf32()), f32::from_bits(v[1].to_tf32()), f32::from_bits(v[2].to_tf32()), f32::from_bits(v[3].to_tf32())];
-            t.store4(st + q * (THREADS / (RUN / 4)) * LDS, r);
+            let h = [f32::from_bits(v[0].to_tf32()), f32::from_bits(v[1].to_tf32()), f32::from_bits(v[2].to_tf32()), f32::from_bits(v[3].to_tf32())];
+            t.store4(st + q * (THREADS / (RUN / 4)) * LDS, h);
+            if X3 {
+                let l = [
+                    f32::from_bits((v[0] - h[0]).to_tf32()),
+                    f32::from_bits((v[1] - h[1]).to_tf32()),
+                    f32::from_bits((v[2] - h[2]).to_tf32()),
+                    f32::from_bits((v[3] - h[3]).to_tf32()),
+                ];
+                tl.store4(st + q * (THREADS / (RUN / 4)) * LDS, l);
+            }
         }
     }
 }

@@ -76,7 +76,16 @@ pub fn cached<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Option
     with_store(stream, |s| {
         s.get(&name).and_then(|w| w.parse::<Kernel>().ok())
     })
-    .filter(|&k| valid(k, g, T::DTYPE, stream.gpu().compute_capability()))
+    .filter(|&k| {
+        valid(k, g, T::DTYPE, stream.gpu().compute_capability()) && fits::<T>(stream, k, g)
+    })
+}
+
+/// Whether `kernel`'s shared memory fits a block of `stream`'s device
+/// ([`super::kernel_shared_bytes`]).
+fn fits<T: ActElement>(stream: &Stream, kernel: Kernel, g: &Gemm) -> bool {
+    super::kernel_shared_bytes(kernel, T::DTYPE, g.precision)
+        <= stream.gpu().props().max_shared_per_block_optin
 }
 
 /// Whether `kernel` can compute `g` with inputs of `input` on a device of compute capability
@@ -122,7 +131,7 @@ pub(super) fn pick<T: ActElement, O: ActElement>(
     let cc = stream.gpu().compute_capability();
     let mut candidates = vec![heuristic];
     for k in kernels() {
-        if k != heuristic && valid(k, g, T::DTYPE, cc) {
+        if k != heuristic && valid(k, g, T::DTYPE, cc) && fits::<T>(stream, k, g) {
             candidates.push(k);
         }
     }
