@@ -237,9 +237,10 @@ pub fn gemm<T: ActElement, O: ActElement>(
 ///
 /// # Errors
 ///
-/// Those of [`gemm`], and [`crate::Error::InvalidArgument`] for a kernel that does not
+/// Those of [`gemm`], [`crate::Error::InvalidArgument`] for a kernel that does not
 /// serve the inputs and precision ([`Kernel::serves`]) or a decode kernel given more rows
-/// than it handles or B in the `KN` layout.
+/// than it handles or B in the `KN` layout, and [`crate::Error::Unsupported`] for a kernel
+/// whose block needs more shared memory than the device has ([`kernel_shared_bytes`]).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_with<T: ActElement, O: ActElement>(
     stream: &Stream,
