@@ -585,3 +585,37 @@ fn shapes_the_buffers_cannot_hold_are_errors_naming_the_operand() {
         "{e}"
     );
 }
+
+/// 3xTF32 through the dispatch on a device where no tensor-core block of it fits the shared
+/// memory (99 KiB a block, as on compute capability 8.6): the GEMM runs on FFMA (exact f32,
+/// which the precision's floor allows) and is right, instead of failing.
+#[test]
+fn tf32x3_takes_ffma_where_no_tensor_core_block_fits() {
+    let small = EmulatorConfig {
+        compute_capability: (8, 6),
+        max_shared_per_block_optin: 99 * 1024,
+        ..EmulatorConfig::default()
+    };
+    let gpu = Gpu::emulated(small).expect("the emulated device opens");
+    for layout in [BLayout::NK, BLayout::KN] {
+        let case = Case {
+            g: Gemm::new(67, 61, 37, layout)
+                .with_act(Act::Gelu)
+                .with_precision(Precision::Tf32x3),
+            bias: true,
+            residual: true,
+            offsets: [1, 0, 3, 2],
+            seed: 7,
+        };
+        let r = pagesift_tests::gemm_check::check_with::<f32, f32>(
+            &gpu,
+            &case,
+            |s, g, a, b, bias, res, c| gemm(s, g, a, b, bias, res, c),
+        );
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{layout:?}: a wrong value: {e}"),
+            Err(e) => panic!("{layout:?}: the dispatch failed: {e}"),
+        }
+    }
+}

@@ -660,7 +660,12 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
         return pick_tile::<T, O>(stream, g, true);
     }
     if g.precision != Precision::F32 && tensor_cores {
-        pick_tile::<T, O>(stream, g, true)
+        // A precision is a floor: where no tensor-core block fits the device's shared
+        // memory (3xTF32 on a device with less than 110 KiB a block), FFMA serves it.
+        pick_tile::<T, O>(stream, g, true).or_else(|e| {
+            super::log_dispatch(|| format!("gemm {:?} on FFMA (exact f32): {e}", g.precision));
+            pick_tile::<T, O>(stream, g, false)
+        })
     } else {
         if g.precision != Precision::F32 {
             super::log_dispatch(|| {
@@ -746,7 +751,16 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
             }
         }
     }
-    let (_, kernel, why) = best.expect("at least one tile");
+    let Some((_, kernel, why)) = best else {
+        return Err(Error::from(error::Unsupported {
+            kernel: format!("gemm {} {:?}", T::DTYPE.name(), g.precision),
+            reason: format!(
+                "no {} tile's block fits the device's {} bytes of shared memory",
+                if mma { "tensor-core" } else { "FFMA" },
+                gpu.props().max_shared_per_block_optin
+            ),
+        }));
+    };
     super::log_dispatch(|| format!("gemm {kernel} ({why})"));
     Ok(kernel)
 }
