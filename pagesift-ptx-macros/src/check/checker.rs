@@ -410,19 +410,7 @@ impl Checker<'_> {
         );
         let t = self.check_expr(e, None);
         self.frame().scopes.pop();
-        let mut k = &t.kind;
-        while let TKind::Block(TBlock {
-            stmts,
-            tail: Some(tail),
-            ..
-        }) = k
-        {
-            if !stmts.is_empty() {
-                break;
-            }
-            k = &tail.kind;
-        }
-        match k {
+        match resolved(&t.kind) {
             TKind::Const(ConstVal::Enum(name)) => match Target::parse(name) {
                 Some(t) => Some(t),
                 None => {
