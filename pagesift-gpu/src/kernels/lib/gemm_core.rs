@@ -598,8 +598,8 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     acc
 }
 
-/// One step of `tc_fast_loop`, in stage `s`: its copies waited for (and, for plain TF32,
-/// rounded), the barrier, the copies of step `next` into the stage that the last step read
+/// One step of `tc_fast_loop`, in stage `s`: its copies waited for (and, for f32 inputs,
+/// prepared by `tc_prepare_stage`), the barrier, the copies of step `next` into the stage that the last step read
 /// (where `load`), and the step's math.
 fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
