@@ -2,7 +2,7 @@
 //! (f32 inputs in TF32, f32 out, one 64 × 64 tile of 2 × 2 warps, K steps of 32 in a
 //! `STAGES`-deep `cp.async` pipeline, both B layouts), built from the real kernel's pieces
 //! (the helper library `pagesift-gpu/src/kernels/lib/gemm_core.rs`: the loader `tc_load`, the
-//! step `tf32_step`, the epilogue `acc_to_shared` / `write_rows`), compiled once correct and
+//! step `tc_step`, the epilogue `acc_to_shared` / `write_rows`), compiled once correct and
 //! once per deliberate bug, each run through the same checks as the real kernels' tests
 //! ([`pagesift_tests::gemm_check`]: random shapes that are multiples of no tile, gaps between
 //! rows, batches, misaligned views, every epilogue, C poisoned, the f64 reference and the
@@ -21,7 +21,7 @@
 //! Where a mutant differs from the real kernel: `EdgeMask` and `SkippedWait` are changes to
 //! this kernel's own body (the K edge it hands to `tc_load`, the wait in its loop), which is
 //! written here in the shape of `gemm_mma`'s; `RowPitch` passes another pitch to
-//! `tf32_step`, whose `LDK` parameter (the pitch `tc_load` wrote, which `gemm_mma` passes as
+//! `tc_step`, whose `LDK` parameter (the pitch `tc_load` wrote, which `gemm_mma` passes as
 //! `BK + BK / 8`) is the one hook the library has for it. The loader, the math and the
 //! epilogue are the library's, not copies.
 //!

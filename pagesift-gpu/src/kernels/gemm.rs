@@ -58,6 +58,11 @@ ptx_kernel! {
     pub const STAGES: u32 = core::STAGES;
     /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
     pub const X3_MAX_WARPS: u32 = 8;
+    /// The most outputs of a `gemm_mma` warp tile whose threads live in 128 registers (64 ×
+    /// 32, two blocks to a multiprocessor). Larger warp tiles (64 × 64: half the fragment
+    /// reads per `mma`) take up to 255, and are built for TF32, f16 and bf16 only: 3xTF32's
+    /// second fragments would not fit beside their accumulators.
+    pub const SMALL_WARP_TILE: u32 = core::SMALL_WARP_TILE;
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile). The K steps of tiles that lie
@@ -215,16 +220,16 @@ ptx_kernel! {
     /// the grid's z extent `batch · splits`.
     #[target(sm_80)]
     #[variants(
-        (BM, BN, WM, WN) in [(256, 128, 4, 4), (128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
+        (BM, BN, WM, WN) in [(256, 128, 4, 2), (128, 128, 2, 4), (128, 64, 4, 2), (64, 64, 2, 2)],
         BT in [false, true],
         (T, O, BK, X3) in [
             (f32, f32, 32, false), (f32, f32, 32, true),
             (f16, f32, 64, false), (f16, f16, 64, false),
             (bf16, f32, 64, false), (bf16, bf16, 64, false)
         ],
-        where !(X3 && WM * WN > X3_MAX_WARPS)
+        where !(X3 && (WM * WN > X3_MAX_WARPS || BM / WM * (BN / WN) > SMALL_WARP_TILE))
     )]
-    #[launch(block = WM * WN * 32, max_regs = if X3 { 255 } else { 128 })]
+    #[launch(block = WM * WN * 32, max_regs = if X3 || BM / WM * (BN / WN) > SMALL_WARP_TILE { 255 } else { 128 })]
     pub fn gemm_mma<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
         p: GemmParams,
         a: &[T],

@@ -12,8 +12,10 @@
 //! - **main loop**: `tc_mainloop` runs the pipeline over a block's K steps, `tc_fast_loop`
 //!   for a block inside M × N with whole K steps (stages unrolled, no branches in a step),
 //!   `tc_edge_loop` for the others;
-//! - **math**: `tf32_step` (f32 inputs in TF32, optionally 3xTF32) and `h16_step` (f16 and
-//!   bf16) multiply one buffer into a warp's accumulators with `mma.sync`; for f32 inputs
+//! - **math**: `tc_step` multiplies one buffer into a warp's accumulators with `mma.sync`,
+//!   in `TC_KSTEPS` steps of `tf32_kstep` (f32 inputs in TF32, optionally 3xTF32) or
+//!   `h16_kstep` (f16 and bf16); the fast loop sends the next step's copies out between
+//!   them, a part before each; for f32 inputs
 //!   `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
 //!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers);
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
@@ -85,6 +87,10 @@ const ACT_HARD_SIGMOID: u32 = 10;
 const TC_ROW: u32 = 144;
 /// Their pipeline depth: K steps in flight.
 const STAGES: u32 = 3;
+/// The most outputs of a warp tile whose threads live in 128 registers (64 × 32, two blocks
+/// of 8 warps to a multiprocessor). Larger warp tiles (64 × 64: half the fragment reads per
+/// `mma`) take up to 255.
+const SMALL_WARP_TILE: u32 = 2048;
 
 /// Issues the copies of one K step at `k0` into buffer `stage`: `BM × BK` of A, and of B
 /// `BN × BK` (`[N, K]`) or `BK × BN` (`[K, N]`, rows `BN + 8` long).
@@ -136,7 +142,7 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     if FAST & (THREADS % (RUN * size_of::<T>() / 16) == 0) {
         let et = off + (r0 + tid / cpr) as u64 * ld as u64 + (c0 + tid % cpr * (16 / size_of::<T>())) as u64;
         let st = base + tid / cpr * LDS + tid % cpr * (16 / size_of::<T>());
-        copy_fast::<T, ROWS, RUN, LDS, THREADS, LEN>(t, st, x, et, (THREADS / cpr) as u64 * ld as u64);
+        copy_fast::<T, ROWS, RUN, LDS, THREADS, LEN>(t, st, x, et, (THREADS / cpr) as u64 * ld as u64, 0, 1);
         return;
     }
     #[unroll]
@@ -180,21 +186,19 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     }
 }
 
-/// One K step of f32 inputs in TF32 (`BK / 8` mma steps) on buffer `s`, each lane reading
-/// from its offsets `ao` and `bo` of `tc_reads` (stage 0; the caller proves the reads in
-/// bounds). Lane `(g, t)
-/// = (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each
+/// One `mma` step (8 of K, at `kk · 8` of the K step) of f32 inputs in TF32 on buffer
+/// `s`, added to the warp's accumulators `d`, each lane reading from its offsets `ao` and
+/// `bo` of `tc_reads` (stage 0; the caller proves the reads in bounds). Lane `(g, t) =
+/// (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each
 /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
 /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
 /// `x4` per fragment of A, one per two fragments of B `[N, K]`; B `[K, N]` is read per
 /// element (rows of `BN + 8`: 32 banks). The stage is as `tc_prepare_stage` left it: rounded
 /// to TF32, and with `X3` the TF32 rounding of each remainder at the same place of `al_s` and
-/// `bl_s`, read alike; with `X3` the step's products go to a fresh accumulator that is
-/// then added to `acc` in f32: the tensor cores' adders truncate, and a running sum over
-/// all of K would collect one truncation of its full magnitude per `mma`. `LDK` is the
-/// pitch (in elements) of the stage rows of A and of B `[N, K]` as `tc_load` wrote them,
-/// `BK + BK / 8`.
-fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+/// `bl_s`, read alike (`tc_open` and `tc_close` keep 3xTF32's sums of a K step apart). `LDK`
+/// is the pitch (in elements) of the stage rows of A and of B `[N, K]` as `tc_load` wrote
+/// them, `BK + BK / 8`.
+fn tf32_kstep<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
@@ -203,134 +207,141 @@ fn tf32_step<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const B
     ao: u32,
     bo: u32,
     s: u32,
+    kk: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     let mut d = acc;
-    if X3 {
-        d = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
-    }
     let ldk = LDK;
-    {
-        #[unroll]
-        for kk in 0..BK / 8 {
-            let mut ah = [[0u32; 4]; BM / WM / 16];
-            let mut al = [[0u32; 4]; BM / WM / 16];
-            #[unroll]
-            for mi in 0..BM / WM / 16 {
-                if BT {
-                    ah[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
-                    if X3 {
-                        al[mi] = al_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
-                    }
-                } else {
-                    #[unroll]
-                    for r in 0..4 {
-                        ah[mi][r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
-                        if X3 {
-                            al[mi][r] = al_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
-                        }
-                    }
-                }
+    let mut ah = [[0u32; 4]; BM / WM / 16];
+    let mut al = [[0u32; 4]; BM / WM / 16];
+    #[unroll]
+    for mi in 0..BM / WM / 16 {
+        if BT {
+            ah[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
+            if X3 {
+                al[mi] = al_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
             }
-            let mut bh = [[0u32; 2]; BN / WN / 8];
-            let mut bl = [[0u32; 2]; BN / WN / 8];
+        } else {
             #[unroll]
-            for np in 0..BN / WN / 16 {
-                let mut y = [0u32; 4];
-                let mut yl = [0u32; 4];
-                if BT {
-                    y = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
-                    if X3 {
-                        yl = bl_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
-                    }
-                } else {
-                    #[unroll]
-                    for r in 0..4 {
-                        y[r] = b_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
-                        if X3 {
-                            yl[r] = bl_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
-                        }
-                    }
-                }
-                #[unroll]
-                for r in 0..4 {
-                    bh[2 * np + r / 2][r % 2] = y[r];
-                    bl[2 * np + r / 2][r % 2] = yl[r];
-                }
-            }
-            #[unroll]
-            for mi in 0..BM / WM / 16 {
-                #[unroll]
-                for ni in 0..BN / WN / 8 {
-                    let i = mi * (BN / WN / 8) + ni;
-                    if X3 {
-                        d[i] = mma_m16n8k8_tf32(al[mi], bh[ni], d[i]);
-                        d[i] = mma_m16n8k8_tf32(ah[mi], bl[ni], d[i]);
-                    }
-                    d[i] = mma_m16n8k8_tf32(ah[mi], bh[ni], d[i]);
+            for r in 0..4 {
+                ah[mi][r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                if X3 {
+                    al[mi][r] = al_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
                 }
             }
         }
     }
-    if X3 {
-        #[unroll]
-        for i in 0..(BM / WM / 16) * (BN / WN / 8) {
+    let mut bh = [[0u32; 2]; BN / WN / 8];
+    let mut bl = [[0u32; 2]; BN / WN / 8];
+    #[unroll]
+    for np in 0..BN / WN / 16 {
+        let mut y = [0u32; 4];
+        let mut yl = [0u32; 4];
+        if BT {
+            y = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
+            if X3 {
+                yl = bl_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 8);
+            }
+        } else {
             #[unroll]
             for r in 0..4 {
-                d[i][r] = acc[i][r] + d[i][r];
+                y[r] = b_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
+                if X3 {
+                    yl[r] = bl_s[bo + s * (BN * LDK) + (kk * 8 + (r % 2) * 4) * (BN + 8) + (2 * np + r / 2) * 8].to_bits();
+                }
             }
+        }
+        #[unroll]
+        for r in 0..4 {
+            bh[2 * np + r / 2][r % 2] = y[r];
+            bl[2 * np + r / 2][r % 2] = yl[r];
+        }
+    }
+    #[unroll]
+    for mi in 0..BM / WM / 16 {
+        #[unroll]
+        for ni in 0..BN / WN / 8 {
+            let i = mi * (BN / WN / 8) + ni;
+            if X3 {
+                d[i] = mma_m16n8k8_tf32(al[mi], bh[ni], d[i]);
+                d[i] = mma_m16n8k8_tf32(ah[mi], bl[ni], d[i]);
+            }
+            d[i] = mma_m16n8k8_tf32(ah[mi], bh[ni], d[i]);
         }
     }
     d
 }
 
-/// One K step of f16 or bf16 inputs (`BK / 16` mma steps of `m16n8k16`) on buffer `s`,
-/// reading from `ao` and `bo` as `tf32_step` does. Lane `(g, t) = (lane / 4, lane % 4)`
+/// The sums that a K step's `mma`s start from: the accumulators, or for 3xTF32 (`X3`) a
+/// fresh zero, which `tc_close` adds to them in f32 once the step is done: the tensor cores'
+/// adders truncate, and a running sum over all of K would collect one truncation of its full
+/// magnitude per `mma`.
+fn tc_open<const N: u32, const X3: bool>(acc: [[f32; 4]; N]) -> [[f32; 4]; N] {
+    let mut d = acc;
+    if X3 {
+        d = [[0.0f32; 4]; N];
+    }
+    d
+}
+
+/// The accumulators after a K step whose `mma`s summed into `d` from `tc_open(acc)`.
+fn tc_close<const N: u32, const X3: bool>(acc: [[f32; 4]; N], d: [[f32; 4]; N]) -> [[f32; 4]; N] {
+    let mut r = d;
+    if X3 {
+        #[unroll]
+        for i in 0..N {
+            #[unroll]
+            for l in 0..4 {
+                r[i][l] = acc[i][l] + d[i][l];
+            }
+        }
+    }
+    r
+}
+
+/// One `mma` step (16 of K, at `kk · 16` of the K step) of f16 or bf16 inputs on buffer
+/// `s`, reading from `ao` and `bo` as `tf32_kstep` does. Lane `(g, t) = (lane / 4, lane % 4)`
 /// holds A at rows `g`, `g + 8` and the column pairs `2t`, `2t + 8` of each 16 × 16
 /// fragment, B at column `g` and the row pairs `2t`, `2t + 8`; `ldmatrix.x4` reads them as
 /// 8 × 8 matrices (rows of 16 bytes, on 32 banks with rows of `BK + 8` or `BN + 8`
 /// elements): one per fragment of A, one per two fragments of B, transposed for B `[K, N]`.
-/// `LDK` as for `tf32_step`.
-fn h16_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>(
+/// `LDK` as for `tf32_kstep`.
+fn h16_kstep<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>(
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     ao: u32,
     bo: u32,
     s: u32,
+    kk: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     let mut d = acc;
     let ldk = LDK;
-    {
+    let mut af = [[0u32; 4]; BM / WM / 16];
+    #[unroll]
+    for mi in 0..BM / WM / 16 {
+        af[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 16);
+    }
+    let mut bf = [[0u32; 2]; BN / WN / 8];
+    #[unroll]
+    for np in 0..BN / WN / 16 {
+        let mut w = [0u32; 4];
+        if BT {
+            w = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 16);
+        } else {
+            w = b_s.ldmatrix_x4_trans(bo + s * (BN * LDK) + kk * 16 * (BN + 8) + np * 16);
+        }
+        bf[2 * np] = [w[0], w[1]];
+        bf[2 * np + 1] = [w[2], w[3]];
+    }
+    #[unroll]
+    for mi in 0..BM / WM / 16 {
         #[unroll]
-        for kk in 0..BK / 16 {
-            let mut af = [[0u32; 4]; BM / WM / 16];
-            #[unroll]
-            for mi in 0..BM / WM / 16 {
-                af[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 16);
-            }
-            let mut bf = [[0u32; 2]; BN / WN / 8];
-            #[unroll]
-            for np in 0..BN / WN / 16 {
-                let mut w = [0u32; 4];
-                if BT {
-                    w = b_s.ldmatrix_x4(bo + s * (BN * LDK) + np * 16 * ldk + kk * 16);
-                } else {
-                    w = b_s.ldmatrix_x4_trans(bo + s * (BN * LDK) + kk * 16 * (BN + 8) + np * 16);
-                }
-                bf[2 * np] = [w[0], w[1]];
-                bf[2 * np + 1] = [w[2], w[3]];
-            }
-            #[unroll]
-            for mi in 0..BM / WM / 16 {
-                #[unroll]
-                for ni in 0..BN / WN / 8 {
-                    let i = mi * (BN / WN / 8) + ni;
-                    if T == f16 {
-                        d[i] = mma_m16n8k16_f16(af[mi], bf[ni], d[i]);
-                    } else {
-                        d[i] = mma_m16n8k16_bf16(af[mi], bf[ni], d[i]);
-                    }
-                }
+        for ni in 0..BN / WN / 8 {
+            let i = mi * (BN / WN / 8) + ni;
+            if T == f16 {
+                d[i] = mma_m16n8k16_f16(af[mi], bf[ni], d[i]);
+            } else {
+                d[i] = mma_m16n8k16_bf16(af[mi], bf[ni], d[i]);
             }
         }
     }
@@ -339,7 +350,7 @@ fn h16_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const
 
 /// Where lane `tid % 32` of warp `tid / 32` reads its fragments in stage 0 of A and of B
 /// (`[a, b]`, elements; stage `s` lies `s · BM · LDK` and `s · BN · LDK` further), as
-/// `tf32_step` and `h16_step` describe.
+/// `tf32_kstep` and `h16_kstep` describe.
 fn tc_reads<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const LDK: u32>(tid: u32) -> [u32; 2] {
     let lane = tid % 32;
     let warp = tid / 32;
@@ -397,6 +408,9 @@ fn tc_b_end<T, const BN: u32, const WN: u32, const BT: bool, const BK: u32, cons
     }
 }
 
+/// The `mma` steps of one K step: 128 bytes of K, `TC_KSTEPS` of them whatever the type.
+const TC_KSTEPS: u32 = 4;
+
 /// The math of one K step in stage `s`, reading from `ao` and `bo` (`tc_reads`, proven in
 /// bounds by the caller for that stage).
 fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
@@ -409,10 +423,30 @@ fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
     bo: u32,
     s: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut d = tc_open::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc);
+    #[unroll]
+    for kk in 0..TC_KSTEPS {
+        d = tc_kstep::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk);
+    }
+    tc_close::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc, d)
+}
+
+/// `mma` step `kk` of a K step in stage `s` (`tf32_kstep` or `h16_kstep`).
+fn tc_kstep<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+    d: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
+    a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
+    ao: u32,
+    bo: u32,
+    s: u32,
+    kk: u32,
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     if T == f32 {
-        tf32_step::<BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, al_s, bl_s, ao, bo, s)
+        tf32_kstep::<BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk)
     } else {
-        h16_step::<T, BM, BN, WM, WN, BT, BK, LDK>(acc, a_s, b_s, ao, bo, s)
+        h16_kstep::<T, BM, BN, WM, WN, BT, BK, LDK>(d, a_s, b_s, ao, bo, s, kk)
     }
 }
 
@@ -567,7 +601,7 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     #[unroll]
     for s in 0..STAGES - 1 {
         if s < ktiles {
-            tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, s, a, b, p, a_st, b_st, a_e, b_e, s);
+            tc_copy_fast::<T, BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, s, a, b, p, a_st, b_st, a_e, b_e, s, 0, true);
         }
         cp_async_commit();
     }
@@ -628,11 +662,18 @@ fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         tc_prepare_stage::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, s, tid);
     }
     sync_threads();
-    if load {
-        tc_copy_fast::<T, BM, BN, WM, WN, BT, BK>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next);
+    // The copies go out a part before each `mma` step, so that the warps' copies do not all
+    // queue at once behind the barrier while the tensor cores wait.
+    let mut d = tc_open::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc);
+    #[unroll]
+    for kk in 0..TC_KSTEPS {
+        if load {
+            tc_copy_fast::<T, BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next, kk, false);
+        }
+        d = tc_kstep::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk);
     }
     cp_async_commit();
-    tc_step::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(acc, a_s, b_s, al_s, bl_s, ao, bo, s)
+    tc_close::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc, d)
 }
 
 /// Prepares stage `stage` of f32 inputs for the `mma`s, in place, from the chunks that this
@@ -692,8 +733,13 @@ fn split_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u3
 /// The copies of K step `kt` (of a block inside the matrices) into stage `stage`: A from
 /// element `a_e` of the thread's first chunk of step 0 (`tc_fast_loop`), B from `b_e`; a
 /// thread's later chunks lie whole rows apart. The strides are computed here from `p`
-/// (kernel parameters, which need no registers across the loop).
-fn tc_copy_fast<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(
+/// (kernel parameters, which need no registers across the loop). With `all` every copy;
+/// otherwise those that go out before `mma` step `kk` of a step (`tc_fast_step`): a quarter
+/// of each operand's before each step, or A's before step 0 and B's before step 2 for the
+/// kernels whose 128 registers hold no more addresses at once (16-bit inputs and 3xTF32 on
+/// warp tiles of at most `SMALL_WARP_TILE` outputs: `ptxas` spills the spread schedule there,
+/// and this one elsewhere).
+fn tc_copy_fast<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     stage: u32,
@@ -705,16 +751,27 @@ fn tc_copy_fast<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     a_e: u64,
     b_e: u64,
     kt: u32,
+    kk: u32,
+    all: bool,
 ) {
+    let spread = !all & ((BM / WM * (BN / WN) > SMALL_WARP_TILE) | ((T == f32) & !X3));
+    let parts = if spread { TC_KSTEPS } else { 1u32 };
+    let part = if spread { kk } else { 0u32 };
+    let a_go = all | spread | (kk == 0);
+    let b_go = all | spread | (kk == TC_KSTEPS / 2);
     let cpr = BK * size_of::<T>() / 16;
     let cpr_b = if BT { cpr } else { BN * size_of::<T>() / 16 };
     let a_step = (WM * WN * 32 / cpr) as u64 * p.lda as u64;
     let b_step = (WM * WN * 32 / cpr_b) as u64 * p.ldb as u64;
-    copy_fast::<T, BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }>(a_s, stage * BM * (BK + BK / 8) + a_st, a, a_e + (kt * BK) as u64, a_step);
-    if BT {
-        copy_fast::<T, BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64, b_step);
-    } else {
-        copy_fast::<T, BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64 * p.ldb as u64, b_step);
+    if a_go {
+        copy_fast::<T, BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }>(a_s, stage * BM * (BK + BK / 8) + a_st, a, a_e + (kt * BK) as u64, a_step, part, parts);
+    }
+    if b_go {
+        if BT {
+            copy_fast::<T, BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64, b_step, part, parts);
+        } else {
+            copy_fast::<T, BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }>(b_s, stage * BN * (BK + BK / 8) + b_st, b, b_e + (kt * BK) as u64 * p.ldb as u64, b_step, part, parts);
+        }
     }
 }
 
@@ -727,17 +784,20 @@ fn copy_fast<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     x: &[T],
     e: u64,
     step: u64,
+    part: u32,
+    parts: u32,
 ) {
-    let mut eq = e;
+    let n = ROWS * RUN * size_of::<T>() / (16 * THREADS);
     #[unroll]
     for q in 0..ROWS * RUN * size_of::<T>() / (16 * THREADS) {
-        // SAFETY: the launch's contract (see `gemm_mma`) and the caller's choice: the
-        // tile lies inside the matrix, its rows 16-byte aligned; the destination lies in
-        // the stage by the tile's constants.
-        unsafe {
-            t.cp_async16_unchecked(st + q * (THREADS / (RUN * size_of::<T>() / 16)) * LDS, x, eq);
+        if q * parts / n == part {
+            // SAFETY: the launch's contract (see `gemm_mma`) and the caller's choice: the
+            // tile lies inside the matrix, its rows 16-byte aligned; the destination lies in
+            // the stage by the tile's constants.
+            unsafe {
+                t.cp_async16_unchecked(st + q * (THREADS / (RUN * size_of::<T>() / 16)) * LDS, x, e + q as u64 * step);
+            }
         }
-        eq += step;
     }
 }
 
