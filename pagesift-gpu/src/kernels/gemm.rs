@@ -259,8 +259,8 @@ ptx_kernel! {
         cp_async_wait_all();
         sync_threads();
         // The accumulators to the padded tile (over the pipeline's buffers), then the rows
-        // through the epilogue, `BK² / 1024` runs of reads in flight: 1 for TF32 (whose 128
-        // registers hold no more without spilling), 4 for 16-bit inputs.
+        // through the epilogue, `BK² / 1024` runs of 4 outputs at a time: 1 for TF32 (whose
+        // main loop on 128-register tiles spills with more), 4 for 16-bit inputs.
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
@@ -319,10 +319,10 @@ ptx_kernel! {
             if MT >= 8 {
                 gemv_ffma::<MT, 1>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
             } else {
-                gemv_ffma::<MT, 4>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
+                gemv_ffma::<MT, GEMV_UNROLL_F32>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
             }
         } else {
-            gemv_mma::<T, 4>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
+            gemv_mma::<T, GEMV_UNROLL_16>(part, a, b, p, a_off, b_off, n0, kbeg, kend, fast);
         }
         sync_threads();
         let tid = thread_idx_x();
@@ -422,7 +422,6 @@ ptx_kernel! {
         // The rest of the slice (all of it without 16-byte rows or at the edge of N): each
         // vector through the edge loads, zero past `kend` and past the rows of W and A.
         while k0 < kend {
-            #[unroll]
             for u in 0..U {
                 let kv = k0 + 4 * lane + 128 * u;
                 let mut w = [[0.0f32; 4]; 4];
@@ -525,7 +524,6 @@ ptx_kernel! {
         }
         // The rest of the slice through the edge loads (zero past `kend`, N and M).
         while k0 < kend {
-            #[unroll]
             for u in 0..U {
                 let kv = k0 + 8 * t + 32 * u;
                 let e = load8_edge::<T>(b, wg + kv as u64, n0 + g < p.n, kv, kend, p.vec_b);
@@ -596,6 +594,13 @@ ptx_kernel! {
 
     /// Columns of C (rows of W) per block of the decode kernel `gemv`.
     pub const GEMV_COLUMNS: u32 = 16;
+    /// The 16-byte vectors of each row of W that a lane of `gemv` loads at once, f32 inputs
+    /// below 8 rows of A (at 8 rows: 1, for the accumulators' registers): 16 KB in flight
+    /// per warp.
+    pub const GEMV_UNROLL_F32: u32 = 4;
+    /// The same for 16-bit inputs (two rows of W per lane): 4 KB per warp (8 measured slower
+    /// on an H200: 71.5% of the copy bandwidth at 1 × 4096 × 4096 bf16 against 77.4%).
+    pub const GEMV_UNROLL_16: u32 = 4;
 
     /// The K step of every tile.
     pub const BK: u32 = 16;

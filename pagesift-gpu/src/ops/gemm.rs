@@ -6,8 +6,8 @@
 
 use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS, SKEW,
-    SMALL_WARP_TILE, STAGES, TC_ROW, X3_MAX_WARPS,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS,
+    GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES, TC_ROW, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -512,20 +512,27 @@ pub fn launch_params<T: ActElement, O: ActElement>(
 /// vectors of any input type).
 const GEMV_K_STEP: u32 = 8;
 
-/// The shortest slice of K the dispatch gives a decode block: a turn of its 8 warps over
-/// 16-byte vectors (1024 elements of 16-bit inputs, two of f32).
-const GEMV_MIN_SLICE: usize = 1024;
+/// The shortest slice of K the dispatch gives a decode block of `input` elements: a turn of
+/// its 8 warps over their unrolled 16-byte vectors ([`GEMV_UNROLL_16`] chunks of 32 elements
+/// per warp for 16-bit inputs; two halves of [`GEMV_UNROLL_F32`] chunks of 128 for f32).
+pub fn gemv_min_slice(input: Dtype) -> usize {
+    if input == Dtype::F32 {
+        2 * 128 * GEMV_UNROLL_F32 as usize
+    } else {
+        8 * 32 * GEMV_UNROLL_16 as usize
+    }
+}
 
 /// Slices of K for the decode kernel: 1 where its `blocks` (column groups × batch) fill a
 /// wave of `per_wave` (the device's resident blocks), else as many as make about one wave,
-/// each at least [`GEMV_MIN_SLICE`] of the `k` elements long and at most [`MAX_SPLITS`],
-/// within `MAX_BATCH` blocks along y for a batch of `batch`.
-pub fn gemv_splits(blocks: u64, per_wave: u64, k: usize, batch: usize) -> u32 {
+/// each at least `min_slice` ([`gemv_min_slice`]) of the `k` elements long and at most
+/// [`MAX_SPLITS`], within `MAX_BATCH` blocks along y for a batch of `batch`.
+pub fn gemv_splits(blocks: u64, per_wave: u64, k: usize, min_slice: usize, batch: usize) -> u32 {
     if blocks == 0 || blocks >= per_wave {
         return 1;
     }
     let fill = (per_wave / blocks) as usize;
-    let long = k / GEMV_MIN_SLICE;
+    let long = k / min_slice.max(1);
     let cap = MAX_BATCH / batch.max(1);
     fill.min(long).min(MAX_SPLITS).min(cap).max(1) as u32
 }
@@ -648,7 +655,7 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
             .ok_or_else(|| crate::__private::variant_not_compiled("gemv", format!("MT={rows}")))?;
         let per_wave = u64::from(gpu.props().sm_count) * u64::from(gpu.blocks_per_sm(v, 0)?);
         let blocks = (g.n as u64).div_ceil(u64::from(GEMV_COLUMNS)) * g.batch as u64;
-        let splits = gemv_splits(blocks, per_wave, g.k, g.batch);
+        let splits = gemv_splits(blocks, per_wave, g.k, gemv_min_slice(T::DTYPE), g.batch);
         super::log_dispatch(|| {
             format!(
                 "gemm decode kernel for {rows} rows (M = {} <= 8, B [N, K]), {blocks} blocks for {per_wave} resident: {splits} slices of K",
@@ -699,6 +706,7 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
     } else {
         &F32_TILE_SPEED
     };
+    let rate = flop_per_byte(mma, T::DTYPE, x3);
     let mut best: Option<(f64, Kernel, String)> = None;
     for (t, &speed) in tiles.iter().zip(speeds) {
         if mma && !mma_tile_serves(*t, x3) {
@@ -717,6 +725,7 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
         }
         let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
+        let slots = if mma { 1.0 } else { resident };
         // A tile larger than 128 × 128 only where its blocks fill the device unsplit: split
         // along K, its fewer and longer slices pay more for the workspace pass than the
         // tile's reuse gains (on an H200, 256 × 128 in 10 slices ran 512 × 4096 × 4096 bf16
@@ -737,7 +746,8 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
             }
             let total = blocks * f64::from(splits);
             let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
-            let cost = tile_cost(total, splits, resident, sms, area / speed);
+            let second = split_pass_cost(g.m, g.n, g.k, g.batch, splits, sms, rate);
+            let cost = tile_cost(total, splits, slots, sms, area / speed, second);
             let kernel = match (mma, splits) {
                 (true, _) => Kernel::Mma { tile: *t, splits },
                 (false, 1) => Kernel::Tiled(*t),
@@ -766,20 +776,58 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
     Ok(kernel)
 }
 
-/// The estimated time of `total` blocks (over `splits` slices of K) of a tile whose block,
-/// `resident` to a multiprocessor, takes `work` (relative to a full-K 128 × 128 block at
-/// the 128 × 128 tile's speed): waves of `sms · resident` blocks, each as long as a full
-/// one. A multiprocessor with fewer blocks than it holds does not finish them sooner: the
-/// kernels need every resident block's warps to hide their latencies, so a grid that does
-/// not fill the device is split along K until it does. A split divides each block's work
-/// and adds its second pass (a tenth).
-fn tile_cost(total: f64, splits: u32, resident: f64, sms: f64, work: f64) -> f64 {
-    let waves = (total / (sms * resident)).ceil();
-    let cost = waves * resident * work / f64::from(splits);
+/// The estimated time of `total` blocks (over `splits` slices of K) of a tile whose block
+/// takes `work` (relative to a full-K 128 × 128 block at the 128 × 128 tile's speed), in
+/// waves of `sms · slots` blocks, each as long as a full one: `slots` is how many blocks a
+/// multiprocessor runs in the time of one. FFMA tiles need every resident block's warps
+/// to hide their latencies, so their `slots` is the blocks resident (a multiprocessor
+/// with fewer does not finish sooner); a tensor-core block alone already keeps the tensor
+/// pipe as busy as two together (on an H200, 128 × 128 bf16 blocks: one per
+/// multiprocessor over all of K ran 512 × 4096 × 4096 in 74 µs, two of half of K each in
+/// about 80 µs before their second pass), so theirs is 1: a multiprocessor's time is the
+/// sum of its blocks' work. A split divides each block's work and adds `second`, its
+/// second pass ([`split_pass_cost`]).
+fn tile_cost(total: f64, splits: u32, slots: f64, sms: f64, work: f64, second: f64) -> f64 {
+    let waves = (total / (sms * slots)).ceil();
+    let cost = waves * slots * work / f64::from(splits);
     if splits > 1 {
-        cost * 1.1
+        cost + second
     } else {
         cost
+    }
+}
+
+/// The cost, in [`tile_cost`]'s units, of splitting an `m × n × k` GEMM (`batch` matrices)
+/// into `splits` slices of K: the workspace's f32 partial sums written and read back
+/// (8 bytes per output and slice) and the second launch (as [`SPLIT_LAUNCH_BYTES`] more),
+/// at `flop_per_byte` (the tile kernel's rate over the memory bandwidth), against a
+/// multiprocessor's share of a full-K 128 × 128 block (`2 · 128 · 128 · k` flops).
+fn split_pass_cost(
+    m: usize,
+    n: usize,
+    k: usize,
+    batch: usize,
+    splits: u32,
+    sms: f64,
+    flop_per_byte: f64,
+) -> f64 {
+    let bytes = 8.0 * f64::from(splits) * (m * n * batch) as f64 + SPLIT_LAUNCH_BYTES;
+    bytes * flop_per_byte / (sms * 2.0 * 128.0 * 128.0 * k.max(1) as f64)
+}
+
+/// A launch of the split-K pass, as the bytes the device moves in the same time (about
+/// 4 µs at 4 TB/s).
+const SPLIT_LAUNCH_BYTES: f64 = 16e6;
+
+/// The tile kernels' rate over the memory bandwidth (flops per byte, the H200's figures
+/// from the comparison bench: FFMA about 43 TFLOP/s, TF32 150, 16-bit inputs 350, against
+/// about 4 TB/s), which prices a split's workspace pass against the GEMM.
+fn flop_per_byte(mma: bool, input: Dtype, x3: bool) -> f64 {
+    match (mma, input) {
+        (false, _) => 11.0,
+        (true, Dtype::F32) if x3 => 14.0,
+        (true, Dtype::F32) => 37.0,
+        (true, _) => 88.0,
     }
 }
 
@@ -792,37 +840,74 @@ mod tests {
     /// An H200's multiprocessors.
     const SMS: f64 = 132.0;
 
-    /// The split of 128 × 128 blocks (2 per multiprocessor) that [`tile_cost`] prefers.
-    fn best_split(blocks: f64, max_split: u32) -> u32 {
+    /// The split of 128 × 128 FFMA blocks (2 per multiprocessor) that [`tile_cost`] prefers
+    /// for `blocks` of an `m × n × 4096` GEMM.
+    fn best_split(blocks: f64, m: usize, n: usize, max_split: u32) -> u32 {
+        let rate = flop_per_byte(false, Dtype::F32, false);
+        best_of(max_split, |s| {
+            let second = split_pass_cost(m, n, 4096, 1, s, SMS, rate);
+            tile_cost(blocks * f64::from(s), s, 2.0, SMS, 1.0, second)
+        })
+    }
+
+    /// The split of 128 × 128 bf16 tensor-core blocks that [`tile_cost`] prefers for an
+    /// `m × n × k` GEMM.
+    fn best_mma_split(m: usize, n: usize, k: usize) -> u32 {
+        let blocks = (m.div_ceil(128) * n.div_ceil(128)) as f64;
+        let rate = flop_per_byte(true, Dtype::Bf16, false);
+        best_of(16, |s| {
+            let second = split_pass_cost(m, n, k, 1, s, SMS, rate);
+            tile_cost(blocks * f64::from(s), s, 1.0, SMS, 1.0, second)
+        })
+    }
+
+    fn best_of(max_split: u32, cost: impl Fn(u32) -> f64) -> u32 {
         (1..=max_split)
-            .min_by(|&a, &b| {
-                let ca = tile_cost(blocks * f64::from(a), a, 2.0, SMS, 1.0);
-                let cb = tile_cost(blocks * f64::from(b), b, 2.0, SMS, 1.0);
-                ca.total_cmp(&cb)
-            })
+            .min_by(|&a, &b| cost(a).total_cmp(&cost(b)))
             .unwrap()
+    }
+
+    #[test]
+    fn a_tensor_core_grid_is_split_only_where_its_multiprocessors_would_idle() {
+        // 512 × 4096: 128 blocks, one per multiprocessor already; a split would only add
+        // its second pass.
+        assert_eq!(best_mma_split(512, 4096, 4096), 1);
+        // 128 × 4096 × 4096: 32 blocks leave 100 multiprocessors idle; 4 slices fill 128.
+        assert_eq!(best_mma_split(128, 4096, 4096), 4);
+        // A long K makes the second pass cheap against the GEMM.
+        assert_eq!(best_mma_split(512, 4096, 14336), 1);
+        assert_eq!(best_mma_split(128, 1024, 14336), 16);
+        // 4096²: 1024 blocks.
+        assert_eq!(best_mma_split(4096, 4096, 4096), 1);
     }
 
     #[test]
     fn a_grid_short_of_the_device_is_split_until_it_fills_it() {
         // 512 × 4096: 128 blocks for 264 places; 2 slices fill them.
-        assert_eq!(best_split(128.0, 16), 2);
+        assert_eq!(best_split(128.0, 512, 4096, 16), 2);
         // 128 × 4096: 32 blocks, 8 slices.
-        assert_eq!(best_split(32.0, 16), 8);
+        assert_eq!(best_split(32.0, 128, 4096, 16), 8);
         // 4096 × 4096: 1024 blocks, nearly 4 full waves, no split.
-        assert_eq!(best_split(1024.0, 16), 1);
+        assert_eq!(best_split(1024.0, 4096, 4096, 16), 1);
     }
 
     #[test]
     fn a_partial_wave_costs_a_whole_one() {
         assert_eq!(
-            tile_cost(265.0, 1, 2.0, SMS, 1.0),
-            tile_cost(528.0, 1, 2.0, SMS, 1.0)
+            tile_cost(265.0, 1, 2.0, SMS, 1.0, 0.0),
+            tile_cost(528.0, 1, 2.0, SMS, 1.0, 0.0)
         );
-        assert!(tile_cost(264.0, 1, 2.0, SMS, 1.0) < tile_cost(265.0, 1, 2.0, SMS, 1.0));
-        // A split's second pass: the same waves cost a tenth more.
-        let one = tile_cost(128.0, 1, 2.0, SMS, 1.0);
-        assert!((tile_cost(256.0, 2, 2.0, SMS, 1.0) - 0.55 * one).abs() < 1e-12);
+        assert!(tile_cost(264.0, 1, 2.0, SMS, 1.0, 0.0) < tile_cost(265.0, 1, 2.0, SMS, 1.0, 0.0));
+        // One slot: a multiprocessor's time is its blocks' work.
+        assert_eq!(tile_cost(133.0, 1, 1.0, SMS, 1.0, 0.0), 2.0);
+        // A split divides the work and adds its second pass.
+        let one = tile_cost(128.0, 1, 2.0, SMS, 1.0, 0.3);
+        assert!((tile_cost(256.0, 2, 2.0, SMS, 1.0, 0.3) - (0.5 * one + 0.3)).abs() < 1e-12);
+        // The second pass grows with the slices and shrinks with K.
+        let rate = flop_per_byte(true, Dtype::Bf16, false);
+        let pass = |s, k| split_pass_cost(512, 4096, k, 1, s, SMS, rate);
+        assert!(pass(4, 4096) > pass(2, 4096));
+        assert!(pass(2, 14336) < pass(2, 4096));
     }
 
     /// The resident blocks of the decode kernel on an H200: 132 multiprocessors, 2 blocks of
@@ -835,25 +920,34 @@ mod tests {
 
     #[test]
     fn the_decode_kernel_splits_k_only_where_its_blocks_leave_the_device_idle() {
+        // A turn of the block's warps: 1024 elements of f32, 2048 of 16-bit inputs.
+        const F32_SLICE: usize = 1024;
+        assert_eq!(gemv_min_slice(Dtype::F32), F32_SLICE);
+        assert_eq!(gemv_min_slice(Dtype::Bf16), 2048);
+        assert_eq!(gemv_min_slice(Dtype::F16), 2048);
+        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 14336, 2048, 1), 7);
         // Grids that fill a wave: one pass.
-        assert_eq!(gemv_splits(blocks(4096), H200_WAVE, 4096, 1), 1);
-        assert_eq!(gemv_splits(blocks(14336), H200_WAVE, 4096, 1), 1);
+        assert_eq!(gemv_splits(blocks(4096), H200_WAVE, 4096, F32_SLICE, 1), 1);
+        assert_eq!(gemv_splits(blocks(14336), H200_WAVE, 4096, F32_SLICE, 1), 1);
         assert_eq!(
-            gemv_splits(8 * blocks(1024), H200_WAVE, 4096, 8),
+            gemv_splits(8 * blocks(1024), H200_WAVE, 4096, F32_SLICE, 8),
             1,
             "a batch of 8"
         );
         // Small N with a long K: about one wave of blocks.
-        assert_eq!(gemv_splits(blocks(1024), H200_WAVE, 14336, 1), 4);
-        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 14336, 1), 8);
-        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 14336, 1), 14);
+        assert_eq!(gemv_splits(blocks(1024), H200_WAVE, 14336, F32_SLICE, 1), 4);
+        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 14336, F32_SLICE, 1), 8);
+        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 14336, F32_SLICE, 1), 14);
         // Each slice at least a turn of the block's warps long, at most MAX_SPLITS of them.
-        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 4096, 1), 4);
-        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 2000, 1), 1);
-        assert_eq!(gemv_splits(1, H200_WAVE, 1 << 20, 1), MAX_SPLITS as u32);
+        assert_eq!(gemv_splits(blocks(512), H200_WAVE, 4096, F32_SLICE, 1), 4);
+        assert_eq!(gemv_splits(blocks(256), H200_WAVE, 2000, F32_SLICE, 1), 1);
+        assert_eq!(
+            gemv_splits(1, H200_WAVE, 1 << 20, F32_SLICE, 1),
+            MAX_SPLITS as u32
+        );
         // Within the grid's batch × slices limit, and nothing to split.
-        assert_eq!(gemv_splits(1, H200_WAVE, 1 << 20, MAX_BATCH), 1);
-        assert_eq!(gemv_splits(0, H200_WAVE, 4096, 1), 1);
+        assert_eq!(gemv_splits(1, H200_WAVE, 1 << 20, F32_SLICE, MAX_BATCH), 1);
+        assert_eq!(gemv_splits(0, H200_WAVE, 4096, F32_SLICE, 1), 1);
     }
 
     #[test]

@@ -19,9 +19,10 @@
 //!   `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
 //!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers);
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
-//!   walks it in row order and `store_out` applies alpha / beta, the bias, the activation
-//!   (`act_any`) and the residual to 4 outputs at a time (`load4_edge` reads C, the bias
-//!   and the residual at the edges).
+//!   walks it in row order, groups of runs of 4 outputs at a time: `epi_sum` applies alpha /
+//!   beta and the bias, `act_group` the activation (one uniform branch for the group),
+//!   `epi_store` the residual and the store (`load4_edge` reads C, the bias and the
+//!   residual at the edges); `store_out` is the same for one run of 4 (`act_any`).
 //!
 //! `GemmParams` is the launches' struct: the including crate emits it on the host, or names
 //! the host type that another crate emitted with `use` (see the macro's "Helper libraries").
@@ -830,9 +831,10 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 /// shared memory (rows `LDT` apart) goes to C (or the split-K workspace) 4 consecutive
 /// elements of a row per thread and turn, rows `m0..` and columns `n0..` of matrix `z`.
 /// The turns go in groups of `G`: first the group's reads of C and the residual, then its
-/// outputs, so that `G` reads per operand are in flight instead of one (`G` as the
-/// kernel's registers allow). Where a turn steps whole rows (`THREADS · 4` a multiple of `BN`) a
-/// thread keeps its columns, and reads their bias once.
+/// sums (`epi_sum`), one activation of all `4 · G` of them (`act_group`, whose chains
+/// interleave), and its outputs (`epi_store`), so that `G` reads per operand are in flight
+/// instead of one (`G` as the kernel's registers allow). Where a turn steps whole rows
+/// (`THREADS · 4` a multiple of `BN`) a thread keeps its columns, and reads their bias once.
 fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32>(
     t_s: Shared<[f32; ROWS * LDT]>,
     p: GemmParams,
@@ -849,8 +851,21 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
     let mut e0 = tid * 4;
     while e0 < ROWS * BN {
-        let mut r = [[0.0f32; 4]; 2 * G];
-        if ws.is_none() {
+        if let Some(w) = ws {
+            #[unroll]
+            for u in 0..G {
+                let e = e0 + u * THREADS * 4;
+                let row = m0 + e / BN;
+                let col = n0 + e % BN;
+                if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
+                    // Block `zs` is split `zs % splits` of matrix `z`: its plane is
+                    // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
+                    let plane = (zs % p.splits as u64) * p.batch as u64 + z;
+                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, t_s.load4(e / BN * LDT + e % BN));
+                }
+            }
+        } else {
+            let mut r = [[0.0f32; 4]; 2 * G];
             #[unroll]
             for u in 0..G {
                 let e = e0 + u * THREADS * 4;
@@ -862,24 +877,27 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
                     r[2 * u + 1] = x[1];
                 }
             }
-        }
-        #[unroll]
-        for u in 0..G {
-            let e = e0 + u * THREADS * 4;
-            let row = m0 + e / BN;
-            let col = n0 + e % BN;
-            if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
-                let v = t_s.load4(e / BN * LDT + e % BN);
-                if let Some(w) = ws {
-                    // Block `zs` is split `zs % splits` of matrix `z`: its plane is
-                    // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
-                    let plane = (zs % p.splits as u64) * p.batch as u64 + z;
-                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
-                } else {
+            let mut v = [[0.0f32; 4]; G];
+            #[unroll]
+            for u in 0..G {
+                let e = e0 + u * THREADS * 4;
+                if e < ROWS * BN {
                     if (THREADS * 4) % BN != 0 {
-                        bv = bias4(p, bias, col);
+                        bv = bias4(p, bias, n0 + e % BN);
                     }
-                    epi_write::<O>(p, bias.is_some(), res.is_some(), bv, [r[2 * u], r[2 * u + 1]], c, z, row, col, v);
+                    v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(e / BN * LDT + e % BN));
+                }
+            }
+            if p.act != ACT_IDENTITY {
+                v = act_group::<G>(p.act, v, p.slope);
+            }
+            #[unroll]
+            for u in 0..G {
+                let e = e0 + u * THREADS * 4;
+                let row = m0 + e / BN;
+                let col = n0 + e % BN;
+                if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
+                    epi_store::<O>(p, res.is_some(), r[2 * u + 1], c, z, row, col, v[u]);
                 }
             }
         }
@@ -888,7 +906,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
 }
 
 /// The epilogue of 4 consecutive outputs of one row from column `col` (those past `n`
-/// are left alone): its reads, then `epi_write`.
+/// are left alone): its reads, `epi_sum`, the activation and `epi_store`.
 fn store_out<O>(
     p: GemmParams,
     bias: Option<&[f32]>,
@@ -901,7 +919,14 @@ fn store_out<O>(
 ) {
     let bv = bias4(p, bias, col);
     let r = epi_reads::<O>(p, res, c, z, row, col);
-    epi_write::<O>(p, bias.is_some(), res.is_some(), bv, r, c, z, row, col, acc);
+    let mut v = epi_sum(p, bias.is_some(), bv, r[0], acc);
+    if p.act != ACT_IDENTITY {
+        #[unroll]
+        for l in 0..4 {
+            v[l] = act_any(p.act, v[l], p.slope);
+        }
+    }
+    epi_store::<O>(p, res.is_some(), r[1], c, z, row, col, v);
 }
 
 /// The bias of the 4 columns from `col` (0 past `n`, and without a bias).
@@ -928,23 +953,9 @@ fn epi_reads<O>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, row: u32,
     r
 }
 
-/// `C = act(alpha · acc + beta · old + bias) + residual` for 4 outputs of one row from
-/// `col` (those past `n` are left alone), from the reads of `epi_reads` (`r`: the old C,
-/// the residual, added where `has_res`) and `bias4` (`bv`, added where `has_bias`).
-fn epi_write<O>(
-    p: GemmParams,
-    has_bias: bool,
-    has_res: bool,
-    bv: [f32; 4],
-    r: [[f32; 4]; 2],
-    c: &mut [O],
-    z: u64,
-    row: u32,
-    col: u32,
-    acc: [f32; 4],
-) {
-    let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
-    let whole = col + 4 <= p.n;
+/// `alpha · acc + beta · old + bias` for 4 outputs: the activation's argument, from the old
+/// C of `epi_reads` (`old`) and `bias4` (`bv`, added where `has_bias`).
+fn epi_sum(p: GemmParams, has_bias: bool, bv: [f32; 4], old: [f32; 4], acc: [f32; 4]) -> [f32; 4] {
     let mut v = [0.0f32; 4];
     #[unroll]
     for l in 0..4 {
@@ -953,7 +964,7 @@ fn epi_write<O>(
     if p.beta != 0.0 {
         #[unroll]
         for l in 0..4 {
-            v[l] = p.beta.mul_add(r[0][l], v[l]);
+            v[l] = p.beta.mul_add(old[l], v[l]);
         }
     }
     if has_bias {
@@ -962,25 +973,28 @@ fn epi_write<O>(
             v[l] = v[l] + bv[l];
         }
     }
-    if p.act != ACT_IDENTITY {
-        #[unroll]
-        for l in 0..4 {
-            v[l] = act_any(p.act, v[l], p.slope);
-        }
-    }
+    v
+}
+
+/// `C = v + residual` for 4 outputs of one row from `col` (those past `n` are left alone),
+/// `v` the activation of `epi_sum`'s sums, the residual from `epi_reads` (`rv`, added where
+/// `has_res`).
+fn epi_store<O>(p: GemmParams, has_res: bool, rv: [f32; 4], c: &mut [O], z: u64, row: u32, col: u32, v: [f32; 4]) {
+    let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
+    let mut o = v;
     if has_res {
         #[unroll]
         for l in 0..4 {
-            v[l] = v[l] + r[1][l];
+            o[l] = o[l] + rv[l];
         }
     }
-    if p.vec_c & whole {
-        c.store4(ci, [v[0] as O, v[1] as O, v[2] as O, v[3] as O]);
+    if p.vec_c & (col + 4 <= p.n) {
+        c.store4(ci, [o[0] as O, o[1] as O, o[2] as O, o[3] as O]);
     } else {
         #[unroll]
         for l in 0..4 {
             if col + l < p.n {
-                c[ci + l as u64] = v[l] as O;
+                c[ci + l as u64] = o[l] as O;
             }
         }
     }
@@ -1029,6 +1043,49 @@ fn act_any(code: u32, x: f32, slope: f32) -> f32 {
         y = math::act::<Act::HardSwish>(x, slope);
     } else if code == ACT_HARD_SIGMOID {
         y = math::act::<Act::HardSigmoid>(x, slope);
+    }
+    y
+}
+
+/// `act_any` on `G` runs of 4 outputs at once: the branch chain taken once, each branch
+/// over all of them, so that their chains of dependent instructions interleave (the tile
+/// kernels' epilogues run while the multiprocessor has few other warps to switch to: one
+/// block of 8 warps for the widest).
+fn act_group<const G: u32>(code: u32, x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
+    let mut y = x;
+    if code == ACT_RELU {
+        y = act_runs::<Act::Relu, G>(x, slope);
+    } else if code == ACT_RELU6 {
+        y = act_runs::<Act::Relu6, G>(x, slope);
+    } else if code == ACT_LEAKY_RELU {
+        y = act_runs::<Act::LeakyRelu, G>(x, slope);
+    } else if code == ACT_GELU {
+        y = act_runs::<Act::Gelu, G>(x, slope);
+    } else if code == ACT_GELU_TANH {
+        y = act_runs::<Act::GeluTanh, G>(x, slope);
+    } else if code == ACT_SILU {
+        y = act_runs::<Act::Silu, G>(x, slope);
+    } else if code == ACT_SIGMOID {
+        y = act_runs::<Act::Sigmoid, G>(x, slope);
+    } else if code == ACT_TANH {
+        y = act_runs::<Act::Tanh, G>(x, slope);
+    } else if code == ACT_HARD_SWISH {
+        y = act_runs::<Act::HardSwish, G>(x, slope);
+    } else if code == ACT_HARD_SIGMOID {
+        y = act_runs::<Act::HardSigmoid, G>(x, slope);
+    }
+    y
+}
+
+/// Activation `A` on each of `G` runs of 4 values.
+fn act_runs<const A: Act, const G: u32>(x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
+    let mut y = x;
+    #[unroll]
+    for u in 0..G {
+        #[unroll]
+        for l in 0..4 {
+            y[u][l] = math::act::<A>(x[u][l], slope);
+        }
     }
     y
 }
