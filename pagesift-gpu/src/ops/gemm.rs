@@ -920,11 +920,12 @@ mod tests {
 
     #[test]
     fn the_decode_kernel_splits_k_only_where_its_blocks_leave_the_device_idle() {
-        // A turn of the block's warps: 1024 elements of f32, 2048 of 16-bit inputs.
+        // A turn of the block's warps: 1024 elements of every input type.
         const F32_SLICE: usize = 1024;
         assert_eq!(gemv_min_slice(Dtype::F32), F32_SLICE);
-        assert_eq!(gemv_min_slice(Dtype::Bf16), 2048);
-        assert_eq!(gemv_min_slice(Dtype::F16), 2048);
+        assert_eq!(gemv_min_slice(Dtype::Bf16), 1024);
+        assert_eq!(gemv_min_slice(Dtype::F16), 1024);
+        // A longer turn makes fewer, longer slices.
         assert_eq!(gemv_splits(blocks(256), H200_WAVE, 14336, 2048, 1), 7);
         // Grids that fill a wave: one pass.
         assert_eq!(gemv_splits(blocks(4096), H200_WAVE, 4096, F32_SLICE, 1), 1);
