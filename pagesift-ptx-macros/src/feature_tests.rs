@@ -398,3 +398,43 @@ fn a_library_struct_is_emitted_on_the_host_unless_its_host_type_is_imported() {
     assert!(imported.contains("let _ : bool = p . on ;"), "{imported}");
     assert!(!imported.contains("compile_error"), "{imported}");
 }
+
+#[test]
+fn an_l2_prefetch_is_bounds_checked_like_a_load_and_kept_without_a_result() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let i = thread_idx_x() as u64 * 32;
+            x.prefetch_l2(i + 1024);
+            if i < x.len() {
+                x.prefetch_l2(i);
+            }
+            unsafe {
+                x.prefetch_l2_unchecked(i + 4096);
+            }
+            y[0] = 1.0;
+        }
+    });
+    let text = &ptx[0].1;
+    assert_eq!(text.matches("prefetch.global.L2").count(), 3, "{text}");
+    // Two bounds tests, the first prefetch's and the store's: the guarded prefetch is
+    // proven, the unchecked one skips it.
+    assert_eq!(text.matches("setp.ge.u64").count(), 2, "{text}");
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let t: Shared<[f32; 32]>;
+            t.prefetch_l2(0);
+            x.prefetch_l2_unchecked(0);
+            y[0] = 1.0;
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("works on slice parameters")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter().any(|e| e.contains("only inside an `unsafe")),
+        "{errs:?}"
+    );
+}

@@ -262,6 +262,10 @@ ptx_kernel! {
         // through the epilogue, `BK² / 1024` runs of 4 outputs at a time: 1 for TF32 (whose
         // main loop on 128-register tiles spills with more), 4 for 16-bit inputs.
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
+        // Not on the TF32 tiles of 128 registers: there `ptxas` spills for it.
+        if !((T == f32) & !X3 & (BM / WM * (BN / WN) <= SMALL_WARP_TILE)) {
+            core::epi_prefetch::<O, BM, BN, { WM * WN * 32 }>(p, res, c, z, m0, n0, tid);
+        }
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
@@ -363,7 +367,7 @@ ptx_kernel! {
     /// The f32 decode path: warp `w` takes rows `r0 = n0 + 4 (w % 4) .. r0 + 4` of W and the
     /// chunks `w / 4`, `w / 4 + 2`, .. of `128 · U` elements of K from `kbeg`; in a chunk,
     /// lane `l` takes the vectors at `4 l + 128 u` (`u < U`), all `4 · U` of W loaded
-    /// before the first FFMA. The warp's sums go to `part[w / 4][m][4 (w % 4) + j]`.
+    /// before the first FFMA (`gemv_w`, `gemv_fma`). The warp's sums go to `part[w / 4][m][4 (w % 4) + j]`.
     fn gemv_ffma<const MT: u32, const U: u32>(
         part: Shared<[f32; 8 * 8 * GEMV_COLUMNS]>,
         a: &[f32],
@@ -387,35 +391,8 @@ ptx_kernel! {
         let mut acc = [[0.0f32; 4]; MT];
         if fast {
             while k0 + ch <= kend {
-                let kl = (k0 + 4 * lane) as u64;
-                let mut w = [[0.0f32; 4]; 4 * U];
-                #[unroll]
-                for u in 0..U {
-                    #[unroll]
-                    for j in 0..4 {
-                        // SAFETY: rows r0 + j < n and k0 + ch <= k (`fast`), 16-byte aligned
-                        // (`vec_b`, `kbeg` a multiple of 8).
-                        w[4 * u + j] = unsafe { b.load4_nc_unchecked(wrow + j as u64 * ldb + kl + (128 * u) as u64) };
-                    }
-                }
-                #[unroll]
-                for u in 0..U {
-                    #[unroll]
-                    for m in 0..MT {
-                        // Rows past `p.m` read the last row again (no branch between the
-                        // loads), their sums are never written.
-                        let xm = a_off + m.min(p.m - 1) as u64 * lda;
-                        // SAFETY: a row below p.m of A, the same K range (`vec_a`).
-                        let x = unsafe { a.load4_nc_unchecked(xm + kl + (128 * u) as u64) };
-                        #[unroll]
-                        for j in 0..4 {
-                            #[unroll]
-                            for l in 0..4 {
-                                acc[m][j] = x[l].mul_add(w[4 * u + j][l], acc[m][j]);
-                            }
-                        }
-                    }
-                }
+                let w = gemv_w::<U>(b, wrow, ldb, k0 + 4 * lane);
+                acc = gemv_fma::<MT, U>(acc, w, a, p, a_off, lda, (k0 + 4 * lane) as u64);
                 k0 += 2 * ch;
             }
         }
@@ -463,6 +440,52 @@ ptx_kernel! {
                 part.store4(o + m * GEMV_COLUMNS, acc[m]);
             }
         }
+    }
+
+    /// The `4 · U` vectors of W of a lane of `gemv_ffma`'s fast loop: rows `j < 4` (`ldb`
+    /// apart from element `wrow`) at K `kl + 128 u` (`u < U`), vector `4 u + j`.
+    fn gemv_w<const U: u32>(b: &[f32], wrow: u64, ldb: u64, kl: u32) -> [[f32; 4]; 4 * U] {
+        let mut w = [[0.0f32; 4]; 4 * U];
+        #[unroll]
+        for u in 0..U {
+            #[unroll]
+            for j in 0..4 {
+                // SAFETY: the caller's rows lie below n and its chunk inside K (`fast`: whole
+                // chunks below `kend`), 16-byte aligned (`vec_b`, `kbeg` a multiple of 8).
+                w[4 * u + j] = unsafe { b.load4_nc_unchecked(wrow + j as u64 * ldb + kl as u64 + (128 * u) as u64) };
+            }
+        }
+        w
+    }
+
+    /// `acc[m][j] += x_m · w_j` over a lane's `4 · U` elements of K from `kl` (`gemv_w`'s
+    /// vectors), `x_m` row `m` of A (rows past `p.m` read the last row again: no branch
+    /// between the loads; their sums are never written).
+    fn gemv_fma<const MT: u32, const U: u32>(acc: [[f32; 4]; MT], w: [[f32; 4]; 4 * U], a: &[f32], p: GemmParams, a_off: u64, lda: u64, kl: u64) -> [[f32; 4]; MT] {
+        let mut r = acc;
+        #[unroll]
+        for u in 0..U {
+            // All of A's vectors of this `u` before the first FFMA, so that the chunk waits
+            // for memory once.
+            let mut x = [[0.0f32; 4]; MT];
+            #[unroll]
+            for m in 0..MT {
+                let xm = a_off + m.min(p.m - 1) as u64 * lda;
+                // SAFETY: a row below p.m of A, the caller's K range (`vec_a`).
+                x[m] = unsafe { a.load4_nc_unchecked(xm + kl + (128 * u) as u64) };
+            }
+            #[unroll]
+            for m in 0..MT {
+                #[unroll]
+                for j in 0..4 {
+                    #[unroll]
+                    for l in 0..4 {
+                        r[m][j] = x[m][l].mul_add(w[4 * u + j][l], r[m][j]);
+                    }
+                }
+            }
+        }
+        r
     }
 
     /// The 16-bit decode path: all 8 warps take the block's 16 rows of W, warp `w` the

@@ -416,6 +416,7 @@ pub(crate) static FORMS: &[Form] = &[
     row(Control, "ret", NONE).emitted(),
     row(Control, "bar.sync", BARRIER).emitted(),
     row(Control, "fence.{sc|acq_rel}.{cta|gpu|sys}", NONE).emitted(),
+    row(Control, "prefetch.global.L2", &[addr()]).emitted(),
     row(Control, "bra.uni", &[label()]),
     row(
         Control,
@@ -437,7 +438,7 @@ pub(crate) static FORMS: &[Form] = &[
     row(Control, "nanosleep.u32", &[src(U32)]),
     row(
         Control,
-        "{prefetch{.global|.local|}.{L1|L2}|prefetchu.L1}",
+        "{prefetch{.global|.local|}.L1|prefetch{.local|}.L2|prefetchu.L1}",
         &[addr()],
     ),
     // ---- Warp ----

@@ -115,6 +115,9 @@ pub enum MemOp {
     CpAsync { bytes: u32, partial: bool },
     /// `tile.ldmatrix_x4(i)`: `n` 8x8 matrices of 16-bit elements for `mma` (sm_75).
     Ldmatrix { n: u32, trans: bool },
+    /// `x.prefetch_l2(i)`: the line holding element `i` of a global slice brought into L2
+    /// (a hint: no result, no ordering).
+    PrefetchL2,
     /// `x.len()`: the slice's length in elements (`u64`, a kernel parameter).
     Len,
     /// `x.is_aligned(i, B)`: whether the address of element `i` is a multiple of `B` bytes

@@ -38,11 +38,16 @@ impl Checker<'_> {
         } else if unchecked && m == "set" {
             (MemOp::Set, 2)
         } else if unchecked
-            && !(m.starts_with("load") || m.starts_with("store") || m.starts_with("cp_async"))
+            && !(m.starts_with("load")
+                || m.starts_with("store")
+                || m.starts_with("cp_async")
+                || m == "prefetch_l2")
         {
             return self.unknown_mem(full, span);
         } else if m == "load_nc" {
             (MemOp::LoadNc, 1)
+        } else if m == "prefetch_l2" {
+            (MemOp::PrefetchL2, 1)
         } else if m == "load_acquire" {
             (MemOp::LoadAcquire, 1)
         } else if m == "store_release" {
@@ -96,7 +101,10 @@ impl Checker<'_> {
         if !self.arity(args, n_args, m, span) {
             return err_expr(span);
         }
-        if matches!(op, MemOp::LoadAcquire | MemOp::StoreRelease) {
+        if matches!(
+            op,
+            MemOp::LoadAcquire | MemOp::StoreRelease | MemOp::PrefetchL2
+        ) {
             if mutable.is_none() {
                 self.cx.error(
                     span,
@@ -106,10 +114,17 @@ impl Checker<'_> {
                 );
                 return err_expr(span);
             }
-            if !matches!(
-                elem,
-                Scalar::U32 | Scalar::I32 | Scalar::U64 | Scalar::I64 | Scalar::F32 | Scalar::F64
-            ) {
+            if op != MemOp::PrefetchL2
+                && !matches!(
+                    elem,
+                    Scalar::U32
+                        | Scalar::I32
+                        | Scalar::U64
+                        | Scalar::I64
+                        | Scalar::F32
+                        | Scalar::F64
+                )
+            {
                 self.cx.error(
                     span,
                     format!("`{m}` is not available on `{elem}` (u32, i32, u64, i64, f32, f64)"),
@@ -135,6 +150,7 @@ impl Checker<'_> {
         let mut targs = vec![idx];
         let ty = match op {
             MemOp::LoadNc | MemOp::Get | MemOp::LoadAcquire => elem_ty,
+            MemOp::PrefetchL2 => Ty::Unit,
             MemOp::Set | MemOp::StoreRelease => {
                 let v = self.check_expr(&args[1], Some(&elem_ty));
                 self.expect_ty(&v, &elem_ty, args[1].span);
@@ -418,7 +434,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
         );
         err_expr(span)
     }

@@ -46,7 +46,8 @@ impl Lower<'_> {
             | Op::Ret
             | Op::CpAsync { .. }
             | Op::CpAsyncCommit
-            | Op::CpAsyncWait => {}
+            | Op::CpAsyncWait
+            | Op::PrefetchL2 => {}
             Op::Asm { outs, .. } => {
                 for (a, o) in args.iter().zip(outs) {
                     if *o {

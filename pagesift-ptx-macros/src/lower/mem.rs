@@ -422,6 +422,10 @@ impl Lower<'_> {
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
+            MemOp::PrefetchL2 => {
+                self.emit(Op::PrefetchL2, vec![a], span);
+                Val::Unit
+            }
             MemOp::LoadAcquire => self.op_to(Op::LdAcquire(mem_scalar(elem)), elem, vec![a], span),
             MemOp::StoreRelease => {
                 let x = self.operand_reg(&vals[0], span);

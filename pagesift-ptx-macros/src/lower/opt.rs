@@ -375,6 +375,7 @@ fn has_dest(op: &Op) -> bool {
             | Op::CpAsync { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
+            | Op::PrefetchL2
             | Op::Asm { .. }
     )
 }

@@ -202,6 +202,8 @@ pub enum Op {
     },
     CpAsyncCommit,
     CpAsyncWait,
+    /// `prefetch.global.L2 [a]`: the line holding `a` brought into L2 (no result).
+    PrefetchL2,
     /// `ldmatrix.sync.aligned.m8n8.x{n}[.trans].shared.b16`.
     Ldmatrix {
         n: u32,

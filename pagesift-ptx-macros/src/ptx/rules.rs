@@ -249,6 +249,7 @@ fn lowering(op: &Op) -> Result<String, String> {
         Op::CpAsync { .. } => return no(),
         Op::CpAsyncCommit => "cp.async.commit_group".into(),
         Op::CpAsyncWait => "cp.async.wait_group".into(),
+        Op::PrefetchL2 => "prefetch.global.L2".into(),
         Op::Ldmatrix {
             n: n @ (1 | 2 | 4),
             trans,

@@ -259,6 +259,7 @@ fn all_ops() -> Vec<Op> {
         Op::CpAsync { bytes: 16 },
         Op::CpAsyncCommit,
         Op::CpAsyncWait,
+        Op::PrefetchL2,
         Op::CvtTf32,
         Op::MovBits(16),
         Op::MovBits(32),
