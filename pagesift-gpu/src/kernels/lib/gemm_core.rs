@@ -13,10 +13,10 @@
 //!   for a block inside M × N with whole K steps (stages unrolled, no branches in a step),
 //!   `tc_edge_loop` for the others;
 //! - **math**: `tc_step` multiplies one buffer into a warp's accumulators with `mma.sync`,
-//!   in `TC_KSTEPS` steps, each the fragment reads of `tc_frags` (`tf32_frags`: f32 inputs
-//!   in TF32, optionally 3xTF32; `h16_frags`: f16 and bf16) and the `mma`s of `tc_mma`; the
-//!   fast loop sends the next step's copies out between them, a part before each; for f32
-//!   inputs `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
+//!   in `TC_KSTEPS` steps of `tf32_kstep` (f32 inputs in TF32, optionally 3xTF32) or
+//!   `h16_kstep` (f16 and bf16); the fast loop sends the next step's copies out between
+//!   them, a part before each; for f32 inputs
+//!   `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
 //!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers);
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile (and
 //!   `epi_prefetch` sends the tile's lines of the residual and C toward L2), `write_rows`
@@ -188,9 +188,9 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
     }
 }
 
-/// The fragments (`tc_frags`) of one `mma` step (8 of K, at `kk · 8` of the K step) of f32
-/// inputs in TF32 on buffer `s`, each lane reading from its offsets `ao` and `bo` of
-/// `tc_reads` (stage 0; the caller proves the reads in bounds). Lane `(g, t) =
+/// One `mma` step (8 of K, at `kk · 8` of the K step) of f32 inputs in TF32 on buffer
+/// `s`, added to the warp's accumulators `d`, each lane reading from its offsets `ao` and
+/// `bo` of `tc_reads` (stage 0; the caller proves the reads in bounds). Lane `(g, t) =
 /// (lane / 4, lane % 4)` holds A at rows `g`, `g + 8` and columns `t`, `t + 4` of each
 /// 16 × 8 fragment, B at column `g` and rows `t`, `t + 4`. `ldmatrix` reads them as 8 × 4
 /// matrices of 32-bit elements (rows of 16 bytes, on 32 banks with rows of `BK + 4`): one
@@ -200,7 +200,8 @@ fn copy_rows<T, const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: 
 /// `bl_s`, read alike (`tc_open` and `tc_close` keep 3xTF32's sums of a K step apart). `LDK`
 /// is the pitch (in elements) of the stage rows of A and of B `[N, K]` as `tc_load` wrote
 /// them, `BK + BK / 8`.
-fn tf32_frags<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+fn tf32_kstep<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+    acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
     al_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
@@ -209,36 +210,30 @@ fn tf32_frags<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
     bo: u32,
     s: u32,
     kk: u32,
-) -> [u32; 8 * (BM / WM / 16) + 4 * (BN / WN / 8)] {
-    let mut f = [0u32; 8 * (BM / WM / 16) + 4 * (BN / WN / 8)];
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut d = acc;
     let ldk = LDK;
-    // Where the tails (`X3`) and B's fragments start in `f` (see `tc_frags`).
-    let at = 4 * (BM / WM / 16);
-    let b0 = 8 * (BM / WM / 16);
-    let bt = b0 + 2 * (BN / WN / 8);
+    let mut ah = [[0u32; 4]; BM / WM / 16];
+    let mut al = [[0u32; 4]; BM / WM / 16];
     #[unroll]
     for mi in 0..BM / WM / 16 {
         if BT {
-            let h = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
-            let mut l = [0u32; 4];
+            ah[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
             if X3 {
-                l = al_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
-            }
-            #[unroll]
-            for r in 0..4 {
-                f[4 * mi + r] = h[r];
-                f[at + 4 * mi + r] = l[r];
+                al[mi] = al_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 8);
             }
         } else {
             #[unroll]
             for r in 0..4 {
-                f[4 * mi + r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                ah[mi][r] = a_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
                 if X3 {
-                    f[at + 4 * mi + r] = al_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
+                    al[mi][r] = al_s[ao + s * (BM * LDK) + (mi * 16 + (r % 2) * 8) * ldk + kk * 8 + (r / 2) * 4].to_bits();
                 }
             }
         }
     }
+    let mut bh = [[0u32; 2]; BN / WN / 8];
+    let mut bl = [[0u32; 2]; BN / WN / 8];
     #[unroll]
     for np in 0..BN / WN / 16 {
         let mut y = [0u32; 4];
@@ -259,11 +254,23 @@ fn tf32_frags<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
         }
         #[unroll]
         for r in 0..4 {
-            f[b0 + 4 * np + r] = y[r];
-            f[bt + 4 * np + r] = yl[r];
+            bh[2 * np + r / 2][r % 2] = y[r];
+            bl[2 * np + r / 2][r % 2] = yl[r];
         }
     }
-    f
+    #[unroll]
+    for mi in 0..BM / WM / 16 {
+        #[unroll]
+        for ni in 0..BN / WN / 8 {
+            let i = mi * (BN / WN / 8) + ni;
+            if X3 {
+                d[i] = mma_m16n8k8_tf32(al[mi], bh[ni], d[i]);
+                d[i] = mma_m16n8k8_tf32(ah[mi], bl[ni], d[i]);
+            }
+            d[i] = mma_m16n8k8_tf32(ah[mi], bh[ni], d[i]);
+        }
+    }
+    d
 }
 
 /// The sums that a K step's `mma`s start from: the accumulators, or for 3xTF32 (`X3`) a
@@ -293,32 +300,30 @@ fn tc_close<const N: u32, const X3: bool>(acc: [[f32; 4]; N], d: [[f32; 4]; N]) 
     r
 }
 
-/// The fragments (`tc_frags`) of one `mma` step (16 of K, at `kk · 16` of the K step) of
-/// f16 or bf16 inputs on buffer `s`, reading from `ao` and `bo` as `tf32_frags` does. Lane `(g, t) = (lane / 4, lane % 4)`
+/// One `mma` step (16 of K, at `kk · 16` of the K step) of f16 or bf16 inputs on buffer
+/// `s`, reading from `ao` and `bo` as `tf32_kstep` does. Lane `(g, t) = (lane / 4, lane % 4)`
 /// holds A at rows `g`, `g + 8` and the column pairs `2t`, `2t + 8` of each 16 × 16
 /// fragment, B at column `g` and the row pairs `2t`, `2t + 8`; `ldmatrix.x4` reads them as
 /// 8 × 8 matrices (rows of 16 bytes, on 32 banks with rows of `BK + 8` or `BN + 8`
 /// elements): one per fragment of A, one per two fragments of B, transposed for B `[K, N]`.
-/// `LDK` as for `tf32_frags`.
-fn h16_frags<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>(
+/// `LDK` as for `tf32_kstep`.
+fn h16_kstep<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32>(
+    acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     ao: u32,
     bo: u32,
     s: u32,
     kk: u32,
-) -> [u32; 8 * (BM / WM / 16) + 4 * (BN / WN / 8)] {
-    let mut f = [0u32; 8 * (BM / WM / 16) + 4 * (BN / WN / 8)];
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+    let mut d = acc;
     let ldk = LDK;
-    let b0 = 8 * (BM / WM / 16);
+    let mut af = [[0u32; 4]; BM / WM / 16];
     #[unroll]
     for mi in 0..BM / WM / 16 {
-        let x = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 16);
-        #[unroll]
-        for r in 0..4 {
-            f[4 * mi + r] = x[r];
-        }
+        af[mi] = a_s.ldmatrix_x4(ao + s * (BM * LDK) + mi * 16 * ldk + kk * 16);
     }
+    let mut bf = [[0u32; 2]; BN / WN / 8];
     #[unroll]
     for np in 0..BN / WN / 16 {
         let mut w = [0u32; 4];
@@ -327,48 +332,27 @@ fn h16_frags<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, cons
         } else {
             w = b_s.ldmatrix_x4_trans(bo + s * (BN * LDK) + kk * 16 * (BN + 8) + np * 16);
         }
-        #[unroll]
-        for r in 0..4 {
-            f[b0 + 4 * np + r] = w[r];
-        }
+        bf[2 * np] = [w[0], w[1]];
+        bf[2 * np + 1] = [w[2], w[3]];
     }
-    f
-}
-
-/// The `mma`s of one step on its fragments `f` (`tc_frags`), added to the warp's
-/// accumulators `d`: f32 inputs in TF32 (with `X3` first the two products of a tail and a
-/// head), f16 or bf16 inputs as they are.
-fn tc_mma<T, const MI: u32, const NI: u32, const X3: bool>(d: [[f32; 4]; MI * NI], f: [u32; 8 * MI + 4 * NI]) -> [[f32; 4]; MI * NI] {
-    let mut r = d;
-    let b0 = 8 * MI;
     #[unroll]
-    for mi in 0..MI {
-        let ah = [f[4 * mi], f[4 * mi + 1], f[4 * mi + 2], f[4 * mi + 3]];
-        let al = [f[4 * MI + 4 * mi], f[4 * MI + 4 * mi + 1], f[4 * MI + 4 * mi + 2], f[4 * MI + 4 * mi + 3]];
+    for mi in 0..BM / WM / 16 {
         #[unroll]
-        for ni in 0..NI {
-            let i = mi * NI + ni;
-            let bh = [f[b0 + 2 * ni], f[b0 + 2 * ni + 1]];
-            let bl = [f[b0 + 2 * NI + 2 * ni], f[b0 + 2 * NI + 2 * ni + 1]];
-            if T == f32 {
-                if X3 {
-                    r[i] = mma_m16n8k8_tf32(al, bh, r[i]);
-                    r[i] = mma_m16n8k8_tf32(ah, bl, r[i]);
-                }
-                r[i] = mma_m16n8k8_tf32(ah, bh, r[i]);
-            } else if T == f16 {
-                r[i] = mma_m16n8k16_f16(ah, bh, r[i]);
+        for ni in 0..BN / WN / 8 {
+            let i = mi * (BN / WN / 8) + ni;
+            if T == f16 {
+                d[i] = mma_m16n8k16_f16(af[mi], bf[ni], d[i]);
             } else {
-                r[i] = mma_m16n8k16_bf16(ah, bh, r[i]);
+                d[i] = mma_m16n8k16_bf16(af[mi], bf[ni], d[i]);
             }
         }
     }
-    r
+    d
 }
 
 /// Where lane `tid % 32` of warp `tid / 32` reads its fragments in stage 0 of A and of B
 /// (`[a, b]`, elements; stage `s` lies `s · BM · LDK` and `s · BN · LDK` further), as
-/// `tf32_frags` and `h16_frags` describe.
+/// `tf32_kstep` and `h16_kstep` describe.
 fn tc_reads<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const LDK: u32>(tid: u32) -> [u32; 2] {
     let lane = tid % 32;
     let warp = tid / 32;
@@ -444,17 +428,14 @@ fn tc_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const 
     let mut d = tc_open::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc);
     #[unroll]
     for kk in 0..TC_KSTEPS {
-        let f = tc_frags::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(a_s, b_s, al_s, bl_s, ao, bo, s, kk);
-        d = tc_mma::<T, { BM / WM / 16 }, { BN / WN / 8 }, X3>(d, f);
+        d = tc_kstep::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk);
     }
     tc_close::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc, d)
 }
 
-/// The fragments of `mma` step `kk` of a K step in stage `s` (`tf32_frags` or
-/// `h16_frags`), one array of words: A's `4 · MI` (`MI = BM / WM / 16`), then 3xTF32's tails
-/// of them (0 otherwise), B's `2 · NI` (`NI = BN / WN / 8`), then their tails, each
-/// fragment's words in `mma` order.
-fn tc_frags<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+/// `mma` step `kk` of a K step in stage `s` (`tf32_kstep` or `h16_kstep`).
+fn tc_kstep<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const LDK: u32, const X3: bool>(
+    d: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[T; STAGES * BN * (BK + BK / 8)]>,
     al_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
@@ -463,11 +444,11 @@ fn tc_frags<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const
     bo: u32,
     s: u32,
     kk: u32,
-) -> [u32; 8 * (BM / WM / 16) + 4 * (BN / WN / 8)] {
+) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
     if T == f32 {
-        tf32_frags::<BM, BN, WM, WN, BT, BK, LDK, X3>(a_s, b_s, al_s, bl_s, ao, bo, s, kk)
+        tf32_kstep::<BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk)
     } else {
-        h16_frags::<T, BM, BN, WM, WN, BT, BK, LDK>(a_s, b_s, ao, bo, s, kk)
+        h16_kstep::<T, BM, BN, WM, WN, BT, BK, LDK>(d, a_s, b_s, ao, bo, s, kk)
     }
 }
 
@@ -691,8 +672,7 @@ fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         if load {
             tc_copy_fast::<T, BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next, kk, false);
         }
-        let f = tc_frags::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(a_s, b_s, al_s, bl_s, ao, bo, s, kk);
-        d = tc_mma::<T, { BM / WM / 16 }, { BN / WN / 8 }, X3>(d, f);
+        d = tc_kstep::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk);
     }
     cp_async_commit();
     tc_close::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc, d)
