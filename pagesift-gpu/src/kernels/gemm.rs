@@ -65,7 +65,8 @@ ptx_kernel! {
     pub const SMALL_WARP_TILE: u32 = core::SMALL_WARP_TILE;
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
-    /// (threads `BM/8 × BN/8`, each an `8 × 8` micro-tile). The K steps of tiles that lie
+    /// (threads `BM/8 × BN/TN`, each an `8 × TN` micro-tile: 8 × 16 on 128 × 128, whose
+    /// 128 threads make 21 FFMAs per shared-memory read, 8 × 8 on the smaller tiles). The K steps of tiles that lie
     /// inside the matrices load without bounds tests, which makes the launch `unsafe`.
     ///
     /// # Safety
@@ -78,9 +79,9 @@ ptx_kernel! {
     /// the grid's z extent `batch · splits`.
     // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
     #[target(sm_80)]
-    #[variants((BM, BN) in [(128, 128), (128, 64), (64, 64), (32, 128)], BT in [false, true], (T, O) in [(f32, f32)])]
-    #[launch(block = (BM / 8) * (BN / 8), max_regs = if BM * BN >= 128 * 128 { 128 } else { 168 })]
-    pub fn gemm_f32<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const BT: bool>(
+    #[variants((BM, BN, TN) in [(128, 128, 16), (128, 64, 8), (64, 64, 8), (32, 128, 8)], BT in [false, true], (T, O) in [(f32, f32)])]
+    #[launch(block = (BM / 8) * (BN / TN), max_regs = if TN == 16 { 255 } else { 168 })]
+    pub fn gemm_f32<T: ActElement, O: ActElement, const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
         p: GemmParams,
         a: &[T],
         b: &[T],
@@ -103,7 +104,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
-        let mut acc = [[0.0f32; 8]; 8];
+        let mut acc = [[0.0f32; TN]; 8];
         // This thread's first chunk of each operand at k = 0 (`load_rows`): of A and B `[N,
         // K]`, row `tid / 4` of the tile and 4 elements at `4 (tid % 4)` of a K step; of B
         // `[K, N]`, row `tid / (BN / 4)` of a K step and 4 columns at `4 (tid % (BN / 4))`.
@@ -121,14 +122,14 @@ ptx_kernel! {
         let mut ra = [[0.0f32; 4]; CHUNKS];
         let mut rb = [[0.0f32; 4]; CHUNKS];
         if inner & (kbeg + BK <= kend) {
-            ra = load_a::<BM, BN, true>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
+            ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, TN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
         } else {
-            ra = load_a::<BM, BN, false>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
+            ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b::<BM, BN, TN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
         }
-        store_k_major::<BM, BN, BM>(a_s, 0, ra, tid);
-        store_b::<BM, BN, BT>(b_s, 0, rb, tid);
+        store_k_major::<BM, BN, TN, BM>(a_s, 0, ra, tid);
+        store_b::<BM, BN, TN, BT>(b_s, 0, rb, tid);
         sync_threads();
         // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
         let mut k0 = kbeg;
@@ -138,23 +139,23 @@ ptx_kernel! {
             let more = kn < kend;
             if more {
                 if inner & (kn + BK <= kend) {
-                    ra = load_a::<BM, BN, true>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b::<BM, BN, BT, true>(b, p, b_e, n0, kn, kend, tid);
+                    ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b::<BM, BN, TN, BT, true>(b, p, b_e, n0, kn, kend, tid);
                 } else {
-                    ra = load_a::<BM, BN, false>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b::<BM, BN, BT, false>(b, p, b_e, n0, kn, kend, tid);
+                    ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b::<BM, BN, TN, BT, false>(b, p, b_e, n0, kn, kend, tid);
                 }
             }
-            acc = mma_f32::<BM, BN, BT>(acc, a_s, b_s, buf, tid);
+            acc = mma_f32::<BM, BN, TN, BT>(acc, a_s, b_s, buf, tid);
             if more {
-                store_k_major::<BM, BN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
-                store_b::<BM, BN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
+                store_k_major::<BM, BN, TN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
+                store_b::<BM, BN, TN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
             }
             sync_threads();
             buf = buf ^ 1;
             k0 = kn;
         }
-        epilogue::<BM, BN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// The second pass of a split-K GEMM: `C = epilogue(Σ_s ws[s])`, 4 consecutive columns of
@@ -635,12 +636,12 @@ ptx_kernel! {
     /// offsets.
     pub const SKEW: u32 = 8;
     /// The most 4-element chunks a thread loads per tile and operand (`BM · BK / (4 ·
-    /// threads)`: 2 for 128 × 128, 4 for 64 × 64, 8 for B of 32 × 128); the arrays that carry
+    /// threads)`: 4 for 128 × 128 and for 64 × 64, 8 for B of 32 × 128); the arrays that carry
     /// them have this many entries, the ones a variant does not use fold away.
     const CHUNKS: u32 = 8;
 
     /// This thread's part of A's tile at `k0`, from `e` (`a_e` of `gemm_f32`).
-    fn load_a<const BM: u32, const BN: u32, const FAST: bool>(
+    fn load_a<const BM: u32, const BN: u32, const TN: u32, const FAST: bool>(
         a: &[f32],
         p: GemmParams,
         e: u64,
@@ -649,12 +650,12 @@ ptx_kernel! {
         kend: u32,
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
-        load_rows::<BM, BN, BM, BK, FAST>(a, e + k0 as u64, m0 + tid / 4, p.m, k0 + tid % 4 * 4, kend, p.lda, p.vec_a)
+        load_rows::<BM, BN, TN, BM, BK, FAST>(a, e + k0 as u64, m0 + tid / 4, p.m, k0 + tid % 4 * 4, kend, p.lda, p.vec_a)
     }
 
     /// This thread's part of B's tile at `k0`, from `e` (`b_e` of `gemm_f32`): for `[N, K]`
     /// as A's (rows along N), for `[K, N]` rows of the K step.
-    fn load_b<const BM: u32, const BN: u32, const BT: bool, const FAST: bool>(
+    fn load_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
         b: &[f32],
         p: GemmParams,
         e: u64,
@@ -665,24 +666,24 @@ ptx_kernel! {
     ) -> [[f32; 4]; CHUNKS] {
         let mut v = [[0.0f32; 4]; CHUNKS];
         if BT {
-            v = load_rows::<BM, BN, BN, BK, FAST>(b, e + k0 as u64, n0 + tid / 4, p.n, k0 + tid % 4 * 4, kend, p.ldb, p.vec_b);
+            v = load_rows::<BM, BN, TN, BN, BK, FAST>(b, e + k0 as u64, n0 + tid / 4, p.n, k0 + tid % 4 * 4, kend, p.ldb, p.vec_b);
         } else {
-            v = load_rows::<BM, BN, BK, BN, FAST>(b, e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b);
+            v = load_rows::<BM, BN, TN, BK, BN, FAST>(b, e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b);
         }
         v
     }
 
     /// Stores B's part to the k-major tile.
-    fn store_b<const BM: u32, const BN: u32, const BT: bool>(
+    fn store_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
         t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
         if BT {
-            store_k_major::<BM, BN, BN>(t, base, v, tid);
+            store_k_major::<BM, BN, TN, BN>(t, base, v, tid);
         } else {
-            store_n_major::<BM, BN>(t, base, v, tid);
+            store_n_major::<BM, BN, TN>(t, base, v, tid);
         }
     }
 
@@ -694,7 +695,7 @@ ptx_kernel! {
     /// c + 4`. A and B `[N, K]` have rows along K (`RUN = BK`), B `[K, N]` rows along N
     /// (`ROWS = BK`, `RUN = BN`). `FAST`: the tile lies inside the matrix (the launch's
     /// contract), its rows 16-byte aligned.
-    fn load_rows<const BM: u32, const BN: u32, const ROWS: u32, const RUN: u32, const FAST: bool>(
+    fn load_rows<const BM: u32, const BN: u32, const TN: u32, const ROWS: u32, const RUN: u32, const FAST: bool>(
         x: &[f32],
         e: u64,
         r: u32,
@@ -704,10 +705,10 @@ ptx_kernel! {
         ld: u32,
         vec: bool,
     ) -> [[f32; 4]; CHUNKS] {
-        let threads = (BM / 8) * (BN / 8);
+        let threads = (BM / 8) * (BN / TN);
         let mut v = [[0.0f32; 4]; CHUNKS];
         #[unroll]
-        for q in 0..ROWS * RUN / (4 * (BM / 8) * (BN / 8)) {
+        for q in 0..ROWS * RUN / (4 * (BM / 8) * (BN / TN)) {
             let below = q * (threads / (RUN / 4));
             let eq = e + below as u64 * ld as u64;
             if FAST {
@@ -725,13 +726,13 @@ ptx_kernel! {
     /// `kq + l`) to `(kq + l, r)` of the k-major tile at `base`. A thread's `kq` is the same
     /// for all its chunks (`threads` is a multiple of 4), and chunk `q` lies `q · threads /
     /// 4` rows below chunk 0: one offset, checked once.
-    fn store_k_major<const BM: u32, const BN: u32, const ROWS: u32>(
+    fn store_k_major<const BM: u32, const BN: u32, const TN: u32, const ROWS: u32>(
         t: Shared<[f32; 2 * (BK * ROWS + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
-        let threads = (BM / 8) * (BN / 8);
+        let threads = (BM / 8) * (BN / TN);
         let chunks = ROWS * BK / (4 * threads);
         // k = 4 (tid % 4) + l, whose group of 4 rows lies `(tid % 4) · SKEW` further.
         let st = base + (tid % 4) * (4 * ROWS + SKEW) + tid / 4;
@@ -748,13 +749,13 @@ ptx_kernel! {
 
     /// Stores the chunks of `load_rows` as they are: row `i / (BN / 4)` of the tile,
     /// columns `4·(i % (BN / 4)) .. +4`, chunk `q` `q · threads / (BN / 4)` rows below chunk 0.
-    fn store_n_major<const BM: u32, const BN: u32>(
+    fn store_n_major<const BM: u32, const BN: u32, const TN: u32>(
         t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
     ) {
-        let threads = (BM / 8) * (BN / 8);
+        let threads = (BM / 8) * (BN / TN);
         let chunks = BN * BK / (4 * threads);
         let st = base + tid / (BN / 4) * BN + tid % (BN / 4) * 4;
         if ((st as u64) + ((chunks - 1) * (threads / (BN / 4)) * BN + 4) as u64) <= (t.len() as u64) {
@@ -766,35 +767,43 @@ ptx_kernel! {
     }
 
     /// One K step on the shared tiles of buffer `buf`: `acc[i][j] += a[row i] · b[col j]`
-    /// for each of the `BK` values of k, one fma each (exact products, f32 sums).
-    fn mma_f32<const BM: u32, const BN: u32, const BT: bool>(
-        acc: [[f32; 8]; 8],
+    /// for each of the `BK` values of k, one fma each (exact products, f32 sums). A thread's
+    /// 8 rows are two runs of 4, `BM / 2` apart, and its `TN` columns `TN / 4` runs, `BN /
+    /// (TN / 4)` apart: each run one 16-byte read, a warp's reads of a run on 32 banks.
+    fn mma_f32<const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
+        acc: [[f32; TN]; 8],
         a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]>,
         b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         buf: u32,
         tid: u32,
-    ) -> [[f32; 8]; 8] {
+    ) -> [[f32; TN]; 8] {
         let mut d = acc;
-        let ao = buf * (BK * BM + BK / 4 * SKEW) + (tid / (BN / 8)) * 4;
-        let bo = buf * (BK * BN + BK / 4 * SKEW) + (tid % (BN / 8)) * 4;
+        let ao = buf * (BK * BM + BK / 4 * SKEW) + (tid / (BN / TN)) * 4;
+        let bo = buf * (BK * BN + BK / 4 * SKEW) + (tid % (BN / TN)) * 4;
         // B `[K, N]` is stored as it is, without the groups' skew.
         let bskew = if BT { SKEW } else { 0 };
         // Proves every read below in bounds (the offsets are constants from here).
         if (((ao as u64) + ((BK - 1) * BM + (BK / 4 - 1) * SKEW + BM / 2 + 4) as u64) <= (a_s.len() as u64))
-            & (((bo as u64) + ((BK - 1) * BN + (BK / 4 - 1) * bskew + BN / 2 + 4) as u64) <= (b_s.len() as u64))
+            & (((bo as u64) + ((BK - 1) * BN + (BK / 4 - 1) * bskew + (TN / 4 - 1) * (BN / (TN / 4)) + 4) as u64) <= (b_s.len() as u64))
         {
             #[unroll]
             for kk in 0..BK {
                 let a0 = a_s.load4(ao + kk * BM + kk / 4 * SKEW);
                 let a1 = a_s.load4(ao + kk * BM + kk / 4 * SKEW + BM / 2);
-                let b0 = b_s.load4(bo + kk * BN + kk / 4 * bskew);
-                let b1 = b_s.load4(bo + kk * BN + kk / 4 * bskew + BN / 2);
                 let av = [a0[0], a0[1], a0[2], a0[3], a1[0], a1[1], a1[2], a1[3]];
-                let bv = [b0[0], b0[1], b0[2], b0[3], b1[0], b1[1], b1[2], b1[3]];
+                let mut bv = [0.0f32; TN];
+                #[unroll]
+                for r in 0..TN / 4 {
+                    let x = b_s.load4(bo + kk * BN + kk / 4 * bskew + r * (BN / (TN / 4)));
+                    #[unroll]
+                    for l in 0..4 {
+                        bv[4 * r + l] = x[l];
+                    }
+                }
                 #[unroll]
                 for i in 0..8 {
                     #[unroll]
-                    for j in 0..8 {
+                    for j in 0..TN {
                         d[i][j] = av[i].mul_add(bv[j], d[i][j]);
                     }
                 }
@@ -805,8 +814,8 @@ ptx_kernel! {
 
     /// Writes the tile: per half of its rows, the threads' accumulators to shared memory,
     /// then the half through the shared epilogue (`core::write_rows`).
-    fn epilogue<const BM: u32, const BN: u32>(
-        acc: [[f32; 8]; 8],
+    fn epilogue<const BM: u32, const BN: u32, const TN: u32>(
+        acc: [[f32; TN]; 8],
         t_s: Shared<[f32; BM / 2 * BN]>,
         p: GemmParams,
         bias: Option<&[f32]>,
@@ -819,21 +828,23 @@ ptx_kernel! {
         n0: u32,
         tid: u32,
     ) {
-        let ty = tid / (BN / 8);
-        let tx = tid % (BN / 8);
+        let ty = tid / (BN / TN);
+        let tx = tid % (BN / TN);
         #[unroll]
         for h in 0..2 {
             let o = ty * 4 * BN + tx * 4;
-            if ((o as u64) + (3 * BN + BN / 2 + 4) as u64) <= (t_s.len() as u64) {
+            if ((o as u64) + (3 * BN + (TN / 4 - 1) * (BN / (TN / 4)) + 4) as u64) <= (t_s.len() as u64) {
                 #[unroll]
                 for i in 0..4 {
                     let r = acc[4 * h + i];
-                    t_s.store4(o + i * BN, [r[0], r[1], r[2], r[3]]);
-                    t_s.store4(o + i * BN + BN / 2, [r[4], r[5], r[6], r[7]]);
+                    #[unroll]
+                    for q in 0..TN / 4 {
+                        t_s.store4(o + i * BN + q * (BN / (TN / 4)), [r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]]);
+                    }
                 }
             }
             sync_threads();
-            core::write_rows::<f32, { BM / 2 }, BN, BN, { (BM / 8) * (BN / 8) }, 2>(t_s, p, bias, res, c, ws, zs, z, m0 + h * (BM / 2), n0, tid);
+            core::write_rows::<f32, { BM / 2 }, BN, BN, { (BM / 8) * (BN / TN) }, 2>(t_s, p, bias, res, c, ws, zs, z, m0 + h * (BM / 2), n0, tid);
             sync_threads();
         }
     }

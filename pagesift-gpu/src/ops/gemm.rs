@@ -32,6 +32,10 @@ pub const F32_TILES: [Tile; 4] = [
     Tile { bm: 32, bn: 128 },
 ];
 
+/// The micro-tile widths of [`F32_TILES`]: each thread of the FFMA kernel computes 8 rows ×
+/// this many columns (threads `bm / 8 × bn / width`).
+const F32_MICRO_COLS: [u32; 4] = [16, 8, 8, 8];
+
 /// The block tiles of the tensor-core kernels, largest first, with their warps along M and N.
 pub const MMA_TILES: [Tile; 4] = [
     Tile { bm: 256, bn: 128 },
@@ -157,8 +161,9 @@ impl Kernel {
 }
 
 /// The relative speed of a multiprocessor full of each tile's blocks (the larger tiles reuse
-/// each loaded element more), for [`pick_tile`]: 128 × 128 reached 38 TFLOP/s at 4096³ on an
-/// H200, 128 × 64 and 64 × 64 proportionally less per multiprocessor.
+/// each loaded element more), for [`pick_tile`]: on an H200 128 × 128 reached 38 TFLOP/s at
+/// 4096³ with 8 × 8 micro-tiles (44 with 8 × 16), 128 × 64 and 64 × 64 proportionally less
+/// per multiprocessor.
 const F32_TILE_SPEED: [f64; 4] = [1.0, 0.85, 0.6, 0.5];
 
 /// `C = act(alpha · A·B + beta · C + bias) + residual` as described by `g`, on `stream`.
@@ -413,7 +418,19 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
             // SAFETY: as for `gemm_mma` above, with `kc` a multiple of `BK`.
             unsafe {
                 gemm_f32::launch(
-                    stream, cfg, tile.bm, tile.bn, bt, p, a, b, bias, residual, c, ws,
+                    stream,
+                    cfg,
+                    tile.bm,
+                    tile.bn,
+                    f32_micro_cols(tile),
+                    bt,
+                    p,
+                    a,
+                    b,
+                    bias,
+                    residual,
+                    c,
+                    ws,
                 )
             }
         }
@@ -546,9 +563,18 @@ pub fn shared_bytes(tile: Tile) -> u32 {
     (2 * (tile_len(tile.bm) + tile_len(tile.bn)) * f).max(tile.bm / 2 * tile.bn * f)
 }
 
+/// The micro-tile width of an FFMA tile (one of [`F32_TILES`]; 0 for another).
+fn f32_micro_cols(tile: Tile) -> u32 {
+    F32_TILES
+        .iter()
+        .zip(F32_MICRO_COLS)
+        .find(|(t, _)| **t == tile)
+        .map_or(0, |(_, w)| w)
+}
+
 /// The kernel variant of a tile and layout.
 pub fn variant(tile: Tile, bt: bool) -> Result<&'static KernelVariant> {
-    gemm_f32::variant::<f32, f32>(tile.bm, tile.bn, bt).ok_or_else(|| {
+    gemm_f32::variant::<f32, f32>(tile.bm, tile.bn, f32_micro_cols(tile), bt).ok_or_else(|| {
         crate::__private::variant_not_compiled(
             "gemm_f32",
             format!("BM={}, BN={}, BT={bt}", tile.bm, tile.bn),
