@@ -66,8 +66,9 @@ ptx_kernel! {
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/TN`, each an `8 × TN` micro-tile: 8 × 16 on 128 × 128, whose
-    /// 128 threads make 21 FFMAs per shared-memory read, 8 × 8 on the smaller tiles). The K steps of tiles that lie
-    /// inside the matrices load without bounds tests, which makes the launch `unsafe`.
+    /// 128 threads make 21 FFMAs per shared-memory read, 8 × 8 on the smaller tiles). The K
+    /// steps of tiles that lie inside the matrices load without bounds tests, which makes the
+    /// launch `unsafe`.
     ///
     /// # Safety
     ///
@@ -77,7 +78,6 @@ ptx_kernel! {
     /// inside `a` and `b`; `vec_a` / `vec_b` only where the rows and batch strides are
     /// multiples of 16 bytes and the slice starts 16-byte aligned; `kc` a multiple of `BK`;
     /// the grid's z extent `batch · splits`.
-    // sm_80: at 128 registers the sm_70 allocation of the 128 × 128 tile spills.
     #[target(sm_80)]
     #[variants((BM, BN, TN) in [(128, 128, 16), (128, 64, 8), (64, 64, 8), (32, 128, 8)], BT in [false, true], (T, O) in [(f32, f32)])]
     #[launch(block = (BM / 8) * (BN / TN), max_regs = if TN == 16 { 255 } else { 168 })]

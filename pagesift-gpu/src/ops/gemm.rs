@@ -657,7 +657,8 @@ pub fn mma_variant<T: ActElement, O: ActElement>(
 /// memory speed, exact products and f32 sums whatever the precision), split along K where
 /// its blocks do not fill the device ([`gemv_splits`]); else for f32 inputs
 /// the tile of [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that
-/// has them (compute capability 8.0 or later), the FFMA tiles otherwise; f16 and bf16 inputs
+/// has them (compute capability 8.0 or later) beyond [`FFMA_ONLY_ROWS`] rows, the FFMA tiles
+/// otherwise; f16 and bf16 inputs
 /// take the tensor-core tiles (an error on a device without them).
 fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
@@ -693,6 +694,15 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
     if T::DTYPE != Dtype::F32 {
         return pick_tile::<T, O>(stream, g, true);
     }
+    if g.precision != Precision::F32 && tensor_cores && g.m <= FFMA_ONLY_ROWS {
+        super::log_dispatch(|| {
+            format!(
+                "gemm {:?} on FFMA (exact f32): M = {} <= {FFMA_ONLY_ROWS} rows, where the tensor-core tiles are slower",
+                g.precision, g.m
+            )
+        });
+        return pick_tile::<T, O>(stream, g, false);
+    }
     if g.precision != Precision::F32 && tensor_cores {
         // A precision is a floor: where no tensor-core block fits the device's shared
         // memory (3xTF32 on a device with less than 110 KiB a block), FFMA serves it.
@@ -712,6 +722,13 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
         pick_tile::<T, O>(stream, g, false)
     }
 }
+
+/// Up to this many rows (M), f32 inputs take the FFMA tiles at every precision (a precision
+/// is a floor, and FFMA is exact). So few rows leave a tensor-core block's K loop bound by
+/// memory latency rather than by its `mma` work: on an H200 at 32 × 4096 × 4096, FFMA ran
+/// 19.7 TFLOP/s, the tensor-core tiles 6.4 (3xTF32) and 7.7 (TF32); at 128 rows they ran
+/// 46.7 and 78.5 against FFMA's 35.2.
+pub const FFMA_ONLY_ROWS: usize = 32;
 
 /// The relative speed of a multiprocessor full of each tensor-core tile's blocks, for
 /// [`pick_tile`] (on an H200 the 256 × 128 tile ran 4096³ bf16 in 0.384 ms and TF32 in
@@ -915,6 +932,38 @@ mod tests {
         assert_eq!(best_split(32.0, 128, 4096, 16), 8);
         // 4096 × 4096: 1024 blocks, nearly 4 full waves, no split.
         assert_eq!(best_split(1024.0, 4096, 4096, 16), 1);
+    }
+
+    #[cfg(feature = "emulator")]
+    #[test]
+    fn f32_inputs_of_few_rows_take_ffma_at_every_precision() {
+        use crate::emulator::EmulatorConfig;
+        let gpu = crate::Gpu::emulated(EmulatorConfig::default()).unwrap();
+        let stream = gpu.default_stream();
+        for precision in [Precision::Tf32, Precision::Tf32x3] {
+            for layout in [BLayout::NK, BLayout::KN] {
+                let at = |m| {
+                    pick::<f32, f32>(
+                        &stream,
+                        &Gemm::new(m, 4096, 4096, layout).with_precision(precision),
+                    )
+                    .unwrap()
+                };
+                for m in [9, FFMA_ONLY_ROWS] {
+                    let k = at(m);
+                    assert!(
+                        matches!(k, Kernel::Tiled(_) | Kernel::SplitK(..)),
+                        "{precision:?} {layout:?} M = {m}: {k}"
+                    );
+                }
+                let k = at(FFMA_ONLY_ROWS + 1);
+                assert!(
+                    matches!(k, Kernel::Mma { .. }),
+                    "{precision:?} {layout:?} M = {}: {k}",
+                    FFMA_ONLY_ROWS + 1
+                );
+            }
+        }
     }
 
     #[test]

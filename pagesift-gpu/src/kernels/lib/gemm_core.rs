@@ -17,7 +17,9 @@
 //!   `h16_kstep` (f16 and bf16); the fast loop sends the next step's copies out between
 //!   them, a part before each; for f32 inputs
 //!   `tc_prepare_stage` first rounds each thread's own copies of a stage to TF32 in place
-//!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers);
+//!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers), on the
+//!   tiles with registers to spare (`tc_prep_ahead`) during the step before, in parts
+//!   between its `mma` steps (`tc_prepare_at`);
 //! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile (and
 //!   `epi_prefetch` sends the tile's lines of the residual and C toward L2), `write_rows`
 //!   walks it in row order, groups of runs of 4 outputs at a time: `epi_sum` applies alpha /
@@ -612,13 +614,39 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     let bo = reads[1];
     let a_end = (STAGES - 1) * (BM * LDK) + tc_a_end::<T, BM, WM, BT, BK, LDK>();
     let b_end = (STAGES - 1) * (BN * LDK) + tc_b_end::<T, BN, WN, BT, BK, LDK>();
-    if (((ao as u64) + a_end as u64) <= (a_s.len() as u64)) & (((bo as u64) + b_end as u64) <= (b_s.len() as u64)) {
+    // The chunks that f32 inputs prepare (`tc_prepare_at`), proven in bounds for every stage
+    // with the fragment reads.
+    // Only where they are prepared a step ahead (`tc_prep_ahead`): elsewhere
+    // `tc_prepare_stage` finds them itself, which costs the 128-register tiles no registers
+    // across the loop.
+    // (Immutable, so that the bounds proven below hold through the loop.)
+    let ahead = (T == f32) & tc_prep_ahead::<BM, BN, WM, WN, X3>();
+    let prep = tc_prep_offsets::<T, BM, BN, WM, WN, BT, BK>(tid);
+    let pa = if ahead { prep[0] } else { 0 };
+    let pb = if ahead { prep[1] } else { 0 };
+    let pa_end = (STAGES - 1) * (BM * (BK + BK / 8)) + tc_prep_a_end::<T, BM, WM, WN, BK>();
+    let pb_end = (STAGES - 1) * (BN * (BK + BK / 8)) + tc_prep_b_end::<T, BN, WM, WN, BT, BK>();
+    if (((ao as u64) + a_end as u64) <= (a_s.len() as u64))
+        & (((bo as u64) + b_end as u64) <= (b_s.len() as u64))
+        & (((pa as u64) + pa_end as u64) <= (a_s.len() as u64))
+        & (((pb as u64) + pb_end as u64) <= (b_s.len() as u64))
+    {
+        // f32 inputs: the first step prepared here, each later one during the step before
+        // it (`tc_fast_step`).
+        if T == f32 {
+            if ahead & (ktiles > 0) {
+                if WAIT {
+                    cp_async_wait(STAGES - 2);
+                }
+                tc_prepare_at::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, pa, pb, 0, 0, 1);
+            }
+        }
         let mut kt = 0u32;
         // Whole turns of `STAGES` steps whose copies all lie inside K.
         while kt + 2 * STAGES - 1 <= ktiles {
             #[unroll]
             for s in 0..STAGES {
-                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, s, kt + s + STAGES - 1, true, tid);
+                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, pa, pb, s, kt + s + STAGES - 1, true, true, tid);
             }
             kt += STAGES;
         }
@@ -627,16 +655,34 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
         for s in 0..2 * STAGES - 2 {
             if kt + s < ktiles {
                 let next = kt + s + STAGES - 1;
-                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, s % STAGES, next, next < ktiles, tid);
+                acc = tc_fast_step::<T, BM, BN, WM, WN, BT, BK, X3, LDK, WAIT>(acc, a_s, b_s, al_s, bl_s, a, b, p, a_st, b_st, a_e, b_e, ao, bo, pa, pb, s % STAGES, next, next < ktiles, kt + s + 1 < ktiles, tid);
             }
         }
     }
     acc
 }
 
+/// Whether `tc_fast_loop` prepares the stages of f32 inputs a step ahead: where its threads
+/// have 255 registers (3xTF32, and warp tiles larger than `SMALL_WARP_TILE`) and room left in
+/// them, which 3xTF32 on `SMALL_WARP_TILE` warp tiles has not (its registers hold the
+/// accumulators twice, `tc_open`), nor the 128-register tiles. Those prepare each stage
+/// before its barrier.
+fn tc_prep_ahead<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const X3: bool>() -> bool {
+    if X3 {
+        BM / WM * (BN / WN) < SMALL_WARP_TILE
+    } else {
+        BM / WM * (BN / WN) > SMALL_WARP_TILE
+    }
+}
+
 /// One step of `tc_fast_loop`, in stage `s`: its copies waited for (and, for f32 inputs,
-/// prepared by `tc_prepare_stage`), the barrier, the copies of step `next` into the stage that the last step read
-/// (where `load`), and the step's math.
+/// prepared), the barrier, the copies of step `next` into the stage that the last step read
+/// (where `load`), and the step's math. Where `tc_prep_ahead`, f32 inputs are instead
+/// waited for and prepared in the step before: the next step's stage (where `prep`) in
+/// `TC_KSTEPS - 1` parts, one after each `mma` step but the last, the first after a wait
+/// for its copies (those of `STAGES - 2` steps ago: of the groups committed before this
+/// step, all but the last `STAGES - 3`). `tc_prepare_stage`'s rounding then overlaps the
+/// tensor cores' work instead of standing between the steps.
 fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool, const LDK: u32, const WAIT: bool>(
     acc: [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)],
     a_s: Shared<[T; STAGES * BM * (BK + BK / 8)]>,
@@ -652,16 +698,22 @@ fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     b_e: u64,
     ao: u32,
     bo: u32,
+    pa: u32,
+    pb: u32,
     s: u32,
     next: u32,
     load: bool,
+    prep: bool,
     tid: u32,
 ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
-    if WAIT {
+    let ahead = tc_prep_ahead::<BM, BN, WM, WN, X3>();
+    if WAIT & ((T != f32) | !ahead) {
         cp_async_wait(STAGES - 2);
     }
     if T == f32 {
-        tc_prepare_stage::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, s, tid);
+        if !ahead {
+            tc_prepare_stage::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, s, tid);
+        }
     }
     sync_threads();
     // The copies go out a part before each `mma` step, so that the warps' copies do not all
@@ -673,6 +725,14 @@ fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
             tc_copy_fast::<T, BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, (s + STAGES - 1) % STAGES, a, b, p, a_st, b_st, a_e, b_e, next, kk, false);
         }
         d = tc_kstep::<T, BM, BN, WM, WN, BT, BK, LDK, X3>(d, a_s, b_s, al_s, bl_s, ao, bo, s, kk);
+        if T == f32 {
+            if ahead & (kk + 1 < TC_KSTEPS) & prep {
+                if WAIT & (kk == 0) {
+                    cp_async_wait(STAGES - 3);
+                }
+                tc_prepare_at::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, pa, pb, (s + 1) % STAGES, kk, TC_KSTEPS - 1);
+            }
+        }
     }
     cp_async_commit();
     tc_close::<{ (BM / WM / 16) * (BN / WN / 8) }, X3>(acc, d)
@@ -683,7 +743,8 @@ fn tc_fast_step<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
 /// copies have landed and before the barrier that shows them to the other warps: each element
 /// rounded to TF32 and, with `X3`, the TF32 rounding of its remainder at the same place of
 /// `al_s` / `bl_s` (3xTF32's split). Each element is rounded once per block rather than once
-/// per warp that reads it.
+/// per warp that reads it. The chunks are proven in bounds here, for this stage; see
+/// `tc_prepare_at` for the work.
 fn tc_prepare_stage<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
     a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
     b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
@@ -692,33 +753,97 @@ fn tc_prepare_stage<const BM: u32, const BN: u32, const WM: u32, const WN: u32, 
     stage: u32,
     tid: u32,
 ) {
-    split_rows::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }, X3>(a_s, al_s, stage * BM * (BK + BK / 8), tid);
+    let prep = tc_prep_offsets::<f32, BM, BN, WM, WN, BT, BK>(tid);
+    let pa = prep[0] + stage * (BM * (BK + BK / 8));
+    let pb = prep[1] + stage * (BN * (BK + BK / 8));
+    let pa_end = tc_prep_a_end::<f32, BM, WM, WN, BK>();
+    let pb_end = tc_prep_b_end::<f32, BN, WM, WN, BT, BK>();
+    if (((pa as u64) + pa_end as u64) <= (a_s.len() as u64)) & (((pb as u64) + pb_end as u64) <= (b_s.len() as u64)) {
+        tc_prepare_at::<BM, BN, WM, WN, BT, BK, X3>(a_s, b_s, al_s, bl_s, pa, pb, 0, 0, 1);
+    }
+}
+
+/// The work of `tc_prepare_stage` in stage `stage` from this thread's stage-0 chunk offsets
+/// `pa` and `pb` (`tc_prep_offsets`), which the caller proves in bounds for that stage
+/// (`tc_prep_a_end`, `tc_prep_b_end`): part `part` of `parts` (constants once unrolled) of
+/// each operand's chunks, the `part`-th of `parts` runs as even as they come.
+fn tc_prepare_at<const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32, const X3: bool>(
+    a_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+    b_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
+    al_s: Shared<[f32; STAGES * BM * (BK + BK / 8)]>,
+    bl_s: Shared<[f32; STAGES * BN * (BK + BK / 8)]>,
+    pa: u32,
+    pb: u32,
+    stage: u32,
+    part: u32,
+    parts: u32,
+) {
+    split_rows::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (BK + BK / 8) }, X3>(a_s, al_s, pa, stage * BM * (BK + BK / 8), part, parts);
     if BT {
-        split_rows::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, stage * BN * (BK + BK / 8), tid);
+        split_rows::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, pb, stage * BN * (BK + BK / 8), part, parts);
     } else {
-        split_rows::<BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, stage * BN * (BK + BK / 8), tid);
+        split_rows::<BK, BN, { BN + 8 }, { WM * WN * 32 }, { STAGES * BN * (BK + BK / 8) }, X3>(b_s, bl_s, pb, stage * BN * (BK + BK / 8), part, parts);
+    }
+}
+
+/// Where this thread's first chunk of A and of B lies in stage 0 (`[a, b]`, elements) for
+/// `tc_prepare_at`: chunk `tid` of each tile as `tc_load` copies it, rows `BK + BK / 8`
+/// apart (B `[K, N]`: `BN + 8`). 0 for 16-bit inputs, which are not prepared.
+fn tc_prep_offsets<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(tid: u32) -> [u32; 2] {
+    let mut r = [0u32; 2];
+    if T == f32 {
+        r[0] = tid / (BK / 4) * (BK + BK / 8) + tid % (BK / 4) * 4;
+        if BT {
+            r[1] = tid / (BK / 4) * (BK + BK / 8) + tid % (BK / 4) * 4;
+        } else {
+            r[1] = tid / (BN / 4) * (BN + 8) + tid % (BN / 4) * 4;
+        }
+    }
+    r
+}
+
+/// How far past its `tc_prep_offsets` offset a thread's last chunk of A in one stage
+/// reaches (elements; 0 for 16-bit inputs).
+fn tc_prep_a_end<T, const BM: u32, const WM: u32, const WN: u32, const BK: u32>() -> u32 {
+    if T == f32 {
+        (BM * BK / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BK / 4)) * (BK + BK / 8) + 4
+    } else {
+        0
+    }
+}
+
+/// As `tc_prep_a_end`, for B.
+fn tc_prep_b_end<T, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>() -> u32 {
+    if T != f32 {
+        0
+    } else if BT {
+        (BN * BK / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BK / 4)) * (BK + BK / 8) + 4
+    } else {
+        (BK * BN / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BN / 4)) * (BN + 8) + 4
     }
 }
 
 /// Rounds to TF32 a thread's 16-byte chunks of a `ROWS × RUN` f32 tile at `base` of `t` (rows
 /// `LDS` apart), laid out as `copy_rows` copies them, and with `X3` writes the TF32 rounding of
-/// each remainder to the same place of `tl`. The threads cover whole rows per turn (`THREADS` a
-/// multiple of the chunks per row, `RUN / 4`), so chunk `q` lies `q · THREADS / (RUN / 4)` rows
-/// below chunk 0: one offset, checked once.
+/// each remainder to the same place of `tl`: the chunks of part `part` of `parts`
+/// (`q · parts / chunks == part`). The threads cover whole rows per turn (`THREADS` a
+/// multiple of the chunks per row, `RUN / 4`), so chunk `q` lies `q · THREADS / (RUN / 4)`
+/// rows below chunk 0, at `st` (the caller proves `st + base` and the last chunk in bounds).
 fn split_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32, const LEN: u32, const X3: bool>(
     t: Shared<[f32; LEN]>,
     tl: Shared<[f32; LEN]>,
+    st: u32,
     base: u32,
-    tid: u32,
+    part: u32,
+    parts: u32,
 ) {
     let chunks = ROWS * RUN / (4 * THREADS);
-    let st = base + tid / (RUN / 4) * LDS + tid % (RUN / 4) * 4;
-    if ((st as u64) + ((chunks - 1) * (THREADS / (RUN / 4)) * LDS + 4) as u64) <= (t.len() as u64) {
-        #[unroll]
-        for q in 0..chunks {
-            let v = t.load4(st + q * (THREADS / (RUN / 4)) * LDS);
+    #[unroll]
+    for q in 0..ROWS * RUN / (4 * THREADS) {
+        if q * parts / chunks == part {
+            let v = t.load4(st + base + q * (THREADS / (RUN / 4)) * LDS);
             let h = [f32::from_bits(v[0].to_tf32()), f32::from_bits(v[1].to_tf32()), f32::from_bits(v[2].to_tf32()), f32::from_bits(v[3].to_tf32())];
-            t.store4(st + q * (THREADS / (RUN / 4)) * LDS, h);
+            t.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, h);
             if X3 {
                 let l = [
                     f32::from_bits((v[0] - h[0]).to_tf32()),
@@ -726,7 +851,7 @@ fn split_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u3
                     f32::from_bits((v[2] - h[2]).to_tf32()),
                     f32::from_bits((v[3] - h[3]).to_tf32()),
                 ];
-                tl.store4(st + q * (THREADS / (RUN / 4)) * LDS, l);
+                tl.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, l);
             }
         }
     }
@@ -819,10 +944,10 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
         for mi in 0..BM / WM / 16 {
             #[unroll]
             for ni in 0..BN / WN / 8 {
+                // Each index `to + (a constant)`, the form the range above proves.
                 let d = acc[mi * (BN / WN / 8) + ni];
-                let o = to + mi * 16 * (BN + 4) + ni * 8;
-                t_s.store2(o, [d[0], d[1]]);
-                t_s.store2(o + 8 * (BN + 4), [d[2], d[3]]);
+                t_s.store2(to + (mi * 16 * (BN + 4) + ni * 8), [d[0], d[1]]);
+                t_s.store2(to + (mi * 16 * (BN + 4) + ni * 8 + 8 * (BN + 4)), [d[2], d[3]]);
             }
         }
     }
