@@ -614,12 +614,10 @@ fn tc_fast_loop<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, c
     let bo = reads[1];
     let a_end = (STAGES - 1) * (BM * LDK) + tc_a_end::<T, BM, WM, BT, BK, LDK>();
     let b_end = (STAGES - 1) * (BN * LDK) + tc_b_end::<T, BN, WN, BT, BK, LDK>();
-    // The chunks that f32 inputs prepare (`tc_prepare_at`), proven in bounds for every stage
-    // with the fragment reads.
-    // Only where they are prepared a step ahead (`tc_prep_ahead`): elsewhere
-    // `tc_prepare_stage` finds them itself, which costs the 128-register tiles no registers
-    // across the loop.
-    // (Immutable, so that the bounds proven below hold through the loop.)
+    // The chunks that f32 inputs prepare a step ahead (`tc_prep_ahead`, `tc_prepare_at`),
+    // proven in bounds for every stage with the fragment reads. Elsewhere they are 0 and
+    // `tc_prepare_stage` finds and checks its chunks itself, so that the 128-register tiles
+    // hold no more registers through the loop. Immutable, so that the proof holds there.
     let ahead = (T == f32) & tc_prep_ahead::<BM, BN, WM, WN, X3>();
     let prep = tc_prep_offsets::<T, BM, BN, WM, WN, BT, BK>(tid);
     let pa = if ahead { prep[0] } else { 0 };
@@ -787,26 +785,26 @@ fn tc_prepare_at<const BM: u32, const BN: u32, const WM: u32, const WN: u32, con
 }
 
 /// Where this thread's first chunk of A and of B lies in stage 0 (`[a, b]`, elements) for
-/// `tc_prepare_at`: chunk `tid` of each tile as `tc_load` copies it, rows `BK + BK / 8`
-/// apart (B `[K, N]`: `BN + 8`). 0 for 16-bit inputs, which are not prepared.
+/// `tc_prepare_at`: chunk `tid` of each tile as `tc_load` copies it (`split_start`), rows
+/// `BK + BK / 8` apart (B `[K, N]`: `BN + 8`). 0 for 16-bit inputs, which are not prepared.
 fn tc_prep_offsets<T, const BM: u32, const BN: u32, const WM: u32, const WN: u32, const BT: bool, const BK: u32>(tid: u32) -> [u32; 2] {
     let mut r = [0u32; 2];
     if T == f32 {
-        r[0] = tid / (BK / 4) * (BK + BK / 8) + tid % (BK / 4) * 4;
+        r[0] = split_start::<BK, { BK + BK / 8 }>(tid);
         if BT {
-            r[1] = tid / (BK / 4) * (BK + BK / 8) + tid % (BK / 4) * 4;
+            r[1] = split_start::<BK, { BK + BK / 8 }>(tid);
         } else {
-            r[1] = tid / (BN / 4) * (BN + 8) + tid % (BN / 4) * 4;
+            r[1] = split_start::<BN, { BN + 8 }>(tid);
         }
     }
     r
 }
 
 /// How far past its `tc_prep_offsets` offset a thread's last chunk of A in one stage
-/// reaches (elements; 0 for 16-bit inputs).
+/// reaches (elements, `split_span`; 0 for 16-bit inputs).
 fn tc_prep_a_end<T, const BM: u32, const WM: u32, const WN: u32, const BK: u32>() -> u32 {
     if T == f32 {
-        (BM * BK / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BK / 4)) * (BK + BK / 8) + 4
+        split_span::<BM, BK, { BK + BK / 8 }, { WM * WN * 32 }>()
     } else {
         0
     }
@@ -817,10 +815,21 @@ fn tc_prep_b_end<T, const BN: u32, const WM: u32, const WN: u32, const BT: bool,
     if T != f32 {
         0
     } else if BT {
-        (BN * BK / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BK / 4)) * (BK + BK / 8) + 4
+        split_span::<BN, BK, { BK + BK / 8 }, { WM * WN * 32 }>()
     } else {
-        (BK * BN / (4 * WM * WN * 32) - 1) * (WM * WN * 32 / (BN / 4)) * (BN + 8) + 4
+        split_span::<BK, BN, { BN + 8 }, { WM * WN * 32 }>()
     }
+}
+
+/// Where thread `tid`'s first chunk of `split_rows` lies in its tile (elements): 4 elements
+/// at `4 (tid % (RUN / 4))` of row `tid / (RUN / 4)`, rows `LDS` apart.
+fn split_start<const RUN: u32, const LDS: u32>(tid: u32) -> u32 {
+    tid / (RUN / 4) * LDS + tid % (RUN / 4) * 4
+}
+
+/// How far past `split_start` a thread's last chunk of `split_rows` reaches (elements).
+fn split_span<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u32>() -> u32 {
+    (ROWS * RUN / (4 * THREADS) - 1) * (THREADS / (RUN / 4)) * LDS + 4
 }
 
 /// Rounds to TF32 a thread's 16-byte chunks of a `ROWS × RUN` f32 tile at `base` of `t` (rows
