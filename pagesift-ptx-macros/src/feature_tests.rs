@@ -438,3 +438,104 @@ fn an_l2_prefetch_is_bounds_checked_like_a_load_and_kept_without_a_result() {
         "{errs:?}"
     );
 }
+
+/// A warpgroup product of two 128-byte swizzled tiles: the descriptors, the in-place
+/// accumulators and the fences, on sm_90a.
+#[test]
+fn wgmma_updates_its_accumulators_in_place_from_checked_descriptors() {
+    let out = ptx_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a_s: Shared<[bf16; 64 * 64]>;
+            let b_s: Shared<[bf16; 64 * 64]>;
+            let mut acc = [0.0f32; 32];
+            fence_proxy_async();
+            sync_threads();
+            wgmma_fence();
+            #[unroll]
+            for ks in 0..4 {
+                acc = wgmma_bf16(acc, a_s.wgmma_desc(0, ks * 16, 64), b_s.wgmma_desc(0, ks * 16, 64), ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait(0);
+            y[thread_idx_x()] = acc[0] + acc[31];
+        }
+    });
+    let ptx = &out[0].1;
+    assert!(ptx.contains(".target sm_90a"), "{ptx}");
+    assert!(ptx.contains(".shared .align 1024"), "{ptx}");
+    for needle in [
+        "fence.proxy.async.shared::cta;",
+        "wgmma.fence.sync.aligned;",
+        "wgmma.commit_group.sync.aligned;",
+        "wgmma.wait_group.sync.aligned 0;",
+    ] {
+        assert!(ptx.contains(needle), "{needle} in\n{ptx}");
+    }
+    let wgmmas: Vec<&str> = ptx
+        .lines()
+        .filter(|l| l.contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"))
+        .collect();
+    assert_eq!(wgmmas.len(), 4, "{ptx}");
+    // The same accumulator registers in every product (in place: nothing copies them while
+    // a product is in flight).
+    let regs = |l: &str| l.split('}').next().map(str::to_string);
+    assert!(
+        wgmmas.iter().all(|l| regs(l) == regs(wgmmas[0])),
+        "{wgmmas:?}"
+    );
+    // The descriptors: 128-byte swizzle, 1024-byte groups of rows, and the second K step 32
+    // bytes on.
+    assert!(
+        ptx.contains(&format!("{}", (64u64 | (1 << 30)) << 32)),
+        "{ptx}"
+    );
+}
+
+#[test]
+fn wgmma_needs_sm_90a_and_an_in_place_update_of_the_right_shapes() {
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a_s: Shared<[bf16; 64 * 64]>;
+            let mut acc = [0.0f32; 32];
+            wgmma_fence();
+            acc = wgmma_bf16(acc, a_s.wgmma_desc(0, 0, 64), a_s.wgmma_desc(0, 0, 64), true);
+            y[0] = acc[0];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("sm_90a") && e.contains("add #[target(sm_90a)]")),
+        "{errs:?}"
+    );
+    let errs = errors_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a_s: Shared<[bf16; 64 * 64]>;
+            let b_s: Shared<[f16; 64 * 64]>;
+            let mut acc = [0.0f32; 32];
+            wgmma_fence();
+            // B of another type, then a descriptor of 32 rows for a 64-column tile.
+            acc = wgmma_bf16(acc, a_s.wgmma_desc(0, 0, 64), b_s.wgmma_desc(0, 0, 64), true);
+            acc = wgmma_bf16(acc, a_s.wgmma_desc(0, 0, 64), a_s.wgmma_desc(0, 0, 32), true);
+            // Not in place.
+            let other = wgmma_bf16(acc, a_s.wgmma_desc(0, 0, 64), a_s.wgmma_desc(0, 0, 64), true);
+            // A start that is not a multiple of 32 bytes.
+            acc = wgmma_bf16(acc, a_s.wgmma_desc(0, 8, 64), a_s.wgmma_desc(0, 0, 64), true);
+            y[0] = acc[0] + other[0];
+        }
+    });
+    for needle in [
+        "`MatrixDesc<bf16, 64>` here (from `wgmma_desc`), not `MatrixDesc<f16, 64>`",
+        "`MatrixDesc<bf16, 64>` here (from `wgmma_desc`), not `MatrixDesc<bf16, 32>`",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.contains(needle)),
+            "{needle}: {errs:?}"
+        );
+    }
+}

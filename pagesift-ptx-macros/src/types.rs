@@ -258,6 +258,10 @@ pub enum Ty {
     /// `Option<&[T]>` / `Option<&mut [T]>` (a kernel parameter's type; the kernel binds the
     /// slice with `if let Some(s) = opt`).
     Option(Box<Ty>),
+    /// A shared-memory matrix descriptor for `wgmma` (one 64-bit register): `rows` rows of
+    /// `T` in 128-byte swizzled rows, made by a shared array's `wgmma_desc`, which checked
+    /// that they lie inside it.
+    Desc { elem: Scalar, rows: u32 },
 }
 
 /// The layout of a parameter struct: `#[repr(C)]` on the host, one `.param` blob of `size`
@@ -324,6 +328,7 @@ impl fmt::Display for Ty {
             Ty::Enum => f.write_str("enum"),
             Ty::Struct(d) => f.write_str(&d.name),
             Ty::Option(t) => write!(f, "Option<{t}>"),
+            Ty::Desc { elem, rows } => write!(f, "MatrixDesc<{elem}, {rows}>"),
         }
     }
 }

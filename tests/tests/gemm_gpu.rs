@@ -8,7 +8,8 @@
 
 use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::ops::gemm::{
-    gemm, kernel_shared_bytes, mma_tile_serves, Kernel, Tile, F32_TILES, MMA_TILES,
+    gemm, kernel_shared_bytes, mma_tile_serves, Kernel, Tile, F32_TILES, MMA_TILES, WGMMA_CC,
+    WGMMA_TILES,
 };
 use pagesift_gpu::{bf16, f16, ActElement};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Error, Gemm, Gpu, Precision};
@@ -335,12 +336,103 @@ fn bf16_mma_to_bf16() {
     check_16bit::<bf16, bf16>();
 }
 
+/// The Hopper kernel of the `bm × bn` tile (one of [`WGMMA_TILES`]) over `splits` slices.
+fn wgmma(bm: u32, bn: u32, splits: u32) -> Kernel {
+    let tile = Tile { bm, bn };
+    assert!(
+        WGMMA_TILES.contains(&tile),
+        "{bm}x{bn} is not a Hopper tile"
+    );
+    Kernel::Wgmma { tile, splits }
+}
+
+/// Every Hopper tile, whole and split in 3, on a device of compute capability 9.0: the GPU
+/// where it is one, else an emulated Hopper after the emulated device of compute capability
+/// 8.0 refused it clearly. B `[K, N]` is refused on any device.
+fn check_wgmma<T: ActElement, O: ActElement>() {
+    let name = format!("gemm_gpu::wgmma_{}_{}", T::DTYPE.name(), O::DTYPE.name());
+    let Some(gpu) = gpu_or_skip(&name) else {
+        return;
+    };
+    let case = Case {
+        g: Gemm::new(67, 61, 37, BLayout::NK),
+        bias: false,
+        residual: false,
+        offsets: [0; 4],
+        seed: 3,
+    };
+    let kn = Case {
+        g: Gemm::new(67, 61, 37, BLayout::KN),
+        ..case.clone()
+    };
+    match check_typed::<T, O>(&gpu, &kn, wgmma(128, 128, 1)) {
+        Err(e) if e.contains("takes B as [N, K]") => {}
+        other => panic!("{name}: B [K, N] must be refused, got {other:?}"),
+    }
+    let hopper = if gpu.compute_capability() == WGMMA_CC {
+        gpu
+    } else if is_emulated(&gpu) {
+        match check_typed::<T, O>(&gpu, &case, wgmma(128, 128, 1)) {
+            Err(e) if e.contains("sm_90a") && e.contains("compute capability 9.0") => {
+                eprintln!(
+                    "{name}: refused on compute capability {:?}: {e}",
+                    gpu.compute_capability()
+                );
+            }
+            other => panic!(
+                "{name}: an sm_90a kernel on compute capability 8.0 must be refused, got {other:?}"
+            ),
+        }
+        let config = EmulatorConfig {
+            compute_capability: WGMMA_CC,
+            max_shared_per_block_optin: 227 * 1024,
+            ..EmulatorConfig::default()
+        };
+        Gpu::emulated(config).expect("the emulated device opens")
+    } else {
+        eprintln!(
+            "SKIPPED {name}: the Hopper kernels need compute capability 9.0, the device has {:?}",
+            gpu.compute_capability()
+        );
+        return;
+    };
+    for tile in WGMMA_TILES {
+        for splits in [1, 3] {
+            let kernel = wgmma(tile.bm, tile.bn, splits);
+            run_variant::<T, O>(
+                &hopper,
+                &format!("{name}_{kernel}"),
+                kernel,
+                BLayout::NK,
+                Precision::F32,
+            );
+        }
+    }
+}
+
+#[test]
+fn f16_wgmma_to_f32() {
+    check_wgmma::<f16, f32>();
+}
+#[test]
+fn f16_wgmma_to_f16() {
+    check_wgmma::<f16, f16>();
+}
+#[test]
+fn bf16_wgmma_to_f32() {
+    check_wgmma::<bf16, f32>();
+}
+#[test]
+fn bf16_wgmma_to_bf16() {
+    check_wgmma::<bf16, bf16>();
+}
+
 #[test]
 fn every_kernel_is_tested_above() {
     // The tests above name each kernel of the operation; a new one must get its test.
     assert_eq!(
         pagesift_gpu::ops::gemm::kernels().len(),
-        4 + 4 + 4 + 2 + 4 * 2
+        4 + 4 + 4 + 2 + 4 * 2 + 2 * 2
     );
 }
 

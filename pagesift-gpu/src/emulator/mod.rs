@@ -13,8 +13,12 @@
 //! out-of-bounds and misaligned global and shared accesses, barriers not reached by every thread,
 //! reads of shared memory no thread wrote, shared-memory data races between two barriers, and
 //! accesses to the shared destination of a `cp.async` that no `cp.async.wait_group` has
-//! completed (copies run asynchronously, as on the hardware). A failed check is [`Error::Emulator`], whose message names the check, the kernel, the block, the
-//! thread and the PTX line.
+//! completed (copies run asynchronously, as on the hardware). `wgmma` (sm_90a, on a device of
+//! compute capability 9.0) is asynchronous too, with the hardware's rules checked: no access to
+//! the accumulators of a `wgmma.mma_async` before its `wgmma.wait_group`, a `wgmma.fence`
+//! before it, its shared operands unchanged until it completes and made visible to the async
+//! proxy by `fence.proxy.async` (`exec/wgmma.rs`). A failed check is [`Error::Emulator`], whose
+//! message names the check, the kernel, the block, the thread and the PTX line.
 //!
 //! Streams run asynchronously (`queue`): launches, copies on a stream, memsets, event records,
 //! stream waits and stream-ordered frees are queued and run at synchronization points, streams

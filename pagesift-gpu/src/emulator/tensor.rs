@@ -2,6 +2,12 @@
 //! m16n8k16/k32 s8 and u8, f32 or s32 accumulators) and the fragment layouts of the PTX ISA
 //! ("Matrix Fragments for mma.m16n8k*"). They run through the warp-collective mechanism: once
 //! all 32 lanes have arrived, the whole 16x8 tile is computed at once.
+//!
+//! Also the arithmetic and operand layouts of `wgmma.mma_async` (sm_90a): its decoded form
+//! ([`WgmmaInst`]), the shared-memory matrix descriptor ([`MatrixDesc`]) with the K-major
+//! layouts it describes, and the accumulator fragment ([`wgmma_acc_pos`]). Both instructions
+//! round through one rule, [`f32_accumulate`]. The execution (asynchrony, checks) is in
+//! `exec/wgmma.rs`.
 
 use super::decode::Slot;
 
@@ -83,7 +89,8 @@ fn c_pos(lane: usize, r: usize) -> (usize, usize) {
     ((lane >> 2) + 8 * (r >> 1), (lane & 3) * 2 + (r & 1))
 }
 
-fn element(kind: MmaKind, signed: bool, v: u64, e: usize) -> f64 {
+/// The value of element `e` of register (or memory word) `v` as the tensor core reads it.
+pub(super) fn element(kind: MmaKind, signed: bool, v: u64, e: usize) -> f64 {
     match kind {
         // The tensor core reads the top 19 bits of an f32 as tf32.
         MmaKind::Tf32 => f32::from_bits(v as u32 & 0xffff_e000) as f64,
@@ -98,6 +105,14 @@ fn element(kind: MmaKind, signed: bool, v: u64, e: usize) -> f64 {
             }
         }
     }
+}
+
+/// The f32 accumulation of the tensor-core instructions (`mma.sync` and `wgmma.mma_async`):
+/// the products (exact in f64 for 16-bit and tf32 inputs) summed in f64 in order, added to the
+/// accumulator `c` (f32 bits), and the result rounded once to f32.
+pub(super) fn f32_accumulate(c: u32, products: impl Iterator<Item = f64>) -> u32 {
+    let dot: f64 = products.sum();
+    ((f32::from_bits(c) as f64 + dot) as f32).to_bits()
 }
 
 /// Performs `D = A * B + C` for the warp whose lane `i` has its registers at
@@ -137,9 +152,8 @@ pub(super) fn mma_warp(m: &MmaInst, regs: &mut [u64], nslots: usize, lo: usize) 
                     .sum();
                 d[i * 8 + j] = (c[i * 8 + j] as u32 as i32 as i64).wrapping_add(dot) as u32 as u64;
             } else {
-                let dot: f64 = (0..k).map(|x| a[i * k + x] * b[x * 8 + j]).sum();
-                let acc = f32::from_bits(c[i * 8 + j] as u32) as f64 + dot;
-                d[i * 8 + j] = (acc as f32).to_bits() as u64;
+                let products = (0..k).map(|x| a[i * k + x] * b[x * 8 + j]);
+                d[i * 8 + j] = f32_accumulate(c[i * 8 + j] as u32, products) as u64;
             }
         }
     }
@@ -162,4 +176,99 @@ pub(super) fn to_tf32(bits: u64) -> u64 {
         return x as u64;
     }
     (x.wrapping_add(0x1000) & 0xffff_e000) as u64
+}
+
+/// One decoded `wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<atype>.<btype>` with A and B in
+/// shared memory, both K-major.
+#[derive(Clone, Debug)]
+pub(super) struct WgmmaInst {
+    /// The N of the shape (8..=256, a multiple of 8); M is 64.
+    pub n: usize,
+    /// The input type: [`MmaKind::F16`], [`MmaKind::BF16`] or [`MmaKind::Tf32`].
+    pub kind: MmaKind,
+    /// The `n / 2` accumulator registers of each thread (read and written).
+    pub d: Vec<Slot>,
+    pub a_desc: Slot,
+    pub b_desc: Slot,
+    /// The `scale-d` predicate (false: `D = A·B`, ignoring D's values) and its negation.
+    pub scale_d: Slot,
+    pub scale_d_neg: bool,
+    /// `imm-scale-a` / `imm-scale-b` of -1: A / B negated.
+    pub neg_a: bool,
+    pub neg_b: bool,
+}
+
+impl WgmmaInst {
+    /// Bytes of one input element (2 for f16 and bf16, 4 for tf32).
+    pub fn elem_bytes(&self) -> usize {
+        if self.kind == MmaKind::Tf32 {
+            4
+        } else {
+            2
+        }
+    }
+
+    /// The K of the shape: one row of A or B is 32 bytes of K.
+    pub fn k(&self) -> usize {
+        WGMMA_ROW_BYTES / self.elem_bytes()
+    }
+}
+
+/// Bytes of K in one row of a `wgmma` operand (k16 of 16-bit or k8 of tf32 elements).
+pub(super) const WGMMA_ROW_BYTES: usize = 32;
+
+/// A `wgmma` shared-memory matrix descriptor: where a K-major operand's rows are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct MatrixDesc {
+    /// The start address (a shared-memory offset), bits 0-13 << 4.
+    pub start: u64,
+    /// The leading-dimension byte offset, bits 16-29 << 4: without swizzling, the distance
+    /// between the two 16-byte halves of a row's K.
+    pub lbo: u64,
+    /// The stride byte offset, bits 32-45 << 4: the distance between groups of 8 rows.
+    pub sbo: u64,
+    /// The swizzle mode, bits 62-63: 0 none (interleave), 1 128-byte, 2 64-byte, 3 32-byte.
+    pub swizzle: u8,
+}
+
+impl MatrixDesc {
+    /// Decodes a descriptor; a non-zero base offset (bits 49-51) is an error.
+    pub fn decode(v: u64) -> Result<MatrixDesc, String> {
+        let base_offset = (v >> 49) & 7;
+        if base_offset != 0 {
+            return Err(format!(
+                "matrix descriptor {v:#018x} has base offset {base_offset}; the emulated device supports base offset 0 only"
+            ));
+        }
+        Ok(MatrixDesc {
+            start: (v & 0x3fff) << 4,
+            lbo: ((v >> 16) & 0x3fff) << 4,
+            sbo: ((v >> 32) & 0x3fff) << 4,
+            swizzle: (v >> 62) as u8,
+        })
+    }
+
+    /// The shared address of 16-byte chunk `c` (bytes `16c..16c+16` of K, `c` 0 or 1) of row
+    /// `r` of a K-major operand. A swizzled layout XORs bits 4-6 of the absolute address with
+    /// bits 7-9 (128-byte swizzle; 64-byte: bits 4-5 with 7-8; 32-byte: bit 4 with bit 7),
+    /// which keeps a 16-byte chunk whole.
+    pub fn chunk(&self, r: usize, c: usize) -> u64 {
+        let (r, c) = (r as u64, c as u64);
+        let (row_bytes, mask) = match self.swizzle {
+            0 => return self.start + (r / 8) * self.sbo + c * self.lbo + (r % 8) * 16,
+            1 => (128, 7),
+            2 => (64, 3),
+            _ => (32, 1),
+        };
+        let linear = self.start + (r / 8) * self.sbo + (r % 8) * row_bytes + 16 * c;
+        linear ^ (((linear >> 7) & mask) << 4)
+    }
+}
+
+/// (row, column) within a warp's 16 rows of the `64 × n` accumulator tile of register `i`
+/// of lane `lane` (the warp `q` of the warpgroup holds rows `16q..16q+16`).
+pub(super) fn wgmma_acc_pos(lane: usize, i: usize) -> (usize, usize) {
+    let row = lane / 4 + 8 * ((i / 2) % 2);
+    let col = 8 * (i / 4) + 2 * (lane % 4) + (i % 2);
+    (row, col)
 }

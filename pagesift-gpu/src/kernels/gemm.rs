@@ -56,6 +56,8 @@ ptx_kernel! {
     pub const TC_ROW: u32 = core::TC_ROW;
     /// Their pipeline depth: K steps in flight.
     pub const STAGES: u32 = core::STAGES;
+    /// The buffers of the `wgmma` kernel's pipeline (`gemm_wgmma`).
+    pub const WG_STAGES: u32 = core::WG_STAGES;
     /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
     pub const X3_MAX_WARPS: u32 = 8;
     /// The most outputs of a `gemm_mma` warp tile whose threads live in 128 registers (64 ×
@@ -269,6 +271,55 @@ ptx_kernel! {
         }
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper's warpgroup tensor
+    /// cores (`wgmma`, sm_90a), f16 and bf16 inputs, B `[N, K]`, f32 accumulators: `BM / 64`
+    /// warpgroups, each `64 × BN` outputs. The loaders copy K steps of 128 bytes of each row
+    /// of A and B with `cp.async` into `WG_STAGES` buffers laid out as `wgmma`'s 128-byte
+    /// swizzle reads them (`core::wg_copy`), edges zero-filled; `core::wg_mainloop` keeps one
+    /// step's `wgmma`s in flight while the next is issued. The epilogue is the core's
+    /// (`write_rows`) over the accumulators' padded tile. The K steps of tiles that lie inside
+    /// the matrices copy without bounds tests, which makes the launch `unsafe`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`gemm_mma`] with B `[N, K]`: `p` describes the operands as
+    /// [`crate::ops::gemm`] fills it in from a validated [`crate::Gemm`], `kc` a multiple of
+    /// the K step (64), the grid's z extent `batch · splits`.
+    #[target(sm_90a)]
+    #[variants(
+        (BM, BN) in [(128, 128), (128, 256)],
+        (T, O) in [(f16, f32), (f16, f16), (bf16, f32), (bf16, bf16)]
+    )]
+    #[launch(block = BM / 64 * 128, max_regs = if BN > 128 { 255 } else { 168 })]
+    pub fn gemm_wgmma<T: ActElement, O: ActElement, const BM: u32, const BN: u32>(
+        p: GemmParams,
+        a: &[T],
+        b: &[T],
+        bias: Option<&[f32]>,
+        res: Option<&[O]>,
+        c: &mut [O],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
+        let b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(WG_STAGES * BM * 128);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let zs = block_idx_z();
+        let z = (zs / p.splits) as u64;
+        let kbeg = (zs % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let a_off = z * p.batch_a;
+        let b_off = z * p.batch_b;
+        let tid = thread_idx_x();
+        let acc = core::wg_mainloop::<T, BM, BN>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
+        cp_async_wait_all();
+        sync_threads();
+        core::wg_to_shared::<BM, BN>(acc, t_s);
+        sync_threads();
+        core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`

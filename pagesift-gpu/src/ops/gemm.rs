@@ -6,8 +6,9 @@
 
 use crate::act::ActElement;
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemv, GemmParams, BK, GEMV_COLUMNS,
-    GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES, TC_ROW, X3_MAX_WARPS,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_wgmma, gemv, GemmParams, BK,
+    GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES, TC_ROW,
+    WG_STAGES, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -45,6 +46,14 @@ pub const MMA_TILES: [Tile; 4] = [
 ];
 const MMA_WARPS: [(u32, u32); 4] = [(4, 2), (2, 4), (4, 2), (2, 2)];
 
+/// The block tiles of the Hopper kernel (`wgmma`, compute capability 9.0), largest first:
+/// two warpgroups of 64 rows each.
+pub const WGMMA_TILES: [Tile; 2] = [Tile { bm: 128, bn: 256 }, Tile { bm: 128, bn: 128 }];
+
+/// The compute capability of the devices that run the `wgmma` kernel (its PTX targets
+/// sm_90a, which no later architecture runs).
+pub const WGMMA_CC: (u32, u32) = (9, 0);
+
 /// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
 /// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
 /// [`Precision::Tf32x3`], f16 and bf16 inputs), or the decode kernel for at most `rows` (1, 2,
@@ -62,6 +71,13 @@ pub enum Kernel {
         tile: Tile,
         splits: u32,
     },
+    /// The Hopper tensor-core kernel (one of [`WGMMA_TILES`]): f16 and bf16 inputs, B in the
+    /// [`BLayout::NK`] layout, on a device of compute capability [`WGMMA_CC`], over `splits`
+    /// slices of K.
+    Wgmma {
+        tile: Tile,
+        splits: u32,
+    },
     Gemv {
         rows: u32,
         splits: u32,
@@ -69,13 +85,16 @@ pub enum Kernel {
 }
 
 impl std::fmt::Display for Kernel {
-    /// `128x128`, `128x128/k3` (split in 3 along K), `mma128x64`, `gemv8`, `gemv8/k3`.
+    /// `128x128`, `128x128/k3` (split in 3 along K), `mma128x64`, `wgmma128x256`, `gemv8`,
+    /// `gemv8/k3`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Kernel::Tiled(t) => write!(f, "{}x{}", t.bm, t.bn),
             Kernel::SplitK(t, s) => write!(f, "{}x{}/k{s}", t.bm, t.bn),
             Kernel::Mma { tile: t, splits: 1 } => write!(f, "mma{}x{}", t.bm, t.bn),
             Kernel::Mma { tile: t, splits } => write!(f, "mma{}x{}/k{splits}", t.bm, t.bn),
+            Kernel::Wgmma { tile: t, splits: 1 } => write!(f, "wgmma{}x{}", t.bm, t.bn),
+            Kernel::Wgmma { tile: t, splits } => write!(f, "wgmma{}x{}/k{splits}", t.bm, t.bn),
             Kernel::Gemv { rows, splits: 1 } => write!(f, "gemv{rows}"),
             Kernel::Gemv { rows, splits } => write!(f, "gemv{rows}/k{splits}"),
         }
@@ -100,6 +119,10 @@ impl std::str::FromStr for Kernel {
             let rows = rows.parse().map_err(|_| bad())?;
             return Ok(Kernel::Gemv { rows, splits });
         }
+        let (wgmma, s) = match s.strip_prefix("wg") {
+            Some(r) if r.starts_with("mma") => (true, r),
+            _ => (false, s),
+        };
         let (mma, rest) = match s.strip_prefix("mma") {
             Some(r) => (true, r),
             None => (false, s),
@@ -114,6 +137,7 @@ impl std::str::FromStr for Kernel {
             bn: bn.parse().map_err(|_| bad())?,
         };
         Ok(match (mma, splits) {
+            (true, splits) if wgmma => Kernel::Wgmma { tile, splits },
             (true, splits) => Kernel::Mma { tile, splits },
             (false, 1) => Kernel::Tiled(tile),
             (false, s) => Kernel::SplitK(tile, s),
@@ -125,8 +149,9 @@ impl std::str::FromStr for Kernel {
 pub const GEMV_ROWS: [u32; 4] = [1, 2, 4, 8];
 
 /// Every kernel, for tests and tuning: the FFMA tiles, each also split in 3 along K, the
-/// decode variants, the first and last also split in 3, then the tensor-core tiles, each
-/// also split in 3 ([`Kernel::serves`] says which inputs and precisions each takes).
+/// decode variants, the first and last also split in 3, then the tensor-core tiles and the
+/// Hopper ones, each also split in 3 ([`Kernel::serves`] says which inputs and precisions
+/// each takes).
 pub fn kernels() -> Vec<Kernel> {
     let tiles = F32_TILES.iter().map(|t| Kernel::Tiled(*t));
     let split = F32_TILES.iter().map(|t| Kernel::SplitK(*t, 3));
@@ -137,7 +162,15 @@ pub fn kernels() -> Vec<Kernel> {
     let mma = MMA_TILES
         .iter()
         .flat_map(|&tile| [1, 3].map(|splits| Kernel::Mma { tile, splits }));
-    tiles.chain(split).chain(gemv).chain(mma).collect()
+    let wgmma = WGMMA_TILES
+        .iter()
+        .flat_map(|&tile| [1, 3].map(|splits| Kernel::Wgmma { tile, splits }));
+    tiles
+        .chain(split)
+        .chain(gemv)
+        .chain(mma)
+        .chain(wgmma)
+        .collect()
 }
 
 impl Kernel {
@@ -155,6 +188,7 @@ impl Kernel {
                     && mma_tile_serves(tile, x3)
             }
             Kernel::Gemv { .. } => half || input == Dtype::F32,
+            Kernel::Wgmma { .. } => half,
             Kernel::Tiled(_) | Kernel::SplitK(..) => input == Dtype::F32,
         }
     }
@@ -280,7 +314,10 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     let bt = g.b_layout == BLayout::NK;
     let invalid = |message: String| Err(Error::from(error::InvalidArgument { op: OP, message }));
     let splits = match kernel {
-        Kernel::SplitK(_, s) | Kernel::Mma { splits: s, .. } | Kernel::Gemv { splits: s, .. } => s,
+        Kernel::SplitK(_, s)
+        | Kernel::Mma { splits: s, .. }
+        | Kernel::Wgmma { splits: s, .. }
+        | Kernel::Gemv { splits: s, .. } => s,
         Kernel::Tiled(_) => 1,
     };
     if splits == 0 || g.batch.saturating_mul(splits as usize) > MAX_BATCH {
@@ -302,6 +339,10 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                 "the tensor-core kernel {kernel} computes f32 inputs in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
                 g.precision
             ),
+            (Kernel::Wgmma { .. }, _) => format!(
+                "the Hopper kernel {kernel} takes f16 or bf16 inputs, not {}",
+                input.name()
+            ),
             _ => format!(
                 "the FFMA kernel {kernel} takes f32 inputs, not {} (the tensor-core and decode kernels take 16-bit inputs)",
                 input.name()
@@ -312,6 +353,25 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     let variant = match kernel {
         Kernel::Tiled(t) | Kernel::SplitK(t, _) => variant(t, bt)?,
         Kernel::Mma { tile, .. } => mma_variant::<T, O>(tile, bt, x3)?,
+        Kernel::Wgmma { tile, .. } => {
+            if !bt {
+                return invalid(format!(
+                    "the Hopper kernel {kernel} takes B as [N, K] (BLayout::NK), not {:?}",
+                    g.b_layout
+                ));
+            }
+            let cc = stream.gpu().compute_capability();
+            if cc != WGMMA_CC {
+                return Err(Error::from(error::Unsupported {
+                    kernel: format!("gemm {kernel}"),
+                    reason: format!(
+                        "its wgmma kernels target sm_90a, which runs on compute capability 9.0 only; the device has {}.{}",
+                        cc.0, cc.1
+                    ),
+                }));
+            }
+            wgmma_variant::<T, O>(tile)?
+        }
         Kernel::Gemv { rows, .. } => {
             if !bt || g.m > rows as usize {
                 return invalid(format!(
@@ -348,7 +408,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     // Slices of K whole steps long (the last may be shorter, or empty): K steps of the tiled
     // kernels, whole 16-byte vectors of the decode kernel.
     let step = match kernel {
-        Kernel::Mma { .. } => mma_k_step(input),
+        Kernel::Mma { .. } | Kernel::Wgmma { .. } => mma_k_step(input),
         Kernel::Gemv { .. } => GEMV_K_STEP,
         Kernel::Tiled(_) | Kernel::SplitK(..) => BK,
     };
@@ -378,10 +438,11 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
         return with_splits(stream, g, p, bias, residual, c, launch);
     }
     let (tile, mma) = match kernel {
-        Kernel::Mma { tile, .. } => (tile, true),
+        Kernel::Mma { tile, .. } | Kernel::Wgmma { tile, .. } => (tile, true),
         Kernel::Tiled(t) | Kernel::SplitK(t, _) => (t, false),
         Kernel::Gemv { .. } => unreachable!("launched above"),
     };
+    let wgmma = matches!(kernel, Kernel::Wgmma { .. });
     // The tiled kernels: grid (N tiles, M tiles, batch × slices of K).
     let grid = [
         (g.n as u32).div_ceil(tile.bn),
@@ -403,7 +464,14 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                   residual: Option<&dyn DeviceRead<O>>,
                   c: &mut _,
                   ws: Option<&mut dyn DeviceWrite<f32>>| {
-        if mma {
+        if wgmma {
+            // SAFETY: as for `gemm_mma` below (B `[N, K]`, tested above).
+            unsafe {
+                gemm_wgmma::launch::<T, O>(
+                    stream, cfg, tile.bm, tile.bn, p, a, b, bias, residual, c, ws,
+                )
+            }
+        } else if mma {
             let (wm, wn) = mma_warps(tile);
             // SAFETY: `p` comes from the validated `g` (every element of A and B inside the
             // views, `vec_*` from the views' alignment and strides), `kc` is a multiple of
@@ -620,8 +688,32 @@ pub fn kernel_shared_bytes(kernel: Kernel, input: Dtype, precision: Precision) -
         Kernel::Mma { tile, .. } => {
             mma_shared_bytes(tile, input == Dtype::F32 && precision == Precision::Tf32x3)
         }
+        Kernel::Wgmma { tile, .. } => wgmma_shared_bytes(tile),
         Kernel::Gemv { .. } => 0,
     }
+}
+
+/// The dynamic shared memory of a Hopper tile's kernel: `WG_STAGES` K steps of A and B
+/// (rows of 128 bytes), which the epilogue's padded f32 tile (`BM × (BN + 4)`) reuses.
+pub fn wgmma_shared_bytes(tile: Tile) -> u32 {
+    let f = std::mem::size_of::<f32>() as u32;
+    (WG_STAGES * (tile.bm + tile.bn) * 128).max(tile.bm * (tile.bn + 4) * f)
+}
+
+/// The Hopper kernel variant of a tile for inputs `T` and output `O`.
+pub fn wgmma_variant<T: ActElement, O: ActElement>(tile: Tile) -> Result<&'static KernelVariant> {
+    gemm_wgmma::variant::<T, O>(tile.bm, tile.bn).ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "gemm_wgmma",
+            format!(
+                "T={}, O={}, BM={}, BN={}",
+                T::DTYPE.name(),
+                O::DTYPE.name(),
+                tile.bm,
+                tile.bn
+            ),
+        )
+    })
 }
 
 /// The K step of the tensor-core kernels for inputs of `input`: 128 bytes of each row (32
@@ -692,7 +784,11 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
         return Ok(Kernel::Gemv { rows, splits });
     }
     if T::DTYPE != Dtype::F32 {
-        return pick_tile::<T, O>(stream, g, true);
+        let cc = stream.gpu().props().compute_capability;
+        if cc == WGMMA_CC && g.b_layout == BLayout::NK {
+            return pick_tile::<T, O>(stream, g, Family::Wgmma);
+        }
+        return pick_tile::<T, O>(stream, g, Family::Mma);
     }
     if g.precision != Precision::F32 && tensor_cores && g.m <= FFMA_ONLY_ROWS {
         super::log_dispatch(|| {
@@ -701,14 +797,14 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
                 g.precision, g.m
             )
         });
-        return pick_tile::<T, O>(stream, g, false);
+        return pick_tile::<T, O>(stream, g, Family::Ffma);
     }
     if g.precision != Precision::F32 && tensor_cores {
         // A precision is a floor: where no tensor-core block fits the device's shared
         // memory (3xTF32 on a device with less than 110 KiB a block), FFMA serves it.
-        pick_tile::<T, O>(stream, g, true).or_else(|e| {
+        pick_tile::<T, O>(stream, g, Family::Mma).or_else(|e| {
             super::log_dispatch(|| format!("gemm {:?} on FFMA (exact f32): {e}", g.precision));
-            pick_tile::<T, O>(stream, g, false)
+            pick_tile::<T, O>(stream, g, Family::Ffma)
         })
     } else {
         if g.precision != Precision::F32 {
@@ -719,7 +815,7 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
                 )
             });
         }
-        pick_tile::<T, O>(stream, g, false)
+        pick_tile::<T, O>(stream, g, Family::Ffma)
     }
 }
 
@@ -735,33 +831,52 @@ pub const FFMA_ONLY_ROWS: usize = 32;
 /// 0.915 ms, 128 × 128 in 0.403 and 0.979 ms).
 const MMA_TILE_SPEED: [f64; 4] = [1.1, 1.0, 0.8, 0.55];
 
-/// The tile (and K split) with the least estimated time ([`tile_cost`]) among the FFMA
-/// tiles or (`mma`) the tensor-core ones, from the driver's occupancy of each variant and
-/// the tile's relative speed. Slices of K stay at least 256 long.
-fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool) -> Result<Kernel> {
+/// The kernel families [`pick_tile`] chooses a tile of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    /// FFMA ([`F32_TILES`]).
+    Ffma,
+    /// `mma.sync` ([`MMA_TILES`]).
+    Mma,
+    /// `wgmma` ([`WGMMA_TILES`]).
+    Wgmma,
+}
+
+/// The relative speed of a multiprocessor full of each Hopper tile's blocks, for
+/// [`pick_tile`].
+const WGMMA_TILE_SPEED: [f64; 2] = [1.1, 1.0];
+
+/// The tile (and K split) with the least estimated time ([`tile_cost`]) among the tiles of
+/// `family`, from the driver's occupancy of each variant and the tile's relative speed.
+/// Slices of K stay at least 256 long.
+fn pick_tile<T: ActElement, O: ActElement>(
+    stream: &Stream,
+    g: &Gemm,
+    family: Family,
+) -> Result<Kernel> {
     let gpu = stream.gpu();
     let sms = f64::from(gpu.props().sm_count.max(1));
     let bt = g.b_layout == BLayout::NK;
     let x3 = T::DTYPE == Dtype::F32 && g.precision == Precision::Tf32x3;
-    let tiles: &[Tile] = if mma { &MMA_TILES } else { &F32_TILES };
-    let speeds: &[f64] = if mma {
-        &MMA_TILE_SPEED
-    } else {
-        &F32_TILE_SPEED
+    let mma = family != Family::Ffma;
+    let (tiles, speeds): (&[Tile], &[f64]) = match family {
+        Family::Ffma => (&F32_TILES, &F32_TILE_SPEED),
+        Family::Mma => (&MMA_TILES, &MMA_TILE_SPEED),
+        Family::Wgmma => (&WGMMA_TILES, &WGMMA_TILE_SPEED),
     };
     let rate = flop_per_byte(mma, T::DTYPE, x3);
     let mut best: Option<(f64, Kernel, String)> = None;
     for (t, &speed) in tiles.iter().zip(speeds) {
-        if mma && !mma_tile_serves(*t, x3) {
+        if family == Family::Mma && !mma_tile_serves(*t, x3) {
             continue;
         }
         let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
-        let (v, shared) = if mma {
-            (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t, x3))
-        } else {
-            (variant(*t, bt)?, shared_bytes(*t))
+        let (v, shared) = match family {
+            Family::Wgmma => (wgmma_variant::<T, O>(*t)?, wgmma_shared_bytes(*t)),
+            Family::Mma => (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t, x3)),
+            Family::Ffma => (variant(*t, bt)?, shared_bytes(*t)),
         };
         if shared > gpu.props().max_shared_per_block_optin {
             continue;
@@ -791,10 +906,11 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
             let area = f64::from(t.bm * t.bn) / (128.0 * 128.0);
             let second = split_pass_cost(g.m, g.n, g.k, g.batch, splits, sms, rate);
             let cost = tile_cost(total, splits, slots, sms, area / speed, second);
-            let kernel = match (mma, splits) {
-                (true, _) => Kernel::Mma { tile: *t, splits },
-                (false, 1) => Kernel::Tiled(*t),
-                (false, _) => Kernel::SplitK(*t, splits),
+            let kernel = match (family, splits) {
+                (Family::Wgmma, _) => Kernel::Wgmma { tile: *t, splits },
+                (Family::Mma, _) => Kernel::Mma { tile: *t, splits },
+                (Family::Ffma, 1) => Kernel::Tiled(*t),
+                (Family::Ffma, _) => Kernel::SplitK(*t, splits),
             };
             if best.as_ref().is_none_or(|b| cost < b.0) {
                 let why = format!(
@@ -810,7 +926,11 @@ fn pick_tile<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm, mma: bool)
             kernel: format!("gemm {} {:?}", T::DTYPE.name(), g.precision),
             reason: format!(
                 "no {} tile's block fits the device's {} bytes of shared memory",
-                if mma { "tensor-core" } else { "FFMA" },
+                match family {
+                    Family::Ffma => "FFMA",
+                    Family::Mma => "tensor-core",
+                    Family::Wgmma => "Hopper",
+                },
                 gpu.props().max_shared_per_block_optin
             ),
         }));

@@ -92,6 +92,15 @@ impl Form {
                         Width::V => count("v"),
                         Width::X => Some(count("x").unwrap_or(1)),
                         Width::N(n) => Some(n),
+                        Width::Accum => Some(
+                            modifiers(text)
+                                .find_map(|m| {
+                                    let n = m.strip_prefix("m64n")?.split('k').next()?;
+                                    let half = n.parse::<u16>().ok()? / 2;
+                                    u8::try_from(half).ok()
+                                })
+                                .unwrap_or_else(|| panic!("`{text}`: no m64n<n>k<k> shape")),
+                        ),
                     };
                     match n {
                         None => regs.next(ty),
@@ -113,12 +122,12 @@ impl Form {
 }
 
 /// A module with one kernel `forms` whose body is `instructions` (from [`Form::examples`]),
-/// for target `sm_<sm>` and PTX ISA version `ptx`: it declares 15 registers of each class
-/// (`%p`, `%rs`, `%r`, `%rd`, `%f`, `%fd`), the shared array `smem`, the parameter
-/// `forms_param_0` and the label `$L__BB0`.
-pub fn example_module(sm: u32, ptx: (u32, u32), instructions: &[String]) -> String {
+/// for `target` (`sm_80`, [`Form::target`]) and PTX ISA version `ptx`: it declares 255
+/// registers of each class (`%p`, `%rs`, `%r`, `%rd`, `%f`, `%fd`), the shared array `smem`,
+/// the parameter `forms_param_0` and the label `$L__BB0`.
+pub fn example_module(target: &str, ptx: (u32, u32), instructions: &[String]) -> String {
     let mut s = format!(
-        ".version {}.{}\n.target sm_{sm}\n.address_size 64\n\n.visible .entry forms(\n\t.param .u64 forms_param_0\n)\n{{\n",
+        ".version {}.{}\n.target {target}\n.address_size 64\n\n.visible .entry forms(\n\t.param .u64 forms_param_0\n)\n{{\n",
         ptx.0, ptx.1
     );
     for (ty, prefix) in [
@@ -129,7 +138,7 @@ pub fn example_module(sm: u32, ptx: (u32, u32), instructions: &[String]) -> Stri
         ("f32", "%f"),
         ("f64", "%fd"),
     ] {
-        s.push_str(&format!("\t.reg .{ty} {prefix}<16>;\n"));
+        s.push_str(&format!("\t.reg .{ty} {prefix}<256>;\n"));
     }
     s.push_str("\t.shared .align 16 .b8 smem[64];\n$L__BB0:\n");
     for i in instructions {

@@ -86,7 +86,7 @@ pub enum Family {
     Control,
     /// Warp-wide operations (`shfl`, `vote`, `redux`, `activemask`, `bar.warp.sync`).
     Warp,
-    /// Tensor cores and asynchronous copies (`mma`, `ldmatrix`, `cp.async`).
+    /// Tensor cores and asynchronous copies (`mma`, `ldmatrix`, `cp.async`, `wgmma`).
     Tensor,
 }
 
@@ -207,6 +207,9 @@ pub enum Width {
     N(u8),
     /// One register, or a vector of registers holding its parts (`mov.b64 {lo, hi}, d`).
     Parts,
+    /// A vector of `n / 2` registers, `n` from the form's `m64n<n>k<k>` shape modifier:
+    /// a thread's share of a `wgmma` warpgroup's `64 × n` f32 accumulators.
+    Accum,
 }
 
 /// What an operand is.
@@ -306,6 +309,9 @@ pub struct Form {
     pub sm: u32,
     /// The lowest PTX ISA version, (major, minor).
     pub ptx: (u32, u32),
+    /// Whether the forms exist only on the architecture-specific target of `sm` (`sm_90a`),
+    /// not on the targets after it.
+    pub arch: bool,
     pub family: Family,
     /// Whether the `ptx_kernel!` emitter produces these forms (else only hand-written PTX,
     /// `asm!` and the emulator's tests use them).
@@ -320,6 +326,7 @@ impl Form {
             operands,
             sm: FLOOR.0,
             ptx: FLOOR.1,
+            arch: false,
             family,
             emitted: false,
         }
@@ -328,6 +335,22 @@ impl Form {
     /// The same row with a higher minimum target and PTX ISA version.
     pub const fn min(self, sm: u32, ptx: (u32, u32)) -> Form {
         Form { sm, ptx, ..self }
+    }
+
+    /// The same row at the architecture-specific target of `sm` (`sm_90a`) and PTX ISA
+    /// version `ptx`.
+    pub const fn min_arch(self, sm: u32, ptx: (u32, u32)) -> Form {
+        Form {
+            sm,
+            ptx,
+            arch: true,
+            ..self
+        }
+    }
+
+    /// The name of the lowest target that has the row's forms: `sm_80`, `sm_90a`.
+    pub fn target(&self) -> String {
+        format!("sm_{}{}", self.sm, if self.arch { "a" } else { "" })
     }
 
     /// The same row, produced by the emitter.

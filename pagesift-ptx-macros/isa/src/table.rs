@@ -3,7 +3,7 @@
 //! the floor and `.emitted()` when the `ptx_kernel!` emitter produces it.
 
 use crate::Family::*;
-use crate::Width::{Parts, N, V, X};
+use crate::Width::{Accum, Parts, N, V, X};
 use crate::{
     addr, dst, dst_pair, dst_vec, imm, label, pred, src, src_vec, Family, Form, Operand, Ty, Type,
 };
@@ -18,6 +18,8 @@ const T1: Ty = Ty::Nth(1);
 const U32: Ty = Ty::Is(Type::U32);
 const B32: Ty = Ty::Is(Type::B32);
 const PRED: Ty = Ty::Is(Type::Pred);
+const B64: Ty = Ty::Is(Type::B64);
+const S32: Ty = Ty::Is(Type::S32);
 
 // Operand signatures shared by many rows.
 const UNARY: &[Operand] = &[dst(T0), src(T0)];
@@ -57,6 +59,29 @@ const MMA_4_2: &[Operand] = &[
     src_vec(N(4), B32),
     src_vec(N(2), B32),
     src_vec(N(4), T0),
+];
+
+/// `wgmma.mma_async` with A and B in shared memory: the accumulators (read and written), the
+/// matrix descriptors of A and B, the predicate `scale-d` (false: D = A·B, ignoring D's
+/// values), the immediates `imm-scale-a` and `imm-scale-b` (1 or -1) and, for 16-bit inputs,
+/// `imm-trans-a` and `imm-trans-b` (0: K-major, 1: M- / N-major).
+const WGMMA_SS: &[Operand] = &[
+    dst_vec(Accum, T0),
+    src(B64),
+    src(B64),
+    pred(),
+    imm(S32, "1"),
+    imm(S32, "1"),
+    imm(S32, "0"),
+    imm(S32, "0"),
+];
+const WGMMA_SS_TF32: &[Operand] = &[
+    dst_vec(Accum, T0),
+    src(B64),
+    src(B64),
+    pred(),
+    imm(S32, "1"),
+    imm(S32, "1"),
 ];
 
 /// The table. Keep each family's rows together, the emitted ones first.
@@ -417,6 +442,9 @@ pub(crate) static FORMS: &[Form] = &[
     row(Control, "bar.sync", BARRIER).emitted(),
     row(Control, "fence.{sc|acq_rel}.{cta|gpu|sys}", NONE).emitted(),
     row(Control, "prefetch.global.L2", &[addr()]).emitted(),
+    row(Control, "fence.proxy.async.shared::cta", NONE)
+        .min(90, (8, 0))
+        .emitted(),
     row(Control, "bra.uni", &[label()]),
     row(
         Control,
@@ -508,6 +536,26 @@ pub(crate) static FORMS: &[Form] = &[
         .emitted(),
     row(Tensor, "cp.async.wait_group", &[imm(U32, "0")])
         .min(80, (7, 0))
+        .emitted(),
+    row(
+        Tensor,
+        "wgmma.mma_async.sync.aligned.m64n{8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256}k16.f32.{f16.f16|bf16.bf16}",
+        WGMMA_SS,
+    )
+    .min_arch(90, (8, 0))
+    .emitted(),
+    row(
+        Tensor,
+        "wgmma.mma_async.sync.aligned.m64n{8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256}k8.f32.tf32.tf32",
+        WGMMA_SS_TF32,
+    )
+    .min_arch(90, (8, 0))
+    .emitted(),
+    row(Tensor, "wgmma.{fence|commit_group}.sync.aligned", NONE)
+        .min_arch(90, (8, 0))
+        .emitted(),
+    row(Tensor, "wgmma.wait_group.sync.aligned", &[imm(U32, "0")])
+        .min_arch(90, (8, 0))
         .emitted(),
     row(
         Tensor,

@@ -86,12 +86,12 @@ fn lookup_finds_rows_by_text() {
 
 #[test]
 fn the_example_module_declares_what_examples_use() {
-    let m = example_module(80, (7, 0), &["bra $L__BB0;".to_string()]);
+    let m = example_module("sm_80", (7, 0), &["bra $L__BB0;".to_string()]);
     for needle in [
         ".version 7.0",
         ".target sm_80",
-        ".reg .pred %p<16>;",
-        ".reg .f64 %fd<16>;",
+        ".reg .pred %p<256>;",
+        ".reg .f64 %fd<256>;",
         "smem[64]",
         "forms_param_0",
         "$L__BB0:",

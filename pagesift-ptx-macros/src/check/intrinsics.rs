@@ -123,6 +123,11 @@ pub enum MemOp {
     /// `x.is_aligned(i, B)`: whether the address of element `i` is a multiple of `B` bytes
     /// (`bool`; a dominating test proves vector accesses aligned, `lower/bounds.rs`).
     IsAligned(u32),
+    /// `tile.wgmma_desc(i, k, rows)`: the `wgmma` descriptor of `rows` rows of 128 bytes
+    /// (128-byte swizzle, 8-row groups 1024 bytes apart) from the row starting at element `i`,
+    /// at element `k` of each row (known after unrolling: a multiple of 32 bytes within the
+    /// row); `i .. i + rows · 128 / size_of::<T>()` is bounds-checked.
+    WgmmaDesc { rows: u32 },
     /// `x.get_unchecked(i)`: `x[i]` without the bounds check (in `unsafe` only).
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
@@ -229,6 +234,17 @@ pub enum Intr {
     CpAsyncCommit,
     /// `cp_async_wait(N)`: wait until at most N groups are pending.
     CpAsyncWait(u32),
+    /// `acc = wgmma_bf16(acc, a, b, accumulate)`: one warpgroup-wide asynchronous
+    /// `64 × n × k` product of the descriptors `a` and `b` into the accumulators, in place.
+    Wgmma {
+        ty: MmaType,
+        n: u32,
+    },
+    WgmmaFence,
+    WgmmaCommit,
+    /// `wgmma_wait(N)`: wait until at most N `wgmma` groups are pending.
+    WgmmaWait(u32),
+    FenceProxyAsync,
     Lo,
     Hi,
 }
@@ -245,6 +261,13 @@ const INTRINSIC_FNS: &[&str] = &[
     "cp_async_commit",
     "cp_async_wait_all",
     "cp_async_wait",
+    "wgmma_fence",
+    "wgmma_commit",
+    "wgmma_wait",
+    "wgmma_f16",
+    "wgmma_bf16",
+    "wgmma_tf32",
+    "fence_proxy_async",
     "lane_id",
     "warp_id",
     "warp_size",
@@ -370,6 +393,36 @@ impl Checker<'_> {
                 };
                 self.needs_op(&op, &name, span);
                 self.intr(intr, vec![], Ty::Unit, span)
+            }
+            "wgmma_fence" | "wgmma_commit" | "fence_proxy_async" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                let (op, intr) = match name.as_str() {
+                    "wgmma_fence" => (Op::WgmmaFence, Intr::WgmmaFence),
+                    "wgmma_commit" => (Op::WgmmaCommit, Intr::WgmmaCommit),
+                    _ => (Op::FenceProxyAsync, Intr::FenceProxyAsync),
+                };
+                self.needs_op(&op, &name, span);
+                self.intr(intr, vec![], Ty::Unit, span)
+            }
+            "wgmma_wait" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_op(&Op::WgmmaWait, &name, span);
+                let n = self
+                    .const_u32(&args[0], "the number of pending groups")
+                    .unwrap_or(0);
+                self.intr(Intr::WgmmaWait(n), vec![], Ty::Unit, span)
+            }
+            "wgmma_f16" | "wgmma_bf16" | "wgmma_tf32" => {
+                let ty = match name.as_str() {
+                    "wgmma_f16" => MmaType::F16,
+                    "wgmma_bf16" => MmaType::Bf16,
+                    _ => MmaType::Tf32,
+                };
+                self.check_wgmma(&name, ty, args, span)
             }
             "cp_async_wait" => {
                 if !self.arity(args, 1, &name, span) {

@@ -80,6 +80,8 @@ impl Checker<'_> {
                 ),
                 _ => return self.unknown_mem(m, span),
             }
+        } else if m == "wgmma_desc" {
+            (MemOp::WgmmaDesc { rows: 0 }, 3)
         } else if let Some(rest) = m.strip_prefix("ldmatrix_x") {
             let (num, trans) = match rest.strip_suffix("_trans") {
                 Some(r) => (r, true),
@@ -92,8 +94,11 @@ impl Checker<'_> {
         } else {
             return self.unknown_mem(m, span);
         };
-        if matches!(op, MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. }) {
-            if unchecked && matches!(op, MemOp::Ldmatrix { .. }) {
+        if matches!(
+            op,
+            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } | MemOp::WgmmaDesc { .. }
+        ) {
+            if unchecked && matches!(op, MemOp::Ldmatrix { .. } | MemOp::WgmmaDesc { .. }) {
                 return self.unknown_mem(full, span);
             }
             return self.check_shared_only(op, base, elem, mutable, m, args, !unchecked, span);
@@ -157,7 +162,9 @@ impl Checker<'_> {
                 targs.push(v);
                 Ty::Unit
             }
-            MemOp::Len | MemOp::IsAligned(_) | MemOp::Read(_) => return err_expr(span),
+            MemOp::Len | MemOp::IsAligned(_) | MemOp::Read(_) | MemOp::WgmmaDesc { .. } => {
+                return err_expr(span)
+            }
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
@@ -212,6 +219,15 @@ impl Checker<'_> {
     pub(super) fn needs_op(&mut self, op: &Op, what: &str, span: Span) {
         if let Ok((sm, _)) = ptx::requirement(op) {
             self.needs_sm(sm, what, span);
+            if ptx::requires_arch(op) && self.target.sm >= sm && !self.target.name.ends_with('a') {
+                self.cx.error(
+                    span,
+                    format!(
+                        "`{what}` needs the architecture-specific target sm_{sm}a: add #[target(sm_{sm}a)] (this kernel targets {})",
+                        self.target.name
+                    ),
+                );
+            }
         }
     }
 
@@ -272,6 +288,70 @@ impl Checker<'_> {
         self.intr(Intr::Mma { ty, k }, targs, Ty::Array(acc, 4), span)
     }
 
+    /// `acc = wgmma_T(acc, a, b, accumulate)`: `acc` the `[f32; n / 2]` accumulators of a
+    /// `64 × n` tile, `a` and `b` descriptors of 64 and `n` rows of the input type (f16,
+    /// bf16; f32 for TF32), `accumulate` false to ignore the accumulators' values.
+    pub(super) fn check_wgmma(
+        &mut self,
+        name: &str,
+        ty: MmaType,
+        args: &[Expr],
+        span: Span,
+    ) -> TExpr {
+        if !self.arity(args, 4, name, span) {
+            return err_expr(span);
+        }
+        let acc = self.check_expr(&args[0], None);
+        let n = match acc.ty {
+            Ty::Array(Scalar::F32, len) if (4..=128).contains(&len) && len % 4 == 0 => 2 * len,
+            Ty::Never => return err_expr(span),
+            ref other => {
+                self.cx.error(
+                    args[0].span,
+                    format!("`{name}` accumulates into `[f32; N]` with N = n / 2 for a 64 × n tile (N a multiple of 4, 4 ..= 128), not `{other}`"),
+                );
+                return err_expr(span);
+            }
+        };
+        self.needs_op(&Op::Wgmma { ty, n }, name, span);
+        let elem = match ty {
+            MmaType::F16 => Scalar::F16,
+            MmaType::Bf16 => Scalar::Bf16,
+            _ => Scalar::F32,
+        };
+        let mut targs = vec![acc];
+        for (a, rows) in args[1..3].iter().zip([64, n]) {
+            let want = Ty::Desc { elem, rows };
+            let t = self.check_expr(a, Some(&want));
+            let fits = match (&t.ty, elem) {
+                (Ty::Desc { elem: e, rows: r }, Scalar::F32) => {
+                    *r == rows && matches!(e, Scalar::F32 | Scalar::U32)
+                }
+                (other, _) => *other == want,
+            };
+            if !fits && t.ty != Ty::Never {
+                self.cx.error(
+                    a.span,
+                    format!(
+                        "`{name}` takes `{want}` here (from `wgmma_desc`), not `{}`",
+                        t.ty
+                    ),
+                );
+            }
+            targs.push(t);
+        }
+        let b = Ty::Scalar(Scalar::Bool);
+        let acc_flag = self.check_expr(&args[3], Some(&b));
+        self.expect_ty(&acc_flag, &b, args[3].span);
+        targs.push(acc_flag);
+        self.intr(
+            Intr::Wgmma { ty, n },
+            targs,
+            Ty::Array(Scalar::F32, n / 2),
+            span,
+        )
+    }
+
     /// `cp_async*` and `ldmatrix*`: methods of shared arrays only.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn check_shared_only(
@@ -294,7 +374,7 @@ impl Checker<'_> {
         }
         let n_args = match op {
             MemOp::CpAsync { partial: true, .. } => 4,
-            MemOp::CpAsync { .. } => 3,
+            MemOp::CpAsync { .. } | MemOp::WgmmaDesc { .. } => 3,
             _ => 1,
         };
         if !self.arity(args, n_args, m, span) {
@@ -348,6 +428,39 @@ impl Checker<'_> {
                         checked,
                     },
                     ty: Ty::Unit,
+                    span,
+                }
+            }
+            MemOp::WgmmaDesc { .. } => {
+                // Rows of 128 bytes: 64 16-bit or 32 32-bit elements; a `wgmma` step reads
+                // 32 bytes of each, from element `k`.
+                if !matches!(elem.bytes(), 2 | 4) || elem == Scalar::Bool {
+                    self.cx.error(
+                        span,
+                        format!("`{m}` describes rows of 16-bit or 32-bit elements, not `{elem}`"),
+                    );
+                    return err_expr(span);
+                }
+                let u = Ty::Scalar(Scalar::U32);
+                let k = self.check_expr(&args[1], Some(&u));
+                self.expect_ty(&k, &u, args[1].span);
+                let Some(rows) = self.const_u32(&args[2], "the rows the descriptor covers") else {
+                    return err_expr(span);
+                };
+                if rows == 0 || rows % 8 != 0 || rows > 256 {
+                    self.cx.error(
+                        args[2].span,
+                        format!("`{m}` covers a multiple of 8 rows, at most 256, not {rows}"),
+                    );
+                }
+                TExpr {
+                    kind: TKind::Mem {
+                        op: MemOp::WgmmaDesc { rows },
+                        base,
+                        args: vec![idx, k],
+                        checked: true,
+                    },
+                    ty: Ty::Desc { elem, rows },
                     span,
                 }
             }

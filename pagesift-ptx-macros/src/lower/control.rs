@@ -1,7 +1,7 @@
 //! Control flow: `if`, loops (unrolled or not), inlined helpers with `return`, assignments.
 
 use super::{InlineCx, Lower, Store, Val};
-use crate::check::{Place, TBlock, TExpr, TKind, TStmt, VarId};
+use crate::check::{Intr, MmaType, Place, TBlock, TExpr, TKind, TStmt, VarId};
 use crate::ctxt::Sp as Span;
 use crate::parse::BinOp;
 use crate::ptx::{self, Item, Op, Operand};
@@ -57,6 +57,7 @@ impl Lower<'_> {
                     .collect(),
             )),
             Ty::Array2(s, r, c) => self.fresh_of(&Ty::Array(*s, r * c)),
+            Ty::Desc { .. } => Some(Val::Reg(self.reg(RegClass::B64), Scalar::U64)),
             _ => None,
         }
     }
@@ -132,6 +133,19 @@ impl Lower<'_> {
                 let Some(dst) = self.place_value(*id) else {
                     return;
                 };
+                if let (
+                    None,
+                    TKind::Intr {
+                        intr: Intr::Wgmma { ty, n },
+                        args,
+                    },
+                ) = (op, &value.kind)
+                {
+                    if matches!(&args[0].kind, TKind::Var(a) if a == id) {
+                        self.wgmma_in_place(&dst, *ty, *n, args, span);
+                        return;
+                    }
+                }
                 let v = self.expr(value);
                 let v = match op {
                     Some(o) => self.binary(o, dst.clone(), v, span),
@@ -175,6 +189,48 @@ impl Lower<'_> {
                 _ => {}
             },
         }
+    }
+
+    /// `acc = wgmma_T(acc, a, b, accumulate)`: the instruction reads and writes the registers
+    /// of the mutable array `acc` (`dst`) themselves, so that nothing copies them while the
+    /// product is in flight.
+    fn wgmma_in_place(&mut self, dst: &Val, ty: MmaType, n: u32, args: &[TExpr], span: Span) {
+        let regs: Option<Vec<Operand>> = match dst {
+            Val::Arr(items) => items
+                .iter()
+                .map(|v| match v {
+                    Val::Reg(r, Scalar::F32) => Some(Operand::Reg(*r)),
+                    _ => None,
+                })
+                .collect(),
+            _ => None,
+        };
+        let Some(regs) = regs else {
+            self.error(
+                span,
+                "`wgmma_*` accumulates into a `let mut` array of f32 registers",
+            );
+            return;
+        };
+        let da = self.expr(&args[1]);
+        let db = self.expr(&args[2]);
+        let scale = self.expr(&args[3]);
+        let da = self.operand_reg(&da, span);
+        let db = self.operand_reg(&db, span);
+        let scale = self.operand_reg(&scale, span);
+        let mut ops = vec![
+            Operand::Vec(regs),
+            da,
+            db,
+            scale,
+            Operand::Int(1),
+            Operand::Int(1),
+        ];
+        if ty != MmaType::Tf32 {
+            // K-major A and B.
+            ops.extend([Operand::Int(0), Operand::Int(0)]);
+        }
+        self.emit(Op::Wgmma { ty, n }, ops, span);
     }
 
     /// The constant index of a register array, or an error.

@@ -47,6 +47,10 @@ impl Lower<'_> {
             | Op::CpAsync { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait
+            | Op::FenceProxyAsync
             | Op::PrefetchL2 => {}
             Op::Asm { outs, .. } => {
                 for (a, o) in args.iter().zip(outs) {

@@ -251,6 +251,28 @@ impl Lower<'_> {
                 self.emit(Op::CpAsyncWait, vec![Operand::Int(n as i128)], span);
                 Val::Unit
             }
+            Intr::WgmmaFence | Intr::WgmmaCommit | Intr::FenceProxyAsync => {
+                let op = match intr {
+                    Intr::WgmmaFence => Op::WgmmaFence,
+                    Intr::WgmmaCommit => Op::WgmmaCommit,
+                    _ => Op::FenceProxyAsync,
+                };
+                self.emit(op, vec![], span);
+                Val::Unit
+            }
+            Intr::WgmmaWait(n) => {
+                self.emit(Op::WgmmaWait, vec![Operand::Int(n as i128)], span);
+                Val::Unit
+            }
+            Intr::Wgmma { .. } => {
+                // In place only (`Lower::assign`): the accumulators stay in their registers
+                // while the product is in flight.
+                self.error(
+                    span,
+                    "`wgmma_*` updates its accumulators in place: write `acc = wgmma_bf16(acc, a, b, accumulate)` with `acc` a `let mut` register array",
+                );
+                Val::Unit
+            }
             Intr::Mma { ty, k } => {
                 let acc = match ty {
                     crate::check::MmaType::S8 | crate::check::MmaType::U8 => Scalar::I32,

@@ -220,6 +220,57 @@ impl Lower<'_> {
         }
     }
 
+    /// The `wgmma` matrix descriptor (`u64`) of rows of 128 bytes from the shared address `a`,
+    /// `k` bytes into the row: start address `(a + k) >> 4` (bits 0-13), leading byte offset
+    /// 16 (unused by swizzled K-major layouts, bits 16-29), stride byte offset 1024 between
+    /// groups of 8 rows (bits 32-45), 128-byte swizzle (mode 1, bits 62-63).
+    fn wgmma_desc(&mut self, a: Operand, k: u32, span: Span) -> Val {
+        use crate::ptx::BinKind;
+        let (base, off) = match a {
+            Operand::Addr(b, off) => (*b, off + k as i64),
+            other => (other, k as i64),
+        };
+        let base = match base {
+            Operand::Name(_) => {
+                let v = self.op_to(Op::Mov(Scalar::U32), Scalar::U32, vec![base], span);
+                self.operand_reg(&v, span)
+            }
+            o => o,
+        };
+        let mut flat = base;
+        if off != 0 {
+            let v = self.op_to(
+                Op::Bin(BinKind::Add, Scalar::U32),
+                Scalar::U32,
+                vec![flat, Operand::Int(off as i128)],
+                span,
+            );
+            flat = self.operand_reg(&v, span);
+        }
+        let mut lo = Val::Unit;
+        for (kind, x) in [
+            (BinKind::Shr, 4),
+            (BinKind::And, WGMMA_ADDR_MASK),
+            (BinKind::Or, WGMMA_LBO_FIELD),
+        ] {
+            lo = self.op_to(
+                Op::Bin(kind, Scalar::U32),
+                Scalar::U32,
+                vec![flat, Operand::Int(x)],
+                span,
+            );
+            flat = self.operand_reg(&lo, span);
+        }
+        let wide = self.cast(lo, Scalar::U64, span);
+        let w = self.operand_reg(&wide, span);
+        self.op_to(
+            Op::Bin(BinKind::Or, Scalar::U64),
+            Scalar::U64,
+            vec![w, Operand::Int(WGMMA_DESC_HIGH << 32)],
+            span,
+        )
+    }
+
     pub(super) fn load(
         &mut self,
         space: Space,
@@ -299,6 +350,8 @@ impl Lower<'_> {
             // A row of 16 bytes.
             MemOp::Ldmatrix { .. } => 16 / elem.bytes().max(1),
             MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
+            // Every row the descriptor covers, from the row of `i`.
+            MemOp::WgmmaDesc { rows, .. } => rows * (128 / elem.bytes().max(1)),
             _ => 1,
         };
         // Values are computed before the check (a skipped store still evaluates them).
@@ -420,6 +473,24 @@ impl Lower<'_> {
                     _ => {}
                 }
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
+            }
+            MemOp::WgmmaDesc { .. } => {
+                let k = self.expr(&args[1]);
+                let (row, step) = (128 / elem.bytes().max(1), 32 / elem.bytes().max(1));
+                match k {
+                    Val::Imm(ConstVal::Int(k), _)
+                        if k >= 0 && k < row as i128 && k % step as i128 == 0 =>
+                    {
+                        self.wgmma_desc(a, k as u32 * elem.bytes(), span)
+                    }
+                    _ => {
+                        self.error(
+                            args[1].span,
+                            format!("`wgmma_desc` starts at an element known after unrolling, a multiple of {step} (32 bytes) below {row} (one 128-byte row)"),
+                        );
+                        Val::Unit
+                    }
+                }
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
             MemOp::PrefetchL2 => {
@@ -683,3 +754,12 @@ impl Lower<'_> {
         );
     }
 }
+
+/// The 14-bit start-address field of a `wgmma` descriptor (address bits 4-17).
+const WGMMA_ADDR_MASK: i128 = 0x3FFF;
+/// A `wgmma` descriptor's leading byte offset field (bits 16-29): 16 bytes, in units of 16.
+const WGMMA_LBO_FIELD: i128 = 1 << 16;
+/// The high word of a `wgmma` descriptor of 128-byte swizzled rows: the stride byte offset
+/// 1024 (8 rows of 128 bytes, in units of 16) and the swizzle mode 1 (128 bytes) at bits
+/// 62-63 of the descriptor.
+const WGMMA_DESC_HIGH: i128 = (1024 >> 4) | (1 << 30);

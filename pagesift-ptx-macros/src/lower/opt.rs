@@ -375,6 +375,10 @@ fn has_dest(op: &Op) -> bool {
             | Op::CpAsync { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
+            | Op::WgmmaFence
+            | Op::WgmmaCommit
+            | Op::WgmmaWait
+            | Op::FenceProxyAsync
             | Op::PrefetchL2
             | Op::Asm { .. }
     )
@@ -432,6 +436,10 @@ pub(super) fn defs_uses(item: &Item) -> (Vec<Reg>, Vec<Reg>) {
             };
             if written {
                 regs_of(a, &mut defs);
+                // `wgmma`'s accumulators are read as well (`scale-d`).
+                if matches!(op, Op::Wgmma { .. }) {
+                    regs_of(a, &mut uses);
+                }
             } else {
                 regs_of(a, &mut uses);
             }

@@ -216,6 +216,21 @@ pub enum Op {
     },
     /// `cvt.rna.tf32.f32`.
     CvtTf32,
+    /// `wgmma.mma_async.sync.aligned.m64n{n}k{16|8}.f32.<ty>.<ty>` with both operands in
+    /// shared memory (descriptors): its first operand, the accumulators, is read and written.
+    Wgmma {
+        ty: MmaType,
+        n: u32,
+    },
+    /// `wgmma.fence.sync.aligned`.
+    WgmmaFence,
+    /// `wgmma.commit_group.sync.aligned`.
+    WgmmaCommit,
+    /// `wgmma.wait_group.sync.aligned N`.
+    WgmmaWait,
+    /// `fence.proxy.async.shared::cta`: the thread's shared-memory writes made visible to the
+    /// asynchronous proxy (`wgmma`, TMA).
+    FenceProxyAsync,
     /// One instruction spliced by `asm!`: `pieces[i]` is the text before operand `args[i]`
     /// (one more piece than operands), `outs[i]` whether `args[i]` is written.
     Asm {
@@ -345,8 +360,20 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     let _ = writeln!(s, ".version {}.{}", f.ptx_version.0, f.ptx_version.1);
     let _ = writeln!(s, ".target {}", f.target);
     let _ = writeln!(s, ".address_size 64\n");
+    // `wgmma` reads 128-byte swizzled tiles, whose pattern follows the address bits of a
+    // 1024-byte atom: their arrays start on one.
+    let wgmma = f.body.iter().any(|i| {
+        matches!(
+            i,
+            Item::Inst {
+                op: Op::Wgmma { .. },
+                ..
+            }
+        )
+    });
+    let align = if wgmma { 1024 } else { 16 };
     if let Some(d) = &f.dyn_shared {
-        let _ = writeln!(s, ".extern .shared .align 16 .b8 {d}[];\n");
+        let _ = writeln!(s, ".extern .shared .align {align} .b8 {d}[];\n");
     }
     let _ = write!(s, ".visible .entry {}(", f.entry);
     for (i, p) in f.params.iter().enumerate() {
@@ -375,7 +402,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
         }
     }
     for (name, bytes) in &f.shared {
-        let _ = writeln!(s, "\t.shared .align 16 .b8 {name}[{bytes}];");
+        let _ = writeln!(s, "\t.shared .align {align} .b8 {name}[{bytes}];");
     }
     s.push('\n');
     for item in &f.body {
@@ -394,7 +421,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
 
 mod rules;
 
-pub use rules::{available, opcode, requirement};
+pub use rules::{available, opcode, requirement, requires_arch};
 
 #[cfg(test)]
 mod tests;

@@ -41,6 +41,12 @@ pub fn requirement(op: &Op) -> Result<(u32, (u32, u32)), String> {
     form(op).map(|(_, row)| row.map_or(isa::FLOOR, |r| (r.sm, r.ptx)))
 }
 
+/// Whether the form `op` lowers to exists only on an architecture-specific target
+/// (`sm_90a`).
+pub fn requires_arch(op: &Op) -> bool {
+    form(op).is_ok_and(|(_, row)| row.is_some_and(|r| r.arch))
+}
+
 /// Whether `op` exists on target `sm` (× 10).
 pub fn available(op: &Op, sm: u32) -> bool {
     requirement(op).is_ok_and(|(min, _)| min <= sm)
@@ -276,6 +282,22 @@ fn lowering(op: &Op) -> Result<String, String> {
             format!("mma.sync.aligned.m16n8k{k}.row.col.{acc}.{t}.{t}.{acc}")
         }
         Op::CvtTf32 => "cvt.rna.tf32.f32".into(),
+        Op::Wgmma { ty, n } => {
+            let k = match ty {
+                MmaType::F16 | MmaType::Bf16 => 16,
+                MmaType::Tf32 => 8,
+                _ => return no(),
+            };
+            if *n == 0 || *n > 256 || n % 8 != 0 {
+                return no();
+            }
+            let t = ty.ptx();
+            format!("wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{t}.{t}")
+        }
+        Op::WgmmaFence => "wgmma.fence.sync.aligned".into(),
+        Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
+        Op::WgmmaWait => "wgmma.wait_group.sync.aligned".into(),
+        Op::FenceProxyAsync => "fence.proxy.async.shared::cta".into(),
         Op::Asm { pieces, .. } => pieces.concat(),
     })
 }

@@ -248,6 +248,11 @@ fn all_ops() -> Vec<Op> {
     for (_, ty, k, _, _) in MmaType::SHAPES {
         ops.push(Op::Mma { ty, k });
     }
+    for ty in [MmaType::F16, MmaType::Bf16, MmaType::Tf32] {
+        for n in (8..=256).step_by(8) {
+            ops.push(Op::Wgmma { ty, n });
+        }
+    }
     for n in [1, 2, 4] {
         for trans in [false, true] {
             ops.push(Op::Ldmatrix { n, trans });
@@ -259,6 +264,10 @@ fn all_ops() -> Vec<Op> {
         Op::CpAsync { bytes: 16 },
         Op::CpAsyncCommit,
         Op::CpAsyncWait,
+        Op::WgmmaFence,
+        Op::WgmmaCommit,
+        Op::WgmmaWait,
+        Op::FenceProxyAsync,
         Op::PrefetchL2,
         Op::CvtTf32,
         Op::MovBits(16),
@@ -310,14 +319,14 @@ fn emitted_rows_are_exactly_the_lowering_rules_forms() {
     }
 }
 
-/// Runs `ptxas` on `src` for target `sm_<sm>`; the log when it fails.
-fn assemble(ptxas: &std::path::Path, name: &str, sm: u32, src: &str) -> Result<(), String> {
+/// Runs `ptxas` on `src` for `target` (`sm_80`, `sm_90a`); the log when it fails.
+fn assemble(ptxas: &std::path::Path, name: &str, target: &str, src: &str) -> Result<(), String> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/tmp/ptx-unit");
     std::fs::create_dir_all(&dir).expect("scratch directory");
     let path = dir.join(format!("{name}.ptx"));
     std::fs::write(&path, src).expect("write");
     let out = std::process::Command::new(ptxas)
-        .arg(format!("-arch=sm_{sm}"))
+        .arg(format!("-arch={target}"))
         .arg(&path)
         .arg("-o")
         .arg(path.with_extension("cubin"))
@@ -334,9 +343,9 @@ fn assemble(ptxas: &std::path::Path, name: &str, sm: u32, src: &str) -> Result<(
     }
 }
 
-/// The known target of `sm` (× 10).
-fn target(sm: u32) -> crate::check::Target {
-    crate::check::Target::parse(&format!("sm_{sm}")).expect("a known target")
+/// The known target named `name`.
+fn target(name: &str) -> crate::check::Target {
+    crate::check::Target::parse(name).expect("a known target")
 }
 
 /// Every form of the instruction table (emitted or not), assembled by `ptxas` at the lowest
@@ -348,21 +357,19 @@ fn every_form_assembles_at_its_declared_minimum() {
         eprintln!("SKIPPED every_form_assembles_at_its_declared_minimum: no ptxas (PAGESIFT_PTXAS or target/ptxas/ptxas)");
         return;
     };
-    let mut groups: std::collections::BTreeMap<(u32, (u32, u32)), Vec<String>> = Default::default();
+    let mut groups: std::collections::BTreeMap<(String, (u32, u32)), Vec<String>> =
+        Default::default();
     for (text, row) in isa::texts() {
-        let key = (row.sm, row.ptx.max(target(row.sm).min_ptx()));
+        let key = (row.target(), row.ptx.max(target(&row.target()).min_ptx()));
         groups.entry(key).or_default().extend(row.examples(text));
     }
     let mut total = 0;
     for ((sm, ver), mut insts) in groups {
         insts.sort();
-        let src = isa::example_module(sm, ver, &insts);
-        let name = format!("forms-sm_{sm}-{}.{}", ver.0, ver.1);
-        if let Err(log) = assemble(&ptxas, &name, sm, &src) {
-            panic!(
-                "forms for sm_{sm} / PTX {}.{} rejected:\n{log}",
-                ver.0, ver.1
-            );
+        let src = isa::example_module(&sm, ver, &insts);
+        let name = format!("forms-{sm}-{}.{}", ver.0, ver.1);
+        if let Err(log) = assemble(&ptxas, &name, &sm, &src) {
+            panic!("forms for {sm} / PTX {}.{} rejected:\n{log}", ver.0, ver.1);
         }
         total += insts.len();
     }
@@ -370,7 +377,9 @@ fn every_form_assembles_at_its_declared_minimum() {
 }
 
 /// A form whose row is above sm_70 is really missing on the next target below it (so the
-/// declared minimum is the lowest): `ptxas` reports an error on every such instruction.
+/// declared minimum is the lowest; for a row of an architecture-specific target, `sm_90a`,
+/// that is the same target without the suffix): `ptxas` reports an error on every such
+/// instruction.
 #[test]
 fn forms_above_sm_70_are_missing_below_their_minimum() {
     let Some(ptxas) = crate::test_ptxas() else {
@@ -388,7 +397,7 @@ fn forms_above_sm_70_are_missing_below_their_minimum() {
     };
     let mut groups: std::collections::BTreeMap<(u32, (u32, u32)), Vec<String>> = Default::default();
     for (text, row) in isa::texts().filter(|(_, row)| row.sm > 70) {
-        let lower = below(row.sm);
+        let lower = if row.arch { row.sm } else { below(row.sm) };
         let key = (lower, row.ptx.max((7, 8)));
         groups
             .entry(key)
@@ -398,9 +407,10 @@ fn forms_above_sm_70_are_missing_below_their_minimum() {
     let mut checked = 0;
     for ((lower, ver), mut insts) in groups {
         insts.sort();
-        let src = isa::example_module(lower, ver, &insts);
+        let src = isa::example_module(&format!("sm_{lower}"), ver, &insts);
         let name = format!("below-sm_{lower}");
-        let log = assemble(&ptxas, &name, lower, &src).expect_err("forms above their target");
+        let log = assemble(&ptxas, &name, &format!("sm_{lower}"), &src)
+            .expect_err("forms above their target");
         // One error line per instruction: `..., line N; error ...`.
         let failed: std::collections::HashSet<usize> = log
             .lines()

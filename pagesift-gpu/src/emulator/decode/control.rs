@@ -1,6 +1,6 @@
 //! The decode rule of control flow and synchronization: branches, returns, traps, CTA
-//! barriers (`bar.sync`, `bar.arrive`, `bar.red`), fences, and hints that are no-ops here
-//! (`nanosleep`, `prefetch`).
+//! barriers (`bar.sync`, `bar.arrive`, `bar.red`), fences (`fence.proxy.async` among them),
+//! and hints that are no-ops here (`nanosleep`, `prefetch`).
 
 use super::inst::{Ctx, Mods};
 use super::*;
@@ -30,6 +30,12 @@ pub(super) fn decode(
         "trap" | "brkpt" => Op::Trap,
         // Every ordering of memory is already sequential in the emulator; the table names the
         // fence and hint forms that exist.
+        "fence" if m.take("proxy") => {
+            if !(m.take("async") && m.take("shared::cta")) {
+                return Err("only fence.proxy.async.shared::cta is supported".into());
+            }
+            Op::ProxyFence
+        }
         "membar" | "fence" => {
             m.parts.clear();
             m.used.clear();

@@ -110,6 +110,7 @@ pub(in crate::emulator) fn decode_entry(
         consts: HashMap::new(),
         template: vec![0; FIRST_FREE as usize],
         mmas: Vec::new(),
+        wgmmas: Vec::new(),
     };
     // Parameters, in u64 arithmetic checked against the device's parameter space.
     let mut params = Vec::new();
@@ -274,11 +275,13 @@ pub(in crate::emulator) fn decode_entry(
             );
         }
     }
+    let acc_uses = super::tensor::accumulator_uses(&ctx, &e.body, &mut code);
     // Falling off the end exits.
     code.push(Inst {
         op: Op::Exit,
         guard: S_SINK,
         guard_neg: false,
+        acc: false,
     });
     lines.push(lines.last().copied().unwrap_or(0));
     texts.push("(end of kernel)".to_string());
@@ -296,6 +299,8 @@ pub(in crate::emulator) fn decode_entry(
         reqntid: e.reqntid,
         maxntid: e.maxntid,
         mmas: ctx.mmas,
+        wgmmas: ctx.wgmmas,
+        acc_uses,
     })
 }
 

@@ -10,7 +10,7 @@ use pagesift_ptx_isa as isa;
 /// example instructions (every operand, and without the optional ones) must decode.
 pub(crate) fn check_form(form: &str) -> Result<(), String> {
     let row = isa::lookup(form).ok_or_else(|| unknown_form(form))?;
-    let text = isa::example_module(row.sm, row.ptx, &row.examples(form));
+    let text = isa::example_module(&row.target(), row.ptx, &row.examples(form));
     let module = super::super::ptx::parse_module(&text)
         .map_err(|e| format!("line {}: {}", e.line, e.message))?;
     let source: Vec<&str> = text.lines().collect();

@@ -135,6 +135,8 @@ pub(super) struct Ctx<'m> {
     pub(super) template: Vec<u64>,
     /// The `mma` instructions, whose fragment layouts are resolved after decoding.
     pub(super) mmas: Vec<MmaInst>,
+    /// The `wgmma.mma_async` instructions.
+    pub(super) wgmmas: Vec<WgmmaInst>,
 }
 
 impl Ctx<'_> {
@@ -294,6 +296,7 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
         op,
         guard,
         guard_neg,
+        acc: false,
     })
 }
 

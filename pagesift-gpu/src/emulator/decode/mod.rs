@@ -10,7 +10,7 @@
 
 use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
 use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
-use super::tensor::{operand_regs, MmaInst, MmaKind};
+use super::tensor::{operand_regs, MmaInst, MmaKind, WgmmaInst};
 use std::collections::HashMap;
 
 mod arith;
@@ -447,6 +447,30 @@ pub(super) enum Op {
         n: u32,
         all: bool,
     },
+    /// `wgmma.mma_async.sync.aligned`: operands in `Kernel::wgmmas[idx]`; `mask` holds the
+    /// full-warp mask (it runs as a warp collective, see `exec/wgmma.rs`).
+    Wgmma {
+        idx: u32,
+        mask: Slot,
+    },
+    /// `wgmma.fence.sync.aligned`.
+    WgmmaFence {
+        mask: Slot,
+    },
+    /// `wgmma.commit_group.sync.aligned`: the warp's `wgmma.mma_async` since its last commit
+    /// form a group.
+    WgmmaCommit {
+        mask: Slot,
+    },
+    /// `wgmma.wait_group.sync.aligned n`: completes the warp's oldest committed groups until at
+    /// most `n` remain pending.
+    WgmmaWait {
+        n: u32,
+        mask: Slot,
+    },
+    /// `fence.proxy.async.shared::cta`: the thread's earlier shared-memory writes become
+    /// visible to the async proxy (`wgmma` operand reads).
+    ProxyFence,
     /// `cvt.rna.tf32.f32`.
     Tf32 {
         d: Slot,
@@ -510,7 +534,11 @@ impl Op {
             | Op::BarWarp { mask }
             | Op::Redux { mask, .. }
             | Op::Mma { mask, .. }
-            | Op::Ldmatrix { mask, .. } => mask,
+            | Op::Ldmatrix { mask, .. }
+            | Op::Wgmma { mask, .. }
+            | Op::WgmmaFence { mask }
+            | Op::WgmmaCommit { mask }
+            | Op::WgmmaWait { mask, .. } => mask,
             _ => S_ZERO,
         }
     }
@@ -524,6 +552,17 @@ pub(super) struct Inst {
     pub guard: Slot,
     /// Execute when the guard is false (`@!%p`).
     pub guard_neg: bool,
+    /// The instruction (not a `wgmma`) names a register that a `wgmma.mma_async` of the
+    /// kernel uses as an accumulator: its accesses are checked (`Kernel::acc_uses`).
+    pub acc: bool,
+}
+
+/// The accumulator registers of `wgmma.mma_async` instructions that another instruction reads
+/// and writes.
+#[derive(Clone, Debug, Default)]
+pub(super) struct AccUse {
+    pub reads: Vec<Slot>,
+    pub writes: Vec<Slot>,
 }
 
 /// A kernel parameter's place in the parameter buffer.
@@ -553,6 +592,10 @@ pub(super) struct Kernel {
     pub maxntid: Option<[u32; 3]>,
     /// The operands of the kernel's `mma` instructions.
     pub mmas: Vec<MmaInst>,
+    /// The operands of the kernel's `wgmma.mma_async` instructions.
+    pub wgmmas: Vec<WgmmaInst>,
+    /// Per instruction index whose `Inst::acc` is set: the accumulator registers it accesses.
+    pub acc_uses: HashMap<u32, AccUse>,
 }
 
 /// A decode failure: line and message.

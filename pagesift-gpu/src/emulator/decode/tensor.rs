@@ -1,9 +1,12 @@
 //! The decode rule of tensor-core and asynchronous-copy instructions: `mma.sync` (fragment
-//! layouts resolved after decoding, see `tensor.rs`), `ldmatrix`, and `cp.async` with its
-//! `commit_group` / `wait_group` / `wait_all`.
+//! layouts resolved after decoding, see `tensor.rs`), `ldmatrix`, `cp.async` with its
+//! `commit_group` / `wait_group` / `wait_all`, and `wgmma` (`mma_async`, `fence`,
+//! `commit_group`, `wait_group`), with [`accumulator_uses`], which finds the other instructions
+//! that name a `wgmma` accumulator register.
 
 use super::inst::{Ctx, Mods};
 use super::*;
+use pagesift_ptx_isa::{self as isa, Role};
 
 /// Decodes one tensor instruction (opcode `base`, its modifiers `m`, operands `ops` whose
 /// count its table row has checked).
@@ -154,6 +157,205 @@ pub(super) fn decode(
                 }
             }
         }
+        "wgmma" => decode_wgmma(ctx, m, ops)?,
         other => return Err(format!("`{other}` is not a tensor instruction")),
     })
+}
+
+/// An immediate operand of `wgmma` as an integer.
+fn wgmma_imm(op: &Operand, what: &str) -> Result<i128, String> {
+    match op {
+        Operand::Imm(v) => parse_int(v).ok_or(format!("bad {what} `{v}`")),
+        other => Err(format!("{what} must be an immediate, found {other:?}")),
+    }
+}
+
+/// `wgmma.{fence|commit_group}.sync.aligned`, `wgmma.wait_group.sync.aligned N` and
+/// `wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<t>.<t> d, a-desc, b-desc, scale-d,
+/// imm-scale-a, imm-scale-b{, imm-trans-a, imm-trans-b}`.
+fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<Op, String> {
+    if !(m.take("sync") && m.take("aligned")) {
+        return Err("wgmma needs .sync.aligned".into());
+    }
+    let mask = ctx.konst(0xffff_ffff);
+    if m.take("fence") {
+        return Ok(Op::WgmmaFence { mask });
+    }
+    if m.take("commit_group") {
+        return Ok(Op::WgmmaCommit { mask });
+    }
+    if m.take("wait_group") {
+        let n = u32::try_from(wgmma_imm(&ops[0], "wgmma.wait_group count")?)
+            .map_err(|_| "bad wgmma.wait_group count")?;
+        return Ok(Op::WgmmaWait { n, mask });
+    }
+    if !m.take("mma_async") {
+        return Err(
+            "only wgmma.mma_async, fence, commit_group and wait_group are supported".into(),
+        );
+    }
+    let shape = m
+        .parts
+        .iter()
+        .copied()
+        .find(|p| p.starts_with("m64n"))
+        .ok_or("wgmma.mma_async needs an m64n<n>k<k> shape")?;
+    m.take(shape);
+    let (n, k) = shape[4..]
+        .split_once('k')
+        .and_then(|(n, k)| Some((n.parse::<usize>().ok()?, k.parse::<usize>().ok()?)))
+        .filter(|&(n, _)| n % 8 == 0 && (8..=256).contains(&n))
+        .ok_or(format!("unsupported wgmma shape .{shape}"))?;
+    let tys: Vec<&str> = m
+        .parts
+        .iter()
+        .zip(&m.used)
+        .filter(|(_, u)| !**u)
+        .map(|(p, _)| *p)
+        .collect();
+    let kind = match tys[..] {
+        ["f32", "f16", "f16"] => MmaKind::F16,
+        ["f32", "bf16", "bf16"] => MmaKind::BF16,
+        ["f32", "tf32", "tf32"] => MmaKind::Tf32,
+        _ => {
+            return Err(format!(
+                "unsupported wgmma.mma_async types .{} (.f32.f16.f16, .f32.bf16.bf16 and .f32.tf32.tf32 are supported)",
+                tys.join(".")
+            ))
+        }
+    };
+    m.parts.clear();
+    m.used.clear();
+    let (want_k, n_ops) = if kind == MmaKind::Tf32 {
+        (8, 6)
+    } else {
+        (16, 8)
+    };
+    if k != want_k {
+        return Err(format!("wgmma.mma_async with these types needs k{want_k}"));
+    }
+    if ops.len() != n_ops {
+        return Err(format!(
+            "wgmma.mma_async with these types takes {n_ops} operands"
+        ));
+    }
+    let Operand::Vector(regs) = &ops[0] else {
+        return Err("the wgmma.mma_async accumulators must be a vector {d0, ...}".into());
+    };
+    if regs.len() != n / 2 {
+        return Err(format!(
+            "m64n{n} needs {} accumulator registers, found {}",
+            n / 2,
+            regs.len()
+        ));
+    }
+    let mut d = Vec::with_capacity(regs.len());
+    for r in regs {
+        match ctx.dst(r)? {
+            S_SINK => return Err("a wgmma.mma_async accumulator cannot be `_`".into()),
+            s => d.push(s),
+        }
+    }
+    let a_desc = ctx.src(&ops[1], Ty::B64)?;
+    let b_desc = ctx.src(&ops[2], Ty::B64)?;
+    let (scale_d, scale_d_neg) = ctx.pred(&ops[3])?;
+    let mut neg = [false; 2];
+    for (i, name) in ["imm-scale-a", "imm-scale-b"].into_iter().enumerate() {
+        neg[i] = match wgmma_imm(&ops[4 + i], name)? {
+            1 => false,
+            -1 => true,
+            v => return Err(format!("{name} must be 1 or -1, found {v}")),
+        };
+    }
+    for (i, name) in ["imm-trans-a", "imm-trans-b"].into_iter().enumerate() {
+        if let Some(op) = ops.get(6 + i) {
+            match wgmma_imm(op, name)? {
+                0 => {}
+                1 => {
+                    return Err(
+                        "transposed wgmma operands are not supported by the emulated device".into(),
+                    )
+                }
+                v => return Err(format!("{name} must be 0 or 1, found {v}")),
+            }
+        }
+    }
+    ctx.wgmmas.push(WgmmaInst {
+        n,
+        kind,
+        d,
+        a_desc,
+        b_desc,
+        scale_d,
+        scale_d_neg,
+        neg_a: neg[0],
+        neg_b: neg[1],
+    });
+    Ok(Op::Wgmma {
+        idx: ctx.wgmmas.len() as u32 - 1,
+        mask,
+    })
+}
+
+/// For a kernel with `wgmma.mma_async` instructions: every other instruction (`code[i]`,
+/// decoded from the `i`-th instruction statement of `body`) that names one of their
+/// accumulator registers, with the accumulators it reads and writes; its `Inst::acc` is set.
+/// A register is written when it is (part of) the first operand of a form whose first operand
+/// is a destination; every other register operand, address base and guard is read.
+pub(super) fn accumulator_uses(
+    ctx: &Ctx<'_>,
+    body: &[Stmt],
+    code: &mut [Inst],
+) -> HashMap<u32, AccUse> {
+    let mut uses = HashMap::new();
+    if ctx.wgmmas.is_empty() {
+        return uses;
+    }
+    let acc: std::collections::HashSet<Slot> = ctx
+        .wgmmas
+        .iter()
+        .flat_map(|w| w.d.iter().copied())
+        .collect();
+    let raws = body.iter().filter_map(|s| match s {
+        Stmt::Inst(raw) => Some(raw),
+        _ => None,
+    });
+    for (i, (raw, inst)) in raws.zip(code.iter_mut()).enumerate() {
+        if matches!(inst.op, Op::Wgmma { .. }) {
+            continue;
+        }
+        let first_written = isa::lookup(&raw.opcode)
+            .and_then(|row| row.operands.first())
+            .is_some_and(|o| matches!(o.role, Role::Dst | Role::DstPair));
+        let mut u = AccUse::default();
+        let mut add = |name: &str, write: bool| {
+            if let Some(s) = ctx.regs.get(name).filter(|s| acc.contains(s)) {
+                if write { &mut u.writes } else { &mut u.reads }.push(*s);
+            }
+        };
+        if let Some((_, p)) = &raw.guard {
+            add(p, false);
+        }
+        for (j, op) in raw.operands.iter().enumerate() {
+            let write = j == 0 && first_written;
+            let one = |op: &Operand, add: &mut dyn FnMut(&str, bool)| match op {
+                Operand::Name(n) | Operand::Not(n) => add(n, write),
+                Operand::Pair(a, b) => {
+                    add(a, write);
+                    add(b, write);
+                }
+                Operand::Addr { base: Some(b), .. } => add(b, false),
+                _ => {}
+            };
+            match op {
+                Operand::Vector(v) => v.iter().for_each(|e| one(e, &mut add)),
+                other => one(other, &mut add),
+            }
+        }
+        if !u.reads.is_empty() || !u.writes.is_empty() {
+            inst.acc = true;
+            uses.insert(i as u32, u);
+        }
+    }
+    uses
 }

@@ -8,6 +8,13 @@
 //! shadow) and any access to them by any thread of the block is an error; once completed they
 //! count as written by the issuing thread at that moment, so the race checks apply to them as
 //! to a store.
+//!
+//! In a kernel with `wgmma.mma_async`, shared memory also has an async-proxy shadow: per byte
+//! the last thread that wrote it through the generic proxy (stores, atomics, completed
+//! `cp.async`) with its count of `fence.proxy.async` at that write ([`ProxyByte`]), so a
+//! `wgmma` read of a byte whose writer has not fenced since is an error; and per 16-byte chunk
+//! the number of pending `wgmma.mma_async` that read it ([`AsyncRead`]), so a write to it
+//! before their `wgmma.wait_group` is an error.
 
 use super::super::decode::{AtomOp, MemSpace};
 use super::super::memory::Fault;
@@ -61,6 +68,26 @@ impl AsyncQueue {
     }
 }
 
+/// The async-proxy view of one shared byte (kernels with `wgmma` only).
+#[derive(Clone, Copy, Default)]
+pub(super) struct ProxyByte {
+    /// The thread (numbered from 1; 0: none) that last wrote it through the generic proxy.
+    writer: u32,
+    /// That thread's count of `fence.proxy.async` when it wrote: the write is visible to the
+    /// async proxy once the count is higher.
+    fences: u32,
+}
+
+/// The pending `wgmma.mma_async` reads of one 16-byte shared chunk (kernels with `wgmma`
+/// only).
+#[derive(Clone, Copy, Default)]
+pub(super) struct AsyncRead {
+    /// How many pending `wgmma.mma_async` read it.
+    pub(super) count: u32,
+    /// The instruction index of the latest of them.
+    pub(super) pc: u32,
+}
+
 /// Readers in several warps.
 const MANY_READERS: u32 = u32::MAX;
 /// Several readers, all in warp `w`: `MANY_IN_WARP | w` (thread numbers stay below 2^31).
@@ -84,6 +111,13 @@ pub(super) struct Mem<'r, 'a> {
     pub(super) met_all: u32,
     /// This thread's `cp.async` copies not completed yet.
     pub(super) queue: &'r mut AsyncQueue,
+    /// Per shared byte, its last generic write (empty unless the kernel has `wgmma`).
+    pub(super) proxy: &'r mut [ProxyByte],
+    /// Per 16-byte shared chunk, its pending `wgmma` reads (empty unless the kernel has
+    /// `wgmma`).
+    pub(super) async_reads: &'r mut [AsyncRead],
+    /// Per thread of the block, its count of executed `fence.proxy.async`.
+    pub(super) proxy_fences: &'r mut [u32],
 }
 
 pub(super) enum Where {
@@ -247,6 +281,9 @@ impl Mem<'_, '_> {
     }
 
     pub(super) fn shared_write(&mut self, at: usize, len: usize) -> Result<(), String> {
+        if !self.proxy.is_empty() {
+            self.generic_write(at, len)?;
+        }
         let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
         for i in at..at + len {
             let s = self.shadow[i];
@@ -332,6 +369,9 @@ impl Mem<'_, '_> {
                     .find(|&i| self.shadow[i].w_epoch.wrapping_sub(self.block_epoch) > span)
                 {
                     return Err(self.unreadable(i, true));
+                }
+                if !self.proxy.is_empty() {
+                    self.generic_write(at, len as usize)?;
                 }
                 let old = le(&self.shared[at..end]);
                 self.shared[at..end].copy_from_slice(&f(old).to_le_bytes()[..len as usize]);
@@ -419,6 +459,7 @@ impl Mem<'_, '_> {
         let q = &mut *self.queue;
         let upto = q.groups[groups - 1];
         let (me, epoch, stamp) = (self.me, self.epoch, self.warp_syncs);
+        let fences = self.proxy_fences[me as usize - 1];
         for c in &q.copies[..upto as usize] {
             let (at, len) = (c.at as usize, c.len as usize);
             self.shared[at..at + len].copy_from_slice(&c.bytes[..len]);
@@ -427,12 +468,63 @@ impl Mem<'_, '_> {
                 s.w_epoch = epoch;
                 s.w_stamp = stamp;
             }
+            if !self.proxy.is_empty() {
+                // A completed copy is a generic-proxy write (a wgmma read of it was refused
+                // while it was pending, so none is pending over it).
+                self.proxy[at..at + len].fill(ProxyByte { writer: me, fences });
+            }
         }
         q.copies.drain(..upto as usize);
         q.groups.drain(..groups);
         for g in &mut q.groups {
             *g -= upto;
         }
+    }
+}
+
+impl Mem<'_, '_> {
+    /// A generic-proxy write of shared bytes `at..at+len` by this thread: an error if a pending
+    /// `wgmma.mma_async` reads them; else they are recorded as this thread's, not yet fenced.
+    #[inline(never)]
+    fn generic_write(&mut self, at: usize, len: usize) -> Result<(), String> {
+        if let Some(c) =
+            (at / 16..(at + len).div_ceil(16)).find(|&c| self.async_reads[c].count != 0)
+        {
+            let line = self.l.kernel.lines[self.async_reads[c].pc as usize];
+            let i = at.max(c * 16);
+            return Err(format!(
+                "shared memory read by wgmma.mma_async was written before its wgmma.wait_group: write of shared offset {i:#x}, which the wgmma.mma_async of PTX line {line} reads and no wgmma.wait_group has completed yet"
+            ));
+        }
+        let fences = self.proxy_fences[self.me as usize - 1];
+        self.proxy[at..at + len].fill(ProxyByte {
+            writer: self.me,
+            fences,
+        });
+        Ok(())
+    }
+
+    /// `fence.proxy.async.shared::cta`: this thread's earlier generic writes of shared memory
+    /// become visible to the async proxy.
+    pub(super) fn proxy_fence(&mut self) {
+        let f = &mut self.proxy_fences[self.me as usize - 1];
+        *f = f.wrapping_add(1);
+    }
+
+    /// An async-proxy (`wgmma`) read of shared bytes `at..at+len`: an error if a thread wrote
+    /// one of them through the generic proxy and executed no `fence.proxy.async` since.
+    pub(super) fn async_read(&self, at: usize, len: usize) -> Result<(), String> {
+        for (i, b) in self.proxy[at..at + len].iter().enumerate() {
+            if b.writer != 0 && self.proxy_fences[b.writer as usize - 1] == b.fences {
+                let writer = coords(b.writer as usize - 1, self.l.block);
+                return Err(format!(
+                    "shared memory written by thread {} read by wgmma without fence.proxy.async: the wgmma.mma_async reads shared offset {:#x}, which that thread wrote through the generic proxy (a store, an atomic or a cp.async) and executed no fence.proxy.async.shared::cta after",
+                    fmt3(writer),
+                    at + i
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

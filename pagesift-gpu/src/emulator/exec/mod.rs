@@ -9,14 +9,20 @@
 //! `cp.async` is asynchronous as on the hardware: each thread queues its copies (`mem.rs`),
 //! whose shared destinations are written, and may be accessed, only once a
 //! `cp.async.wait_group` / `wait_all` of that thread (or its exit) has completed them.
+//!
+//! `wgmma` instructions are warp collectives whose `mma_async` stays pending per warp until a
+//! `wgmma.wait_group` completes it (`wgmma.rs`); an instruction that names a `wgmma`
+//! accumulator register (`Inst::acc`, set at decode) is checked against the warp's pending ones.
 
 mod mem;
 mod step;
+mod wgmma;
 
 use super::decode::*;
 use super::memory::GlobalView;
-use mem::{atom_apply, AsyncQueue, Mem, Shadow};
+use mem::{atom_apply, AsyncQueue, AsyncRead, Mem, ProxyByte, Shadow};
 use step::{step, Flow};
+use wgmma::WarpWg;
 
 /// Generic addresses of the shared window (the shared offset is the low 32 bits).
 pub(super) const SHARED_WINDOW: u64 = 0x5000_0000_0000;
@@ -76,6 +82,18 @@ pub(super) struct Runner {
     met_all: Vec<u32>,
     /// Per thread: its `cp.async` copies not completed yet.
     queues: Vec<AsyncQueue>,
+    /// Per warp: its `wgmma` state (kernels with `wgmma.mma_async` only).
+    wg: Vec<WarpWg>,
+    /// Per shared byte: its last generic-proxy write (kernels with `wgmma.mma_async` only).
+    proxy: Vec<ProxyByte>,
+    /// Per 16-byte shared chunk: its pending `wgmma` reads (kernels with `wgmma.mma_async`
+    /// only).
+    async_reads: Vec<AsyncRead>,
+    /// Per thread: its count of executed `fence.proxy.async`.
+    proxy_fences: Vec<u32>,
+    /// Scratch buffers of a `wgmma.mma_async`'s A and B values.
+    wg_a: Vec<f64>,
+    wg_b: Vec<f64>,
 }
 
 fn coords(t: usize, dim: [u32; 3]) -> [u32; 3] {
@@ -105,6 +123,12 @@ impl Runner {
             met: Vec::new(),
             met_all: Vec::new(),
             queues: Vec::new(),
+            wg: Vec::new(),
+            proxy: Vec::new(),
+            async_reads: Vec::new(),
+            proxy_fences: Vec::new(),
+            wg_a: Vec::new(),
+            wg_b: Vec::new(),
         }
     }
 
@@ -161,6 +185,21 @@ impl Runner {
         }
         if self.queues.len() < nt {
             self.queues.resize_with(nt, AsyncQueue::default);
+        }
+        self.proxy_fences.clear();
+        self.proxy_fences.resize(nt, 0);
+        self.proxy.clear();
+        self.async_reads.clear();
+        if !k.wgmmas.is_empty() {
+            self.proxy.resize(sb, ProxyByte::default());
+            self.async_reads
+                .resize(sb.div_ceil(16), AsyncRead::default());
+            if self.wg.len() < nt.div_ceil(32) {
+                self.wg.resize_with(nt.div_ceil(32), WarpWg::default);
+            }
+            for w in &mut self.wg[..nt.div_ceil(32)] {
+                w.reset(n);
+            }
         }
         let nwarps = nt.div_ceil(32) as u64;
         for t in 0..nt {
@@ -368,7 +407,16 @@ impl Runner {
                 return Err(Fail { msg: format!("warp divergence: lane {lane} executes a warp collective whose membermask {mval:#010x} excludes it"), t, pc });
             }
             let need = mval & exist;
-            if matches!(code[pc].op, Op::Mma { .. } | Op::Ldmatrix { .. }) && exist != u32::MAX {
+            let wgmma = matches!(
+                code[pc].op,
+                Op::Wgmma { .. }
+                    | Op::WgmmaFence { .. }
+                    | Op::WgmmaCommit { .. }
+                    | Op::WgmmaWait { .. }
+            );
+            if (wgmma || matches!(code[pc].op, Op::Mma { .. } | Op::Ldmatrix { .. }))
+                && exist != u32::MAX
+            {
                 return Err(Fail {
                     msg: format!(
                         "warp divergence: a matrix instruction needs all 32 lanes, the warp has {}",
@@ -377,6 +425,9 @@ impl Runner {
                     t,
                     pc,
                 });
+            }
+            if wgmma {
+                Runner::warpgroup_check(w, nt).map_err(|msg| Fail { msg, t, pc })?;
             }
             let mut group = 0u32;
             for u in lo..hi {
@@ -419,6 +470,9 @@ impl Runner {
             met: &self.met[t],
             met_all: self.met_all[t],
             queue: &mut self.queues[t],
+            proxy: &mut self.proxy,
+            async_reads: &mut self.async_reads,
+            proxy_fences: &mut self.proxy_fences,
         }
     }
 
@@ -564,6 +618,10 @@ impl Runner {
                 }
             }
             Op::Ldmatrix { .. } => self.ldmatrix(l, lo, pc)?,
+            Op::Wgmma { idx, .. } => self.wgmma_issue(l, lo, pc, idx as usize)?,
+            Op::WgmmaFence { .. } => self.wgmma_fence(lo),
+            Op::WgmmaCommit { .. } => self.wgmma_commit(lo),
+            Op::WgmmaWait { n, .. } => self.wgmma_wait(lo, n),
             Op::BarWarp { .. } => {
                 // Shared accesses of the group's threads before the barrier are ordered before
                 // their accesses after it (`mem.rs`, the race checks).
@@ -609,6 +667,12 @@ impl Runner {
             met,
             met_all,
             queues,
+            wg,
+            proxy,
+            async_reads,
+            proxy_fences,
+            wg_a: _,
+            wg_b: _,
         } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
@@ -624,6 +688,9 @@ impl Runner {
             met: &met[t],
             met_all: met_all[t],
             queue: &mut queues[t],
+            proxy,
+            async_reads,
+            proxy_fences,
         };
         let mut pc = pcs[t] as usize;
         let mut count = 0u64;
@@ -641,6 +708,11 @@ impl Runner {
                 pc += 1;
                 continue;
             }
+            if inst.acc {
+                if let Err(msg) = wg[t / 32].access(k, pc) {
+                    break Err(Fail { msg, t, pc });
+                }
+            }
             match step(inst.op, r, &mut mem) {
                 Ok(Flow::Next) => pc += 1,
                 Ok(Flow::Jump(target)) => pc = target as usize,
@@ -652,6 +724,11 @@ impl Runner {
                     pc += 1;
                 }
                 Ok(Flow::Stop(s)) => {
+                    if s == TState::Done {
+                        if let Some(Err(msg)) = wg.get(t / 32).map(|w| w.exit_check(k)) {
+                            break Err(Fail { msg, t, pc });
+                        }
+                    }
                     state[t] = s;
                     break Ok(());
                 }

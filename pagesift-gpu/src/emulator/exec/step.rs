@@ -243,7 +243,11 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         | Op::BarWarp { .. }
         | Op::Redux { .. }
         | Op::Mma { .. }
-        | Op::Ldmatrix { .. } => return Ok(Flow::Stop(TState::Warp)),
+        | Op::Ldmatrix { .. }
+        | Op::Wgmma { .. }
+        | Op::WgmmaFence { .. }
+        | Op::WgmmaCommit { .. }
+        | Op::WgmmaWait { .. } => return Ok(Flow::Stop(TState::Warp)),
         Op::Cvt {
             dty,
             sty,
@@ -407,6 +411,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             mem.cp_async(to, from, size, keep)?;
         }
         Op::CpAsyncCommit => mem.cp_commit(),
+        Op::ProxyFence => mem.proxy_fence(),
         Op::CpAsyncWait { n, all } => mem.cp_wait(n, all),
         Op::Dot {
             two,

@@ -3,6 +3,7 @@
 
 mod input;
 mod stream;
+mod wgmma;
 
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};
 use super::{Emulator, EmulatorConfig, KernelLaunch, StreamId};
@@ -680,7 +681,7 @@ fn instruction_form_rules() {
         "atom.global.max.f32",
         "add.rn.xyz.f32",
         "shfl.bfly.b32",
-        "wgmma.mma_async.sync.aligned.m64n8k8.f32.tf32.tf32",
+        "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
         "atom.global.add.f16",
         "atom.global.add.noftz.f32",
         "atom.global.max.noftz.f16",

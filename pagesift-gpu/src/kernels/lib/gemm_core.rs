@@ -1224,3 +1224,186 @@ fn act_runs<const A: Act, const G: u32>(x: [[f32; 4]; G], slope: f32) -> [[f32; 
     }
     y
 }
+
+/// The pipeline depth of the `wgmma` kernels: `WG_STAGES - 2` K steps in flight ahead of the
+/// one multiplied, while the `wgmma`s of the step before may still read theirs.
+const WG_STAGES: u32 = 4;
+
+/// Copies a `ROWS × 128`-byte tile (one K step) of a row-major matrix (rows `r0..`, elements
+/// `k0..` of each) into shared memory at `base` in the layout `wgmma` reads with 128-byte
+/// swizzle: rows of 128 bytes, 16-byte chunk `ch` of row `r` at chunk `ch ^ (r % 8)`.
+/// Chunk `i = tid + q · THREADS` is row `i / 8`, chunk `i % 8`. `FAST`: the tile lies inside
+/// the matrix and its rows are 16-byte aligned; otherwise outside `rows` × `kend` the copy's
+/// source size shrinks (to 0), which zero-fills, and without `vec` each element is copied on
+/// its own through registers.
+fn wg_copy<T, const ROWS: u32, const THREADS: u32, const LEN: u32, const FAST: bool>(
+    t: Shared<[T; LEN]>,
+    base: u32,
+    x: &[T],
+    off: u64,
+    r0: u32,
+    rows: u32,
+    k0: u32,
+    kend: u32,
+    ld: u32,
+    vec: bool,
+    tid: u32,
+) {
+    let epc = 16 / size_of::<T>();
+    #[unroll]
+    for q in 0..ROWS * 8 / THREADS {
+        let i = tid + q * THREADS;
+        let r = i / 8;
+        let ch = i % 8;
+        let s = base + r * (8 * epc) + (ch ^ (r % 8)) * epc;
+        let col = k0 + ch * epc;
+        let e = off + (r0 + r) as u64 * ld as u64 + col as u64;
+        if FAST {
+            // SAFETY: the launch's contract (see `gemm_wgmma`): the rows `r0 .. r0 + ROWS`
+            // and elements `k0 .. k0 + 8 · epc` of the matrix at `off` lie inside `x`, its
+            // rows 16-byte aligned; the destination lies in the stage by the tile's constants.
+            unsafe {
+                t.cp_async16_unchecked(s, x, e);
+            }
+        } else if vec {
+            let mut nb = 0u32;
+            if (r0 + r < rows) & (col < kend) {
+                nb = (kend - col).min(epc) * size_of::<T>();
+            }
+            t.cp_async16_partial(s, x, if nb == 0 { 0u64 } else { e }, nb);
+        } else {
+            #[unroll]
+            for l in 0..16 / size_of::<T>() {
+                let mut v = 0.0f32 as T;
+                if (r0 + r < rows) & (col + l < kend) {
+                    v = x.load_nc(e + l as u64);
+                }
+                t[s + l] = v;
+            }
+        }
+    }
+}
+
+/// Issues the copies of the K step at `k0` into buffer `stage`: `BM` rows of A and `BN` of
+/// B `[N, K]`, each row 128 bytes of K.
+fn wg_load<T, const BM: u32, const BN: u32, const FAST: bool>(
+    a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]>,
+    stage: u32,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_off: u64,
+    b_off: u64,
+    m0: u32,
+    n0: u32,
+    k0: u32,
+    kend: u32,
+    tid: u32,
+) {
+    let row = 128 / size_of::<T>();
+    wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, FAST>(a_s, stage * BM * row, a, a_off, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+    wg_copy::<T, BN, { BM / 64 * 128 }, { WG_STAGES * BN * (128 / size_of::<T>()) }, FAST>(b_s, stage * BN * row, b, b_off, n0, p.n, k0, kend, p.ldb, p.vec_b, tid);
+}
+
+/// The `wgmma` main loop of one block: warpgroup `w` (warps `4w .. 4w + 4`) multiplies rows
+/// `64 w .. 64 w + 64` of the A tile by the whole `BN` columns of B, each K step in
+/// `128 / 32` `wgmma`s of 32 bytes of K, into `BN / 2` accumulators per thread. Step `kt`
+/// waits for its copies (`cp.async` group), makes them visible to the asynchronous proxy
+/// that `wgmma` reads through (`fence_proxy_async`), meets the other warps at the barrier,
+/// issues the copies of step `kt + WG_STAGES - 2` into the buffer that step `kt - 2` read
+/// (whose `wgmma`s every warp has waited for), then its own `wgmma`s, and waits for those
+/// of step `kt - 1` (`wgmma_wait(1)`), leaving its own in flight.
+fn wg_mainloop<T, const BM: u32, const BN: u32>(
+    a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]>,
+    a: &[T],
+    b: &[T],
+    p: GemmParams,
+    a_off: u64,
+    b_off: u64,
+    m0: u32,
+    n0: u32,
+    kbeg: u32,
+    kend: u32,
+    tid: u32,
+) -> [f32; BN / 2] {
+    let row = 128 / size_of::<T>();
+    let mut acc = [0.0f32; BN / 2];
+    let mut span = 0u32;
+    if kend > kbeg {
+        span = kend - kbeg;
+    }
+    let ktiles = (span + (row - 1)) / row;
+    let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+    #[unroll]
+    for s in 0..WG_STAGES - 2 {
+        let k0 = kbeg + s * row;
+        if s < ktiles {
+            if inner & (k0 + row <= kend) {
+                wg_load::<T, BM, BN, true>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            } else {
+                wg_load::<T, BM, BN, false>(a_s, b_s, s, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            }
+        }
+        cp_async_commit();
+    }
+    // The warpgroup (bounded by the block's size, which proves the descriptors' ranges).
+    let wg = tid / 128;
+    let mut kt = 0u32;
+    while kt < ktiles {
+        // Immutable, so that the bounds of the descriptors below are proven.
+        let stage = kt % WG_STAGES;
+        cp_async_wait(WG_STAGES - 3);
+        fence_proxy_async();
+        sync_threads();
+        let next = kt + WG_STAGES - 2;
+        if next < ktiles {
+            let ns = next % WG_STAGES;
+            let k0 = kbeg + next * row;
+            if inner & (k0 + row <= kend) {
+                wg_load::<T, BM, BN, true>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            } else {
+                wg_load::<T, BM, BN, false>(a_s, b_s, ns, a, b, p, a_off, b_off, m0, n0, k0, kend, tid);
+            }
+        }
+        cp_async_commit();
+        let ab = (stage * BM + wg * 64) * row;
+        let bb = stage * BN * row;
+        // The stage's rows, tested once (always true: `stage < WG_STAGES`, `wg < BM / 64`),
+        // which proves every descriptor below.
+        if (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+            wgmma_fence();
+            #[unroll]
+            for ks in 0..4 {
+                if T == bf16 {
+                    acc = wgmma_bf16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                } else if T == f16 {
+                    acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                }
+            }
+            wgmma_commit();
+        }
+        wgmma_wait(1);
+        kt += 1;
+    }
+    wgmma_wait(0);
+    acc
+}
+
+/// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
+/// `(q, g, t)` (warp `q` of its warpgroup `w`, lane `4 g + t`) holds, in registers `4 j ..
+/// 4 j + 4`, rows `64 w + 16 q + g` and `+ 8`, columns `8 j + 2 t` and `+ 1`.
+fn wg_to_shared<const BM: u32, const BN: u32>(acc: [f32; BN / 2], t_s: Shared<[f32; BM * (BN + 4)]>) {
+    let lane = lane_id();
+    let warp = warp_id();
+    let to = (warp / 4 * 64 + warp % 4 * 16 + lane / 4) * (BN + 4) + (lane % 4) * 2;
+    if ((to as u64) + (8 * (BN + 4) + BN - 8 + 2) as u64) <= (t_s.len() as u64) {
+        #[unroll]
+        for j in 0..BN / 8 {
+            // Each index `to + (a constant)`, the form the range above proves.
+            t_s.store2(to + j * 8, [acc[4 * j], acc[4 * j + 1]]);
+            t_s.store2(to + (j * 8 + 8 * (BN + 4)), [acc[4 * j + 2], acc[4 * j + 3]]);
+        }
+    }
+}

@@ -17,7 +17,10 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
-use super::{gemm_with, kernels, Kernel, Tile, F32_TILES, GEMV_ROWS, MAX_SPLITS, MMA_TILES};
+use super::{
+    gemm_with, kernels, Kernel, Tile, F32_TILES, GEMV_ROWS, MAX_SPLITS, MMA_TILES, WGMMA_CC,
+    WGMMA_TILES,
+};
 use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, MAX_BATCH};
 use crate::tune::{TuneKey, TuneStore};
@@ -110,6 +113,12 @@ pub fn valid(kernel: Kernel, g: &Gemm, input: Dtype, cc: (u32, u32)) -> bool {
         }
         Kernel::Mma { tile, splits } => {
             MMA_TILES.contains(&tile) && splits_ok(splits) && cc >= (8, 0)
+        }
+        Kernel::Wgmma { tile, splits } => {
+            WGMMA_TILES.contains(&tile)
+                && splits_ok(splits)
+                && cc == WGMMA_CC
+                && g.b_layout == BLayout::NK
         }
     }
 }

@@ -9,7 +9,7 @@
 use pagesift_gpu::bench::cublas::Cublas;
 use pagesift_gpu::bench::{measure_gemm, GemmMode, GemmShape, Timing};
 use pagesift_gpu::cpu::gemm::output;
-use pagesift_gpu::ops::gemm::{gemm_with, kernel_shared_bytes, kernels, Kernel};
+use pagesift_gpu::ops::gemm::{gemm_with, kernel_shared_bytes, kernels, Kernel, WGMMA_CC};
 use pagesift_gpu::{
     bf16, f16, Act, ActElement, BLayout, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Precision,
     Result,
@@ -44,13 +44,25 @@ impl Family for Gemms {
         let mut rng = Rng(0x5eed_6e33);
         let optin = gpu.props().max_shared_per_block_optin;
         let mut too_large = Vec::new();
+        let mut not_hopper: Vec<String> = Vec::new();
         for (i, kernel) in kernels().into_iter().enumerate() {
             for layout in [BLayout::KN, BLayout::NK] {
                 let m = match kernel {
                     Kernel::Gemv { rows, .. } => rows as usize,
                     _ => mn,
                 };
-                if matches!(kernel, Kernel::Gemv { .. }) && layout == BLayout::KN {
+                if matches!(kernel, Kernel::Gemv { .. } | Kernel::Wgmma { .. })
+                    && layout == BLayout::KN
+                {
+                    continue;
+                }
+                // The Hopper kernels run on compute capability 9.0 only (the GEMM tests
+                // check the refusal elsewhere).
+                if matches!(kernel, Kernel::Wgmma { .. }) && gpu.compute_capability() != WGMMA_CC {
+                    let what = kernel.to_string();
+                    if !not_hopper.contains(&what) {
+                        not_hopper.push(what);
+                    }
                     continue;
                 }
                 let act = Act::ALL[i % Act::ALL.len()];
@@ -73,6 +85,13 @@ impl Family for Gemms {
                     }
                 }
             }
+        }
+        if !not_hopper.is_empty() {
+            let (major, minor) = gpu.compute_capability();
+            outln!(
+                "  gemm: not run here, sm_90a kernels need compute capability 9.0, the device has {major}.{minor}: {}",
+                not_hopper.join(", ")
+            );
         }
         if !too_large.is_empty() {
             outln!(
