@@ -281,7 +281,6 @@ pub(in crate::emulator) fn decode_entry(
         op: Op::Exit,
         guard: S_SINK,
         guard_neg: false,
-        acc: false,
     });
     lines.push(lines.last().copied().unwrap_or(0));
     texts.push("(end of kernel)".to_string());

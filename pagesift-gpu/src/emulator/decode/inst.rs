@@ -296,7 +296,6 @@ pub(super) fn decode_inst(ctx: &mut Ctx<'_>, raw: &RawInst) -> Result<Inst, Stri
         op,
         guard,
         guard_neg,
-        acc: false,
     })
 }
 

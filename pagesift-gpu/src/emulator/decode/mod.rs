@@ -49,6 +49,10 @@ pub(super) const S_SINK: Slot = 24;
 /// `%dynamic_smem_size` and `%total_smem_size`.
 pub(super) const S_SMEM: Slot = 25;
 const FIRST_FREE: Slot = 27;
+/// The guard of an instruction that names a `wgmma` accumulator register: its accesses are
+/// checked before it executes (`Kernel::acc_uses`, which holds its own guard). No slot: never
+/// read.
+pub(super) const S_ACC: Slot = Slot::MAX;
 /// The most register slots a kernel may use (declared registers and constants).
 const MAX_SLOTS: usize = 1 << 16;
 /// The most local memory per thread, in bytes (the hardware limit).
@@ -548,21 +552,21 @@ impl Op {
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Inst {
     pub op: Op,
-    /// The guard predicate's slot, `S_SINK` when unguarded.
+    /// The guard predicate's slot, `S_SINK` when unguarded, `S_ACC` when the instruction
+    /// names a `wgmma` accumulator register (its guard is then in `Kernel::acc_uses`).
     pub guard: Slot,
     /// Execute when the guard is false (`@!%p`).
     pub guard_neg: bool,
-    /// The instruction (not a `wgmma`) names a register that a `wgmma.mma_async` of the
-    /// kernel uses as an accumulator: its accesses are checked (`Kernel::acc_uses`).
-    pub acc: bool,
 }
 
-/// The accumulator registers of `wgmma.mma_async` instructions that another instruction reads
-/// and writes.
-#[derive(Clone, Debug, Default)]
+/// An instruction (not a `wgmma`) that names registers a `wgmma.mma_async` of its kernel uses
+/// as accumulators: those it reads and writes, and its own guard.
+#[derive(Clone, Debug)]
 pub(super) struct AccUse {
     pub reads: Vec<Slot>,
     pub writes: Vec<Slot>,
+    pub guard: Slot,
+    pub guard_neg: bool,
 }
 
 /// A kernel parameter's place in the parameter buffer.
@@ -594,7 +598,7 @@ pub(super) struct Kernel {
     pub mmas: Vec<MmaInst>,
     /// The operands of the kernel's `wgmma.mma_async` instructions.
     pub wgmmas: Vec<WgmmaInst>,
-    /// Per instruction index whose `Inst::acc` is set: the accumulator registers it accesses.
+    /// Per instruction index whose guard is `S_ACC`: the accumulator registers it accesses.
     pub acc_uses: HashMap<u32, AccUse>,
 }
 

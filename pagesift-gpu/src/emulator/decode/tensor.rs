@@ -299,7 +299,8 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
 
 /// For a kernel with `wgmma.mma_async` instructions: every other instruction (`code[i]`,
 /// decoded from the `i`-th instruction statement of `body`) that names one of their
-/// accumulator registers, with the accumulators it reads and writes; its `Inst::acc` is set.
+/// accumulator registers, with the accumulators it reads and writes and its guard, which
+/// becomes `S_ACC` (the interpreter checks the accesses then).
 /// A register is written when it is (part of) the first operand of a form whose first operand
 /// is a destination; every other register operand, address base and guard is read.
 pub(super) fn accumulator_uses(
@@ -327,7 +328,12 @@ pub(super) fn accumulator_uses(
         let first_written = isa::lookup(&raw.opcode)
             .and_then(|row| row.operands.first())
             .is_some_and(|o| matches!(o.role, Role::Dst | Role::DstPair));
-        let mut u = AccUse::default();
+        let mut u = AccUse {
+            reads: Vec::new(),
+            writes: Vec::new(),
+            guard: inst.guard,
+            guard_neg: inst.guard_neg,
+        };
         let mut add = |name: &str, write: bool| {
             if let Some(s) = ctx.regs.get(name).filter(|s| acc.contains(s)) {
                 if write { &mut u.writes } else { &mut u.reads }.push(*s);
@@ -353,7 +359,8 @@ pub(super) fn accumulator_uses(
             }
         }
         if !u.reads.is_empty() || !u.writes.is_empty() {
-            inst.acc = true;
+            inst.guard = S_ACC;
+            inst.guard_neg = false;
             uses.insert(i as u32, u);
         }
     }

@@ -12,7 +12,8 @@
 //!
 //! `wgmma` instructions are warp collectives whose `mma_async` stays pending per warp until a
 //! `wgmma.wait_group` completes it (`wgmma.rs`); an instruction that names a `wgmma`
-//! accumulator register (`Inst::acc`, set at decode) is checked against the warp's pending ones.
+//! accumulator register (its guard is `S_ACC`, set at decode) is checked against the warp's
+//! pending ones.
 
 mod mem;
 mod step;
@@ -704,13 +705,19 @@ impl Runner {
                     pc,
                 });
             }
-            if inst.guard != S_SINK && (r[inst.guard as usize] != 0) == inst.guard_neg {
-                pc += 1;
-                continue;
-            }
-            if inst.acc {
-                if let Err(msg) = wg[t / 32].access(k, pc) {
-                    break Err(Fail { msg, t, pc });
+            if inst.guard != S_SINK {
+                if inst.guard == S_ACC {
+                    match wg[t / 32].access(k, pc, r) {
+                        Ok(true) => {}
+                        Ok(false) => {
+                            pc += 1;
+                            continue;
+                        }
+                        Err(msg) => break Err(Fail { msg, t, pc }),
+                    }
+                } else if (r[inst.guard as usize] != 0) == inst.guard_neg {
+                    pc += 1;
+                    continue;
                 }
             }
             match step(inst.op, r, &mut mem) {

@@ -23,7 +23,7 @@
 //! (`exec/mem.rs`); a warp may not exit with `wgmma.mma_async` not completed; the warp's lanes
 //! must agree on the matrix descriptors, and the block must hold the whole warpgroup.
 
-use super::super::decode::{Kernel, MemSpace, Slot};
+use super::super::decode::{Kernel, MemSpace, Slot, S_SINK};
 use super::super::tensor::{
     element, f32_accumulate, wgmma_acc_pos, MatrixDesc, WgmmaInst, WGMMA_ROW_BYTES,
 };
@@ -80,14 +80,19 @@ impl WarpWg {
         }
     }
 
-    /// An instruction (not a `wgmma`) at `pc` that names accumulator registers: an error if
-    /// one is an accumulator of a pending `wgmma.mma_async` of the warp; else they count as
-    /// accessed since the last `wgmma.fence`.
+    /// An instruction (not a `wgmma`) at `pc` that names accumulator registers, of a thread
+    /// whose registers are `r`: whether it executes (its own guard); an error if so and one of
+    /// the registers is an accumulator of a pending `wgmma.mma_async` of the warp; else they
+    /// count as accessed since the last `wgmma.fence`.
+    #[cold]
     #[inline(never)]
-    pub(super) fn access(&mut self, k: &Kernel, pc: usize) -> Result<(), String> {
+    pub(super) fn access(&mut self, k: &Kernel, pc: usize, r: &[u64]) -> Result<bool, String> {
         let Some(u) = k.acc_uses.get(&(pc as u32)) else {
-            return Ok(());
+            return Ok(true);
         };
+        if u.guard != S_SINK && (r[u.guard as usize] != 0) == u.guard_neg {
+            return Ok(false);
+        }
         if !self.ops.is_empty() {
             for (slots, what) in [(&u.reads, "read of"), (&u.writes, "write to")] {
                 for s in slots {
@@ -107,7 +112,7 @@ impl WarpWg {
         for &s in u.reads.iter().chain(&u.writes) {
             self.touched[s as usize / 64] |= 1 << (s % 64);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn touched(&self, s: Slot) -> bool {

@@ -637,3 +637,135 @@ fn wgmma_wait_group_completes_the_oldest_groups() {
         other => panic!("expected an early read, got {other:?}"),
     }
 }
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Arbitrary matrix descriptors, and token mutations of a `wgmma` kernel's text: each loads and
+/// runs or fails with an error, never a panic.
+#[test]
+fn wgmma_hostile_descriptors_and_text_never_panic() {
+    let c = Case {
+        ty: In::Bf16,
+        layout: Layout::Swizzle128,
+        n: 64,
+        scale2: (1, 1),
+    };
+    let e = Emulator::new(EmulatorConfig {
+        compute_capability: (9, 0),
+        threads: 1,
+        memory_capacity: 16 << 20,
+        max_thread_instructions: 20_000,
+        ..EmulatorConfig::default()
+    });
+    let (words, _, _) = image(&c);
+    let img = upload_u32(&e, &words);
+    let out = upload_u32(&e, &vec![0; 64 * c.n]);
+    let base = kernel(&c, Break::Nothing);
+    // The descriptors from parameters.
+    let desc_ptx = base
+        .replace(
+            ".param .u64 out)",
+            ".param .u64 out, .param .u64 da, .param .u64 db)",
+        )
+        .replace(
+            &format!("or.b64 %rd10, %rd5, {:#x};", c.layout.desc_high()),
+            "ld.param.u64 %rd10, [da];",
+        )
+        .replace("add.s64 %rd11, %rd10, 512;", "ld.param.u64 %rd11, [db];");
+    assert!(desc_ptx.contains("[da]") && desc_ptx.contains("[db]"));
+    let mut rng = 0x5eed_u64;
+    let (mut ran, mut failed) = (0, 0);
+    for i in 0..200 {
+        let mut d = [splitmix(&mut rng), splitmix(&mut rng)];
+        if i % 4 != 0 {
+            // Mostly plausible: a start below 4 KiB, LBO and SBO below 1 KiB, base offset 0.
+            for x in &mut d {
+                *x &= 0xC000_003F_003F_00FF;
+            }
+        }
+        let args: [&[u8]; 4] = [
+            &img.to_le_bytes(),
+            &out.to_le_bytes(),
+            &d[0].to_le_bytes(),
+            &d[1].to_le_bytes(),
+        ];
+        match launch(&e, &desc_ptx, "k", 1, 128, 0, &args) {
+            Ok(()) => ran += 1,
+            Err(Error::Emulator(_)) => failed += 1,
+            Err(other) => panic!("descriptors {d:x?}: {other}"),
+        }
+    }
+    assert!(ran > 0 && failed > 0, "ran {ran}, failed {failed}");
+    // Token mutations.
+    const SPLICE: &[&str] = &[
+        "{",
+        "}",
+        ",",
+        ";",
+        "-1",
+        "0",
+        "1",
+        "2",
+        "8",
+        "256",
+        "4294967296",
+        "99999999999999999999999",
+        "!%p1",
+        "%p1",
+        "%f3",
+        "%rd10",
+        "_",
+        "[tile]",
+        "tile",
+        "0x3fff",
+        "ret",
+        "bar.sync",
+        "wgmma.fence.sync.aligned",
+        "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned",
+        "fence.proxy.async.shared::cta",
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32",
+    ];
+    let (mut loaded, mut launched) = (0, 0);
+    let rounds = 300;
+    for round in 0..rounds {
+        let mut toks: Vec<&str> = if round % 2 == 0 {
+            base.split(' ').collect()
+        } else {
+            base.split_inclusive(|c: char| ",;{}[]!@\n".contains(c))
+                .collect()
+        };
+        for _ in 0..1 + splitmix(&mut rng) % 3 {
+            let i = (splitmix(&mut rng) % toks.len() as u64) as usize;
+            let t = SPLICE[(splitmix(&mut rng) % SPLICE.len() as u64) as usize];
+            match splitmix(&mut rng) % 3 {
+                0 => toks[i] = t,
+                1 => toks.insert(i, t),
+                _ => {
+                    toks.remove(i);
+                }
+            }
+        }
+        let text = toks.join(if round % 2 == 0 { " " } else { "" });
+        if let Ok(m) = e.load_ptx(&text) {
+            e.unload(m).expect("unload");
+            loaded += 1;
+            let args: [&[u8]; 2] = [&img.to_le_bytes(), &out.to_le_bytes()];
+            match launch(&e, &text, "k", 1, 128, 0, &args) {
+                Ok(()) | Err(Error::Emulator(_)) => launched += 1,
+                Err(_) => {}
+            }
+        }
+    }
+    assert!(
+        loaded < rounds && launched > 0,
+        "loaded {loaded}, launched {launched}"
+    );
+}
