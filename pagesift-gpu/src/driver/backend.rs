@@ -316,4 +316,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Launches a kernel.
     fn launch(&self, request: &LaunchRequest<'_>) -> Result<()>;
+
+    /// Encodes a tiled tensor map (`cuTensorMapEncodeTiled`) that [`TensorMap::tiled`]
+    /// validated: the 128 bytes a kernel parameter `TensorMap<T, ..>` carries.
+    ///
+    /// [`TensorMap::tiled`]: super::TensorMap::tiled
+    fn tensor_map_encode_tiled(
+        &self,
+        spec: &super::TensorMapSpec,
+    ) -> Result<[u8; super::tensor_map::TENSOR_MAP_BYTES]>;
 }

@@ -238,6 +238,13 @@ impl Backend for EmulatedBackend {
         self.0
             .blocks_per_sm(function(f), block_threads, dynamic_shared)
     }
+    fn tensor_map_encode_tiled(
+        &self,
+        spec: &crate::driver::TensorMapSpec,
+    ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
+        self.0.tensor_map_encode_tiled(spec)
+    }
+
     fn function_set_max_dynamic_shared(&self, f: RawHandle, bytes: u32) -> Result<()> {
         self.0.set_max_dynamic_shared(function(f), bytes)
     }

@@ -87,6 +87,7 @@ pub mod launch;
 mod memory;
 mod module;
 mod stream;
+pub mod tensor_map;
 mod track;
 
 #[cfg(test)]
@@ -105,6 +106,7 @@ pub use memory::{
 };
 pub use module::{Function, Module};
 pub use stream::{Event, PinnedBuffer, Stream};
+pub use tensor_map::{Swizzle, TensorMap, TensorMapSpec};
 
 use crate::error::{self, Error, Result};
 

@@ -351,6 +351,14 @@ impl Backend for Fake {
             .fetch_max(bytes as usize, Ordering::SeqCst);
         Ok(())
     }
+    fn tensor_map_encode_tiled(
+        &self,
+        spec: &crate::driver::TensorMapSpec,
+    ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
+        let mut b = [0u8; crate::driver::tensor_map::TENSOR_MAP_BYTES];
+        b[..8].copy_from_slice(&spec.address.to_le_bytes());
+        Ok(b)
+    }
     fn launch(&self, r: &LaunchRequest<'_>) -> Result<()> {
         self.n.launch.fetch_add(1, Ordering::SeqCst);
         self.push(Op::Launch(r.stream.0));

@@ -902,6 +902,17 @@ impl Emulator {
         f.max_dynamic_shared = bytes;
         Ok(())
     }
+    /// Encodes a tiled tensor map (`cuTensorMapEncodeTiled`) in the emulated device's own
+    /// format.
+    pub(crate) fn tensor_map_encode_tiled(
+        &self,
+        _spec: &crate::driver::TensorMapSpec,
+    ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
+        Err(crate::Error::from(crate::error::Unsupported {
+            kernel: "tensor maps".into(),
+            reason: "the emulated device does not encode tensor maps yet".into(),
+        }))
+    }
     /// Checks a launch as `cuLaunchKernel` does (a bad configuration is an error at once) and
     /// queues it on its stream; a failed check while it runs is reported by the
     /// synchronization that covers it.

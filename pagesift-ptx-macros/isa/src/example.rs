@@ -78,6 +78,15 @@ impl Form {
             let arg = match o.role {
                 Role::Imm(v) => v.to_string(),
                 Role::Label => "$L__BB0".to_string(),
+                Role::SharedAddr => "[smem]".to_string(),
+                Role::TensorCoords => {
+                    let dims = modifiers(text)
+                        .find_map(|m| m.strip_suffix('d')?.parse::<u8>().ok())
+                        .unwrap_or_else(|| panic!("`{text}`: no .<n>d modifier"));
+                    let map = regs.next(Type::B64);
+                    let c: Vec<String> = (0..dims).map(|_| regs.next(ty)).collect();
+                    format!("[{map}, {{{}}}]", c.join(", "))
+                }
                 Role::Addr => {
                     addrs += 1;
                     match spaces.get(addrs - 1).copied() {

@@ -227,6 +227,12 @@ pub enum Role {
     Imm(&'static str),
     /// A memory address `[base+offset]`.
     Addr,
+    /// A shared-memory address `[base+offset]` (of a form whose state-space modifier names
+    /// another space, or none: `mbarrier`, the destination of `cp.async.bulk.tensor`).
+    SharedAddr,
+    /// A tensor-map address with the box's coordinates, one per dimension of the form's
+    /// `.<n>d` modifier: `[map, {x, y, z}]` (`cp.async.bulk.tensor`).
+    TensorCoords,
     /// A branch target.
     Label,
 }
@@ -291,6 +297,14 @@ pub const fn imm(ty: Ty, example: &'static str) -> Operand {
 /// A memory address.
 pub const fn addr() -> Operand {
     operand(Role::Addr, Ty::Is(Type::B64), Width::One)
+}
+/// A shared-memory address.
+pub const fn shared_addr() -> Operand {
+    operand(Role::SharedAddr, Ty::Is(Type::B32), Width::One)
+}
+/// A tensor map's address with the box's coordinates (`s32`).
+pub const fn tensor_coords() -> Operand {
+    operand(Role::TensorCoords, Ty::Is(Type::S32), Width::One)
 }
 /// A branch target.
 pub const fn label() -> Operand {

@@ -5,7 +5,8 @@
 use crate::Family::*;
 use crate::Width::{Accum, Parts, N, V, X};
 use crate::{
-    addr, dst, dst_pair, dst_vec, imm, label, pred, src, src_vec, Family, Form, Operand, Ty, Type,
+    addr, dst, dst_pair, dst_vec, imm, label, pred, shared_addr, src, src_vec, tensor_coords,
+    Family, Form, Operand, Ty, Type,
 };
 
 const fn row(family: Family, syntax: &'static str, operands: &'static [Operand]) -> Form {
@@ -75,6 +76,9 @@ const WGMMA_SS: &[Operand] = &[
     imm(S32, "0"),
     imm(S32, "0"),
 ];
+/// `cp.async.bulk.tensor` global -> shared: the destination, the tensor map with the box's
+/// coordinates, the `mbarrier` that counts its bytes.
+const TMA_LOAD: &[Operand] = &[shared_addr(), tensor_coords(), shared_addr()];
 const WGMMA_SS_TF32: &[Operand] = &[
     dst_vec(Accum, T0),
     src(B64),
@@ -291,6 +295,7 @@ pub(crate) static FORMS: &[Form] = &[
         .min(80, (7, 0))
         .emitted(),
     row(Convert, "cvta.to.global.u64", UNARY).emitted(),
+    row(Convert, "cvta.param.u64", UNARY).min(70, (7, 7)),
     row(
         Convert,
         "cvt.{{rz|rm|rp}.{f16|f32|f64}.{u8|s8|u16|s16|u32|s32|u64|s64}\
@@ -570,4 +575,38 @@ pub(crate) static FORMS: &[Form] = &[
     )
     .min(80, (7, 0)),
     row(Tensor, "cp.async.wait_all", NONE).min(80, (7, 0)),
+    // `mbarrier` objects (64 bits of shared memory): the arrivals and transaction bytes a
+    // phase waits for, and the waits on a phase's parity.
+    row(Tensor, "mbarrier.init.shared::cta.b64", &[shared_addr(), src(U32)])
+        .min(80, (7, 8)),
+    row(Tensor, "mbarrier.arrive.shared::cta.b64", &[dst(B64), shared_addr()])
+        .min(80, (7, 8)),
+    row(
+        Tensor,
+        "mbarrier.arrive.expect_tx.shared::cta.b64",
+        &[dst(B64), shared_addr(), src(U32)],
+    )
+    .min(90, (8, 0)),
+    row(
+        Tensor,
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        &[dst(PRED), shared_addr(), src(U32)],
+    )
+    .min(90, (7, 8)),
+    // The tensor memory accelerator: a box of a tensor map's tensor into shared memory,
+    // completing on an `mbarrier` by its bytes.
+    row(
+        Tensor,
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        TMA_LOAD,
+    )
+    .min(90, (8, 0)),
+    row(
+        Tensor,
+        "cp.async.bulk.tensor.{1d|2d|4d|5d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        TMA_LOAD,
+    )
+    .min(90, (8, 0)),
+    row(Tensor, "prefetch.tensormap", &[addr()])
+        .min(90, (8, 0)),
 ];

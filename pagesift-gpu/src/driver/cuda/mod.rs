@@ -380,6 +380,13 @@ impl Backend for CudaBackend {
         Ok(v.max(0) as u32)
     }
 
+    fn tensor_map_encode_tiled(
+        &self,
+        spec: &crate::driver::TensorMapSpec,
+    ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
+        self.driver.tensor_map_encode_tiled(spec)
+    }
+
     fn function_set_max_dynamic_shared(&self, function: RawHandle, bytes: u32) -> Result<()> {
         let bytes = i32::try_from(bytes).map_err(|_| {
             Error::from(error::InvalidArgument {

@@ -1,7 +1,7 @@
 //! Layer 2: one thin `unsafe fn` per driver call, each returning `Result` with a
 //! [`DriverError`] that names the call, the code, and the driver's own name and message for it.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::ptr;
 
 use super::sys::{
@@ -628,6 +628,59 @@ impl Driver {
         self.check("cuStreamWaitEvent", unsafe {
             (self.fns.cuStreamWaitEvent)(s, e, 0)
         })
+    }
+
+    /// `cuTensorMapEncodeTiled` of a validated spec: zero fill, no interleave, element
+    /// strides 1, L2 promotion of 256 bytes.
+    pub fn tensor_map_encode_tiled(
+        &self,
+        spec: &crate::driver::TensorMapSpec,
+    ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
+        use crate::driver::Dtype;
+        let Some(f) = self.fns.cuTensorMapEncodeTiled else {
+            return Err(Error::from(error::Unsupported {
+                kernel: "tensor maps".into(),
+                reason: format!("{} lacks cuTensorMapEncodeTiled (CUDA 12.0)", self.library),
+            }));
+        };
+        // `CUtensorMapDataType`.
+        let dtype: c_uint = match spec.dtype {
+            Dtype::U8 | Dtype::I8 => 0,
+            Dtype::U16 | Dtype::I16 => 1,
+            Dtype::U32 => 2,
+            Dtype::I32 => 3,
+            Dtype::U64 => 4,
+            Dtype::I64 => 5,
+            Dtype::F16 => 6,
+            Dtype::F32 => 7,
+            Dtype::F64 => 8,
+            Dtype::Bf16 => 9,
+        };
+        #[repr(C, align(64))]
+        struct Map([u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]);
+        let mut map = Map([0; crate::driver::tensor_map::TENSOR_MAP_BYTES]);
+        let elem_strides = [1 as c_uint; crate::driver::tensor_map::TENSOR_MAP_MAX_RANK];
+        let boxes = spec.boxes.map(|b| b as c_uint);
+        // SAFETY: `map` is 128 bytes aligned to 64; the arrays hold `rank` (and `rank - 1`
+        // strides) values; the address is only recorded, not accessed.
+        let code = unsafe {
+            f(
+                map.0.as_mut_ptr().cast(),
+                dtype,
+                spec.rank,
+                spec.address as *mut c_void,
+                spec.dims.as_ptr(),
+                spec.strides.as_ptr(),
+                boxes.as_ptr(),
+                elem_strides.as_ptr(),
+                0,
+                spec.swizzle.code(),
+                3,
+                0,
+            )
+        };
+        self.check("cuTensorMapEncodeTiled", code)?;
+        Ok(map.0)
     }
 
     /// Whether the driver has the stream-ordered allocator (`cuMemAllocAsync` and

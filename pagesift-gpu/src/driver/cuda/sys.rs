@@ -223,6 +223,8 @@ function_table! {
         // The stream-ordered allocator (CUDA 11.2).
         cuMemAllocAsync: fn(*mut CUdeviceptr, usize, CUstream) -> CUresult;
         cuMemFreeAsync: fn(CUdeviceptr, CUstream) -> CUresult;
+        // Tensor maps for the tensor memory accelerator (CUDA 12.0).
+        cuTensorMapEncodeTiled: fn(*mut c_void, c_uint, c_uint, *mut c_void, *const u64, *const u64, *const c_uint, *const c_uint, c_uint, c_uint, c_uint, c_uint) -> CUresult;
     }
 }
 
