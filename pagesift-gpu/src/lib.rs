@@ -49,10 +49,12 @@ pub use pagesift_ptx_macros::ptx_kernel;
 pub mod __private {
     pub use crate::driver::fault::fault_arg;
     pub use crate::driver::launch::{
-        arg_read, arg_read_opt, arg_write, arg_write_opt, launch, variant_not_compiled, Access,
-        ParamStruct, SliceArg,
+        arg_read, arg_read_opt, arg_tensor_map, arg_write, arg_write_opt, launch,
+        variant_not_compiled, Access, ParamStruct, SliceArg, TensorMapArg,
     };
-    pub use crate::driver::{DeviceRead, DeviceRepr, DeviceWrite, Dtype, KernelArg, Stream};
+    pub use crate::driver::{
+        DeviceRead, DeviceRepr, DeviceWrite, Dtype, KernelArg, Stream, TensorMap,
+    };
     pub use crate::error::{Error, Result};
     pub use crate::kernel::{KernelVariant, LaunchConfig};
     pub use half::{bf16, f16};

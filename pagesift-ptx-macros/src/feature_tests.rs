@@ -539,3 +539,123 @@ fn wgmma_needs_sm_90a_and_an_in_place_update_of_the_right_shapes() {
         );
     }
 }
+
+#[test]
+fn tma_copies_complete_on_mbarriers_from_proven_ranges() {
+    let out = ptx_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<bf16, 64, 32, 1>, y: &mut [f32]) {
+            let t: Shared<[bf16; 2 * 64 * 32]>;
+            let full: Shared<[u64; 2]>;
+            let tid = thread_idx_x();
+            if tid == 0 {
+                full.mbar_init(0, 1);
+                full.mbar_init(1, 1);
+            }
+            fence_proxy_async();
+            sync_threads();
+            let s = block_idx_x() % 2;
+            let i = s * (64 * 32);
+            if (s < 2) & (((i as u64) + (64 * 32) as u64) <= (t.len() as u64)) {
+                if tid == 0 {
+                    prefetch_tensormap(map);
+                    full.mbar_arrive_expect_tx(s, 64 * 32 * 2);
+                    t.tma_load(i, map, 0, block_idx_y() as i32, 0, full, s);
+                }
+                full.mbar_wait(s, 0);
+                y[tid] = t[i + tid] as f32;
+                full.mbar_arrive(s);
+            }
+        }
+    });
+    let ptx = &out[0].1;
+    assert!(
+        ptx.contains(".param .align 64 .b8 k_param_1[128]") || ptx.contains(".align 64 .b8"),
+        "{ptx}"
+    );
+    assert!(ptx.contains(".shared .align 1024"), "{ptx}");
+    for needle in [
+        "cvta.param.u64",
+        "mbarrier.init.shared::cta.b64",
+        "prefetch.tensormap [",
+        "mbarrier.arrive.expect_tx.shared::cta.b64",
+        "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+        "mbarrier.try_wait.parity.shared::cta.b64",
+        "mbarrier.arrive.shared::cta.b64",
+    ] {
+        assert!(ptx.contains(needle), "{needle} in\n{ptx}");
+    }
+    // The copy's destination is rounded down to 128 bytes (a fault reports a misaligned one).
+    assert!(ptx.contains(", -128;"), "{ptx}");
+}
+
+#[test]
+fn tma_copies_need_proofs_maps_of_their_type_and_sm_90() {
+    // An unproven box: a compile error, not a skipped copy.
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<f32, 32, 8, 1>, i: u32) {
+            let t: Shared<[f32; 1024]>;
+            let full: Shared<[u64; 1]>;
+            t.tma_load(i, map, 0, 0, 0, full, 0);
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("prove them inside the array")),
+        "{errs:?}"
+    );
+    // A map of another element type, an mbarrier array of another type, sm_80.
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<f16, 32, 8, 1>) {
+            let t: Shared<[f32; 256]>;
+            let bad: Shared<[u32; 2]>;
+            bad.mbar_init(0, 1);
+            if 0 + 256 <= t.len() {
+                t.tma_load(0, map, 0, 0, 0, bad, 0);
+            }
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("takes a `TensorMap<f32, C, R, D>`")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`mbar_init` works on `mbarrier` objects")),
+        "{errs:?}"
+    );
+    let errs = errors_of(quote! {
+        #[target(sm_80)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<f32, 32, 8, 1>) {
+            let t: Shared<[f32; 256]>;
+            let full: Shared<[u64; 1]>;
+            full.mbar_arrive_expect_tx(0, 1024);
+            if 0 + 256 <= t.len() {
+                t.tma_load(0, map, 0, 0, 0, full, 0);
+            }
+        }
+    });
+    assert!(errs.iter().any(|e| e.contains("needs sm_90")), "{errs:?}");
+    // Boxes the hardware does not copy.
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<f32, 3, 8, 1>, m2: TensorMap<f32, 32, 300, 1>) {}
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("multiple of 16 bytes")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("1 ..= 256 elements, not 300")),
+        "{errs:?}"
+    );
+}

@@ -262,6 +262,9 @@ pub enum Ty {
     /// `T` in 128-byte swizzled rows, made by a shared array's `wgmma_desc`, which checked
     /// that they lie inside it.
     Desc { elem: Scalar, rows: u32 },
+    /// A tensor map kernel parameter (`TensorMap<T, C, R, D>`): its generic address, for the
+    /// tensor memory accelerator, which reads boxes of `C × R × D` elements of `T`.
+    TensorMap { elem: Scalar, boxes: [u32; 3] },
 }
 
 /// The layout of a parameter struct: `#[repr(C)]` on the host, one `.param` blob of `size`
@@ -329,6 +332,13 @@ impl fmt::Display for Ty {
             Ty::Struct(d) => f.write_str(&d.name),
             Ty::Option(t) => write!(f, "Option<{t}>"),
             Ty::Desc { elem, rows } => write!(f, "MatrixDesc<{elem}, {rows}>"),
+            Ty::TensorMap { elem, boxes } => {
+                write!(
+                    f,
+                    "TensorMap<{elem}, {}, {}, {}>",
+                    boxes[0], boxes[1], boxes[2]
+                )
+            }
         }
     }
 }

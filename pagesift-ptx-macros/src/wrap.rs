@@ -257,7 +257,13 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
         const_fields.push(quote!(#[doc = #field_doc] pub #arg: #ty));
         const_names.push(arg);
     }
-    for ((param, ty), generic) in f.params.iter().zip(&sig.params).zip(&sig.generic) {
+    for (pi, ((param, ty), generic)) in f
+        .params
+        .iter()
+        .zip(&sig.params)
+        .zip(&sig.generic)
+        .enumerate()
+    {
         // A parameter named like a wrapper argument is an error already reported; rename it
         // here so the wrapper adds no follow-up errors.
         let arg = match param.name.to_string().as_str() {
@@ -325,6 +331,28 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 is_slice = false;
                 kernel_args.push(quote!(#p::KernelArg::from(#arg)));
                 (scalar_tokens(*s), s.name().to_string())
+            }
+            Some(Ty::TensorMap { elem, .. }) => {
+                is_slice = false;
+                let e = elem_tokens(*elem);
+                // The box each variant reads (by entry name).
+                let arms = variants.iter().map(|v| {
+                    let entry = &v.variant.entry;
+                    let b = match v.variant.params.get(pi).map(|id| &v.variant.vars[*id].ty) {
+                        Some(Ty::TensorMap { boxes, .. }) => *boxes,
+                        _ => [0; 3],
+                    };
+                    let [b0, b1, b2] = b;
+                    quote!(#entry => [#b0, #b1, #b2],)
+                });
+                let tm = format_ident!("__tmap_{}", arg);
+                let pname = arg.to_string();
+                slice_lets.push(quote! {
+                    let #tm = #p::arg_tensor_map(stream, #arg, match __variant.entry { #(#arms)* _ => [0, 0, 0] }, #pname)?;
+                });
+                kernel_args.push(quote!(#tm.arg));
+                accesses.push(quote!(#tm.access));
+                (quote!(&#p::TensorMap<'_, #e>), format!("TensorMap<{elem}>"))
             }
             Some(Ty::Struct(def)) => {
                 is_slice = false;

@@ -406,6 +406,53 @@ fn check_wgmma<T: ActElement, O: ActElement>() {
                 BLayout::NK,
                 Precision::F32,
             );
+            check_tma::<T, O>(&hopper, &format!("{name}_{kernel}_tma"), kernel);
+        }
+    }
+}
+
+/// Operands the tensor memory accelerator reads (rows and batches 16-byte aligned), so that
+/// the Hopper kernel goes through TMA (`gemm_tma`): shapes that are not multiples of the
+/// tiles, K steps past K and splits of K, batches, every epilogue.
+fn check_tma<T: ActElement, O: ActElement>(gpu: &Gpu, name: &str, kernel: Kernel) {
+    let shapes: &[(usize, usize, usize, usize)] = if is_emulated(gpu) {
+        &[(67, 61, 64, 1), (20, 130, 136, 2)]
+    } else {
+        &[
+            (67, 61, 64, 1),
+            (259, 136, 200, 1),
+            (130, 300, 8, 2),
+            (1, 257, 136, 1),
+            (129, 129, 1000, 3),
+        ]
+    };
+    for (i, &(m, n, k, batch)) in shapes.iter().enumerate() {
+        let g = Gemm::new(m, n, k, BLayout::NK)
+            .with_batch(batch, m * k, n * k, m * n)
+            .with_act(if i % 2 == 0 { Act::Silu } else { Act::Relu })
+            .with_scale(0.75, 0.5);
+        let case = Case {
+            g,
+            bias: true,
+            residual: i % 2 == 0,
+            offsets: [0; 4],
+            seed: 7 + i as u64,
+        };
+        let r = pagesift_tests::gemm_check::check_with::<T, O>(
+            gpu,
+            &case,
+            |s, g, a, b, bias, res, c| {
+                assert!(
+                    pagesift_gpu::ops::gemm::hopper_uses_tma(g, a, b)?,
+                    "{name}: {g:?} must go through the tensor memory accelerator"
+                );
+                pagesift_gpu::ops::gemm::gemm_with(s, g, kernel, a, b, bias, res, c)
+            },
+        );
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => panic!("{name}: {case:?}: {e}"),
+            Err(e) => panic!("{name}: {case:?}: {e}"),
         }
     }
 }

@@ -5,6 +5,7 @@
 use super::backend::{DeviceProps, DevicePtr, KernelArg, LaunchRequest};
 use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
+use super::tensor_map::TensorMap;
 use super::track::Tracking;
 use crate::error::{self, Error, Result};
 use crate::kernel::{KernelVariant, LaunchConfig};
@@ -201,6 +202,51 @@ impl Access<'_> {
     pub fn writes(&self) -> bool {
         self.write
     }
+}
+
+/// A tensor map as a kernel receives it (its 128 bytes), and the read the launch makes of the
+/// buffer under it.
+pub struct TensorMapArg<'a> {
+    /// The encoded map.
+    pub arg: KernelArg,
+    /// The launch reads the view the map was built over.
+    pub access: Access<'a>,
+}
+
+/// The kernel argument of a tensor map parameter `name` whose variant reads boxes of `boxes`
+/// elements (`C × R × D`): checks that the map belongs to the stream's device
+/// ([`Error::DeviceMismatch`]) and that its box is that one, with at most three dimensions
+/// ([`Error::InvalidArgument`]).
+pub fn arg_tensor_map<'a, T: DeviceRepr>(
+    stream: &Stream,
+    map: &'a TensorMap<'_, T>,
+    boxes: [u32; 3],
+    name: &str,
+) -> Result<TensorMapArg<'a>> {
+    check_same(
+        stream.gpu(),
+        &map.owner().gpu,
+        "kernel argument",
+        "tensor map",
+    )?;
+    let spec = map.spec();
+    if spec.rank > 3 || map.box3() != boxes {
+        return Err(Error::from(crate::error::InvalidArgument {
+            op: "launch",
+            message: format!(
+                "tensor map `{name}` reads boxes of {:?} elements ({} dimensions); this kernel variant reads boxes of {boxes:?} (3 dimensions at most)",
+                &spec.boxes[..spec.rank as usize],
+                spec.rank
+            ),
+        }));
+    }
+    Ok(TensorMapArg {
+        arg: KernelArg::blob(map.as_bytes()),
+        access: Access {
+            track: Some(&map.owner().track),
+            write: false,
+        },
+    })
 }
 
 /// The kernel arguments for device memory a kernel reads; checks it belongs to the stream's

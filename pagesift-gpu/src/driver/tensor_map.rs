@@ -13,7 +13,8 @@
 
 use std::marker::PhantomData;
 
-use super::{DeviceRead, DeviceRepr, DeviceSlice, Dtype};
+use super::memory::sealed::Owner;
+use super::{DeviceRead, DeviceRepr, Dtype};
 use crate::error::{InvalidArgument, Result};
 
 /// The most dimensions of a tensor map.
@@ -96,13 +97,15 @@ impl TensorMapSpec {
 /// An encoded tensor map over a device view of `T`, passed to kernels by value.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-pub struct TensorMap<'a, T> {
+pub struct TensorMap<'a, T: DeviceRepr> {
     bytes: [u8; TENSOR_MAP_BYTES],
     spec: TensorMapSpec,
-    _view: PhantomData<&'a [T]>,
+    /// The buffer under the view: its device, and the ordering of launches that read it.
+    owner: &'a Owner,
+    _t: PhantomData<T>,
 }
 
-impl<T> std::fmt::Debug for TensorMap<'_, T> {
+impl<T: DeviceRepr> std::fmt::Debug for TensorMap<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TensorMap")
             .field("spec", &self.spec)
@@ -121,7 +124,7 @@ impl<'a, T: DeviceRepr> TensorMap<'a, T> {
     /// 2⁴⁰ bytes or below the extent of the dimension under it, an inner box that is not a
     /// multiple of 16 bytes or (swizzled) not exactly the swizzle's row, or a tensor that does not lie inside the view.
     pub fn tiled(
-        view: &DeviceSlice<'a, T>,
+        view: &'a (impl DeviceRead<T> + ?Sized),
         dims: &[u64],
         strides: &[u64],
         boxes: &[u32],
@@ -140,12 +143,18 @@ impl<'a, T: DeviceRepr> TensorMap<'a, T> {
         Ok(TensorMap {
             bytes,
             spec,
-            _view: PhantomData,
+            owner: view.owner(),
+            _t: PhantomData,
         })
+    }
+
+    /// The buffer under the view, for the launch's ordering.
+    pub(crate) fn owner(&self) -> &'a Owner {
+        self.owner
     }
 }
 
-impl<T> TensorMap<'_, T> {
+impl<T: DeviceRepr> TensorMap<'_, T> {
     /// What the map describes.
     pub fn spec(&self) -> &TensorMapSpec {
         &self.spec

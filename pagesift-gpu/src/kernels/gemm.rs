@@ -58,6 +58,8 @@ ptx_kernel! {
     pub const STAGES: u32 = core::STAGES;
     /// The buffers of the `wgmma` kernel's pipeline (`gemm_wgmma`).
     pub const WG_STAGES: u32 = core::WG_STAGES;
+    /// The stages of the TMA kernel's pipeline (`gemm_tma`).
+    pub const TMA_STAGES: u32 = core::TMA_STAGES;
     /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
     pub const X3_MAX_WARPS: u32 = 8;
     /// The most outputs of a `gemm_mma` warp tile whose threads live in 128 registers (64 ×
@@ -317,9 +319,80 @@ ptx_kernel! {
         let acc = core::wg_mainloop::<T, BM, BN>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
-        core::wg_to_shared::<BM, BN>(acc, t_s);
+        core::wg_to_shared::<BM, BN>(acc, t_s, 0);
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper with the tensor
+    /// memory accelerator, f16 / bf16 inputs, B `[N, K]`: warpgroup 0 is the producer, whose
+    /// one thread has the TMA copy the boxes of A and B (`ta`: 128 bytes of K × `BM` rows,
+    /// `tb`: × `BN` rows, 128-byte swizzled, zero-filled past the matrices) into
+    /// [`TMA_STAGES`] stages, each announced on an `mbarrier` (`full`) by its bytes; the
+    /// other `BM / 64` warpgroups are the consumers, which wait on a stage's `full` barrier,
+    /// multiply it with `wgmma` and release it on its `empty` barrier (`core::tma_produce`,
+    /// `core::tma_consume`). No barrier of the whole block per K step. The epilogue is the
+    /// core's (`write_rows`, every thread). Every access is proven or checked, so the launch
+    /// is safe: the tensor maps describe the matrices (K, rows, batch).
+    #[target(sm_90a)]
+    #[variants(
+        (BM, BN) in [(128, 128), (128, 256)],
+        (T, O) in [(f16, f32), (f16, f16), (bf16, f32), (bf16, bf16)]
+    )]
+    #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]
+    pub fn gemm_tma<T: ActElement, O: ActElement, const BM: u32, const BN: u32>(
+        p: GemmParams,
+        ta: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
+        tb: TensorMap<T, { 128 / size_of::<T>() }, BN, 1>,
+        bias: Option<&[f32]>,
+        res: Option<&[O]>,
+        c: &mut [O],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
+        let b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(TMA_STAGES * BM * 128);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let full: Shared<[u64; TMA_STAGES]>;
+        let empty: Shared<[u64; TMA_STAGES]>;
+        let zs = block_idx_z();
+        let z = zs / p.splits;
+        let kbeg = (zs % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let tid = thread_idx_x();
+        let row = 128 / size_of::<T>();
+        if tid == 0 {
+            #[unroll]
+            for s in 0..TMA_STAGES {
+                full.mbar_init(s, 1);
+                // One arrival per consumer warp.
+                empty.mbar_init(s, BM / 64 * 4);
+            }
+        }
+        fence_proxy_async();
+        sync_threads();
+        let mut span = 0u32;
+        if kend > kbeg {
+            span = kend - kbeg;
+        }
+        let ktiles = (span + (row - 1)) / row;
+        let mut acc = [0.0f32; BN / 2];
+        if tid < 128 {
+            if tid == 0 {
+                prefetch_tensormap(ta);
+                prefetch_tensormap(tb);
+                core::tma_produce::<T, BM, BN>(a_s, b_s, full, empty, ta, tb, kbeg, ktiles, m0, n0, z);
+            }
+        } else {
+            acc = core::tma_consume::<T, BM, BN>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
+        }
+        sync_threads();
+        if tid >= 128 {
+            core::wg_to_shared::<BM, BN>(acc, t_s, 4);
+        }
+        sync_threads();
+        core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 + 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z as u64, m0, n0, tid);
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`

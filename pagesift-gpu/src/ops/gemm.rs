@@ -5,10 +5,11 @@
 //! With `PAGESIFT_GPU_LOG=dispatch` every call prints the variant it runs and why, on stderr.
 
 use crate::act::ActElement;
+use crate::driver::{Swizzle, TensorMap};
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_wgmma, gemv, GemmParams, BK,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_tma, gemm_wgmma, gemv, GemmParams, BK,
     GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES, TC_ROW,
-    WG_STAGES, X3_MAX_WARPS,
+    TMA_STAGES, WG_STAGES, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -460,11 +461,22 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
         }));
     }
     let cfg = LaunchConfig::grid(grid).with_shared_mem(shared);
+    // Operands the tensor memory accelerator can read go through the TMA kernel.
+    let maps = if wgmma {
+        tma_maps(g, tile, a, b, &p)?
+    } else {
+        None
+    };
     let launch = |bias: Option<&dyn DeviceRead<f32>>,
                   residual: Option<&dyn DeviceRead<O>>,
                   c: &mut _,
                   ws: Option<&mut dyn DeviceWrite<f32>>| {
-        if wgmma {
+        if let Some((ta, tb)) = &maps {
+            let cfg = LaunchConfig::grid(grid).with_shared_mem(tma_shared_bytes(tile));
+            gemm_tma::launch::<T, O>(
+                stream, cfg, tile.bm, tile.bn, p, ta, tb, bias, residual, c, ws,
+            )
+        } else if wgmma {
             // SAFETY: as for `gemm_mma` below (B `[N, K]`, tested above).
             unsafe {
                 gemm_wgmma::launch::<T, O>(
@@ -698,6 +710,66 @@ pub fn kernel_shared_bytes(kernel: Kernel, input: Dtype, precision: Precision) -
 pub fn wgmma_shared_bytes(tile: Tile) -> u32 {
     let f = std::mem::size_of::<f32>() as u32;
     (WG_STAGES * (tile.bm + tile.bn) * 128).max(tile.bm * (tile.bn + 4) * f)
+}
+
+/// The dynamic shared memory of a Hopper tile's TMA kernel: `TMA_STAGES` K steps of A and B
+/// (rows of 128 bytes), which the epilogue's padded f32 tile reuses.
+pub fn tma_shared_bytes(tile: Tile) -> u32 {
+    let f = std::mem::size_of::<f32>() as u32;
+    (TMA_STAGES * (tile.bm + tile.bn) * 128).max(tile.bm * (tile.bn + 4) * f)
+}
+
+/// Whether the Hopper kernels ([`Kernel::Wgmma`]) take these operands through the tensor
+/// memory accelerator (`gemm_tma`: rows and batch strides multiples of 16 bytes, views
+/// 16-byte aligned, batches apart, a device that encodes tensor maps) rather than through
+/// `cp.async` (`gemm_wgmma`).
+pub fn hopper_uses_tma<T: ActElement>(
+    g: &Gemm,
+    a: &impl DeviceRead<T>,
+    b: &impl DeviceRead<T>,
+) -> Result<bool> {
+    let p = launch_params::<T, T>(g, a, b, None, a);
+    Ok(tma_maps(g, WGMMA_TILES[0], a, b, &p)?.is_some())
+}
+
+/// The tensor maps of A and B for the TMA kernel of `tile` (`gemm_tma`): `[K, M, batch]`
+/// and `[K, N, batch]` in boxes of 128 bytes of K by the tile's rows, 128-byte swizzled.
+/// `None` where the operands do not allow it (rows or batch strides not multiples of 16
+/// bytes, batches that overlap, a driver without tensor maps): the `cp.async` kernel
+/// (`gemm_wgmma`) takes them.
+fn tma_maps<'a, T: ActElement>(
+    g: &Gemm,
+    tile: Tile,
+    a: &'a impl DeviceRead<T>,
+    b: &'a impl DeviceRead<T>,
+    p: &GemmParams,
+) -> Result<Option<(TensorMap<'a, T>, TensorMap<'a, T>)>> {
+    if !(p.vec_a && p.vec_b) {
+        return Ok(None);
+    }
+    let row = 128 / T::DTYPE.size() as u32;
+    let map = |x: &'a dyn DeviceRead<T>, rows: usize, ld: usize, stride: usize, box_rows: u32| {
+        // One matrix: any batch stride past it.
+        let stride = if g.batch == 1 { ld * rows } else { stride };
+        TensorMap::tiled(
+            x,
+            &[g.k as u64, rows as u64, g.batch as u64],
+            &[ld as u64, stride as u64],
+            &[row, box_rows, 1],
+            Swizzle::B128,
+        )
+    };
+    let maps = map(a, g.m, g.lda, g.stride_a, tile.bm)
+        .and_then(|ta| Ok((ta, map(b, g.n, g.ldb, g.stride_b, tile.bn)?)));
+    match maps {
+        Ok(m) => Ok(Some(m)),
+        Err(Error::InvalidArgument(e)) => {
+            super::log_dispatch(|| format!("gemm: the cp.async kernel, as {}", e.message));
+            Ok(None)
+        }
+        Err(Error::Unsupported(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// The Hopper kernel variant of a tile for inputs `T` and output `O`.

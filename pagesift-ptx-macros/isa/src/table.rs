@@ -295,7 +295,9 @@ pub(crate) static FORMS: &[Form] = &[
         .min(80, (7, 0))
         .emitted(),
     row(Convert, "cvta.to.global.u64", UNARY).emitted(),
-    row(Convert, "cvta.param.u64", UNARY).min(70, (7, 7)),
+    row(Convert, "cvta.param.u64", UNARY)
+        .min(70, (7, 7))
+        .emitted(),
     row(
         Convert,
         "cvt.{{rz|rm|rp}.{f16|f32|f64}.{u8|s8|u16|s16|u32|s32|u64|s64}\
@@ -578,21 +580,25 @@ pub(crate) static FORMS: &[Form] = &[
     // `mbarrier` objects (64 bits of shared memory): the arrivals and transaction bytes a
     // phase waits for, and the waits on a phase's parity.
     row(Tensor, "mbarrier.init.shared::cta.b64", &[shared_addr(), src(U32)])
-        .min(80, (7, 8)),
+        .min(80, (7, 8))
+        .emitted(),
     row(Tensor, "mbarrier.arrive.shared::cta.b64", &[dst(B64), shared_addr()])
-        .min(80, (7, 8)),
+        .min(80, (7, 8))
+        .emitted(),
     row(
         Tensor,
         "mbarrier.arrive.expect_tx.shared::cta.b64",
         &[dst(B64), shared_addr(), src(U32)],
     )
-    .min(90, (8, 0)),
+    .min(90, (8, 0))
+    .emitted(),
     row(
         Tensor,
         "mbarrier.try_wait.parity.shared::cta.b64",
         &[dst(PRED), shared_addr(), src(U32)],
     )
-    .min(90, (7, 8)),
+    .min(90, (7, 8))
+    .emitted(),
     // The tensor memory accelerator: a box of a tensor map's tensor into shared memory,
     // completing on an `mbarrier` by its bytes.
     row(
@@ -600,7 +606,8 @@ pub(crate) static FORMS: &[Form] = &[
         "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
         TMA_LOAD,
     )
-    .min(90, (8, 0)),
+    .min(90, (8, 0))
+    .emitted(),
     row(
         Tensor,
         "cp.async.bulk.tensor.{1d|2d|4d|5d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
@@ -608,5 +615,6 @@ pub(crate) static FORMS: &[Form] = &[
     )
     .min(90, (8, 0)),
     row(Tensor, "prefetch.tensormap", &[addr()])
-        .min(90, (8, 0)),
+        .min(90, (8, 0))
+        .emitted(),
 ];

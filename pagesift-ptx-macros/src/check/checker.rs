@@ -348,6 +348,10 @@ pub(super) fn check_variant(
                 ck.fields.insert(id, fields);
                 id
             }
+            Ty::TensorMap { .. } => {
+                let t = ck.resolve_ty(&p.ty);
+                ck.declare(&name, t, false)
+            }
             ty => ck.declare(&name, ty, false),
         };
         params.push(id);
@@ -531,12 +535,51 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// `TensorMap<T, C, R, D>` with the box evaluated: each dimension 1 ..= 256, rows
+    /// (`C` elements) a multiple of 16 bytes, as the hardware copies them.
+    fn tensor_map_ty(&mut self, elem: Scalar, boxes: &[Expr], span: Span) -> Ty {
+        if elem == Scalar::Bool || elem.is_packed() {
+            self.cx.error(
+                span,
+                format!("a tensor map holds numbers of 1, 2, 4 or 8 bytes, not `{elem}`"),
+            );
+            return Ty::Never;
+        }
+        let mut b = [0u32; 3];
+        for (i, e) in boxes.iter().enumerate().take(3) {
+            match self.const_u32(e, "a tensor map's box dimension") {
+                Some(v @ 1..=256) => b[i] = v,
+                Some(v) => {
+                    self.cx.error(
+                        e.span,
+                        format!("a box dimension is 1 ..= 256 elements, not {v}"),
+                    );
+                    return Ty::Never;
+                }
+                None => return Ty::Never,
+            }
+        }
+        if (b[0] * elem.bytes()) % 16 != 0 {
+            self.cx.error(
+                span,
+                format!(
+                    "a box's rows are a multiple of 16 bytes: {} `{elem}` elements are {} bytes",
+                    b[0],
+                    b[0] * elem.bytes()
+                ),
+            );
+            return Ty::Never;
+        }
+        Ty::TensorMap { elem, boxes: b }
+    }
+
     /// The type a written type denotes, with array lengths evaluated.
     pub(super) fn resolve_ty(&mut self, t: &TypeAst) -> Ty {
         match &t.kind {
             TypeKind::Scalar(s) => Ty::Scalar(*s),
             TypeKind::Unit => Ty::Unit,
             TypeKind::Error => Ty::Never,
+            TypeKind::TensorMap { elem, boxes } => self.tensor_map_ty(*elem, boxes, t.span),
             TypeKind::Named(n) => match self.scope.structs.get(&n.to_string()) {
                 Some(d) => Ty::Struct(d.clone()),
                 None => {

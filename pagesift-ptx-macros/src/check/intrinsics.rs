@@ -128,12 +128,52 @@ pub enum MemOp {
     /// at element `k` of each row (known after unrolling: a multiple of 32 bytes within the
     /// row); `i .. i + rows · 128 / size_of::<T>()` is bounds-checked.
     WgmmaDesc { rows: u32 },
+    /// `tile.tma_load(i, map, x, y, z, bars, j)`: the box of the tensor map `map` at
+    /// coordinates `(x, y, z)` into `tile[i ..]`, completing on the `mbarrier` `bars[j]` by its
+    /// bytes (sm_90). `i` rounds down to a multiple of 128 bytes (a fault when it was not one).
+    TmaLoad,
+    /// The `mbarrier` operations on a `Shared<[u64; N]>` element.
+    Mbar(MbarOp),
     /// `x.get_unchecked(i)`: `x[i]` without the bounds check (in `unsafe` only).
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
     Set,
     /// `bytes.read::<T>(off)`: a `T` from the bytes `off..off + size_of::<T>()` of byte data.
     Read(Scalar),
+}
+
+/// An operation on an `mbarrier` object (`bars[j]`, 8 bytes of shared memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MbarOp {
+    /// `bars.mbar_init(j, count)`: a phase completes after `count` arrivals.
+    Init,
+    /// `bars.mbar_arrive(j)`: one arrival.
+    Arrive,
+    /// `bars.mbar_arrive_expect_tx(j, bytes)`: the phase also waits for `bytes` more of
+    /// asynchronous copies; then one arrival.
+    ArriveExpectTx,
+    /// `bars.mbar_wait(j, parity)`: waits until the phase of parity `parity` (0 or 1) has
+    /// completed.
+    Wait,
+}
+
+impl MbarOp {
+    /// The method's name and its arguments after the index.
+    pub fn method(self) -> (&'static str, usize) {
+        match self {
+            MbarOp::Init => ("mbar_init", 1),
+            MbarOp::Arrive => ("mbar_arrive", 0),
+            MbarOp::ArriveExpectTx => ("mbar_arrive_expect_tx", 1),
+            MbarOp::Wait => ("mbar_wait", 1),
+        }
+    }
+
+    pub const ALL: [MbarOp; 4] = [
+        MbarOp::Init,
+        MbarOp::Arrive,
+        MbarOp::ArriveExpectTx,
+        MbarOp::Wait,
+    ];
 }
 
 /// The operand types of `mma.sync`.
@@ -245,6 +285,8 @@ pub enum Intr {
     /// `wgmma_wait(N)`: wait until at most N `wgmma` groups are pending.
     WgmmaWait(u32),
     FenceProxyAsync,
+    /// `prefetch_tensormap(map)`: the tensor map brought into the cache (a hint).
+    PrefetchTensormap,
     Lo,
     Hi,
 }
@@ -268,6 +310,7 @@ const INTRINSIC_FNS: &[&str] = &[
     "wgmma_bf16",
     "wgmma_tf32",
     "fence_proxy_async",
+    "prefetch_tensormap",
     "lane_id",
     "warp_id",
     "warp_size",
@@ -405,6 +448,23 @@ impl Checker<'_> {
                 };
                 self.needs_op(&op, &name, span);
                 self.intr(intr, vec![], Ty::Unit, span)
+            }
+            "prefetch_tensormap" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_op(&Op::PrefetchTensormap, &name, span);
+                let m = self.check_expr(&args[0], None);
+                if !matches!(m.ty, Ty::TensorMap { .. } | Ty::Never) {
+                    self.cx.error(
+                        args[0].span,
+                        format!(
+                            "`prefetch_tensormap` takes a tensor map parameter, not `{}`",
+                            m.ty
+                        ),
+                    );
+                }
+                self.intr(Intr::PrefetchTensormap, vec![m], Ty::Unit, span)
             }
             "wgmma_wait" => {
                 if !self.arity(args, 1, &name, span) {

@@ -2,7 +2,7 @@
 //! `ldmatrix`) and the tensor-core intrinsics.
 
 use super::checker::{err_expr, Checker};
-use super::intrinsics::{AtomKind, Intr, MemOp, MmaType};
+use super::intrinsics::{AtomKind, Intr, MbarOp, MemOp, MmaType};
 use super::{TExpr, TKind};
 use crate::ctxt::Sp as Span;
 use crate::parse::Expr;
@@ -82,6 +82,10 @@ impl Checker<'_> {
             }
         } else if m == "wgmma_desc" {
             (MemOp::WgmmaDesc { rows: 0 }, 3)
+        } else if m == "tma_load" {
+            (MemOp::TmaLoad, 7)
+        } else if let Some(op) = MbarOp::ALL.iter().find(|o| o.method().0 == m) {
+            (MemOp::Mbar(*op), 1 + op.method().1)
         } else if let Some(rest) = m.strip_prefix("ldmatrix_x") {
             let (num, trans) = match rest.strip_suffix("_trans") {
                 Some(r) => (r, true),
@@ -96,9 +100,13 @@ impl Checker<'_> {
         };
         if matches!(
             op,
-            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } | MemOp::WgmmaDesc { .. }
+            MemOp::CpAsync { .. }
+                | MemOp::Ldmatrix { .. }
+                | MemOp::WgmmaDesc { .. }
+                | MemOp::TmaLoad
+                | MemOp::Mbar(_)
         ) {
-            if unchecked && matches!(op, MemOp::Ldmatrix { .. } | MemOp::WgmmaDesc { .. }) {
+            if unchecked && !matches!(op, MemOp::CpAsync { .. }) {
                 return self.unknown_mem(full, span);
             }
             return self.check_shared_only(op, base, elem, mutable, m, args, !unchecked, span);
@@ -162,9 +170,12 @@ impl Checker<'_> {
                 targs.push(v);
                 Ty::Unit
             }
-            MemOp::Len | MemOp::IsAligned(_) | MemOp::Read(_) | MemOp::WgmmaDesc { .. } => {
-                return err_expr(span)
-            }
+            MemOp::Len
+            | MemOp::IsAligned(_)
+            | MemOp::Read(_)
+            | MemOp::WgmmaDesc { .. }
+            | MemOp::TmaLoad
+            | MemOp::Mbar(_) => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
                 if n < 2 || !matches!(bytes, 4 | 8 | 16) || elem == Scalar::Bool {
@@ -375,6 +386,8 @@ impl Checker<'_> {
         let n_args = match op {
             MemOp::CpAsync { partial: true, .. } => 4,
             MemOp::CpAsync { .. } | MemOp::WgmmaDesc { .. } => 3,
+            MemOp::TmaLoad => 7,
+            MemOp::Mbar(o) => 1 + o.method().1,
             _ => 1,
         };
         if !self.arity(args, n_args, m, span) {
@@ -464,6 +477,100 @@ impl Checker<'_> {
                     span,
                 }
             }
+            MemOp::Mbar(o) => {
+                let ptx_op = match o {
+                    MbarOp::Init => Op::MbarInit,
+                    MbarOp::Arrive => Op::MbarArrive,
+                    MbarOp::ArriveExpectTx => Op::MbarArriveTx,
+                    MbarOp::Wait => Op::MbarTryWait,
+                };
+                self.needs_op(&ptx_op, m, span);
+                if elem != Scalar::U64 {
+                    self.cx.error(
+                        span,
+                        format!("`{m}` works on `mbarrier` objects, the elements of a `Shared<[u64; N]>`, not on `{elem}`"),
+                    );
+                    return err_expr(span);
+                }
+                let mut targs = vec![idx];
+                let u = Ty::Scalar(Scalar::U32);
+                for a in &args[1..] {
+                    let v = self.check_expr(a, Some(&u));
+                    self.expect_ty(&v, &u, a.span);
+                    targs.push(v);
+                }
+                TExpr {
+                    kind: TKind::Mem {
+                        op,
+                        base,
+                        args: targs,
+                        checked: true,
+                    },
+                    ty: Ty::Unit,
+                    span,
+                }
+            }
+            MemOp::TmaLoad => {
+                self.needs_op(&Op::TmaLoad, m, span);
+                let mt = self.check_expr(&args[1], None);
+                match &mt.ty {
+                    Ty::TensorMap { elem: e, .. } if *e == elem => {}
+                    Ty::Never => return err_expr(span),
+                    other => {
+                        self.cx.error(
+                            args[1].span,
+                            format!("`{m}` into a `Shared<[{elem}; N]>` takes a `TensorMap<{elem}, C, R, D>` parameter, not `{other}`"),
+                        );
+                        return err_expr(span);
+                    }
+                }
+                if !matches!(mt.kind, TKind::Var(_)) {
+                    self.cx.error(
+                        args[1].span,
+                        format!("`{m}` takes a tensor map parameter by name"),
+                    );
+                    return err_expr(span);
+                }
+                let i32t = Ty::Scalar(Scalar::I32);
+                let mut targs = vec![idx, mt];
+                for a in &args[2..5] {
+                    let v = self.check_expr(a, Some(&i32t));
+                    self.expect_ty(&v, &i32t, a.span);
+                    targs.push(v);
+                }
+                let Some((bars, bty)) = self.place_base(&args[5]) else {
+                    return err_expr(span);
+                };
+                match bty {
+                    Ty::Shared {
+                        elem: Scalar::U64, ..
+                    } => {}
+                    Ty::Never => return err_expr(span),
+                    ref other => {
+                        self.cx.error(
+                            args[5].span,
+                            format!("`{m}` completes on an `mbarrier`, an element of a `Shared<[u64; N]>`, not of `{other}`"),
+                        );
+                        return err_expr(span);
+                    }
+                }
+                targs.push(TExpr {
+                    kind: TKind::Var(bars),
+                    ty: bty,
+                    span: args[5].span,
+                });
+                targs.push(self.check_index(&args[6]));
+                TExpr {
+                    kind: TKind::Mem {
+                        op,
+                        base,
+                        args: targs,
+                        checked: true,
+                    },
+                    ty: Ty::Unit,
+                    span,
+                }
+            }
             MemOp::Ldmatrix { n, trans } => {
                 self.needs_op(&Op::Ldmatrix { n, trans }, m, span);
                 // 32-bit elements load as pairs of 16-bit ones: the 8 × 4 (32-bit) matrices of
@@ -547,7 +654,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans)"),
+            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, wgmma_desc, tma_load; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
         );
         err_expr(span)
     }

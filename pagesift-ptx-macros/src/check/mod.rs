@@ -16,7 +16,7 @@ mod ops;
 pub mod prelude;
 
 pub(crate) use fold::{fold_binary as fold, pat_matches};
-pub use intrinsics::{AtomKind, Intr, MemOp, MmaType, ShflKind, Special, VoteKind};
+pub use intrinsics::{AtomKind, Intr, MbarOp, MemOp, MmaType, ShflKind, Special, VoteKind};
 
 use crate::ctxt::Ctxt;
 use crate::ctxt::Sp as Span;
@@ -516,6 +516,11 @@ fn kernel_param_ty(
             }
         },
         TypeKind::Scalar(s) if !s.is_packed() => Some(Ty::Scalar(*s)),
+        // The box is the variant's (`Checker::resolve_ty`).
+        TypeKind::TensorMap { elem, .. } => Some(Ty::TensorMap {
+            elem: *elem,
+            boxes: [0; 3],
+        }),
         TypeKind::Slice {
             elem: Scalar::Bool, ..
         } => {
@@ -540,7 +545,7 @@ fn kernel_param_ty(
         _ => {
             cx.error(
                 ty.span,
-                "kernel parameters are scalars, `&[T]`, `&mut [T]`, `Option<&[T]>` or a parameter struct",
+                "kernel parameters are scalars, `&[T]`, `&mut [T]`, `Option<&[T]>`, `TensorMap<T, C, R, D>` or a parameter struct",
             );
             None
         }

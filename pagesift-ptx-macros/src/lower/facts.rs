@@ -51,7 +51,10 @@ impl Lower<'_> {
             | Op::WgmmaCommit
             | Op::WgmmaWait
             | Op::FenceProxyAsync
-            | Op::PrefetchL2 => {}
+            | Op::PrefetchL2
+            | Op::MbarInit
+            | Op::TmaLoad
+            | Op::PrefetchTensormap => {}
             Op::Asm { outs, .. } => {
                 for (a, o) in args.iter().zip(outs) {
                     if *o {

@@ -260,6 +260,15 @@ impl Lower<'_> {
                 self.emit(op, vec![], span);
                 Val::Unit
             }
+            Intr::PrefetchTensormap => {
+                let m = self.operand_reg(&vals[0], span);
+                self.emit(
+                    Op::PrefetchTensormap,
+                    vec![Operand::Addr(Box::new(m), 0)],
+                    span,
+                );
+                Val::Unit
+            }
             Intr::WgmmaWait(n) => {
                 self.emit(Op::WgmmaWait, vec![Operand::Int(n as i128)], span);
                 Val::Unit

@@ -2,11 +2,11 @@
 //! stores, atomics.
 
 use super::{addr, mem_scalar, Lower, Store, Val};
-use crate::check::{MemOp, TExpr, TKind, VarId};
+use crate::check::{MbarOp, MemOp, TExpr, TKind, VarId};
 use crate::ctxt::Sp as Span;
 use crate::parse::BinOp;
 use crate::ptx::{BinKind, Op, Operand, Reg, Space};
-use crate::types::{ConstVal, RegClass, Scalar};
+use crate::types::{ConstVal, RegClass, Scalar, Ty};
 
 impl Lower<'_> {
     /// Address of element `index` of a slice or shared array: (space, address operand, elem).
@@ -271,6 +271,138 @@ impl Lower<'_> {
         )
     }
 
+    /// `tile.tma_load(i, map, x, y, z, bars, j)` at the shared address `a` of element `i`,
+    /// whose `n`-element box `unproven` is true when the range check was not elided: an
+    /// asynchronous copy has no place to skip to, so both ranges (the box and the `mbarrier`)
+    /// must be proven by the kernel. The destination rounds down to 128 bytes, which a
+    /// fault reports when it changes the address; the array itself starts on 128 bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn tma_load(
+        &mut self,
+        store: &Store,
+        a: Operand,
+        iv: &(Val, i128),
+        n: u32,
+        args: &[TExpr],
+        unproven: bool,
+        span: Span,
+    ) {
+        let Store::Shared { off, elem, .. } = store else {
+            return;
+        };
+        if unproven {
+            self.error(
+                span,
+                format!("`tma_load` writes elements `i .. i + {n}` (the box) asynchronously: prove them inside the array with a range test first (`if i + {n} <= tile.len() {{ .. }}`)"),
+            );
+            return;
+        }
+        if off % 128 != 0 {
+            self.error(
+                span,
+                format!("`tma_load` writes at 128-byte aligned addresses: this view of the dynamic shared memory starts at byte {off}, not a multiple of 128"),
+            );
+            return;
+        }
+        let Some(bstore) = (match &args[5].kind {
+            TKind::Var(id) => self.vars.get(id).cloned(),
+            _ => None,
+        }) else {
+            return;
+        };
+        let (_, bar, _, biv) = self.elem_addr(&bstore, &args[6], span);
+        if let Some(g) = self.guard(&bstore, &args[6], &biv, 1, span) {
+            drop(g);
+            self.error(
+                args[6].span,
+                "the `mbarrier` of `tma_load` must be proven inside its array with a range test first (a copy that cannot complete on it would never end)",
+            );
+            return;
+        }
+        let map = self.expr(&args[1]);
+        let map = self.operand_reg(&map, span);
+        let coords: Vec<Operand> = args[2..5]
+            .iter()
+            .map(|x| {
+                let v = self.expr(x);
+                self.operand(&v, span)
+            })
+            .collect();
+        // Misaligned: a fault, and the copy goes to the 128-byte boundary below.
+        if let Some(g) = self.align_guard(store, &a, None, iv, 128 / elem.bytes().max(1), span) {
+            self.finish_guards(vec![g], &Val::Unit);
+        }
+        let (base, aoff) = match a {
+            Operand::Addr(b, o) => (*b, o),
+            other => (other, 0),
+        };
+        let base = match base {
+            Operand::Name(_) => {
+                let v = self.op_to(Op::Mov(Scalar::U32), Scalar::U32, vec![base], span);
+                self.operand_reg(&v, span)
+            }
+            o => o,
+        };
+        let mut flat = base;
+        if aoff != 0 {
+            let v = self.op_to(
+                Op::Bin(BinKind::Add, Scalar::U32),
+                Scalar::U32,
+                vec![flat, Operand::Int(aoff as i128)],
+                span,
+            );
+            flat = self.operand_reg(&v, span);
+        }
+        let dst = self.op_to(
+            Op::Bin(BinKind::And, Scalar::U32),
+            Scalar::U32,
+            vec![flat, Operand::Int(-128)],
+            span,
+        );
+        let dst = self.operand_reg(&dst, span);
+        self.emit(
+            Op::TmaLoad,
+            vec![
+                Operand::Addr(Box::new(dst), 0),
+                Operand::Tensor(Box::new(map), coords),
+                bar,
+            ],
+            span,
+        );
+    }
+
+    /// An `mbarrier` operation on the object at shared address `a`, with its other operands.
+    fn mbar(&mut self, o: MbarOp, a: Operand, vals: Vec<Operand>, span: Span) -> Val {
+        match o {
+            MbarOp::Init => {
+                let mut ops = vec![a];
+                ops.extend(vals);
+                self.emit(Op::MbarInit, ops, span);
+            }
+            MbarOp::Arrive | MbarOp::ArriveExpectTx => {
+                let state = self.reg(RegClass::B64);
+                let mut ops = vec![state.into(), a];
+                ops.extend(vals);
+                let op = if o == MbarOp::Arrive {
+                    Op::MbarArrive
+                } else {
+                    Op::MbarArriveTx
+                };
+                self.emit(op, ops, span);
+            }
+            MbarOp::Wait => {
+                let top = self.label();
+                self.body.push(crate::ptx::Item::Label(top));
+                let p = self.reg(RegClass::Pred);
+                let mut ops = vec![p.into(), a];
+                ops.extend(vals);
+                self.emit(Op::MbarTryWait, ops, span);
+                self.bra(top, Some((p, true)));
+            }
+        }
+        Val::Unit
+    }
+
     pub(super) fn load(
         &mut self,
         space: Space,
@@ -352,6 +484,11 @@ impl Lower<'_> {
             MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
             // Every row the descriptor covers, from the row of `i`.
             MemOp::WgmmaDesc { rows, .. } => rows * (128 / elem.bytes().max(1)),
+            // The whole box.
+            MemOp::TmaLoad => match &args[1].ty {
+                Ty::TensorMap { boxes, .. } => boxes.iter().product(),
+                _ => 1,
+            },
             _ => 1,
         };
         // Values are computed before the check (a skipped store still evaluates them).
@@ -491,6 +628,21 @@ impl Lower<'_> {
                         Val::Unit
                     }
                 }
+            }
+            MemOp::TmaLoad => {
+                self.tma_load(&store, a, &iv, n, args, !guards.is_empty(), span);
+                guards.clear();
+                Val::Unit
+            }
+            MemOp::Mbar(o) => {
+                let vals: Vec<Operand> = args[1..]
+                    .iter()
+                    .map(|x| {
+                        let v = self.expr(x);
+                        self.operand(&v, span)
+                    })
+                    .collect();
+                self.mbar(o, a, vals, span)
             }
             MemOp::LoadNc => self.load(space, elem, a, true, span),
             MemOp::PrefetchL2 => {

@@ -219,6 +219,23 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
                 let r = lw.load_param(&mut params, name, mem_scalar(*s), s.reg_class());
                 lw.vars.insert(*id, Store::Value(Val::Reg(r, *s)));
             }
+            Ty::TensorMap { .. } => {
+                // 128 opaque bytes; the copies take its generic address.
+                params.push(ParamDecl {
+                    name: name.clone(),
+                    ty: "b8",
+                    blob: Some((64, 128)),
+                });
+                let at = lw.op_to(
+                    Op::Mov(Scalar::U64),
+                    Scalar::U64,
+                    vec![Operand::Name(name.clone())],
+                    span,
+                );
+                let at = lw.operand_reg(&at, span);
+                let g = lw.op_to(Op::CvtaParam, Scalar::U64, vec![at], span);
+                lw.vars.insert(*id, Store::Value(g));
+            }
             Ty::Struct(def) => {
                 // One blob; each field read at its offset (ptxas reads the fields it needs
                 // from the constant bank).

@@ -380,6 +380,9 @@ fn has_dest(op: &Op) -> bool {
             | Op::WgmmaWait
             | Op::FenceProxyAsync
             | Op::PrefetchL2
+            | Op::MbarInit
+            | Op::TmaLoad
+            | Op::PrefetchTensormap
             | Op::Asm { .. }
     )
 }
@@ -398,6 +401,7 @@ fn is_pure(op: &Op) -> bool {
             | Op::Selp(_)
             | Op::Cvt { .. }
             | Op::CvtaGlobal
+            | Op::CvtaParam
             | Op::MulWide { .. }
             | Op::Bfe { .. }
             | Op::Bfi
@@ -417,6 +421,10 @@ fn regs_of(o: &Operand, out: &mut Vec<Reg>) {
         Operand::Reg(r) => out.push(*r),
         Operand::Addr(b, _) => regs_of(b, out),
         Operand::Vec(items) => items.iter().for_each(|x| regs_of(x, out)),
+        Operand::Tensor(map, coords) => {
+            regs_of(map, out);
+            coords.iter().for_each(|x| regs_of(x, out));
+        }
         _ => {}
     }
 }

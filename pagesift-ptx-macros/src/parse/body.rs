@@ -81,6 +81,45 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                         TypeKind::Error
                     }
                 }
+            } else if p.path.segments.len() == 1 && p.path.segments[0].ident == "TensorMap" {
+                let usage = "expected `TensorMap<T, C, R, D>`: the element type and the box's three dimensions (elements, innermost first)";
+                match &p.path.segments[0].arguments {
+                    syn::PathArguments::AngleBracketed(a) if a.args.len() == 4 => {
+                        let elem = match &a.args[0] {
+                            syn::GenericArgument::Type(t) => scalar_of(cx, t),
+                            other => {
+                                cx.error(Sp::of(other), usage);
+                                Scalar::F32
+                            }
+                        };
+                        let boxes = a
+                            .args
+                            .iter()
+                            .skip(1)
+                            .map(|g| match g {
+                                syn::GenericArgument::Const(e) => parse_expr(cx, e),
+                                // `BM` parses as a type: the const parameter of that name.
+                                syn::GenericArgument::Type(syn::Type::Path(tp)) => parse_expr(
+                                    cx,
+                                    &syn::Expr::Path(syn::ExprPath {
+                                        attrs: Vec::new(),
+                                        qself: None,
+                                        path: tp.path.clone(),
+                                    }),
+                                ),
+                                other => {
+                                    cx.error(Sp::of(other), usage);
+                                    parse_expr(cx, &syn::parse_quote!(1))
+                                }
+                            })
+                            .collect();
+                        TypeKind::TensorMap { elem, boxes }
+                    }
+                    _ => {
+                        cx.error(span, usage);
+                        TypeKind::Error
+                    }
+                }
             } else if p.path.segments.len() == 1 && p.path.segments[0].ident == "Option" {
                 match &p.path.segments[0].arguments {
                     syn::PathArguments::AngleBracketed(a) if a.args.len() == 1 => {

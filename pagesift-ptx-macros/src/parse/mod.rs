@@ -133,6 +133,12 @@ pub enum TypeKind {
     },
     /// `Option<&[T]>` / `Option<&mut [T]>`.
     Option(Box<TypeAst>),
+    /// `TensorMap<T, C, R, D>`: a tensor map of `T` read in boxes of `C × R × D` elements
+    /// (a kernel parameter).
+    TensorMap {
+        elem: Scalar,
+        boxes: Vec<Expr>,
+    },
     /// A parameter struct of the invocation, by name.
     Named(Ident),
     Unit,

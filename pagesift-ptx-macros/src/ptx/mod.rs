@@ -35,6 +35,8 @@ pub enum Operand {
     Vec(Vec<Operand>),
     /// A branch target.
     Label(u32),
+    /// A tensor map's address with a box's coordinates: `[map, {x, y, z}]`.
+    Tensor(Box<Operand>, Vec<Operand>),
 }
 
 /// Binary operations.
@@ -231,6 +233,22 @@ pub enum Op {
     /// `fence.proxy.async.shared::cta`: the thread's shared-memory writes made visible to the
     /// asynchronous proxy (`wgmma`, TMA).
     FenceProxyAsync,
+    /// `mbarrier.init.shared::cta.b64 [a], count`.
+    MbarInit,
+    /// `mbarrier.arrive.shared::cta.b64 state, [a]`.
+    MbarArrive,
+    /// `mbarrier.arrive.expect_tx.shared::cta.b64 state, [a], bytes`.
+    MbarArriveTx,
+    /// `mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity`: whether the phase of that
+    /// parity has completed (waiting a while for it first).
+    MbarTryWait,
+    /// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+    /// [dst], [map, {x, y, z}], [bar]`.
+    TmaLoad,
+    /// `cvta.param.u64`: the generic address of a kernel parameter.
+    CvtaParam,
+    /// `prefetch.tensormap [a]`: a tensor map brought into the cache (a hint).
+    PrefetchTensormap,
     /// One instruction spliced by `asm!`: `pieces[i]` is the text before operand `args[i]`
     /// (one more piece than operands), `outs[i]` whether `args[i]` is written.
     Asm {
@@ -314,6 +332,13 @@ fn operand(o: &Operand, out: &mut String) {
         Operand::Label(l) => {
             let _ = write!(out, "$L__BB{l}");
         }
+        Operand::Tensor(map, coords) => {
+            out.push('[');
+            operand(map, out);
+            out.push_str(", ");
+            operand(&Operand::Vec(coords.clone()), out);
+            out.push(']');
+        }
     }
 }
 
@@ -362,11 +387,13 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     let _ = writeln!(s, ".address_size 64\n");
     // `wgmma` reads 128-byte swizzled tiles, whose pattern follows the address bits of a
     // 1024-byte atom: their arrays start on one.
+    // The tensor memory accelerator writes boxes at 128-byte aligned addresses, swizzled on
+    // the same address bits.
     let wgmma = f.body.iter().any(|i| {
         matches!(
             i,
             Item::Inst {
-                op: Op::Wgmma { .. },
+                op: Op::Wgmma { .. } | Op::TmaLoad,
                 ..
             }
         )

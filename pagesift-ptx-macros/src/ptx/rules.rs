@@ -298,6 +298,16 @@ fn lowering(op: &Op) -> Result<String, String> {
         Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
         Op::WgmmaWait => "wgmma.wait_group.sync.aligned".into(),
         Op::FenceProxyAsync => "fence.proxy.async.shared::cta".into(),
+        Op::MbarInit => "mbarrier.init.shared::cta.b64".into(),
+        Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),
+        Op::MbarArriveTx => "mbarrier.arrive.expect_tx.shared::cta.b64".into(),
+        Op::MbarTryWait => "mbarrier.try_wait.parity.shared::cta.b64".into(),
+        Op::TmaLoad => {
+            "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                .into()
+        }
+        Op::CvtaParam => "cvta.param.u64".into(),
+        Op::PrefetchTensormap => "prefetch.tensormap".into(),
         Op::Asm { pieces, .. } => pieces.concat(),
     })
 }

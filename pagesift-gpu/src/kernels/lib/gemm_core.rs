@@ -1391,12 +1391,103 @@ fn wg_mainloop<T, const BM: u32, const BN: u32>(
     acc
 }
 
-/// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
-/// `(q, g, t)` (warp `q` of its warpgroup `w`, lane `4 g + t`) holds, in registers `4 j ..
-/// 4 j + 4`, rows `64 w + 16 q + g` and `+ 8`, columns `8 j + 2 t` and `+ 1`.
-fn wg_to_shared<const BM: u32, const BN: u32>(acc: [f32; BN / 2], t_s: Shared<[f32; BM * (BN + 4)]>) {
+/// The stages of the TMA pipeline (`gemm_tma`): the producer runs up to `TMA_STAGES` K steps
+/// ahead of the `wgmma`s.
+const TMA_STAGES: u32 = 4;
+
+/// The producer of `gemm_tma` (one thread): K step `kt` waits until stage `kt % TMA_STAGES`
+/// is free (its `empty` barrier: every consumer warp released the step `TMA_STAGES` before,
+/// the phase of parity `(kt / TMA_STAGES + 1) % 2`; at once in the first round), announces
+/// its bytes on the stage's `full` barrier and has the tensor memory accelerator copy the
+/// boxes of A (`BM` rows) and B (`BN` rows), 128 bytes of K each, at `(k, row, z)`. Boxes
+/// past the matrices are zero-filled by the hardware.
+fn tma_produce<T, const BM: u32, const BN: u32>(
+    a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]>,
+    full: Shared<[u64; TMA_STAGES]>,
+    empty: Shared<[u64; TMA_STAGES]>,
+    ta: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
+    tb: TensorMap<T, { 128 / size_of::<T>() }, BN, 1>,
+    kbeg: u32,
+    ktiles: u32,
+    m0: u32,
+    n0: u32,
+    z: u32,
+) {
+    let row = 128 / size_of::<T>();
+    let mut kt = 0u32;
+    while kt < ktiles {
+        let s = kt % TMA_STAGES;
+        let ai = s * (BM * row);
+        let bi = s * (BN * row);
+        // Always true (`s < TMA_STAGES`): proves the boxes and the barriers.
+        if (s < TMA_STAGES) & (((ai as u64) + (BM * row) as u64) <= (a_s.len() as u64)) & (((bi as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+            empty.mbar_wait(s, (kt / TMA_STAGES + 1) % 2);
+            full.mbar_arrive_expect_tx(s, (BM + BN) * 128);
+            let k = (kbeg + kt * row) as i32;
+            a_s.tma_load(ai, ta, k, m0 as i32, z as i32, full, s);
+            b_s.tma_load(bi, tb, k, n0 as i32, z as i32, full, s);
+        }
+        kt += 1;
+    }
+}
+
+/// A consumer warpgroup `w` of `gemm_tma`: rows `64 w ..` of the A tile by the whole `BN`
+/// columns of B, each K step in `128 / 32` `wgmma`s of 32 bytes of K once the stage's
+/// `full` barrier completed its phase (parity `(kt / TMA_STAGES) % 2`). `wgmma_wait(1)`
+/// leaves the step's own products in flight and completes the previous step's, whose stage
+/// each warp then releases (one arrival per warp on `empty`).
+fn tma_consume<T, const BM: u32, const BN: u32>(
+    a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]>,
+    full: Shared<[u64; TMA_STAGES]>,
+    empty: Shared<[u64; TMA_STAGES]>,
+    ktiles: u32,
+    w: u32,
+) -> [f32; BN / 2] {
+    let row = 128 / size_of::<T>();
     let lane = lane_id();
-    let warp = warp_id();
+    let mut acc = [0.0f32; BN / 2];
+    let mut kt = 0u32;
+    while kt < ktiles {
+        let s = kt % TMA_STAGES;
+        let ab = s * (BM * row) + w * (64 * row);
+        let bb = s * (BN * row);
+        // Always true (`s < TMA_STAGES`, `w < BM / 64`): proves the barrier and every
+        // descriptor below.
+        if (s < TMA_STAGES) & (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+            full.mbar_wait(s, (kt / TMA_STAGES) % 2);
+            wgmma_fence();
+            #[unroll]
+            for ks in 0..4 {
+                if T == bf16 {
+                    acc = wgmma_bf16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                } else if T == f16 {
+                    acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                }
+            }
+            wgmma_commit();
+        }
+        wgmma_wait(1);
+        if (kt > 0) & (lane == 0) {
+            let ps = (kt - 1) % TMA_STAGES;
+            if ps < TMA_STAGES {
+                empty.mbar_arrive(ps);
+            }
+        }
+        kt += 1;
+    }
+    wgmma_wait(0);
+    acc
+}
+
+/// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
+/// `(q, g, t)` (warp `q` of its warpgroup `w`, lane `4 g + t`; warps counted from `w0`)
+/// holds, in registers `4 j .. 4 j + 4`, rows `64 w + 16 q + g` and `+ 8`, columns
+/// `8 j + 2 t` and `+ 1`.
+fn wg_to_shared<const BM: u32, const BN: u32>(acc: [f32; BN / 2], t_s: Shared<[f32; BM * (BN + 4)]>, w0: u32) {
+    let lane = lane_id();
+    let warp = warp_id() - w0;
     let to = (warp / 4 * 64 + warp % 4 * 16 + lane / 4) * (BN + 4) + (lane % 4) * 2;
     if ((to as u64) + (8 * (BN + 4) + BN - 8 + 2) as u64) <= (t_s.len() as u64) {
         #[unroll]
