@@ -17,8 +17,15 @@
 //! compute capability 9.0) is asynchronous too, with the hardware's rules checked: no access to
 //! the accumulators of a `wgmma.mma_async` before its `wgmma.wait_group`, a `wgmma.fence`
 //! before it, its shared operands unchanged until it completes and made visible to the async
-//! proxy by `fence.proxy.async` (`exec/wgmma.rs`). A failed check is [`Error::Emulator`], whose
-//! message names the check, the kernel, the block, the thread and the PTX line.
+//! proxy by `fence.proxy.async` (`exec/wgmma.rs`). `mbarrier` objects and the tensor memory
+//! accelerator (`cp.async.bulk.tensor`, sm_90) follow the PTX ISA, their copies in flight until
+//! a thread waits on their `mbarrier`, with the hardware's rules checked: no access to an
+//! `mbarrier`'s bytes or to a copy's destination in flight, no arrival beyond a phase's count,
+//! no block exit with a copy in flight, and a block whose threads all wait on phases that
+//! cannot complete is a deadlock (`exec/tma.rs`); tensor maps are in the device's own format
+//! (`tensor_map.rs`), read through a kernel parameter's generic address (`cvta.param`). A
+//! failed check is [`Error::Emulator`], whose message names the check, the kernel, the block,
+//! the thread and the PTX line.
 //!
 //! Streams run asynchronously (`queue`): launches, copies on a stream, memsets, event records,
 //! stream waits and stream-ordered frees are queued and run at synchronization points, streams
@@ -47,6 +54,7 @@ mod num;
 mod ptx;
 mod queue;
 mod tensor;
+mod tensor_map;
 #[cfg(test)]
 mod tests;
 
@@ -902,16 +910,13 @@ impl Emulator {
         f.max_dynamic_shared = bytes;
         Ok(())
     }
-    /// Encodes a tiled tensor map (`cuTensorMapEncodeTiled`) in the emulated device's own
-    /// format.
+    /// Encodes a tiled tensor map (`cuTensorMapEncodeTiled`) of a validated spec in the
+    /// emulated device's own format (`tensor_map.rs`).
     pub(crate) fn tensor_map_encode_tiled(
         &self,
-        _spec: &crate::driver::TensorMapSpec,
+        spec: &crate::driver::TensorMapSpec,
     ) -> Result<[u8; crate::driver::tensor_map::TENSOR_MAP_BYTES]> {
-        Err(crate::Error::from(crate::error::Unsupported {
-            kernel: "tensor maps".into(),
-            reason: "the emulated device does not encode tensor maps yet".into(),
-        }))
+        Ok(tensor_map::encode(spec))
     }
     /// Checks a launch as `cuLaunchKernel` does (a bad configuration is an error at once) and
     /// queues it on its stream; a failed check while it runs is reported by the

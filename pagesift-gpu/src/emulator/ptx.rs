@@ -167,6 +167,8 @@ pub(super) enum Operand {
     Vector(Vec<Operand>),
     /// `%p|%q`.
     Pair(String, String),
+    /// `[map, {c0, c1, ..}]`: a tensor map's address and the coordinates of a box.
+    Tensor { map: String, coords: Vec<Operand> },
     /// `_`.
     Sink,
 }
@@ -655,6 +657,20 @@ fn parse_operand(p: &mut Parser<'_>, vector: bool) -> PResult<Operand> {
                 offset = v as i64;
             } else {
                 base = Some(first.to_string());
+            }
+            if base.is_some() && p.eat(",") {
+                // `[map, {c0, c1, ..}]`: a tensor map and the coordinates of a box.
+                let Operand::Vector(coords) = parse_operand(p, vector)? else {
+                    return err(
+                        line,
+                        "expected the coordinates `{c0, ..}` after a tensor map",
+                    );
+                };
+                p.expect("]")?;
+                return Ok(Operand::Tensor {
+                    map: first.to_string(),
+                    coords,
+                });
             }
             loop {
                 let line = p.line();

@@ -249,20 +249,31 @@ impl MatrixDesc {
     }
 
     /// The shared address of 16-byte chunk `c` (bytes `16c..16c+16` of K, `c` 0 or 1) of row
-    /// `r` of a K-major operand. A swizzled layout XORs bits 4-6 of the absolute address with
-    /// bits 7-9 (128-byte swizzle; 64-byte: bits 4-5 with 7-8; 32-byte: bit 4 with bit 7),
-    /// which keeps a 16-byte chunk whole.
+    /// `r` of a K-major operand; a swizzled layout permutes the chunks ([`swizzle_chunk`]).
     pub fn chunk(&self, r: usize, c: usize) -> u64 {
         let (r, c) = (r as u64, c as u64);
-        let (row_bytes, mask) = match self.swizzle {
+        let span = match self.swizzle {
             0 => return self.start + (r / 8) * self.sbo + c * self.lbo + (r % 8) * 16,
-            1 => (128, 7),
-            2 => (64, 3),
-            _ => (32, 1),
+            1 => 128,
+            2 => 64,
+            _ => 32,
         };
-        let linear = self.start + (r / 8) * self.sbo + (r % 8) * row_bytes + 16 * c;
-        linear ^ (((linear >> 7) & mask) << 4)
+        swizzle_chunk(
+            self.start + (r / 8) * self.sbo + (r % 8) * span + 16 * c,
+            span,
+        )
     }
+}
+
+/// Where the hardware's `span`-byte swizzle (32, 64 or 128; 0: none) puts the 16-byte chunk of
+/// shared address `addr`: bits 4-6 of the absolute address XORed with bits 7-9 (128-byte;
+/// 64-byte: bits 4-5 with 7-8; 32-byte: bit 4 with bit 7). A chunk stays whole and inside its
+/// 128-byte row. Shared by `wgmma` descriptors and `cp.async.bulk.tensor` boxes.
+pub(super) fn swizzle_chunk(addr: u64, span: u64) -> u64 {
+    if span < 32 {
+        return addr;
+    }
+    addr ^ (((addr >> 7) & (span / 16 - 1)) << 4)
 }
 
 /// (row, column) within a warp's 16 rows of the `64 × n` accumulator tile of register `i`

@@ -111,6 +111,7 @@ pub(in crate::emulator) fn decode_entry(
         template: vec![0; FIRST_FREE as usize],
         mmas: Vec::new(),
         wgmmas: Vec::new(),
+        tmas: Vec::new(),
     };
     // Parameters, in u64 arithmetic checked against the device's parameter space.
     let mut params = Vec::new();
@@ -300,6 +301,7 @@ pub(in crate::emulator) fn decode_entry(
         mmas: ctx.mmas,
         wgmmas: ctx.wgmmas,
         acc_uses,
+        tmas: ctx.tmas,
     })
 }
 

@@ -137,6 +137,8 @@ pub(super) struct Ctx<'m> {
     pub(super) mmas: Vec<MmaInst>,
     /// The `wgmma.mma_async` instructions.
     pub(super) wgmmas: Vec<WgmmaInst>,
+    /// The `cp.async.bulk.tensor` instructions.
+    pub(super) tmas: Vec<TmaInst>,
 }
 
 impl Ctx<'_> {

@@ -6,7 +6,7 @@
 //! `entry.rs` places a kernel's parameters, registers and arrays and decodes its statements;
 //! `inst.rs` looks each opcode up in the instruction table (`pagesift-ptx-isa`), checks the
 //! operand count of its row and calls the decode rule of its family: `arith.rs`,
-//! `convert.rs`, `memory.rs`, `control.rs`, `warp.rs`, `tensor.rs`.
+//! `convert.rs`, `memory.rs`, `control.rs`, `warp.rs`, `tensor.rs` (with `tma.rs`).
 
 use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
 use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
@@ -21,6 +21,7 @@ mod forms;
 mod inst;
 mod memory;
 mod tensor;
+mod tma;
 mod warp;
 
 use entry::imm_bits;
@@ -475,6 +476,36 @@ pub(super) enum Op {
     /// `fence.proxy.async.shared::cta`: the thread's earlier shared-memory writes become
     /// visible to the async proxy (`wgmma` operand reads).
     ProxyFence,
+    /// `mbarrier.init.shared::cta.b64 [a], count`.
+    MbarInit {
+        base: Slot,
+        off: i64,
+        count: Slot,
+    },
+    /// `mbarrier.arrive{.expect_tx}.shared::cta.b64 state, [a]{, tx}`: `tx` is `S_ZERO` for a
+    /// plain arrive.
+    MbarArrive {
+        d: Slot,
+        base: Slot,
+        off: i64,
+        tx: Slot,
+    },
+    /// `mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity`.
+    MbarTryWait {
+        p: Slot,
+        base: Slot,
+        off: i64,
+        parity: Slot,
+    },
+    /// `cp.async.bulk.tensor`: operands in `Kernel::tmas[idx]`.
+    Tma {
+        idx: u32,
+    },
+    /// `prefetch.tensormap [a]`: a hint whose generic address must be valid.
+    PrefetchTensormap {
+        base: Slot,
+        off: i64,
+    },
     /// `cvt.rna.tf32.f32`.
     Tf32 {
         d: Slot,
@@ -600,6 +631,27 @@ pub(super) struct Kernel {
     pub wgmmas: Vec<WgmmaInst>,
     /// Per instruction index whose guard is `S_ACC`: the accumulator registers it accesses.
     pub acc_uses: HashMap<u32, AccUse>,
+    /// The operands of the kernel's `cp.async.bulk.tensor` instructions.
+    pub tmas: Vec<TmaInst>,
+}
+
+/// An address operand `[base+off]`.
+pub(super) type AddrSlot = (Slot, i64);
+
+/// One decoded `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+/// [dst], [map, {c0, ..}], [mbar]`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct TmaInst {
+    /// The number of dimensions (the `.<n>d`), 1 ..= 5.
+    pub rank: usize,
+    /// The shared destination.
+    pub dst: AddrSlot,
+    /// The generic address of the tensor map.
+    pub map: AddrSlot,
+    /// The s32 coordinates of the box, `coords[..rank]`, innermost first.
+    pub coords: [Slot; 5],
+    /// The shared address of the `mbarrier` the copy completes on.
+    pub mbar: AddrSlot,
 }
 
 /// A decode failure: line and message.

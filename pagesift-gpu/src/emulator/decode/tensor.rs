@@ -2,9 +2,11 @@
 //! layouts resolved after decoding, see `tensor.rs`), `ldmatrix`, `cp.async` with its
 //! `commit_group` / `wait_group` / `wait_all`, and `wgmma` (`mma_async`, `fence`,
 //! `commit_group`, `wait_group`), with [`accumulator_uses`], which finds the other instructions
-//! that name a `wgmma` accumulator register.
+//! that name a `wgmma` accumulator register. `mbarrier`, `cp.async.bulk.tensor` and
+//! `prefetch.tensormap` are decoded by `tma.rs`.
 
 use super::inst::{Ctx, Mods};
+use super::tma;
 use super::*;
 use pagesift_ptx_isa::{self as isa, Role};
 
@@ -105,9 +107,14 @@ pub(super) fn decode(
                 mask: ctx.konst(0xffff_ffff),
             }
         }
+        "mbarrier" => tma::decode_mbarrier(ctx, m, ops)?,
+        "prefetch" => tma::decode_prefetch(ctx, m, ops)?,
         "cp" => {
             if !m.take("async") {
                 return Err("only cp.async is supported".into());
+            }
+            if m.take("bulk") {
+                return tma::decode_tma(ctx, m, ops);
             }
             // The copies of a thread are queued (`exec/mem.rs`): `commit_group` closes its open
             // group, `wait_group N` completes all but the N most recent committed groups, and

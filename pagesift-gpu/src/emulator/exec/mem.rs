@@ -19,16 +19,19 @@
 use super::super::decode::{AtomOp, MemSpace};
 use super::super::memory::Fault;
 use super::super::num::Ty;
-use super::{coords, fmt3, Launch, LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
+use super::tma::TmaState;
+use super::{coords, fmt3, Launch, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 
 /// Per shared byte: who wrote and read it last, in which barrier interval (epoch), and after
 /// how many warp barriers of the block (the stamps: a later warp barrier of both threads
 /// orders the accesses).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Shadow {
-    writer: u32,
-    w_epoch: u32,
-    w_stamp: u32,
+    /// The thread (numbered from 1) that wrote it last; [`ASYNC_WRITER`] for a completed
+    /// `cp.async.bulk.tensor`.
+    pub(super) writer: u32,
+    pub(super) w_epoch: u32,
+    pub(super) w_stamp: u32,
     reader: u32,
     r_epoch: u32,
     /// The latest stamp of the interval's reads.
@@ -38,6 +41,13 @@ pub(super) struct Shadow {
 /// The `w_epoch` of a byte that a `cp.async` of thread `writer` will write, not completed yet
 /// (above every epoch a block reaches: the epoch restarts long before).
 const PENDING: u32 = u32::MAX;
+/// The `w_epoch` of the 8 bytes of an initialized `mbarrier` (`exec/tma.rs`).
+pub(super) const MBARRIER: u32 = u32::MAX - 1;
+/// The `w_epoch` of a byte that a `cp.async.bulk.tensor` in flight writes (`exec/tma.rs`).
+pub(super) const TMA_PENDING: u32 = u32::MAX - 2;
+/// The writer of bytes a completed `cp.async.bulk.tensor` wrote: ordered before every access
+/// that follows, as the `mbarrier` wait that let the copy complete orders them.
+pub(super) const ASYNC_WRITER: u32 = 0;
 
 /// A `cp.async` issued and not completed: its shared destination and the bytes it read.
 #[derive(Clone, Copy)]
@@ -111,6 +121,8 @@ pub(super) struct Mem<'r, 'a> {
     pub(super) met_all: u32,
     /// This thread's `cp.async` copies not completed yet.
     pub(super) queue: &'r mut AsyncQueue,
+    /// The block's `mbarrier` objects and `cp.async.bulk.tensor` copies in flight.
+    pub(super) tma: &'r mut TmaState,
     /// Per shared byte, its last generic write (empty unless the kernel has `wgmma`).
     pub(super) proxy: &'r mut [ProxyByte],
     /// Per 16-byte shared chunk, its pending `wgmma` reads (empty unless the kernel has
@@ -141,6 +153,9 @@ impl Mem<'_, '_> {
             }
             MemSpace::Generic if (LOCAL_WINDOW..LOCAL_WINDOW + WINDOW_SIZE).contains(&addr) => {
                 return self.resolve(MemSpace::Local, addr - LOCAL_WINDOW, len, what)
+            }
+            MemSpace::Generic if (PARAM_WINDOW..PARAM_WINDOW + WINDOW_SIZE).contains(&addr) => {
+                return self.resolve(MemSpace::Param, addr - PARAM_WINDOW, len, what)
             }
             MemSpace::Generic => MemSpace::Global,
             s => s,
@@ -199,6 +214,9 @@ impl Mem<'_, '_> {
     /// Whether this thread and thread `other` (numbered from 1) are in one warp and both took
     /// part in a warp barrier after the access made at `stamp`.
     fn warp_ordered(me: u32, met: &[u32; 32], other: u32, stamp: u32) -> bool {
+        if other == ASYNC_WRITER {
+            return true;
+        }
         let (a, b) = (me - 1, other - 1);
         a / 32 == b / 32 && met[(b % 32) as usize] > stamp
     }
@@ -219,8 +237,9 @@ impl Mem<'_, '_> {
     #[cold]
     #[inline(never)]
     fn unreadable(&self, i: usize, atomic: bool) -> String {
-        if self.shadow[i].w_epoch == PENDING {
-            self.pending(i, if atomic { "atomic on" } else { "read of" })
+        let what = if atomic { "atomic on" } else { "read of" };
+        if self.shadow[i].w_epoch >= TMA_PENDING {
+            self.pending(i, what)
         } else if atomic {
             format!("uninitialized shared memory read: atomic on shared offset {i:#x}, which no thread of the block wrote")
         } else {
@@ -228,15 +247,25 @@ impl Mem<'_, '_> {
         }
     }
 
-    /// The error of an access (`what`: "read of", ...) to pending byte `i`.
+    /// The error of an access (`what`: "read of", ...) to byte `i`, which no thread may access
+    /// now: a `cp.async` or `cp.async.bulk.tensor` in flight writes it, or it is part of an
+    /// `mbarrier`.
     #[cold]
     #[inline(never)]
-    fn pending(&self, i: usize, what: &str) -> String {
-        let issuer = coords(self.shadow[i].writer as usize - 1, self.l.block);
-        format!(
-            "cp.async not complete: {what} shared offset {i:#x}, the destination of a cp.async of thread {} that no cp.async.wait_group has completed yet",
-            fmt3(issuer)
-        )
+    pub(super) fn pending(&self, i: usize, what: &str) -> String {
+        let s = self.shadow[i];
+        let issuer = fmt3(coords((s.writer as usize).max(1) - 1, self.l.block));
+        match s.w_epoch {
+            MBARRIER => format!(
+                "generic access of an mbarrier object: {what} shared offset {i:#x}, a byte of an mbarrier that mbarrier.init initialized (only mbarrier instructions may access it)"
+            ),
+            TMA_PENDING => format!(
+                "{what} shared memory that a cp.async.bulk.tensor in flight writes: shared offset {i:#x}, in the destination of a copy of thread {issuer} that no mbarrier wait has completed yet"
+            ),
+            _ => format!(
+                "cp.async not complete: {what} shared offset {i:#x}, the destination of a cp.async of thread {issuer} that no cp.async.wait_group has completed yet"
+            ),
+        }
     }
 
     pub(super) fn shared_read(&mut self, at: usize, len: usize) -> Result<(), String> {
@@ -288,7 +317,7 @@ impl Mem<'_, '_> {
         for i in at..at + len {
             let s = self.shadow[i];
             if s.w_epoch >= self.epoch {
-                if s.w_epoch == PENDING {
+                if s.w_epoch >= TMA_PENDING {
                     return Err(self.pending(i, "write of"));
                 }
                 if s.writer != me && !Self::warp_ordered(me, met, s.writer, s.w_stamp) {

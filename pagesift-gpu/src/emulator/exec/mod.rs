@@ -10,6 +10,10 @@
 //! whose shared destinations are written, and may be accessed, only once a
 //! `cp.async.wait_group` / `wait_all` of that thread (or its exit) has completed them.
 //!
+//! `mbarrier` objects and `cp.async.bulk.tensor` copies are the block's (`tma.rs`): a thread
+//! whose `mbarrier.try_wait` fails is suspended until its phase completes, and copies in flight
+//! complete while some thread waits on their `mbarrier` or when nothing else can proceed.
+//!
 //! `wgmma` instructions are warp collectives whose `mma_async` stays pending per warp until a
 //! `wgmma.wait_group` completes it (`wgmma.rs`); an instruction that names a `wgmma`
 //! accumulator register (its guard is `S_ACC`, set at decode) is checked against the warp's
@@ -17,18 +21,23 @@
 
 mod mem;
 mod step;
+mod tma;
 mod wgmma;
 
 use super::decode::*;
 use super::memory::GlobalView;
 use mem::{atom_apply, AsyncQueue, AsyncRead, Mem, ProxyByte, Shadow};
 use step::{step, Flow};
+use tma::{MbarWait, TmaState};
 use wgmma::WarpWg;
 
 /// Generic addresses of the shared window (the shared offset is the low 32 bits).
 pub(super) const SHARED_WINDOW: u64 = 0x5000_0000_0000;
 /// Generic addresses of the local window.
 pub(super) const LOCAL_WINDOW: u64 = 0x6000_0000_0000;
+/// Generic addresses of the kernel parameters (`cvta.param`): the parameter offset is the low
+/// 32 bits.
+pub(super) const PARAM_WINDOW: u64 = 0x4000_0000_0000;
 const WINDOW_SIZE: u64 = 1 << 32;
 
 /// Everything a block needs to know about its launch.
@@ -50,6 +59,8 @@ enum TState {
     Run,
     Warp,
     Bar,
+    /// Suspended by a false `mbarrier.try_wait` (`tma.rs`), past it.
+    Wait,
     Done,
 }
 
@@ -95,6 +106,13 @@ pub(super) struct Runner {
     /// Scratch buffers of a `wgmma.mma_async`'s A and B values.
     wg_a: Vec<f64>,
     wg_b: Vec<f64>,
+    /// The block's `mbarrier` objects and `cp.async.bulk.tensor` copies in flight.
+    tma: TmaState,
+    /// Per thread in [`TState::Wait`]: what it waits for.
+    waits: Vec<MbarWait>,
+    /// The `mbarrier` events and every thread's state and pc when the waiting threads were
+    /// last let go without their phase complete (`tma.rs`, the deadlock test).
+    stall: Option<(u64, Vec<(TState, u32)>)>,
 }
 
 fn coords(t: usize, dim: [u32; 3]) -> [u32; 3] {
@@ -130,6 +148,9 @@ impl Runner {
             proxy_fences: Vec::new(),
             wg_a: Vec::new(),
             wg_b: Vec::new(),
+            tma: TmaState::default(),
+            waits: Vec::new(),
+            stall: None,
         }
     }
 
@@ -184,6 +205,10 @@ impl Runner {
         for q in &mut self.queues {
             q.discard(&mut self.shadow);
         }
+        self.tma.reset(&mut self.shadow);
+        self.waits.clear();
+        self.waits.resize(nt, MbarWait::default());
+        self.stall = None;
         if self.queues.len() < nt {
             self.queues.resize_with(nt, AsyncQueue::default);
         }
@@ -246,9 +271,17 @@ impl Runner {
                 continue;
             }
             if self.state.iter().all(|s| *s == TState::Done) {
-                return Ok(());
+                return self
+                    .tma_exit_check(l)
+                    .map_err(|f| self.describe(l, block, f));
             }
             if self.try_barriers(l, nt) {
+                continue;
+            }
+            if self
+                .mbar_progress(l, nt)
+                .map_err(|f| self.describe(l, block, f))?
+            {
                 continue;
             }
             let f = self.stuck(l, nt);
@@ -337,6 +370,7 @@ impl Runner {
             TState::Done => format!("exited (PTX line {line})"),
             TState::Bar => format!("waits at a barrier (PTX line {line})"),
             TState::Warp => format!("waits at a warp collective (PTX line {line})"),
+            TState::Wait => format!("waits on an mbarrier (PTX line {line})"),
             TState::Run => "is running".to_string(),
         }
     }
@@ -471,6 +505,7 @@ impl Runner {
             met: &self.met[t],
             met_all: self.met_all[t],
             queue: &mut self.queues[t],
+            tma: &mut self.tma,
             proxy: &mut self.proxy,
             async_reads: &mut self.async_reads,
             proxy_fences: &mut self.proxy_fences,
@@ -674,6 +709,9 @@ impl Runner {
             proxy_fences,
             wg_a: _,
             wg_b: _,
+            tma,
+            waits,
+            stall: _,
         } = self;
         let r = &mut regs[t * n..(t + 1) * n];
         let mut mem = Mem {
@@ -689,6 +727,7 @@ impl Runner {
             met: &met[t],
             met_all: met_all[t],
             queue: &mut queues[t],
+            tma,
             proxy,
             async_reads,
             proxy_fences,
@@ -729,6 +768,16 @@ impl Runner {
                         None => arrivals.push((idv, 1)),
                     }
                     pc += 1;
+                }
+                Ok(Flow::Wait(at, parity)) => {
+                    waits[t] = MbarWait {
+                        at,
+                        parity,
+                        pc: pc as u32,
+                    };
+                    state[t] = TState::Wait;
+                    pc += 1;
+                    break Ok(());
                 }
                 Ok(Flow::Stop(s)) => {
                     if s == TState::Done {

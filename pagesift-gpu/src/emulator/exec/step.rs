@@ -2,7 +2,7 @@
 
 use super::super::decode::*;
 use super::mem::{atom_apply, Mem};
-use super::{TState, LOCAL_WINDOW, SHARED_WINDOW};
+use super::{TState, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW};
 use std::sync::atomic::{fence, Ordering};
 
 #[inline(always)]
@@ -44,6 +44,8 @@ pub(super) enum Flow {
     Arrive(u64),
     Jump(u32),
     Stop(TState),
+    /// A false `mbarrier.try_wait`: the `mbarrier`'s shared offset and the parity waited for.
+    Wait(u32, u64),
 }
 
 #[inline(always)]
@@ -363,6 +365,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             let window = match space {
                 MemSpace::Shared => SHARED_WINDOW,
                 MemSpace::Local => LOCAL_WINDOW,
+                MemSpace::Param => PARAM_WINDOW,
                 _ => 0,
             };
             let v = g!(a);
@@ -410,6 +413,30 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             let keep = (g!(src_size) & 0xffff_ffff).min(size as u64) as u32;
             mem.cp_async(to, from, size, keep)?;
         }
+        Op::MbarInit { base, off, count } => mem.mbar_init(addr_of(r, base, off), g!(count))?,
+        Op::MbarArrive { d, base, off, tx } => {
+            let token = mem.mbar_arrive(addr_of(r, base, off), g!(tx))?;
+            if d != S_SINK {
+                g!(d) = token;
+            }
+        }
+        Op::MbarTryWait {
+            p,
+            base,
+            off,
+            parity,
+        } => {
+            let at = addr_of(r, base, off);
+            let parity = g!(parity) & 1;
+            let done = mem.mbar_try_wait(at, parity)?;
+            g!(p) = done as u64;
+            if !done {
+                // Checked by the try_wait: a shared offset inside the block's shared memory.
+                return Ok(Flow::Wait(at as u32, parity));
+            }
+        }
+        Op::Tma { idx } => mem.tma_issue(idx, r)?,
+        Op::PrefetchTensormap { base, off } => mem.prefetch_tensormap(addr_of(r, base, off))?,
         Op::CpAsyncCommit => mem.cp_commit(),
         Op::ProxyFence => mem.proxy_fence(),
         Op::CpAsyncWait { n, all } => mem.cp_wait(n, all),

@@ -1,8 +1,10 @@
 //! The emulator's unit tests, all through its own API: here the parser, arithmetic corner cases
-//! and small kernels; `stream` the asynchronous streams, `input` hostile PTX.
+//! and small kernels; `stream` the asynchronous streams, `input` hostile PTX, `wgmma` and `tma`
+//! the sm_90a instructions.
 
 mod input;
 mod stream;
+mod tma;
 mod wgmma;
 
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};

@@ -1,0 +1,518 @@
+//! `mbarrier` objects and the tensor memory accelerator (`cp.async.bulk.tensor`, sm_90), with
+//! the PTX ISA's semantics and the hardware's rules checked.
+//!
+//! An `mbarrier` is 8 bytes of shared memory, 8-byte aligned; its state lives in a side table
+//! of the block ([`TmaState`]) keyed by its shared offset: the arrivals its phases expect, the
+//! arrivals still pending, the signed transaction count and the number of completed phases
+//! (whose low bit is the parity of the current phase). A phase completes when no arrival is
+//! pending and the transaction count is 0; `try_wait.parity P` is true once the phase of
+//! parity `P` has completed, i.e. while the current phase's parity differs from `P`. Its bytes
+//! are marked in the shared shadow (`mem.rs`), so any other access to them is an error.
+//!
+//! A copy reads its tensor map and the box from global memory when it issues and writes shared
+//! memory when the emulator completes it: when a thread's `try_wait` on its `mbarrier` finds
+//! the phase incomplete (completion happens while someone waits), or when no thread of the
+//! block can proceed otherwise. Until then any access to its destination is an error, and a
+//! block may not exit with a copy in flight.
+//!
+//! A `try_wait` that returns false also suspends its thread ([`MbarWait`]): the scheduler
+//! (`exec/mod.rs`) lets the other threads run and wakes it once the phase it waits for has
+//! completed, so a spin loop costs nothing. When every thread is blocked and no copy is in
+//! flight, the waiting threads see their false `try_wait` once more (they may do other work);
+//! if the block comes back to the same state with no `mbarrier` changed, it is a deadlock.
+
+use super::super::decode::{AddrSlot, MemSpace, TmaInst};
+use super::super::tensor::swizzle_chunk;
+use super::super::tensor_map;
+use super::mem::{Mem, ProxyByte, Shadow, Where, ASYNC_WRITER, MBARRIER, TMA_PENDING};
+use super::{coords, fmt3, Fail, Launch, Runner, TState};
+use crate::driver::tensor_map::TENSOR_MAP_BYTES;
+use crate::driver::TensorMapSpec;
+
+/// The most arrivals an `mbarrier` phase may expect, and the largest transaction count.
+const MBAR_MAX: i64 = (1 << 20) - 1;
+
+/// One `mbarrier` of the block.
+struct Mbarrier {
+    /// Its shared offset.
+    at: u32,
+    /// The arrivals each phase expects.
+    count: u32,
+    /// The arrivals the current phase still waits for.
+    pending: u32,
+    /// The transaction count: bytes expected (`expect_tx`) less bytes completed.
+    tx: i64,
+    /// Completed phases; the low bit is the current phase's parity.
+    phases: u64,
+}
+
+impl Mbarrier {
+    /// Completes the current phase if nothing is pending.
+    fn settle(&mut self) {
+        if self.pending == 0 && self.tx == 0 {
+            self.phases += 1;
+            self.pending = self.count;
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "phase {} (parity {}), {} of {} arrivals pending, tx-count {}",
+            self.phases,
+            self.phases & 1,
+            self.pending,
+            self.count,
+            self.tx
+        )
+    }
+}
+
+/// A `cp.async.bulk.tensor` in flight: the box, read when it issued, lands at completion.
+struct TmaCopy {
+    /// The shared offset of its `mbarrier`.
+    mbar: u32,
+    /// Its shared destination (128-byte aligned).
+    dst: u32,
+    /// The swizzle span (0, 32, 64 or 128 bytes).
+    span: u64,
+    /// The box, dense (box dimension 0 fastest), before the swizzle.
+    data: Vec<u8>,
+    /// The issuing thread, numbered from 1.
+    issuer: u32,
+}
+
+/// The block's `mbarrier` objects and the copies in flight.
+#[derive(Default)]
+pub(super) struct TmaState {
+    mbars: Vec<Mbarrier>,
+    copies: Vec<TmaCopy>,
+    /// Counts every change of an `mbarrier` and every copy issued: the scheduler's test of
+    /// progress.
+    events: u64,
+}
+
+impl TmaState {
+    /// Forgets the previous block's `mbarrier` objects and copies, their shadow bytes
+    /// uninitialized again.
+    pub(super) fn reset(&mut self, shadow: &mut [Shadow]) {
+        for b in self.mbars.drain(..) {
+            shadow[b.at as usize..b.at as usize + 8].fill(Shadow::default());
+        }
+        for c in self.copies.drain(..) {
+            let at = c.dst as usize;
+            shadow[at..at + c.data.len()].fill(Shadow::default());
+        }
+        self.events = 0;
+    }
+
+    fn find(&self, at: u64) -> Option<usize> {
+        self.mbars.iter().position(|b| b.at as u64 == at)
+    }
+
+    /// Whether the phase of parity `parity` of the `mbarrier` at `at` has completed.
+    fn phase_done(&self, at: u32, parity: u64) -> bool {
+        self.find(at as u64)
+            .is_some_and(|i| self.mbars[i].phases & 1 != parity)
+    }
+}
+
+/// A thread suspended by a false `try_wait`: the `mbarrier`, the parity it waits for, the
+/// instruction.
+#[derive(Clone, Copy, Default)]
+pub(super) struct MbarWait {
+    pub(super) at: u32,
+    pub(super) parity: u64,
+    pub(super) pc: u32,
+}
+
+impl Mem<'_, '_> {
+    /// The index of the initialized `mbarrier` at shared offset `at`, for instruction `what`.
+    fn mbar(&self, at: u64, what: &str) -> Result<usize, String> {
+        self.mbar_place(at, what)?;
+        self.tma.find(at).ok_or_else(|| {
+            format!("mbarrier used before mbarrier.init: {what} on shared offset {at:#x}, which no mbarrier.init of the block initialized")
+        })
+    }
+
+    /// Checks that shared offset `at` can hold an `mbarrier` (for instruction `what`).
+    fn mbar_place(&self, at: u64, what: &str) -> Result<(), String> {
+        if at % 8 != 0 {
+            return Err(format!(
+                "misaligned mbarrier: {what} on shared offset {at:#x}, which is not 8-byte aligned"
+            ));
+        }
+        if at.saturating_add(8) > self.l.shared_bytes as u64 {
+            return Err(format!(
+                "out-of-bounds mbarrier: {what} on shared offset {at:#x}, beyond the block's {} bytes of shared memory",
+                self.l.shared_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// `mbarrier.init [at], count`: a fresh `mbarrier` (a re-initialized one starts over).
+    pub(super) fn mbar_init(&mut self, at: u64, count: u64) -> Result<(), String> {
+        self.mbar_place(at, "mbarrier.init")?;
+        let count = count & 0xffff_ffff;
+        if !(1..=MBAR_MAX as u64).contains(&count) {
+            return Err(format!(
+                "mbarrier.init with count {count}: an mbarrier expects 1 ..= 2^20 - 1 arrivals"
+            ));
+        }
+        let i = at as usize;
+        let busy = |e: u32| e >= TMA_PENDING && e != MBARRIER;
+        if let Some(b) = (i..i + 8).find(|&b| busy(self.shadow[b].w_epoch)) {
+            return Err(self.pending(b, "mbarrier.init of"));
+        }
+        if self.tma.copies.iter().any(|c| c.mbar as u64 == at) {
+            return Err(format!("mbarrier.init of the mbarrier at shared offset {at:#x}, on which a cp.async.bulk.tensor is in flight"));
+        }
+        let b = Mbarrier {
+            at: at as u32,
+            count: count as u32,
+            pending: count as u32,
+            tx: 0,
+            phases: 0,
+        };
+        match self.tma.find(at) {
+            Some(j) => self.tma.mbars[j] = b,
+            None => self.tma.mbars.push(b),
+        }
+        for s in &mut self.shadow[i..i + 8] {
+            s.w_epoch = MBARRIER;
+        }
+        self.tma.events += 1;
+        Ok(())
+    }
+
+    /// `mbarrier.arrive{.expect_tx}`: the transaction count grows by `tx`, then one arrival;
+    /// the state token (the number of completed phases before the arrival).
+    pub(super) fn mbar_arrive(&mut self, at: u64, tx: u64) -> Result<u64, String> {
+        let what = if tx > 0 {
+            "mbarrier.arrive.expect_tx"
+        } else {
+            "mbarrier.arrive"
+        };
+        let i = self.mbar(at, what)?;
+        let b = &mut self.tma.mbars[i];
+        let new_tx = b.tx + (tx & 0xffff_ffff) as i64;
+        if new_tx > MBAR_MAX {
+            return Err(format!(
+                "mbarrier tx-count overflow: {what} of {tx} bytes on the mbarrier at shared offset {at:#x} ({}) exceeds 2^20 - 1",
+                b.describe()
+            ));
+        }
+        if b.pending == 0 {
+            return Err(format!(
+                "too many arrivals: {what} on the mbarrier at shared offset {at:#x}, whose current phase had all its {} arrivals ({})",
+                b.count,
+                b.describe()
+            ));
+        }
+        let token = b.phases;
+        b.tx = new_tx;
+        b.pending -= 1;
+        b.settle();
+        self.tma.events += 1;
+        Ok(token)
+    }
+
+    /// `mbarrier.try_wait.parity`: whether the phase of parity `parity` has completed. If not,
+    /// the copies in flight on the `mbarrier` complete first (the hardware finishes them while
+    /// a thread waits), then it is tested again.
+    pub(super) fn mbar_try_wait(&mut self, at: u64, parity: u64) -> Result<bool, String> {
+        let i = self.mbar(at, "mbarrier.try_wait")?;
+        if self.tma.mbars[i].phases & 1 != parity {
+            return Ok(true);
+        }
+        self.tma_complete(Some(at as u32))?;
+        Ok(self.tma.mbars[i].phases & 1 != parity)
+    }
+
+    /// Completes the copies in flight (only those on the `mbarrier` at `only`, if given): writes
+    /// their boxes, swizzled, and counts their bytes on their `mbarrier`.
+    pub(super) fn tma_complete(&mut self, only: Option<u32>) -> Result<(), String> {
+        let mut copies = std::mem::take(&mut self.tma.copies);
+        let mut result = Ok(());
+        copies.retain(|c| {
+            if result.is_err() || only.is_some_and(|m| m != c.mbar) {
+                return true;
+            }
+            result = self.tma_land(c);
+            false
+        });
+        // Copies issued meanwhile cannot exist (completion issues none); keep any left.
+        copies.append(&mut self.tma.copies);
+        self.tma.copies = copies;
+        result
+    }
+
+    /// Lands one copy: its box in shared memory (written by [`ASYNC_WRITER`], visible to the
+    /// async proxy), then `complete_tx` of its bytes on its `mbarrier`.
+    fn tma_land(&mut self, c: &TmaCopy) -> Result<(), String> {
+        let (dst, len) = (c.dst as usize, c.data.len());
+        for (k, chunk) in c.data.chunks_exact(16).enumerate() {
+            let to = swizzle_chunk((dst + 16 * k) as u64, c.span) as usize;
+            self.shared[to..to + 16].copy_from_slice(chunk);
+        }
+        let (epoch, stamp) = (self.epoch, self.warp_syncs);
+        for s in &mut self.shadow[dst..dst + len] {
+            s.writer = ASYNC_WRITER;
+            s.w_epoch = epoch;
+            s.w_stamp = stamp;
+        }
+        if !self.proxy.is_empty() {
+            self.proxy[dst..dst + len].fill(ProxyByte::default());
+        }
+        let Some(i) = self.tma.find(c.mbar as u64) else {
+            return Ok(());
+        };
+        let b = &mut self.tma.mbars[i];
+        b.tx -= len as i64;
+        if b.tx < -MBAR_MAX {
+            return Err(format!(
+                "mbarrier tx-count underflow: a cp.async.bulk.tensor of {len} bytes completes on the mbarrier at shared offset {:#x} ({}), beyond -(2^20 - 1)",
+                c.mbar,
+                b.describe()
+            ));
+        }
+        b.settle();
+        self.tma.events += 1;
+        Ok(())
+    }
+
+    /// The 128 bytes of the tensor map at generic address `at`, decoded.
+    fn tensor_map(&mut self, at: u64) -> Result<TensorMapSpec, String> {
+        if at % 64 != 0 {
+            return Err(format!(
+                "misaligned tensor map: generic address {at:#x} is not 64-byte aligned"
+            ));
+        }
+        let what = "cp.async.bulk.tensor tensor map read";
+        let mut map = [0u8; TENSOR_MAP_BYTES];
+        match self.resolve(MemSpace::Generic, at, TENSOR_MAP_BYTES as u32, what)? {
+            Where::Param(p) => map.copy_from_slice(&self.l.params[p..p + TENSOR_MAP_BYTES]),
+            Where::Global(i, off) => {
+                let a = self.l.global.get(i);
+                for (k, w) in map.chunks_exact_mut(8).enumerate() {
+                    w.copy_from_slice(&a.load(off + 8 * k as u64, 8).to_le_bytes());
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "the tensor map at generic address {at:#x} is in shared or local memory (a kernel parameter, a constant or global memory holds one)"
+                ))
+            }
+        }
+        tensor_map::decode(&map)
+            .map_err(|e| format!("{e} (the tensor map at generic address {at:#x})"))
+    }
+
+    /// `cp.async.bulk.tensor` (`Kernel::tmas[idx]`) of a thread whose registers are `r`: reads
+    /// the tensor map and the box now (zero outside the tensor) and leaves the copy in flight.
+    pub(super) fn tma_issue(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
+        let ti: TmaInst = self.l.kernel.tmas[idx as usize];
+        let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
+        let (dst, mbar_at) = (get(ti.dst), get(ti.mbar));
+        let spec = self.tensor_map(get(ti.map))?;
+        if spec.rank as usize != ti.rank {
+            return Err(format!(
+                "cp.async.bulk.tensor.{}d through a tensor map of rank {}",
+                ti.rank, spec.rank
+            ));
+        }
+        self.mbar(mbar_at, "cp.async.bulk.tensor")?;
+        if dst % 128 != 0 {
+            return Err(format!(
+                "misaligned cp.async.bulk.tensor destination: shared offset {dst:#x} is not 128-byte aligned"
+            ));
+        }
+        let bytes = spec.box_bytes();
+        if dst.saturating_add(bytes) > self.l.shared_bytes as u64 {
+            return Err(format!(
+                "out-of-bounds cp.async.bulk.tensor destination: a box of {bytes} bytes at shared offset {dst:#x}, beyond the block's {} bytes of shared memory",
+                self.l.shared_bytes
+            ));
+        }
+        let (at, len) = (dst as usize, bytes as usize);
+        if let Some(i) = (at..at + len).find(|&i| self.shadow[i].w_epoch >= TMA_PENDING) {
+            return Err(self.pending(i, "cp.async.bulk.tensor write of"));
+        }
+        if let Some(c) = (at / 16..(at + len) / 16)
+            .find(|&c| self.async_reads.get(c).is_some_and(|a| a.count != 0))
+        {
+            return Err(format!(
+                "shared memory read by wgmma.mma_async was written before its wgmma.wait_group: a cp.async.bulk.tensor writes shared offset {:#x}",
+                c * 16
+            ));
+        }
+        let mut c = [0i64; 5];
+        for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
+            *v = r[s as usize] as u32 as i32 as i64;
+        }
+        let data = self.read_box(&spec, &c)?;
+        for s in &mut self.shadow[at..at + len] {
+            s.writer = self.me;
+            s.w_epoch = TMA_PENDING;
+        }
+        self.tma.copies.push(TmaCopy {
+            mbar: mbar_at as u32,
+            dst: dst as u32,
+            span: spec.swizzle.span() as u64,
+            data,
+            issuer: self.me,
+        });
+        self.tma.events += 1;
+        Ok(())
+    }
+
+    /// The box of `spec` at coordinates `c`, dense: box element `(i0, i1, ..)` is tensor element
+    /// `(c0 + i0, c1 + i1, ..)`, zero where that lies outside the tensor.
+    fn read_box(&mut self, spec: &TensorMapSpec, c: &[i64; 5]) -> Result<Vec<u8>, String> {
+        let es = spec.dtype.size();
+        let rank = spec.rank as usize;
+        let b = spec.boxes.map(|x| x as i64);
+        let mut out = Vec::with_capacity(spec.box_bytes() as usize);
+        let rows = b[1] * b[2] * b[3] * b[4];
+        for row in 0..rows {
+            // The row's index in box dimensions 1..5, then its tensor coordinates.
+            let mut rest = row;
+            let mut offset = Some(0u64);
+            for d in 1..5 {
+                let i = rest % b[d];
+                rest /= b[d];
+                let x = c[d] + i;
+                if d < rank {
+                    offset = offset.filter(|_| (0..spec.dims[d] as i64).contains(&x));
+                    offset = offset.map(|o| o.wrapping_add(x as u64 * spec.strides[d - 1]));
+                }
+            }
+            for i0 in 0..b[0] {
+                let x = c[0] + i0;
+                let v = match offset {
+                    Some(o) if (0..spec.dims[0] as i64).contains(&x) => {
+                        let addr = spec
+                            .address
+                            .wrapping_add(o)
+                            .wrapping_add(x as u64 * es as u64);
+                        self.load(MemSpace::Global, addr, es as u32)?
+                    }
+                    _ => 0,
+                };
+                out.extend_from_slice(&v.to_le_bytes()[..es]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `prefetch.tensormap [at]`: a hint, but the 128 bytes at generic address `at` must be
+    /// accessible.
+    pub(super) fn prefetch_tensormap(&mut self, at: u64) -> Result<(), String> {
+        self.resolve(
+            MemSpace::Generic,
+            at,
+            TENSOR_MAP_BYTES as u32,
+            "prefetch.tensormap",
+        )
+        .map(|_| ())
+    }
+}
+
+impl Runner {
+    /// When no thread can proceed otherwise: wakes the threads whose awaited phase has
+    /// completed (completing the copies on the `mbarrier` they wait on first); else completes
+    /// every copy in flight; else lets the waiting threads see their false `try_wait` once
+    /// more, or reports a deadlock if they did last time and nothing changed. Whether the
+    /// block can go on.
+    pub(super) fn mbar_progress(&mut self, l: &Launch<'_>, nt: usize) -> Result<bool, Fail> {
+        let mut woke = false;
+        for t in 0..nt {
+            if self.state[t] != TState::Wait {
+                continue;
+            }
+            let w = self.waits[t];
+            if !self.tma.phase_done(w.at, w.parity) {
+                let mut mem = self.mem_for(l, t);
+                mem.tma_complete(Some(w.at)).map_err(|msg| Fail {
+                    msg,
+                    t,
+                    pc: w.pc as usize,
+                })?;
+            }
+            if self.tma.phase_done(w.at, w.parity) {
+                self.state[t] = TState::Run;
+                woke = true;
+            }
+        }
+        if woke {
+            return Ok(true);
+        }
+        if let Some(c) = self.tma.copies.first() {
+            let t = c.issuer as usize - 1;
+            let pc = self.pc[t] as usize;
+            let mut mem = self.mem_for(l, t);
+            mem.tma_complete(None).map_err(|msg| Fail { msg, t, pc })?;
+            return Ok(true);
+        }
+        let Some(first) = (0..nt).find(|&t| self.state[t] == TState::Wait) else {
+            return Ok(false);
+        };
+        let now: Vec<(TState, u32)> = (0..nt).map(|t| (self.state[t], self.pc[t])).collect();
+        if self
+            .stall
+            .as_ref()
+            .is_some_and(|(events, was)| *events == self.tma.events && *was == now)
+        {
+            return Err(self.deadlock(l, nt, first));
+        }
+        self.stall = Some((self.tma.events, now));
+        for s in &mut self.state[..nt] {
+            if *s == TState::Wait {
+                *s = TState::Run;
+            }
+        }
+        Ok(true)
+    }
+
+    /// The error of a block whose threads all wait and cannot be released.
+    fn deadlock(&self, l: &Launch<'_>, nt: usize, t: usize) -> Fail {
+        let w = self.waits[t];
+        let waiting = (0..nt).filter(|&u| self.state[u] == TState::Wait).count();
+        let state = match self.tma.find(w.at as u64) {
+            Some(i) => self.tma.mbars[i].describe(),
+            None => "not initialized".into(),
+        };
+        Fail {
+            msg: format!(
+                "mbarrier deadlock: {waiting} of the block's {nt} threads wait on mbarriers, the others are blocked or exited, and no copy in flight can complete a phase; thread {} waits on the mbarrier at shared offset {:#x} for the phase of parity {} ({state})",
+                fmt3(coords(t, l.block)),
+                w.at,
+                w.parity
+            ),
+            t,
+            pc: w.pc as usize,
+        }
+    }
+
+    /// The error of a block that exits with copies in flight.
+    pub(super) fn tma_exit_check(&self, l: &Launch<'_>) -> Result<(), Fail> {
+        let Some(c) = self.tma.copies.first() else {
+            return Ok(());
+        };
+        let t = c.issuer as usize - 1;
+        Err(Fail {
+            msg: format!(
+                "cp.async.bulk.tensor in flight at exit: the block exits with {} that no mbarrier wait completed (the first, by thread {}, writes shared offset {:#x} and completes on the mbarrier at shared offset {:#x})",
+                match self.tma.copies.len() {
+                    1 => "a copy".to_string(),
+                    n => format!("{n} copies"),
+                },
+                fmt3(coords(t, l.block)),
+                c.dst,
+                c.mbar
+            ),
+            t,
+            pc: self.pc[t] as usize,
+        })
+    }
+}
