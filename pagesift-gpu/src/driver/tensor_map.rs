@@ -246,7 +246,7 @@ pub(crate) fn validate(
     let mut under = dims[0] * es;
     let mut sbytes = [0u64; TENSOR_MAP_MAX_RANK - 1];
     for (i, &s) in strides.iter().enumerate() {
-        let bytes = s.checked_mul(es).unwrap_or(u64::MAX);
+        let bytes = s.saturating_mul(es);
         if bytes % 16 != 0 || bytes >= 1 << 40 {
             return Err(bad(format!(
                 "dimension {} is {s} elements ({bytes} bytes) apart: a multiple of 16 bytes below 2^40",
