@@ -35,7 +35,7 @@ pub use act::{Act, ActElement};
 pub use driver::{
     available, BackendKind, DeviceBuffer, DeviceProps, DevicePtr, DeviceRead, DeviceRepr,
     DeviceSlice, DeviceSliceMut, DeviceWrite, Dtype, Event, Function, Gpu, KernelArg, Module,
-    PinnedBuffer, Stream,
+    PinnedBuffer, Stream, Swizzle, TensorMap,
 };
 pub use error::{DriverError, Error, Result};
 pub use gemm::{BLayout, Gemm, Precision};

@@ -434,7 +434,7 @@ impl Emulator {
                 }
             }
         };
-        let (syms, module_shared) = match placed {
+        let (syms, module_shared, module_dynamic) = match placed {
             Ok(p) => p,
             Err(e) => {
                 free_all(&globals);
@@ -445,7 +445,7 @@ impl Emulator {
         let mut kernels = Vec::new();
         let optin = self.config.max_shared_per_block_optin;
         for e in &module.entries {
-            match decode::decode_entry(e, &syms, module_shared, &source) {
+            match decode::decode_entry(e, &syms, module_shared, &module_dynamic, &source) {
                 // As ptxas does, static shared memory past the device's limit fails the load.
                 Ok(k) if k.static_shared > optin => {
                     free_all(&globals);

@@ -385,7 +385,7 @@ ptx_kernel! {
                 core::tma_produce::<T, BM, BN>(a_s, b_s, full, empty, ta, tb, kbeg, ktiles, m0, n0, z);
             }
         } else {
-            acc = core::tma_consume::<T, BM, BN>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
+            acc = core::tma_consume::<T, BM, BN, 0, true>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
         }
         sync_threads();
         if tid >= 128 {

@@ -100,6 +100,7 @@ pub(in crate::emulator) fn decode_entry(
     e: &Entry,
     module_syms: &HashMap<String, Sym>,
     module_shared: u32,
+    module_dynamic: &[(String, u32)],
     source: &[&str],
 ) -> DResult<Kernel> {
     let mut ctx = Ctx {
@@ -151,7 +152,7 @@ pub(in crate::emulator) fn decode_entry(
     let mut shared = module_shared as u64;
     let mut local = 0u64;
     let mut n_inst = 0u32;
-    let mut dynamic: Vec<(String, u32)> = Vec::new();
+    let mut dynamic: Vec<(String, u32)> = module_dynamic.to_vec();
     for s in &e.body {
         match s {
             Stmt::Reg { names } => {
@@ -310,23 +311,31 @@ pub(in crate::emulator) fn decode_entry(
 pub(in crate::emulator) type VarAlloc<'a> =
     dyn FnMut(&VarDecl, u64, &[u8]) -> Result<u64, String> + 'a;
 
-/// Places module-level variables: `.shared` at offsets from 0, `.global`/`.const` at addresses
-/// given by `alloc` (which also receives their initial bytes).
+/// The module-level variables as placed: their symbols, the bytes of static `.shared` they
+/// take, and the dynamic shared arrays (`.extern .shared .b8 name[]`, with their alignment),
+/// which each kernel places after its own static shared memory, as the hardware lays it out.
+pub(in crate::emulator) type ModuleVars = (HashMap<String, Sym>, u32, Vec<(String, u32)>);
+
+/// Places module-level variables: `.shared` at offsets from 0 (the dynamic arrays per kernel,
+/// [`ModuleVars`]), `.global`/`.const` at addresses given by `alloc` (which also receives
+/// their initial bytes).
 /// `max_global` bounds each `.global`/`.const` variable (the device's memory); module-level
 /// `.shared` totals more than [`MAX_SHARED`] are errors, never truncated.
 pub(in crate::emulator) fn place_module_vars(
     vars: &[VarDecl],
     max_global: u64,
     alloc: &mut VarAlloc<'_>,
-) -> DResult<(HashMap<String, Sym>, u32)> {
+) -> DResult<ModuleVars> {
     let mut syms = HashMap::new();
     let mut shared = 0u64;
+    let mut dynamic = Vec::new();
     for v in vars {
         let e = |message: String| DecodeError {
             line: v.line,
             message,
         };
         match v.space {
+            Space::Shared if v.count == Some(0) => dynamic.push((v.name.clone(), v.align.max(1))),
             Space::Shared => {
                 let align = v.align.max(1) as u64;
                 let bytes = var_bytes(v).map_err(e)?;
@@ -360,5 +369,5 @@ pub(in crate::emulator) fn place_module_vars(
             _ => return Err(e(format!("unsupported module-level variable `{}`", v.name))),
         }
     }
-    Ok((syms, shared as u32))
+    Ok((syms, shared as u32, dynamic))
 }

@@ -15,7 +15,7 @@ pub(crate) fn check_form(form: &str) -> Result<(), String> {
         .map_err(|e| format!("line {}: {}", e.line, e.message))?;
     let source: Vec<&str> = text.lines().collect();
     for entry in &module.entries {
-        decode_entry(entry, &HashMap::new(), 0, &source).map_err(|e| e.message)?;
+        decode_entry(entry, &HashMap::new(), 0, &[], &source).map_err(|e| e.message)?;
     }
     Ok(())
 }

@@ -1436,8 +1436,10 @@ fn tma_produce<T, const BM: u32, const BN: u32>(
 /// columns of B, each K step in `128 / 32` `wgmma`s of 32 bytes of K once the stage's
 /// `full` barrier completed its phase (parity `(kt / TMA_STAGES) % 2`). `wgmma_wait(1)`
 /// leaves the step's own products in flight and completes the previous step's, whose stage
-/// each warp then releases (one arrival per warp on `empty`).
-fn tma_consume<T, const BM: u32, const BN: u32>(
+/// each warp then releases (one arrival per warp on `empty`). `gemm_tma` passes `PARITY` 0
+/// and `DRAIN` true; the mutant tests wait on the other parity, or return with the last
+/// products in flight.
+fn tma_consume<T, const BM: u32, const BN: u32, const PARITY: u32, const DRAIN: bool>(
     a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]>,
     b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]>,
     full: Shared<[u64; TMA_STAGES]>,
@@ -1456,7 +1458,7 @@ fn tma_consume<T, const BM: u32, const BN: u32>(
         // Always true (`s < TMA_STAGES`, `w < BM / 64`): proves the barrier and every
         // descriptor below.
         if (s < TMA_STAGES) & (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
-            full.mbar_wait(s, (kt / TMA_STAGES) % 2);
+            full.mbar_wait(s, (kt / TMA_STAGES + PARITY) % 2);
             wgmma_fence();
             #[unroll]
             for ks in 0..4 {
@@ -1477,7 +1479,9 @@ fn tma_consume<T, const BM: u32, const BN: u32>(
         }
         kt += 1;
     }
-    wgmma_wait(0);
+    if DRAIN {
+        wgmma_wait(0);
+    }
     acc
 }
 

@@ -1,0 +1,269 @@
+//! Does the Hopper GEMM's test tell right from wrong? A kernel in the shape of `gemm_tma`
+//! (bf16 in, f32 out, one 128 × 128 tile: a TMA producer thread, two `wgmma` consumer
+//! warpgroups, full / empty `mbarrier`s per stage), built from the real kernel's pieces (the
+//! helper library `pagesift-gpu/src/kernels/lib/gemm_core.rs`: `tma_produce`,
+//! `tma_consume`, `wg_to_shared`, `write_rows`), run once correct and once per deliberate
+//! bug through the checks of the real kernels' tests ([`pagesift_tests::gemm_check`]):
+//!
+//! | mutant          | bug                                                                  | caught by |
+//! |-----------------|----------------------------------------------------------------------|-----------|
+//! | `WrongSwizzle`  | the tensor maps lay the boxes out unswizzled (`Swizzle::None`) while `wgmma` reads them 128-byte swizzled | wrong values |
+//! | `WrongParity`   | the consumers wait on the other parity of the `full` barrier: the first round passes at once, before its copies land | the emulated device: a read of shared memory that a `cp.async.bulk.tensor` in flight writes; on a GPU, wrong values |
+//! | `SkippedWgmmaWait` | the consumers return their accumulators without `wgmma_wait(0)`: the last step's products are still in flight | the emulated device: a read of an accumulator before its `wgmma.wait_group`; on a GPU, wrong values where the products land late |
+//!
+//! The mutants differ from `gemm_tma` only in what they pass: the swizzle of the maps the
+//! host builds, and `tma_consume`'s `PARITY` and `DRAIN` (0 and true in `gemm_tma`). Run
+//! with `PAGESIFT_GPU_DEVICE=emulated cargo test -p pagesift-tests --test tma_mutants --
+//! --nocapture` (compute capability 9.0 emulated; an H200 runs it too).
+
+use pagesift_gpu::emulator::EmulatorConfig;
+use pagesift_gpu::ops::gemm::{launch_params, tma_shared_bytes, Tile, WGMMA_CC};
+use pagesift_gpu::{
+    bf16, ptx_kernel, BLayout, DeviceRead, DeviceSlice, DeviceSliceMut, Error, Gemm, Gpu,
+    LaunchConfig, Stream, Swizzle, TensorMap,
+};
+use pagesift_tests::gemm_check::{check_with, Case};
+use pagesift_tests::{gpu_or_skip, is_emulated};
+
+/// The deliberate bug a run carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// No bug: the kernel as `gemm_tma` is.
+    Original,
+    /// Unswizzled boxes.
+    WrongSwizzle,
+    /// The consumers wait on the other parity.
+    WrongParity,
+    /// No `wgmma_wait(0)` after the last step.
+    SkippedWgmmaWait,
+}
+
+ptx_kernel! {
+    #[path = "../pagesift-gpu/src/kernels/lib/act_math.rs"]
+    mod math;
+    #[path = "../pagesift-gpu/src/kernels/lib/gemm_core.rs"]
+    mod core;
+    use pagesift_gpu::kernels::gemm::GemmParams;
+
+    const BM: u32 = 128;
+    const BN: u32 = 128;
+
+    /// `gemm_tma`'s body for bf16 in, f32 out, one slice of K, with `tma_consume`'s
+    /// `PARITY` and `DRAIN`.
+    #[target(sm_90a)]
+    #[variants((PARITY, DRAIN) in [(0, true), (1, true), (0, false)])]
+    #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]
+    pub fn mutant_tma<const PARITY: u32, const DRAIN: bool>(
+        p: GemmParams,
+        ta: TensorMap<bf16, 64, BM, 1>,
+        tb: TensorMap<bf16, 64, BN, 1>,
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+    ) {
+        let a_s: Shared<[bf16; core::TMA_STAGES * BM * 64]> = dyn_shared(0);
+        let b_s: Shared<[bf16; core::TMA_STAGES * BN * 64]> = dyn_shared(core::TMA_STAGES * BM * 128);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let full: Shared<[u64; core::TMA_STAGES]>;
+        let empty: Shared<[u64; core::TMA_STAGES]>;
+        let z = block_idx_z();
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let tid = thread_idx_x();
+        if tid == 0 {
+            #[unroll]
+            for s in 0..core::TMA_STAGES {
+                full.mbar_init(s, 1);
+                empty.mbar_init(s, BM / 64 * 4);
+            }
+        }
+        fence_proxy_async();
+        sync_threads();
+        let ktiles = (p.k + 63) / 64;
+        let mut acc = [0.0f32; BN / 2];
+        if tid < 128 {
+            if tid == 0 {
+                core::tma_produce::<bf16, BM, BN>(a_s, b_s, full, empty, ta, tb, 0, ktiles, m0, n0, z);
+            }
+        } else {
+            acc = core::tma_consume::<bf16, BM, BN, PARITY, DRAIN>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
+        }
+        sync_threads();
+        if tid >= 128 {
+            core::wg_to_shared::<BM, BN>(acc, t_s, 4);
+        }
+        sync_threads();
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { BM / 64 * 128 + 128 }, 4>(t_s, p, bias, res, c, None, z as u64, z as u64, m0, n0, tid);
+    }
+}
+
+/// Launches `mutant_tma` with `bug` as the operation launches `gemm_tma`: the parameters of
+/// [`launch_params`], the maps `[K, rows, batch]` in boxes of 64 × 128 (unswizzled for
+/// `WrongSwizzle`), one block per tile and matrix.
+#[allow(clippy::too_many_arguments)]
+fn launch_mutant(
+    bug: Bug,
+    stream: &Stream,
+    g: &Gemm,
+    a: &DeviceSlice<'_, bf16>,
+    b: &DeviceSlice<'_, bf16>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    res: Option<&dyn DeviceRead<f32>>,
+    c: &mut DeviceSliceMut<'_, f32>,
+) -> pagesift_gpu::Result<()> {
+    let p: GemmParams = launch_params(g, a, b, res, &*c);
+    let swizzle = if bug == Bug::WrongSwizzle {
+        Swizzle::None
+    } else {
+        Swizzle::B128
+    };
+    let ta = map(a, g, g.m, g.stride_a.max(g.m * g.k), swizzle)?;
+    let tb = map(b, g, g.n, g.stride_b.max(g.n * g.k), swizzle)?;
+    let grid = [
+        (g.n as u32).div_ceil(128),
+        (g.m as u32).div_ceil(128),
+        g.batch as u32,
+    ];
+    let cfg = LaunchConfig::grid(grid).with_shared_mem(tma_shared_bytes(Tile { bm: 128, bn: 128 }));
+    let (parity, drain) = match bug {
+        Bug::WrongParity => (1, true),
+        Bug::SkippedWgmmaWait => (0, false),
+        Bug::Original | Bug::WrongSwizzle => (0, true),
+    };
+    mutant_tma::launch(stream, cfg, parity, drain, p, &ta, &tb, bias, res, c)
+}
+
+/// The map of `x` as `[K, rows, batch]` in boxes of 64 × 128.
+fn map<'a>(
+    x: &'a DeviceSlice<'_, bf16>,
+    g: &Gemm,
+    rows: usize,
+    stride: usize,
+    swizzle: Swizzle,
+) -> pagesift_gpu::Result<TensorMap<'a, bf16>> {
+    TensorMap::tiled(
+        x,
+        &[g.k as u64, rows as u64, g.batch as u64],
+        &[g.k as u64, stride as u64],
+        &[64, 128, 1],
+        swizzle,
+    )
+}
+
+/// What a case showed.
+enum Outcome {
+    Passed,
+    WrongValue(String),
+    Device(Error),
+}
+
+fn run(gpu: &Gpu, bug: Bug, case: &Case) -> Outcome {
+    let r = check_with::<bf16, f32>(gpu, case, |s, g, a, b, bias, res, c| {
+        launch_mutant(bug, s, g, a, b, bias, res, c)
+    });
+    match r {
+        Ok(Ok(())) => Outcome::Passed,
+        Ok(Err(wrong)) => Outcome::WrongValue(wrong),
+        Err(e) => Outcome::Device(e),
+    }
+}
+
+/// The device: an H200 as it is, else the emulated Hopper.
+fn hopper(name: &str) -> Option<Gpu> {
+    let gpu = gpu_or_skip(name)?;
+    if gpu.compute_capability() == WGMMA_CC {
+        return Some(gpu);
+    }
+    if is_emulated(&gpu) {
+        let config = EmulatorConfig {
+            compute_capability: WGMMA_CC,
+            max_shared_per_block_optin: 227 * 1024,
+            ..EmulatorConfig::default()
+        };
+        return Some(Gpu::emulated(config).expect("the emulated device opens"));
+    }
+    eprintln!(
+        "SKIPPED {name}: the Hopper kernels need compute capability 9.0, the device has {:?}",
+        gpu.compute_capability()
+    );
+    None
+}
+
+/// Aligned cases (rows of whole 16-byte chunks): edges in M, N and K (K past the last box),
+/// more K steps than stages, a batch, bias and residual.
+fn cases(gpu: &Gpu) -> Vec<Case> {
+    let shapes: &[(usize, usize, usize, usize)] = if is_emulated(gpu) {
+        &[(67, 61, 320, 1), (20, 130, 72, 2)]
+    } else {
+        &[(67, 61, 320, 1), (259, 136, 1000, 1), (130, 300, 72, 2)]
+    };
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, n, k, batch))| Case {
+            g: Gemm::new(m, n, k, BLayout::NK).with_batch(batch, m * k, n * k, m * n),
+            bias: true,
+            residual: i % 2 == 0,
+            offsets: [0; 4],
+            seed: 0x746d_6100 + i as u64,
+        })
+        .collect()
+}
+
+#[test]
+fn the_original_passes_and_every_mutant_is_caught() {
+    let name = "tma_mutants::the_original_passes_and_every_mutant_is_caught";
+    let Some(gpu) = hopper(name) else {
+        return;
+    };
+    let cases = cases(&gpu);
+    for c in &cases {
+        match run(&gpu, Bug::Original, c) {
+            Outcome::Passed => {}
+            Outcome::WrongValue(w) => panic!("the correct kernel fails: {c:?}: {w}"),
+            Outcome::Device(e) => panic!("the correct kernel fails: {c:?}: {e}"),
+        }
+    }
+    let emulated = is_emulated(&gpu);
+    for bug in [Bug::WrongSwizzle, Bug::WrongParity, Bug::SkippedWgmmaWait] {
+        let first = cases.iter().find_map(|c| match run(&gpu, bug, c) {
+            Outcome::Passed => None,
+            o => Some((c, o)),
+        });
+        let Some((c, o)) = first else {
+            if emulated || bug == Bug::WrongSwizzle {
+                panic!("{name}: {bug:?} passed every case undetected");
+            }
+            println!("{name}: {bug:?}: the GPU showed no wrong value in {} cases (a race the hardware need not show)", cases.len());
+            continue;
+        };
+        match &o {
+            Outcome::WrongValue(w) => println!("{name}: {bug:?}: {:?}: a wrong value: {w}", c.g),
+            Outcome::Device(e) => println!("{name}: {bug:?}: {:?}: the device: {e}", c.g),
+            Outcome::Passed => unreachable!(),
+        }
+        let want = match bug {
+            Bug::WrongParity => Some("cp.async.bulk.tensor in flight"),
+            Bug::SkippedWgmmaWait => Some("wgmma"),
+            _ => None,
+        };
+        match (&o, want) {
+            (Outcome::WrongValue(_), None) => {}
+            (Outcome::Device(Error::Emulator(e)), Some(w)) if emulated => {
+                assert!(
+                    e.message.contains(w),
+                    "{bug:?}: caught, but not by the check for {w:?}: {e}"
+                )
+            }
+            (_, Some(_)) if !emulated => {}
+            (o, _) => panic!(
+                "{bug:?}: caught by {}",
+                match o {
+                    Outcome::WrongValue(w) => w.clone(),
+                    Outcome::Device(e) => e.to_string(),
+                    Outcome::Passed => String::new(),
+                }
+            ),
+        }
+    }
+}
