@@ -499,16 +499,7 @@ impl Checker<'_> {
                     self.expect_ty(&v, &u, a.span);
                     targs.push(v);
                 }
-                TExpr {
-                    kind: TKind::Mem {
-                        op,
-                        base,
-                        args: targs,
-                        checked: true,
-                    },
-                    ty: Ty::Unit,
-                    span,
-                }
+                mem_expr(op, base, targs, Ty::Unit, span)
             }
             MemOp::TmaLoad => {
                 self.needs_op(&Op::TmaLoad, m, span);
@@ -560,16 +551,7 @@ impl Checker<'_> {
                     span: args[5].span,
                 });
                 targs.push(self.check_index(&args[6]));
-                TExpr {
-                    kind: TKind::Mem {
-                        op,
-                        base,
-                        args: targs,
-                        checked: true,
-                    },
-                    ty: Ty::Unit,
-                    span,
-                }
+                mem_expr(op, base, targs, Ty::Unit, span)
             }
             MemOp::Ldmatrix { n, trans } => {
                 self.needs_op(&Op::Ldmatrix { n, trans }, m, span);
@@ -657,5 +639,19 @@ impl Checker<'_> {
             format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, wgmma_desc, tma_load; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
         );
         err_expr(span)
+    }
+}
+
+/// A checked memory method's expression.
+fn mem_expr(op: MemOp, base: usize, args: Vec<TExpr>, ty: Ty, span: Span) -> TExpr {
+    TExpr {
+        kind: TKind::Mem {
+            op,
+            base,
+            args,
+            checked: true,
+        },
+        ty,
+        span,
     }
 }

@@ -220,15 +220,12 @@ impl Lower<'_> {
         }
     }
 
-    /// The `wgmma` matrix descriptor (`u64`) of rows of 128 bytes from the shared address `a`,
-    /// `k` bytes into the row: start address `(a + k) >> 4` (bits 0-13), leading byte offset
-    /// 16 (unused by swizzled K-major layouts, bits 16-29), stride byte offset 1024 between
-    /// groups of 8 rows (bits 32-45), 128-byte swizzle (mode 1, bits 62-63).
-    fn wgmma_desc(&mut self, a: Operand, k: u32, span: Span) -> Val {
-        use crate::ptx::BinKind;
+    /// The shared address `a` (a register or a symbol, with its offset) plus `extra` bytes, in
+    /// one `u32` register (or the symbol itself where nothing is added).
+    fn shared_flat(&mut self, a: Operand, extra: i64, span: Span) -> Operand {
         let (base, off) = match a {
-            Operand::Addr(b, off) => (*b, off + k as i64),
-            other => (other, k as i64),
+            Operand::Addr(b, off) => (*b, off + extra),
+            other => (other, extra),
         };
         let base = match base {
             Operand::Name(_) => {
@@ -237,16 +234,25 @@ impl Lower<'_> {
             }
             o => o,
         };
-        let mut flat = base;
-        if off != 0 {
-            let v = self.op_to(
-                Op::Bin(BinKind::Add, Scalar::U32),
-                Scalar::U32,
-                vec![flat, Operand::Int(off as i128)],
-                span,
-            );
-            flat = self.operand_reg(&v, span);
+        if off == 0 {
+            return base;
         }
+        let v = self.op_to(
+            Op::Bin(BinKind::Add, Scalar::U32),
+            Scalar::U32,
+            vec![base, Operand::Int(off as i128)],
+            span,
+        );
+        self.operand_reg(&v, span)
+    }
+
+    /// The `wgmma` matrix descriptor (`u64`) of rows of 128 bytes from the shared address `a`,
+    /// `k` bytes into the row: start address `(a + k) >> 4` (bits 0-13), leading byte offset
+    /// 16 (unused by swizzled K-major layouts, bits 16-29), stride byte offset 1024 between
+    /// groups of 8 rows (bits 32-45), 128-byte swizzle (mode 1, bits 62-63).
+    fn wgmma_desc(&mut self, a: Operand, k: u32, span: Span) -> Val {
+        use crate::ptx::BinKind;
+        let mut flat = self.shared_flat(a, k as i64, span);
         let mut lo = Val::Unit;
         for (kind, x) in [
             (BinKind::Shr, 4),
@@ -332,27 +338,7 @@ impl Lower<'_> {
         if let Some(g) = self.align_guard(store, &a, None, iv, 128 / elem.bytes().max(1), span) {
             self.finish_guards(vec![g], &Val::Unit);
         }
-        let (base, aoff) = match a {
-            Operand::Addr(b, o) => (*b, o),
-            other => (other, 0),
-        };
-        let base = match base {
-            Operand::Name(_) => {
-                let v = self.op_to(Op::Mov(Scalar::U32), Scalar::U32, vec![base], span);
-                self.operand_reg(&v, span)
-            }
-            o => o,
-        };
-        let mut flat = base;
-        if aoff != 0 {
-            let v = self.op_to(
-                Op::Bin(BinKind::Add, Scalar::U32),
-                Scalar::U32,
-                vec![flat, Operand::Int(aoff as i128)],
-                span,
-            );
-            flat = self.operand_reg(&v, span);
-        }
+        let flat = self.shared_flat(a, 0, span);
         let dst = self.op_to(
             Op::Bin(BinKind::And, Scalar::U32),
             Scalar::U32,
