@@ -32,21 +32,23 @@ pub enum Precision {
     /// TF32 rounding of its remainder, three TF32 products per pair (the small · small one
     /// left out): a relative error of about 2^-21 per product, against 2^-24 for `F32`.
     Tf32x3,
-    /// TF32 tensor cores: the inputs rounded to 10 mantissa bits (a relative 2^-11 each),
+    /// TF32 tensor cores: the inputs reduced to 10 mantissa bits (a relative 2^-10 each:
+    /// the `mma.sync` kernels round to nearest, within 2^-11; the Hopper kernels feed the
+    /// f32 inputs from shared memory to `wgmma`, which reads their top 19 bits, truncating),
     /// products exact, f32 sums.
     Tf32,
 }
 
 impl Precision {
-    /// The relative error of one product of two f32 inputs (0 for exact products): TF32
-    /// rounding to nearest is within 2^-11 of its input, so a TF32 product is within
-    /// `2 · 2^-11 + 2^-22`; 3xTF32 leaves out `a_lo · b_lo` (2^-22) and rounds the two
-    /// remainders (2^-22 each).
+    /// The relative error of one product of two f32 inputs (0 for exact products): an f32
+    /// reduced to TF32 (rounded or truncated) is within 2^-10 of its input, so a TF32
+    /// product is within `2 · 2^-10 + 2^-20`; 3xTF32 leaves out `a_lo · b_lo` (2^-22) and
+    /// rounds the two remainders (2^-22 each).
     pub fn product_error(self) -> f64 {
         match self {
             Precision::F32 => 0.0,
             Precision::Tf32x3 => 3.0 * f64::powi(2.0, -22),
-            Precision::Tf32 => 2.0 * f64::powi(2.0, -11) + f64::powi(2.0, -22),
+            Precision::Tf32 => 2.0 * f64::powi(2.0, -10) + f64::powi(2.0, -20),
         }
     }
 

@@ -28,6 +28,7 @@ pub mod gemm;
 pub mod kernel;
 pub mod kernels;
 pub mod ops;
+pub mod quant;
 pub mod timing;
 pub mod tune;
 

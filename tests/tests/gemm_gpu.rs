@@ -346,23 +346,24 @@ fn wgmma(bm: u32, bn: u32, splits: u32) -> Kernel {
     Kernel::Wgmma { tile, splits }
 }
 
-/// Every Hopper tile, whole and split in 3, on a device of compute capability 9.0: the GPU
-/// where it is one, else an emulated Hopper after the emulated device of compute capability
-/// 8.0 refused it clearly. B `[K, N]` is refused on any device.
-fn check_wgmma<T: ActElement, O: ActElement>() {
+/// Every Hopper tile, whole and split in 3, at `precision` (f32 inputs: TF32, whose random
+/// shapes with unaligned rows take the `mma.sync` tile instead), on a device of compute
+/// capability 9.0: the GPU where it is one, else an emulated Hopper after the emulated device
+/// of compute capability 8.0 refused it clearly. B `[K, N]` is refused on any device.
+fn check_wgmma<T: ActElement, O: ActElement>(precision: Precision) {
     let name = format!("gemm_gpu::wgmma_{}_{}", T::DTYPE.name(), O::DTYPE.name());
     let Some(gpu) = gpu_or_skip(&name) else {
         return;
     };
     let case = Case {
-        g: Gemm::new(67, 61, 37, BLayout::NK),
+        g: Gemm::new(67, 61, 37, BLayout::NK).with_precision(precision),
         bias: false,
         residual: false,
         offsets: [0; 4],
         seed: 3,
     };
     let kn = Case {
-        g: Gemm::new(67, 61, 37, BLayout::KN),
+        g: Gemm::new(67, 61, 37, BLayout::KN).with_precision(precision),
         ..case.clone()
     };
     match check_typed::<T, O>(&gpu, &kn, wgmma(128, 128, 1)) {
@@ -383,9 +384,12 @@ fn check_wgmma<T: ActElement, O: ActElement>() {
                 "{name}: an sm_90a kernel on compute capability 8.0 must be refused, got {other:?}"
             ),
         }
+        // Two multiprocessors: the persistent TMA kernel's blocks take several tiles each,
+        // their pipelines running on across tiles.
         let config = EmulatorConfig {
             compute_capability: WGMMA_CC,
             max_shared_per_block_optin: 227 * 1024,
+            sm_count: 2,
             ..EmulatorConfig::default()
         };
         Gpu::emulated(config).expect("the emulated device opens")
@@ -399,14 +403,20 @@ fn check_wgmma<T: ActElement, O: ActElement>() {
     for tile in WGMMA_TILES {
         for splits in [1, 3] {
             let kernel = wgmma(tile.bm, tile.bn, splits);
+            if !kernel.serves(T::DTYPE, precision) {
+                match check_typed::<T, O>(&hopper, &case, kernel) {
+                    Err(e) if e.contains("has no 3xTF32 variant") => continue,
+                    other => panic!("{name}: {kernel} must refuse {precision:?}, got {other:?}"),
+                }
+            }
             run_variant::<T, O>(
                 &hopper,
                 &format!("{name}_{kernel}"),
                 kernel,
                 BLayout::NK,
-                Precision::F32,
+                precision,
             );
-            check_tma::<T, O>(&hopper, &format!("{name}_{kernel}_tma"), kernel);
+            check_tma::<T, O>(&hopper, &format!("{name}_{kernel}_tma"), kernel, precision);
         }
     }
 }
@@ -414,7 +424,12 @@ fn check_wgmma<T: ActElement, O: ActElement>() {
 /// Operands the tensor memory accelerator reads (rows and batches 16-byte aligned), so that
 /// the Hopper kernel goes through TMA (`gemm_tma`): shapes that are not multiples of the
 /// tiles, K steps past K and splits of K, batches, every epilogue.
-fn check_tma<T: ActElement, O: ActElement>(gpu: &Gpu, name: &str, kernel: Kernel) {
+fn check_tma<T: ActElement, O: ActElement>(
+    gpu: &Gpu,
+    name: &str,
+    kernel: Kernel,
+    precision: Precision,
+) {
     let shapes: &[(usize, usize, usize, usize)] = if is_emulated(gpu) {
         &[(67, 61, 64, 1), (20, 130, 136, 2)]
     } else {
@@ -430,7 +445,8 @@ fn check_tma<T: ActElement, O: ActElement>(gpu: &Gpu, name: &str, kernel: Kernel
         let g = Gemm::new(m, n, k, BLayout::NK)
             .with_batch(batch, m * k, n * k, m * n)
             .with_act(if i % 2 == 0 { Act::Silu } else { Act::Relu })
-            .with_scale(0.75, 0.5);
+            .with_scale(0.75, 0.5)
+            .with_precision(precision);
         let case = Case {
             g,
             bias: true,
@@ -459,19 +475,28 @@ fn check_tma<T: ActElement, O: ActElement>(gpu: &Gpu, name: &str, kernel: Kernel
 
 #[test]
 fn f16_wgmma_to_f32() {
-    check_wgmma::<f16, f32>();
+    check_wgmma::<f16, f32>(Precision::F32);
 }
 #[test]
 fn f16_wgmma_to_f16() {
-    check_wgmma::<f16, f16>();
+    check_wgmma::<f16, f16>(Precision::F32);
 }
 #[test]
 fn bf16_wgmma_to_f32() {
-    check_wgmma::<bf16, f32>();
+    check_wgmma::<bf16, f32>(Precision::F32);
 }
 #[test]
 fn bf16_wgmma_to_bf16() {
-    check_wgmma::<bf16, bf16>();
+    check_wgmma::<bf16, bf16>(Precision::F32);
+}
+
+#[test]
+fn tf32_wgmma() {
+    check_wgmma::<f32, f32>(Precision::Tf32);
+}
+#[test]
+fn tf32x3_wgmma() {
+    check_wgmma::<f32, f32>(Precision::Tf32x3);
 }
 
 #[test]
@@ -492,22 +517,24 @@ fn the_tensor_core_kernels_refuse_exact_f32() {
     let a = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
     let b = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
     let mut c = DeviceBuffer::<f32>::alloc(&gpu, 64).unwrap();
-    let e = pagesift_gpu::ops::gemm::gemm_with(
-        &stream,
-        &Gemm::new(8, 8, 8, BLayout::NK),
-        mma(128, 128, 1),
-        &a,
-        &b,
-        None,
-        None,
-        &mut c,
-    )
-    .unwrap_err();
-    assert!(
-        matches!(e, Error::InvalidArgument(_))
-            && e.to_string().contains("computes f32 inputs in TF32"),
-        "{e}"
-    );
+    for kernel in [mma(128, 128, 1), wgmma(128, 128, 1)] {
+        let e = pagesift_gpu::ops::gemm::gemm_with(
+            &stream,
+            &Gemm::new(8, 8, 8, BLayout::NK),
+            kernel,
+            &a,
+            &b,
+            None,
+            None,
+            &mut c,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(_))
+                && e.to_string().contains("computes f32 inputs in TF32"),
+            "{kernel}: {e}"
+        );
+    }
 }
 
 #[test]

@@ -1,15 +1,14 @@
-//! Does the Hopper GEMM's test tell right from wrong? A kernel in the shape of `gemm_tma`
-//! (bf16 in, f32 out, one 128 × 128 tile: a TMA producer thread, two `wgmma` consumer
-//! warpgroups, full / empty `mbarrier`s per stage), built from the real kernel's pieces (the
-//! helper library `pagesift-gpu/src/kernels/lib/gemm_core.rs`: `tma_produce`,
-//! `tma_consume`, `wg_to_shared`, `write_rows`), run once correct and once per deliberate
+//! Does the Hopper GEMM's test tell right from wrong? A kernel with `gemm_tma`'s body (the
+//! helper library `pagesift-gpu/src/kernels/lib/gemm_core.rs`: `tma_gemm`; bf16 in, f32
+//! out, persistent blocks over 128 × 128 tiles: a TMA producer thread, two `wgmma` consumer
+//! warpgroups, full / empty `mbarrier`s per stage), run once correct and once per deliberate
 //! bug through the checks of the real kernels' tests ([`pagesift_tests::gemm_check`]):
 //!
 //! | mutant          | bug                                                                  | caught by |
 //! |-----------------|----------------------------------------------------------------------|-----------|
 //! | `WrongSwizzle`  | the tensor maps lay the boxes out unswizzled (`Swizzle::None`) while `wgmma` reads them 128-byte swizzled | wrong values |
 //! | `WrongParity`   | the consumers wait on the other parity of the `full` barrier: the first round passes at once, before its copies land | the emulated device: a read of shared memory that a `cp.async.bulk.tensor` in flight writes; on a GPU, wrong values |
-//! | `SkippedWgmmaWait` | the consumers return their accumulators without `wgmma_wait(0)`: the last step's products are still in flight | the emulated device: a read of an accumulator before its `wgmma.wait_group`; on a GPU, wrong values where the products land late |
+//! | `SkippedWgmmaWait` | the consumers release the last stage and return their accumulators without `wgmma_wait(0)`: the last step's products are still in flight | the emulated device: a read of an accumulator before its `wgmma.wait_group`; on a GPU, wrong values where the products land late |
 //!
 //! The mutants differ from `gemm_tma` only in what they pass: the swizzle of the maps the
 //! host builds, and `tma_consume`'s `PARITY` and `DRAIN` (0 and true in `gemm_tma`). Run
@@ -17,10 +16,10 @@
 //! --nocapture` (compute capability 9.0 emulated; an H200 runs it too).
 
 use pagesift_gpu::emulator::EmulatorConfig;
-use pagesift_gpu::ops::gemm::{launch_params, tma_shared_bytes, Tile, WGMMA_CC};
+use pagesift_gpu::ops::gemm::{launch_params, tma_launch_config, Tile, WGMMA_CC};
 use pagesift_gpu::{
-    bf16, ptx_kernel, BLayout, DeviceRead, DeviceSlice, DeviceSliceMut, Error, Gemm, Gpu,
-    LaunchConfig, Stream, Swizzle, TensorMap,
+    bf16, ptx_kernel, BLayout, DeviceRead, DeviceSlice, DeviceSliceMut, Error, Gemm, Gpu, Stream,
+    Swizzle, TensorMap,
 };
 use pagesift_tests::gemm_check::{check_with, Case};
 use pagesift_tests::{gpu_or_skip, is_emulated};
@@ -48,8 +47,7 @@ ptx_kernel! {
     const BM: u32 = 128;
     const BN: u32 = 128;
 
-    /// `gemm_tma`'s body for bf16 in, f32 out, one slice of K, with `tma_consume`'s
-    /// `PARITY` and `DRAIN`.
+    /// `gemm_tma`'s body for bf16 in, f32 out, with `tma_consume`'s `PARITY` and `DRAIN`.
     #[target(sm_90a)]
     #[variants((PARITY, DRAIN) in [(0, true), (1, true), (0, false)])]
     #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]
@@ -61,45 +59,13 @@ ptx_kernel! {
         res: Option<&[f32]>,
         c: &mut [f32],
     ) {
-        let a_s: Shared<[bf16; core::TMA_STAGES * BM * 64]> = dyn_shared(0);
-        let b_s: Shared<[bf16; core::TMA_STAGES * BN * 64]> = dyn_shared(core::TMA_STAGES * BM * 128);
-        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
-        let full: Shared<[u64; core::TMA_STAGES]>;
-        let empty: Shared<[u64; core::TMA_STAGES]>;
-        let z = block_idx_z();
-        let m0 = block_idx_y() * BM;
-        let n0 = block_idx_x() * BN;
-        let tid = thread_idx_x();
-        if tid == 0 {
-            #[unroll]
-            for s in 0..core::TMA_STAGES {
-                full.mbar_init(s, 1);
-                empty.mbar_init(s, BM / 64 * 4);
-            }
-        }
-        fence_proxy_async();
-        sync_threads();
-        let ktiles = (p.k + 63) / 64;
-        let mut acc = [0.0f32; BN / 2];
-        if tid < 128 {
-            if tid == 0 {
-                core::tma_produce::<bf16, BM, BN>(a_s, b_s, full, empty, ta, tb, 0, ktiles, m0, n0, z);
-            }
-        } else {
-            acc = core::tma_consume::<bf16, BM, BN, PARITY, DRAIN>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
-        }
-        sync_threads();
-        if tid >= 128 {
-            core::wg_to_shared::<BM, BN>(acc, t_s, 4);
-        }
-        sync_threads();
-        core::write_rows::<f32, BM, BN, { BN + 4 }, { BM / 64 * 128 + 128 }, 4>(t_s, p, bias, res, c, None, z as u64, z as u64, m0, n0, tid);
+        core::tma_gemm::<bf16, f32, BM, BN, { core::TMA_STAGES }, false, 0, PARITY, DRAIN>(p, ta, tb, bias, res, c, None);
     }
 }
 
 /// Launches `mutant_tma` with `bug` as the operation launches `gemm_tma`: the parameters of
 /// [`launch_params`], the maps `[K, rows, batch]` in boxes of 64 × 128 (unswizzled for
-/// `WrongSwizzle`), one block per tile and matrix.
+/// `WrongSwizzle`), the persistent grid of [`tma_launch_config`].
 #[allow(clippy::too_many_arguments)]
 fn launch_mutant(
     bug: Bug,
@@ -119,12 +85,7 @@ fn launch_mutant(
     };
     let ta = map(a, g, g.m, g.stride_a.max(g.m * g.k), swizzle)?;
     let tb = map(b, g, g.n, g.stride_b.max(g.n * g.k), swizzle)?;
-    let grid = [
-        (g.n as u32).div_ceil(128),
-        (g.m as u32).div_ceil(128),
-        g.batch as u32,
-    ];
-    let cfg = LaunchConfig::grid(grid).with_shared_mem(tma_shared_bytes(Tile { bm: 128, bn: 128 }));
+    let cfg = tma_launch_config(stream.gpu(), g, Tile { bm: 128, bn: 128 }, 1, false);
     let (parity, drain) = match bug {
         Bug::WrongParity => (1, true),
         Bug::SkippedWgmmaWait => (0, false),

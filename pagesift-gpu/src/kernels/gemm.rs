@@ -60,6 +60,9 @@ ptx_kernel! {
     pub const WG_STAGES: u32 = core::WG_STAGES;
     /// The stages of the TMA kernel's pipeline (`gemm_tma`).
     pub const TMA_STAGES: u32 = core::TMA_STAGES;
+    /// The stages of the 3xTF32 TMA kernel's pipeline (`gemm_tma_x3`), each holding the
+    /// boxes' TF32 heads and tails.
+    pub const TMA_X3_STAGES: u32 = core::TMA_X3_STAGES;
     /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
     pub const X3_MAX_WARPS: u32 = 8;
     /// The most outputs of a `gemm_mma` warp tile whose threads live in 128 registers (64 ×
@@ -319,25 +322,28 @@ ptx_kernel! {
         let acc = core::wg_mainloop::<T, BM, BN>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
-        core::wg_to_shared::<BM, BN>(acc, t_s, 0);
+        core::wg_to_shared::<BM, BN>(acc, t_s);
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper with the tensor
-    /// memory accelerator, f16 / bf16 inputs, B `[N, K]`: warpgroup 0 is the producer, whose
-    /// one thread has the TMA copy the boxes of A and B (`ta`: 128 bytes of K × `BM` rows,
-    /// `tb`: × `BN` rows, 128-byte swizzled, zero-filled past the matrices) into
-    /// [`TMA_STAGES`] stages, each announced on an `mbarrier` (`full`) by its bytes; the
-    /// other `BM / 64` warpgroups are the consumers, which wait on a stage's `full` barrier,
-    /// multiply it with `wgmma` and release it on its `empty` barrier (`core::tma_produce`,
-    /// `core::tma_consume`). No barrier of the whole block per K step. The epilogue is the
-    /// core's (`write_rows`, every thread). Every access is proven or checked, so the launch
-    /// is safe: the tensor maps describe the matrices (K, rows, batch).
+    /// memory accelerator, f16 / bf16 inputs or f32 in TF32, B `[N, K]`, persistent (a grid of at most one
+    /// block per multiprocessor walks the tiles of every matrix and slice of K): warpgroup 0
+    /// is the producer, whose one thread has the TMA copy the boxes of A (`ta`: 128 bytes of
+    /// K × `BM` rows, `tb`: × `BN` rows, 128-byte swizzled, zero-filled past the matrices)
+    /// into [`TMA_STAGES`] stages, each announced on an `mbarrier` (`full`) by its bytes, one
+    /// pipeline across the block's tiles; the other `BM / 64` warpgroups are the consumers,
+    /// which wait on a stage's `full` barrier, multiply it with `wgmma`, release it on its
+    /// `empty` barrier and write their rows of the tile from their registers through the
+    /// core's epilogue while the producer loads the next tile (`core::tma_gemm`). No barrier
+    /// of the whole block after the barriers' initialization. Every access is proven or
+    /// checked, so the launch is safe: the tensor maps describe the matrices (K, rows,
+    /// batch).
     #[target(sm_90a)]
     #[variants(
         (BM, BN) in [(128, 128), (128, 256)],
-        (T, O) in [(f16, f32), (f16, f16), (bf16, f32), (bf16, bf16)]
+        (T, O) in [(f16, f32), (f16, f16), (bf16, f32), (bf16, bf16), (f32, f32)]
     )]
     #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]
     pub fn gemm_tma<T: ActElement, O: ActElement, const BM: u32, const BN: u32>(
@@ -349,50 +355,28 @@ ptx_kernel! {
         c: &mut [O],
         ws: Option<&mut [f32]>,
     ) {
-        let a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
-        let b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(TMA_STAGES * BM * 128);
-        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
-        let full: Shared<[u64; TMA_STAGES]>;
-        let empty: Shared<[u64; TMA_STAGES]>;
-        let zs = block_idx_z();
-        let z = zs / p.splits;
-        let kbeg = (zs % p.splits) * p.kc;
-        let kend = (kbeg + p.kc).min(p.k);
-        let m0 = block_idx_y() * BM;
-        let n0 = block_idx_x() * BN;
-        let tid = thread_idx_x();
-        let row = 128 / size_of::<T>();
-        if tid == 0 {
-            #[unroll]
-            for s in 0..TMA_STAGES {
-                full.mbar_init(s, 1);
-                // One arrival per consumer warp.
-                empty.mbar_init(s, BM / 64 * 4);
-            }
-        }
-        fence_proxy_async();
-        sync_threads();
-        let mut span = 0u32;
-        if kend > kbeg {
-            span = kend - kbeg;
-        }
-        let ktiles = (span + (row - 1)) / row;
-        let mut acc = [0.0f32; BN / 2];
-        if tid < 128 {
-            if tid == 0 {
-                prefetch_tensormap(ta);
-                prefetch_tensormap(tb);
-                core::tma_produce::<T, BM, BN>(a_s, b_s, full, empty, ta, tb, kbeg, ktiles, m0, n0, z);
-            }
-        } else {
-            acc = core::tma_consume::<T, BM, BN, 0, true>(a_s, b_s, full, empty, ktiles, tid / 128 - 1);
-        }
-        sync_threads();
-        if tid >= 128 {
-            core::wg_to_shared::<BM, BN>(acc, t_s, 4);
-        }
-        sync_threads();
-        core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 + 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z as u64, m0, n0, tid);
+        core::tma_gemm::<T, O, BM, BN, TMA_STAGES, false, 0, 0, true>(p, ta, tb, bias, res, c, ws);
+    }
+
+    /// [`gemm_tma`] for f32 inputs in 3xTF32 (f32-accurate on tensor cores): the producer
+    /// loads [`TMA_X3_STAGES`] stages of f32 boxes, warps 1 to 3 replace each landed stage by
+    /// its TF32 heads and write the TF32 tails beside it (byte `TMA_X3_STAGES · (BM + BN) ·
+    /// 128` on), and the consumers multiply each 32 bytes of K three times, tails by heads,
+    /// heads by tails and heads by heads, into the one f32 accumulator (`core::tma_gemm`
+    /// with `X3`). Safe like `gemm_tma`.
+    #[target(sm_90a)]
+    #[variants((BM, BN) in [(128, 128)], (T, O) in [(f32, f32)])]
+    #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]
+    pub fn gemm_tma_x3<T: ActElement, O: ActElement, const BM: u32, const BN: u32>(
+        p: GemmParams,
+        ta: TensorMap<T, 32, BM, 1>,
+        tb: TensorMap<T, 32, BN, 1>,
+        bias: Option<&[f32]>,
+        res: Option<&[O]>,
+        c: &mut [O],
+        ws: Option<&mut [f32]>,
+    ) {
+        core::tma_gemm::<T, O, BM, BN, TMA_X3_STAGES, true, { TMA_X3_STAGES * (BM + BN) * 128 }, 0, true>(p, ta, tb, bias, res, c, ws);
     }
 
     /// The decode path, `M ≤ MT ≤ 8` rows against weights `[N, K]` (`B` in the `NK`

@@ -15,6 +15,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_mma::VARIANTS,
         gemm::gemm_wgmma::VARIANTS,
         gemm::gemm_tma::VARIANTS,
+        gemm::gemm_tma_x3::VARIANTS,
         gemm::gemm_splitk_reduce::VARIANTS,
         gemm::gemv::VARIANTS,
     ];

@@ -7,13 +7,13 @@
 use crate::act::ActElement;
 use crate::driver::{Swizzle, TensorMap};
 use crate::kernels::gemm::{
-    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_tma, gemm_wgmma, gemv, GemmParams, BK,
-    GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES, TC_ROW,
-    TMA_STAGES, WG_STAGES, X3_MAX_WARPS,
+    act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_tma, gemm_tma_x3, gemm_wgmma, gemv,
+    GemmParams, BK, GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES,
+    TC_ROW, TMA_STAGES, TMA_X3_STAGES, WG_STAGES, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
-use crate::{DeviceRead, DeviceWrite, Dtype, KernelVariant, LaunchConfig, Result, Stream};
+use crate::{DeviceRead, DeviceWrite, Dtype, Gpu, KernelVariant, LaunchConfig, Result, Stream};
 
 pub use crate::gemm::{tolerance, tolerance_for, BLayout, Gemm, Precision, MAX_BATCH};
 
@@ -55,6 +55,13 @@ pub const WGMMA_TILES: [Tile; 2] = [Tile { bm: 128, bn: 256 }, Tile { bm: 128, b
 /// sm_90a, which no later architecture runs).
 pub const WGMMA_CC: (u32, u32) = (9, 0);
 
+/// Whether the Hopper tile serves 3xTF32 (`x3`; every tile serves the other precisions): the
+/// 3xTF32 kernel (`gemm_tma_x3`) keeps each stage twice, TF32 heads and tails, which only
+/// the 128 × 128 tile's stages leave room for.
+pub fn wgmma_tile_serves(tile: Tile, x3: bool) -> bool {
+    !x3 || tile == Tile { bm: 128, bn: 128 }
+}
+
 /// A kernel of the GEMM: a block tile of the FFMA kernel (f32 inputs, any precision: exact
 /// f32), of the tensor-core kernel (f32 inputs at [`Precision::Tf32`] and
 /// [`Precision::Tf32x3`], f16 and bf16 inputs), or the decode kernel for at most `rows` (1, 2,
@@ -72,9 +79,12 @@ pub enum Kernel {
         tile: Tile,
         splits: u32,
     },
-    /// The Hopper tensor-core kernel (one of [`WGMMA_TILES`]): f16 and bf16 inputs, B in the
-    /// [`BLayout::NK`] layout, on a device of compute capability [`WGMMA_CC`], over `splits`
-    /// slices of K.
+    /// The Hopper tensor-core kernel (one of [`WGMMA_TILES`]): f16 and bf16 inputs, and f32
+    /// at [`Precision::Tf32`] and [`Precision::Tf32x3`] (on the tiles of
+    /// [`wgmma_tile_serves`]), B in the [`BLayout::NK`] layout, on a device of compute
+    /// capability [`WGMMA_CC`], over `splits` slices of K. f32 inputs go through the tensor
+    /// memory accelerator only: operands it cannot read (rows or batch strides that are not
+    /// multiples of 16 bytes) take the `mma.sync` 128 × 128 tile instead.
     Wgmma {
         tile: Tile,
         splits: u32,
@@ -189,7 +199,11 @@ impl Kernel {
                     && mma_tile_serves(tile, x3)
             }
             Kernel::Gemv { .. } => half || input == Dtype::F32,
-            Kernel::Wgmma { .. } => half,
+            Kernel::Wgmma { tile, .. } => {
+                let x3 = input == Dtype::F32 && precision == Precision::Tf32x3;
+                (half || (input == Dtype::F32 && precision != Precision::F32))
+                    && wgmma_tile_serves(tile, x3)
+            }
             Kernel::Tiled(_) | Kernel::SplitK(..) => input == Dtype::F32,
         }
     }
@@ -340,8 +354,15 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                 "the tensor-core kernel {kernel} computes f32 inputs in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
                 g.precision
             ),
+            (Kernel::Wgmma { .. }, Dtype::F32) if g.precision == Precision::Tf32x3 => format!(
+                "the Hopper kernel {kernel} has no 3xTF32 variant (3xTF32 keeps each stage twice: the 128 × 128 tile only)"
+            ),
+            (Kernel::Wgmma { .. }, Dtype::F32) => format!(
+                "the Hopper kernel {kernel} computes f32 inputs in TF32: it serves Precision::Tf32 and Precision::Tf32x3, not {:?}",
+                g.precision
+            ),
             (Kernel::Wgmma { .. }, _) => format!(
-                "the Hopper kernel {kernel} takes f16 or bf16 inputs, not {}",
+                "the Hopper kernel {kernel} takes f16, bf16 or f32 inputs, not {}",
                 input.name()
             ),
             _ => format!(
@@ -371,7 +392,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
                     ),
                 }));
             }
-            wgmma_variant::<T, O>(tile)?
+            wgmma_variant::<T, O>(tile, x3)?
         }
         Kernel::Gemv { rows, .. } => {
             if !bt || g.m > rows as usize {
@@ -467,15 +488,32 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
     } else {
         None
     };
+    if wgmma && input == Dtype::F32 && maps.is_none() {
+        // TF32 and 3xTF32 on Hopper have only the TMA kernels: the `mma.sync` tile.
+        let mma = Kernel::Mma {
+            tile: Tile { bm: 128, bn: 128 },
+            splits,
+        };
+        super::log_dispatch(|| {
+            format!("gemm: {kernel} cannot read these f32 operands through the tensor memory accelerator: {mma}")
+        });
+        return gemm_with(stream, g, mma, a, b, bias, residual, c);
+    }
     let launch = |bias: Option<&dyn DeviceRead<f32>>,
                   residual: Option<&dyn DeviceRead<O>>,
                   c: &mut _,
                   ws: Option<&mut dyn DeviceWrite<f32>>| {
         if let Some((ta, tb)) = &maps {
-            let cfg = LaunchConfig::grid(grid).with_shared_mem(tma_shared_bytes(tile));
-            gemm_tma::launch::<T, O>(
-                stream, cfg, tile.bm, tile.bn, p, ta, tb, bias, residual, c, ws,
-            )
+            let cfg = tma_launch_config(stream.gpu(), g, tile, splits, x3);
+            if x3 {
+                gemm_tma_x3::launch::<T, O>(
+                    stream, cfg, tile.bm, tile.bn, p, ta, tb, bias, residual, c, ws,
+                )
+            } else {
+                gemm_tma::launch::<T, O>(
+                    stream, cfg, tile.bm, tile.bn, p, ta, tb, bias, residual, c, ws,
+                )
+            }
         } else if wgmma {
             // SAFETY: as for `gemm_mma` below (B `[N, K]`, tested above).
             unsafe {
@@ -700,7 +738,7 @@ pub fn kernel_shared_bytes(kernel: Kernel, input: Dtype, precision: Precision) -
         Kernel::Mma { tile, .. } => {
             mma_shared_bytes(tile, input == Dtype::F32 && precision == Precision::Tf32x3)
         }
-        Kernel::Wgmma { tile, .. } => wgmma_shared_bytes(tile),
+        Kernel::Wgmma { tile, .. } => hopper_shared_bytes(tile, input, precision),
         Kernel::Gemv { .. } => 0,
     }
 }
@@ -712,11 +750,45 @@ pub fn wgmma_shared_bytes(tile: Tile) -> u32 {
     (WG_STAGES * (tile.bm + tile.bn) * 128).max(tile.bm * (tile.bn + 4) * f)
 }
 
+/// The dynamic shared memory of a Hopper tile's kernel for inputs of `input` at `precision`:
+/// f16 and bf16 the larger of the `cp.async` and TMA kernels' (either may run), f32 the TMA
+/// kernel's (TF32, or 3xTF32).
+fn hopper_shared_bytes(tile: Tile, input: Dtype, precision: Precision) -> u32 {
+    if input == Dtype::F32 {
+        tma_shared_bytes(tile, precision == Precision::Tf32x3)
+    } else {
+        wgmma_shared_bytes(tile).max(tma_shared_bytes(tile, false))
+    }
+}
+
 /// The dynamic shared memory of a Hopper tile's TMA kernel: `TMA_STAGES` K steps of A and B
-/// (rows of 128 bytes), which the epilogue's padded f32 tile reuses.
-pub fn tma_shared_bytes(tile: Tile) -> u32 {
-    let f = std::mem::size_of::<f32>() as u32;
-    (TMA_STAGES * (tile.bm + tile.bn) * 128).max(tile.bm * (tile.bn + 4) * f)
+/// (rows of 128 bytes); for 3xTF32 (`x3`, `gemm_tma_x3`) `TMA_X3_STAGES` of them, and their
+/// TF32 tails beside them.
+pub fn tma_shared_bytes(tile: Tile, x3: bool) -> u32 {
+    let rows = (tile.bm + tile.bn) * 128;
+    if x3 {
+        2 * TMA_X3_STAGES * rows
+    } else {
+        TMA_STAGES * rows
+    }
+}
+
+/// The tiles of the TMA kernel (`gemm_tma`) of `tile` for `g` split `splits` ways along K:
+/// every matrix's and slice's.
+fn tma_tiles(g: &Gemm, tile: Tile, splits: u32) -> u64 {
+    (g.m as u64).div_ceil(u64::from(tile.bm))
+        * (g.n as u64).div_ceil(u64::from(tile.bn))
+        * g.batch as u64
+        * u64::from(splits)
+}
+
+/// The launch of the persistent TMA kernel (`gemm_tma`, with `x3` `gemm_tma_x3`) of `tile`
+/// for `g` split `splits` ways along K: one block per multiprocessor, or per tile where there are fewer tiles (the
+/// blocks walk the tiles; [`tma_maps`] leaves shapes of more than `u32::MAX` tiles to the
+/// `cp.async` kernel).
+pub fn tma_launch_config(gpu: &Gpu, g: &Gemm, tile: Tile, splits: u32, x3: bool) -> LaunchConfig {
+    let blocks = tma_tiles(g, tile, splits).min(u64::from(gpu.props().sm_count.max(1))) as u32;
+    LaunchConfig::grid([blocks, 1, 1]).with_shared_mem(tma_shared_bytes(tile, x3))
 }
 
 /// Whether the Hopper kernels ([`Kernel::Wgmma`]) take these operands through the tensor
@@ -744,7 +816,7 @@ fn tma_maps<'a, T: ActElement>(
     b: &'a impl DeviceRead<T>,
     p: &GemmParams,
 ) -> Result<Option<(TensorMap<'a, T>, TensorMap<'a, T>)>> {
-    if !(p.vec_a && p.vec_b) {
+    if !(p.vec_a && p.vec_b) || tma_tiles(g, tile, p.splits) > u64::from(u32::MAX) {
         return Ok(None);
     }
     let row = 128 / T::DTYPE.size() as u32;
@@ -772,11 +844,27 @@ fn tma_maps<'a, T: ActElement>(
     }
 }
 
-/// The Hopper kernel variant of a tile for inputs `T` and output `O`.
-pub fn wgmma_variant<T: ActElement, O: ActElement>(tile: Tile) -> Result<&'static KernelVariant> {
-    gemm_wgmma::variant::<T, O>(tile.bm, tile.bn).ok_or_else(|| {
+/// The Hopper kernel variant of a tile for inputs `T` and output `O`: `gemm_wgmma`'s for
+/// f16 and bf16 (the `cp.async` kernel, whose launch takes `gemm_tma` where the operands
+/// allow), `gemm_tma`'s for f32 in TF32 and `gemm_tma_x3`'s in 3xTF32 (`x3`; through the
+/// tensor memory accelerator only).
+pub fn wgmma_variant<T: ActElement, O: ActElement>(
+    tile: Tile,
+    x3: bool,
+) -> Result<&'static KernelVariant> {
+    let (name, v) = if x3 {
+        (
+            "gemm_tma_x3",
+            gemm_tma_x3::variant::<T, O>(tile.bm, tile.bn),
+        )
+    } else if T::DTYPE == Dtype::F32 {
+        ("gemm_tma", gemm_tma::variant::<T, O>(tile.bm, tile.bn))
+    } else {
+        ("gemm_wgmma", gemm_wgmma::variant::<T, O>(tile.bm, tile.bn))
+    };
+    v.ok_or_else(|| {
         crate::__private::variant_not_compiled(
-            "gemm_wgmma",
+            name,
             format!(
                 "T={}, O={}, BM={}, BN={}",
                 T::DTYPE.name(),
@@ -819,11 +907,12 @@ pub fn mma_variant<T: ActElement, O: ActElement>(
 
 /// The decode kernel for at most 8 rows against `[N, K]` weights (a pass over the weights at
 /// memory speed, exact products and f32 sums whatever the precision), split along K where
-/// its blocks do not fill the device ([`gemv_splits`]); else for f32 inputs
-/// the tile of [`pick_tile`] among the tensor-core tiles for TF32 and 3xTF32 on a device that
-/// has them (compute capability 8.0 or later) beyond [`FFMA_ONLY_ROWS`] rows, the FFMA tiles
-/// otherwise; f16 and bf16 inputs
-/// take the tensor-core tiles (an error on a device without them).
+/// its blocks do not fill the device ([`gemv_splits`]); else for f32 inputs the tile of
+/// [`pick_tile`] beyond [`FFMA_ONLY_ROWS`] rows among the Hopper tiles for TF32 and 3xTF32
+/// with B `[N, K]` on a device of compute capability [`WGMMA_CC`], among the tensor-core tiles for TF32
+/// and 3xTF32 on a device that has them (compute capability 8.0 or later), the FFMA tiles
+/// otherwise; f16 and bf16 inputs take the Hopper tiles (B `[N, K]` on [`WGMMA_CC`]) or the
+/// tensor-core tiles (an error on a device without them).
 fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kernel> {
     let tensor_cores = stream.gpu().props().compute_capability >= (8, 0);
     if T::DTYPE != Dtype::F32 && !tensor_cores {
@@ -861,6 +950,13 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
             return pick_tile::<T, O>(stream, g, Family::Wgmma);
         }
         return pick_tile::<T, O>(stream, g, Family::Mma);
+    }
+    if g.precision != Precision::F32
+        && stream.gpu().props().compute_capability == WGMMA_CC
+        && g.b_layout == BLayout::NK
+        && g.m > FFMA_ONLY_ROWS
+    {
+        return pick_tile::<T, O>(stream, g, Family::Wgmma);
     }
     if g.precision != Precision::F32 && tensor_cores && g.m <= FFMA_ONLY_ROWS {
         super::log_dispatch(|| {
@@ -939,14 +1035,19 @@ fn pick_tile<T: ActElement, O: ActElement>(
     let rate = flop_per_byte(mma, T::DTYPE, x3);
     let mut best: Option<(f64, Kernel, String)> = None;
     for (t, &speed) in tiles.iter().zip(speeds) {
-        if family == Family::Mma && !mma_tile_serves(*t, x3) {
+        if (family == Family::Mma && !mma_tile_serves(*t, x3))
+            || (family == Family::Wgmma && !wgmma_tile_serves(*t, x3))
+        {
             continue;
         }
         let blocks = ((g.m as u64).div_ceil(u64::from(t.bm))
             * (g.n as u64).div_ceil(u64::from(t.bn))
             * g.batch as u64) as f64;
         let (v, shared) = match family {
-            Family::Wgmma => (wgmma_variant::<T, O>(*t)?, wgmma_shared_bytes(*t)),
+            Family::Wgmma => (
+                wgmma_variant::<T, O>(*t, x3)?,
+                hopper_shared_bytes(*t, T::DTYPE, g.precision),
+            ),
             Family::Mma => (mma_variant::<T, O>(*t, bt, x3)?, mma_shared_bytes(*t, x3)),
             Family::Ffma => (variant(*t, bt)?, shared_bytes(*t)),
         };

@@ -22,9 +22,11 @@ use super::super::num::Ty;
 use super::tma::TmaState;
 use super::{coords, fmt3, Launch, LOCAL_WINDOW, PARAM_WINDOW, SHARED_WINDOW, WINDOW_SIZE};
 
-/// Per shared byte: who wrote and read it last, in which barrier interval (epoch), and after
-/// how many warp barriers of the block (the stamps: a later warp barrier of both threads
-/// orders the accesses).
+/// Per shared byte: who wrote and read it last, in which barrier interval (epoch), after how
+/// many warp barriers of the block (the stamps: a later warp barrier of both threads orders
+/// the accesses), and at which of the accessing thread's `mbarrier` clocks (the clocks: an
+/// `mbarrier` phase that the thread arrived on later, and that the other thread waited for,
+/// orders them; `exec/tma.rs`).
 #[derive(Clone, Copy, Default)]
 pub(super) struct Shadow {
     /// The thread (numbered from 1) that wrote it last; [`ASYNC_WRITER`] for a completed
@@ -32,10 +34,13 @@ pub(super) struct Shadow {
     pub(super) writer: u32,
     pub(super) w_epoch: u32,
     pub(super) w_stamp: u32,
-    reader: u32,
-    r_epoch: u32,
+    pub(super) w_clock: u32,
+    pub(super) reader: u32,
+    pub(super) r_epoch: u32,
     /// The latest stamp of the interval's reads.
     r_stamp: u32,
+    /// The single reader's clock at its read.
+    r_clock: u32,
 }
 
 /// The `w_epoch` of a byte that a `cp.async` of thread `writer` will write, not completed yet
@@ -221,14 +226,18 @@ impl Mem<'_, '_> {
         a / 32 == b / 32 && met[(b % 32) as usize] > stamp
     }
 
-    /// Whether the interval's earlier reads of a byte (`reader`, at `stamp` the latest) are
-    /// ordered before an access of this thread.
-    fn reads_ordered(&self, reader: u32, stamp: u32) -> bool {
+    /// Whether the interval's earlier reads of a byte (`reader`, at `stamp` the latest; a
+    /// single reader at its `clock`) are ordered before an access of this thread.
+    fn reads_ordered(&self, reader: u32, stamp: u32, clock: u32) -> bool {
         let warp = (self.me - 1) / 32;
         match reader {
             MANY_READERS => false,
             r if r & MANY_IN_WARP != 0 => r & !MANY_IN_WARP == warp && self.met_all > stamp,
-            r => r == self.me || Self::warp_ordered(self.me, self.met, r, stamp),
+            r => {
+                r == self.me
+                    || Self::warp_ordered(self.me, self.met, r, stamp)
+                    || self.tma.ordered(self.me, r, clock)
+            }
         }
     }
 
@@ -269,7 +278,21 @@ impl Mem<'_, '_> {
     }
 
     pub(super) fn shared_read(&mut self, at: usize, len: usize) -> Result<(), String> {
+        self.shared_read_as(at, len, true)
+    }
+
+    /// A read of shared bytes `at..at+len`, checked against their writes; recorded as this
+    /// thread's read (for the checks of later writes) where `record`. The asynchronous
+    /// `wgmma` reads are not recorded: their own record (`AsyncRead`) refuses writes until
+    /// their `wgmma.wait_group`.
+    pub(super) fn shared_read_as(
+        &mut self,
+        at: usize,
+        len: usize,
+        record: bool,
+    ) -> Result<(), String> {
         let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
+        let clock = self.tma.own_clock(me);
         let warp = (me - 1) / 32;
         // Written in this block: an epoch in block_epoch..=epoch (not PENDING, not older).
         let span = self.epoch - self.block_epoch;
@@ -281,12 +304,16 @@ impl Mem<'_, '_> {
             if s.w_epoch == self.epoch
                 && s.writer != me
                 && !Self::warp_ordered(me, met, s.writer, s.w_stamp)
+                && !self.tma.ordered(me, s.writer, s.w_clock)
             {
                 let other = coords(s.writer as usize - 1, self.l.block);
                 return Err(format!(
                     "shared memory data race: read of shared offset {i:#x}, which thread {} wrote with no barrier in between",
                     fmt3(other)
                 ));
+            }
+            if !record {
+                continue;
             }
             if s.r_epoch == self.epoch && s.reader != me {
                 let same_warp = match s.reader {
@@ -304,6 +331,7 @@ impl Mem<'_, '_> {
                 s.reader = me;
                 s.r_epoch = self.epoch;
                 s.r_stamp = stamp;
+                s.r_clock = clock;
             }
         }
         Ok(())
@@ -314,13 +342,17 @@ impl Mem<'_, '_> {
             self.generic_write(at, len)?;
         }
         let (me, met, stamp) = (self.me, self.met, self.warp_syncs);
+        let clock = self.tma.own_clock(me);
         for i in at..at + len {
             let s = self.shadow[i];
             if s.w_epoch >= self.epoch {
                 if s.w_epoch >= TMA_PENDING {
                     return Err(self.pending(i, "write of"));
                 }
-                if s.writer != me && !Self::warp_ordered(me, met, s.writer, s.w_stamp) {
+                if s.writer != me
+                    && !Self::warp_ordered(me, met, s.writer, s.w_stamp)
+                    && !self.tma.ordered(me, s.writer, s.w_clock)
+                {
                     let other = coords(s.writer as usize - 1, self.l.block);
                     return Err(format!(
                         "shared memory data race: write of shared offset {i:#x}, which thread {} also wrote with no barrier in between",
@@ -328,7 +360,9 @@ impl Mem<'_, '_> {
                     ));
                 }
             }
-            if s.r_epoch == self.epoch && s.reader != me && !self.reads_ordered(s.reader, s.r_stamp)
+            if s.r_epoch == self.epoch
+                && s.reader != me
+                && !self.reads_ordered(s.reader, s.r_stamp, s.r_clock)
             {
                 let who = if s.reader & MANY_IN_WARP != 0 {
                     "other threads".to_string()
@@ -344,6 +378,7 @@ impl Mem<'_, '_> {
             s.writer = me;
             s.w_epoch = self.epoch;
             s.w_stamp = stamp;
+            s.w_clock = clock;
         }
         Ok(())
     }
@@ -488,6 +523,7 @@ impl Mem<'_, '_> {
         let q = &mut *self.queue;
         let upto = q.groups[groups - 1];
         let (me, epoch, stamp) = (self.me, self.epoch, self.warp_syncs);
+        let clock = self.tma.own_clock(me);
         let fences = self.proxy_fences[me as usize - 1];
         for c in &q.copies[..upto as usize] {
             let (at, len) = (c.at as usize, c.len as usize);
@@ -496,6 +532,7 @@ impl Mem<'_, '_> {
                 s.writer = me;
                 s.w_epoch = epoch;
                 s.w_stamp = stamp;
+                s.w_clock = clock;
             }
             if !self.proxy.is_empty() {
                 // A completed copy is a generic-proxy write (a wgmma read of it was refused

@@ -15,6 +15,13 @@
 //! block can proceed otherwise. Until then any access to its destination is an error, and a
 //! block may not exit with a copy in flight.
 //!
+//! An `mbarrier` also orders memory, as the PTX memory model says (`arrive` releases, a
+//! `try_wait` that returns true acquires): the block keeps a vector clock per thread (its
+//! arrivals, and what it learned of the others' through the phases it waited for), each
+//! `mbarrier` the clocks released on its current phase and on its completed ones. A shared
+//! byte remembers its writer's clock at the write (`mem.rs`), so a thread that reads it after
+//! waiting for a phase the writer arrived on later reads it ordered, without a `bar.sync`.
+//!
 //! A `try_wait` that returns false also suspends its thread ([`MbarWait`]): the scheduler
 //! (`exec/mod.rs`) lets the other threads run and wakes it once the phase it waits for has
 //! completed, so a spin loop costs nothing. When every thread is blocked and no copy is in
@@ -44,6 +51,11 @@ struct Mbarrier {
     tx: i64,
     /// Completed phases; the low bit is the current phase's parity.
     phases: u64,
+    /// Per thread of the block, the latest of its clocks that an arrival on the current
+    /// phase released (the arriving threads' vector clocks, merged).
+    released: Vec<u32>,
+    /// The same through the completed phases: what a successful `try_wait` acquires.
+    completed: Vec<u32>,
 }
 
 impl Mbarrier {
@@ -52,6 +64,9 @@ impl Mbarrier {
         if self.pending == 0 && self.tx == 0 {
             self.phases += 1;
             self.pending = self.count;
+            for (c, r) in self.completed.iter_mut().zip(&mut self.released) {
+                *c = (*c).max(std::mem::take(r));
+            }
         }
     }
 
@@ -89,6 +104,12 @@ pub(super) struct TmaState {
     /// Counts every change of an `mbarrier` and every copy issued: the scheduler's test of
     /// progress.
     events: u64,
+    /// The threads of the block, once it initialized an `mbarrier` (0 before).
+    threads: usize,
+    /// Their vector clocks, `threads × threads` (thread `t`'s at `t · threads`): entry `u`
+    /// of thread `t`'s is the number of arrivals of thread `u` ordered before `t`'s next
+    /// access, its own entry its own arrivals.
+    clocks: Vec<u32>,
 }
 
 impl TmaState {
@@ -103,6 +124,31 @@ impl TmaState {
             shadow[at..at + c.data.len()].fill(Shadow::default());
         }
         self.events = 0;
+        self.threads = 0;
+        self.clocks.clear();
+    }
+
+    /// Thread `me`'s own clock (threads numbered from 1): its arrivals so far.
+    pub(super) fn own_clock(&self, me: u32) -> u32 {
+        match self.threads {
+            0 => 0,
+            n => self.clocks[(me as usize - 1) * (n + 1)],
+        }
+    }
+
+    /// Whether an access of thread `other` at its clock `clock` is ordered before thread
+    /// `me`'s next access by the `mbarrier` phases (`other` arrived on a phase after it that
+    /// `me` then waited for).
+    pub(super) fn ordered(&self, me: u32, other: u32, clock: u32) -> bool {
+        self.threads != 0
+            && other != ASYNC_WRITER
+            && self.clocks[(me as usize - 1) * self.threads + other as usize - 1] > clock
+    }
+
+    /// Thread `me`'s vector clock.
+    fn clock_of(&mut self, me: u32) -> &mut [u32] {
+        let n = self.threads;
+        &mut self.clocks[(me as usize - 1) * n..me as usize * n]
     }
 
     fn find(&self, at: u64) -> Option<usize> {
@@ -167,12 +213,20 @@ impl Mem<'_, '_> {
         if self.tma.copies.iter().any(|c| c.mbar as u64 == at) {
             return Err(format!("mbarrier.init of the mbarrier at shared offset {at:#x}, on which a cp.async.bulk.tensor is in flight"));
         }
+        if self.tma.threads == 0 {
+            let n = self.l.block.iter().product::<u32>() as usize;
+            self.tma.threads = n;
+            self.tma.clocks.resize(n * n, 0);
+        }
+        let n = self.tma.threads;
         let b = Mbarrier {
             at: at as u32,
             count: count as u32,
             pending: count as u32,
             tx: 0,
             phases: 0,
+            released: vec![0; n],
+            completed: vec![0; n],
         };
         match self.tma.find(at) {
             Some(j) => self.tma.mbars[j] = b,
@@ -212,8 +266,21 @@ impl Mem<'_, '_> {
         let token = b.phases;
         b.tx = new_tx;
         b.pending -= 1;
+        // The arrival releases this thread's accesses before it: its clock ticks, and the
+        // phase carries what the thread's clock orders.
+        let me = self.me;
+        let st = &mut *self.tma;
+        let clock = {
+            let n = st.threads;
+            &mut st.clocks[(me as usize - 1) * n..me as usize * n]
+        };
+        clock[me as usize - 1] += 1;
+        let b = &mut st.mbars[i];
+        for (r, &c) in b.released.iter_mut().zip(clock.iter()) {
+            *r = (*r).max(c);
+        }
         b.settle();
-        self.tma.events += 1;
+        st.events += 1;
         Ok(token)
     }
 
@@ -222,11 +289,20 @@ impl Mem<'_, '_> {
     /// a thread waits), then it is tested again.
     pub(super) fn mbar_try_wait(&mut self, at: u64, parity: u64) -> Result<bool, String> {
         let i = self.mbar(at, "mbarrier.try_wait")?;
-        if self.tma.mbars[i].phases & 1 != parity {
-            return Ok(true);
+        if self.tma.mbars[i].phases & 1 == parity {
+            self.tma_complete(Some(at as u32))?;
+            if self.tma.mbars[i].phases & 1 == parity {
+                return Ok(false);
+            }
         }
-        self.tma_complete(Some(at as u32))?;
-        Ok(self.tma.mbars[i].phases & 1 != parity)
+        // The wait acquires what the completed phases released.
+        let st = &mut *self.tma;
+        let done = std::mem::take(&mut st.mbars[i].completed);
+        for (c, &d) in st.clock_of(self.me).iter_mut().zip(&done) {
+            *c = (*c).max(d);
+        }
+        st.mbars[i].completed = done;
+        Ok(true)
     }
 
     /// Completes the copies in flight (only those on the `mbarrier` at `only`, if given): writes
@@ -260,6 +336,9 @@ impl Mem<'_, '_> {
             s.writer = ASYNC_WRITER;
             s.w_epoch = epoch;
             s.w_stamp = stamp;
+            // The reads before the copy are forgotten: it replaced what they read.
+            s.reader = ASYNC_WRITER;
+            s.r_epoch = TMA_PENDING;
         }
         if !self.proxy.is_empty() {
             self.proxy[dst..dst + len].fill(ProxyByte::default());

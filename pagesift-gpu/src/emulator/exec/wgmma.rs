@@ -219,7 +219,7 @@ impl Runner {
         let Where::Shared(at) = mem.resolve(MemSpace::Shared, addr, 16, what)? else {
             return Err(format!("{what} outside shared memory"));
         };
-        mem.shared_read(at, 16)?;
+        mem.shared_read_as(at, 16, false)?;
         mem.async_read(at, 16)?;
         self.wg[lo / 32].chunks.push((at / 16) as u32);
         let mut out = [0u8; 16];

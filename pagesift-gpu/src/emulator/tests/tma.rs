@@ -702,3 +702,84 @@ fn tma_hostile_maps_coordinates_and_text_never_panic() {
         "loaded {loaded}, launched {launched}"
     );
 }
+
+/// Who writes the 32 words that warp 1 reads in [`handoff_kernel`], and when.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Handoff {
+    /// Thread 0 writes them, then arrives on the `mbarrier` that warp 1 waits for.
+    WriteThenArrive,
+    /// Thread 0 arrives first and writes after: its writes are not released.
+    ArriveThenWrite,
+    /// Thread 64 (warp 2) writes them and never arrives; thread 0 arrives.
+    OtherWriter,
+}
+
+/// A hand-off of generic shared stores through an `mbarrier` (count 1), no `bar.sync` after
+/// its initialization: warp 1 waits for phase 0 and copies the 32 words to `out`.
+fn handoff_kernel(h: Handoff) -> String {
+    let stores: String = (0..32)
+        .map(|k| format!(" st.shared.u32 [buf+{}], {};\n", 4 * k, 7 * k + 1))
+        .collect();
+    let arrive = " mbarrier.arrive.shared::cta.b64 %rd4, [bar];\n";
+    let (producer, other) = match h {
+        Handoff::WriteThenArrive => (format!("{stores}{arrive}"), String::new()),
+        Handoff::ArriveThenWrite => (format!("{arrive}{stores}"), String::new()),
+        Handoff::OtherWriter => (arrive.to_string(), stores),
+    };
+    format!(
+        ".version 8.0\n.target sm_90a\n.address_size 64\n\
+         .visible .entry handoff(.param .u64 out)\n{{\n\
+         .shared .align 16 .b8 buf[128];\n .shared .align 8 .b8 bar[8];\n\
+         .reg .pred %p<4>;\n .reg .b32 %r<10>;\n .reg .b64 %rd<8>;\n\
+         mov.u32 %r0, %tid.x;\n setp.ne.u32 %p0, %r0, 0;\n @%p0 bra $inited;\n\
+         mbarrier.init.shared::cta.b64 [bar], 1;\n\
+         $inited:\n bar.sync 0;\n @%p0 bra $others;\n\
+         {producer} bra $exit;\n\
+         $others:\n setp.lt.u32 %p1, %r0, 64;\n @%p1 bra $consumer;\n\
+         setp.ne.u32 %p1, %r0, 64;\n @%p1 bra $exit;\n{other} bra $exit;\n\
+         $consumer:\n setp.lt.u32 %p1, %r0, 32;\n @%p1 bra $exit;\n\
+         $wait:\n mbarrier.try_wait.parity.shared::cta.b64 %p2, [bar], 0;\n @!%p2 bra $wait;\n\
+         sub.u32 %r2, %r0, 32;\n shl.b32 %r3, %r2, 2;\n mov.u32 %r4, buf;\n add.u32 %r4, %r4, %r3;\n\
+         ld.shared.u32 %r5, [%r4];\n ld.param.u64 %rd1, [out];\n mul.wide.u32 %rd2, %r2, 4;\n\
+         add.s64 %rd3, %rd1, %rd2;\n st.global.u32 [%rd3], %r5;\n\
+         $exit:\n ret;\n}}\n"
+    )
+}
+
+fn run_handoff(h: Handoff) -> (Result<()>, Vec<u32>) {
+    let e = emu90();
+    let out = upload_u32(&e, &[0; 32]);
+    let r = launch(
+        &e,
+        &handoff_kernel(h),
+        "handoff",
+        1,
+        96,
+        0,
+        &[&out.to_le_bytes()],
+    );
+    (r, download_u32(&e, out, 32))
+}
+
+#[test]
+fn an_mbarrier_phase_orders_the_stores_of_the_threads_that_arrived_on_it() {
+    let (r, got) = run_handoff(Handoff::WriteThenArrive);
+    r.expect("the hand-off runs without a race");
+    assert_eq!(got, (0..32).map(|k| 7 * k + 1).collect::<Vec<u32>>());
+}
+
+#[test]
+fn stores_after_the_arrival_or_by_a_thread_that_never_arrived_are_races() {
+    for h in [Handoff::ArriveThenWrite, Handoff::OtherWriter] {
+        let (r, _) = run_handoff(h);
+        match r {
+            Err(Error::Emulator(m)) => assert!(
+                m.message.contains("shared memory data race")
+                    || m.message.contains("uninitialized shared memory read"),
+                "{h:?}: {}",
+                m.message
+            ),
+            other => panic!("{h:?}: expected an emulator error, got {other:?}"),
+        }
+    }
+}

@@ -850,17 +850,10 @@ fn split_rows<const ROWS: u32, const RUN: u32, const LDS: u32, const THREADS: u3
     #[unroll]
     for q in 0..ROWS * RUN / (4 * THREADS) {
         if q * parts / chunks == part {
-            let v = t.load4(st + base + q * (THREADS / (RUN / 4)) * LDS);
-            let h = [f32::from_bits(v[0].to_tf32()), f32::from_bits(v[1].to_tf32()), f32::from_bits(v[2].to_tf32()), f32::from_bits(v[3].to_tf32())];
-            t.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, h);
+            let x = tf32_split4(t.load4(st + base + q * (THREADS / (RUN / 4)) * LDS));
+            t.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, x[0]);
             if X3 {
-                let l = [
-                    f32::from_bits((v[0] - h[0]).to_tf32()),
-                    f32::from_bits((v[1] - h[1]).to_tf32()),
-                    f32::from_bits((v[2] - h[2]).to_tf32()),
-                    f32::from_bits((v[3] - h[3]).to_tf32()),
-                ];
-                tl.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, l);
+                tl.store4(st + base + q * (THREADS / (RUN / 4)) * LDS, x[1]);
             }
         }
     }
@@ -1395,19 +1388,59 @@ fn wg_mainloop<T, const BM: u32, const BN: u32>(
 /// ahead of the `wgmma`s.
 const TMA_STAGES: u32 = 4;
 
-/// The producer of `gemm_tma` (one thread): K step `kt` waits until stage `kt % TMA_STAGES`
-/// is free (its `empty` barrier: every consumer warp released the step `TMA_STAGES` before,
-/// the phase of parity `(kt / TMA_STAGES + 1) % 2`; at once in the first round), announces
-/// its bytes on the stage's `full` barrier and has the tensor memory accelerator copy the
-/// boxes of A (`BM` rows) and B (`BN` rows), 128 bytes of K each, at `(k, row, z)`. Boxes
-/// past the matrices are zero-filled by the hardware.
-fn tma_produce<T, const BM: u32, const BN: u32>(
-    a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]>,
-    b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]>,
-    full: Shared<[u64; TMA_STAGES]>,
-    empty: Shared<[u64; TMA_STAGES]>,
+/// The stages of the 3xTF32 TMA pipeline (`gemm_tma_x3`), each twice the size of
+/// `gemm_tma`'s: the boxes as loaded (then their TF32 heads) and their TF32 tails.
+const TMA_X3_STAGES: u32 = 3;
+
+/// The threads of `gemm_tma_x3` that split each stage into TF32 heads and tails: warps 1 to
+/// 3 of warpgroup 0 (whose warp 0 holds the producer thread).
+const TMA_SPLITTERS: u32 = 96;
+
+/// The tile rows that `gemm_tma`'s tile order walks down before moving to the next tile
+/// column: the blocks resident at once then share a few row panels of A and column panels
+/// of B in L2.
+const TMA_GROUP_ROWS: u32 = 8;
+
+/// Tile `tile` of `gemm_tma`'s persistent order (tiles of `BM × BN` of every matrix and
+/// slice of K, a plane of tiles per slice `zs`, each plane walked in groups of
+/// [`TMA_GROUP_ROWS`] tile rows, down a group's rows and then across its columns):
+/// `[zs, z, m0, n0, kbeg, ktiles]`, the slice index, the matrix, the tile's first row and
+/// column, its first K element and its K steps of 128 bytes.
+fn tma_tile<T, const BM: u32, const BN: u32>(p: GemmParams, tile: u32) -> [u32; 6] {
+    let row = 128 / size_of::<T>();
+    let tiles_m = (p.m + BM - 1) / BM;
+    let tiles_n = (p.n + BN - 1) / BN;
+    let plane = tiles_m * tiles_n;
+    let zs = tile / plane;
+    let r = tile % plane;
+    let span = TMA_GROUP_ROWS * tiles_n;
+    let first = r / span * TMA_GROUP_ROWS;
+    let rows = (tiles_m - first).min(TMA_GROUP_ROWS);
+    let m0 = (first + r % span % rows) * BM;
+    let n0 = r % span / rows * BN;
+    let kbeg = (zs % p.splits) * p.kc;
+    let kend = (kbeg + p.kc).min(p.k);
+    let mut len = 0u32;
+    if kend > kbeg {
+        len = kend - kbeg;
+    }
+    [zs, zs / p.splits, m0, n0, kbeg, (len + (row - 1)) / row]
+}
+
+/// The producer of `gemm_tma` (one thread), for one tile whose K steps are the pipeline's
+/// steps `it0 ..`: step `it` waits until stage `it % ST` is free (its `empty` barrier: every
+/// consumer warp released the step `ST` before, the phase of parity `(it / ST + 1) % 2`; at
+/// once in the first round), announces its bytes on the stage's `full` barrier and has the
+/// tensor memory accelerator copy the boxes of A (`BM` rows) and B (`BN` rows), 128 bytes
+/// of K each, at `(k, row, z)`. Boxes past the matrices are zero-filled by the hardware.
+fn tma_produce<T, const BM: u32, const BN: u32, const ST: u32>(
+    a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
+    full: Shared<[u64; ST]>,
+    empty: Shared<[u64; ST]>,
     ta: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
     tb: TensorMap<T, { 128 / size_of::<T>() }, BN, 1>,
+    it0: u32,
     kbeg: u32,
     ktiles: u32,
     m0: u32,
@@ -1417,12 +1450,13 @@ fn tma_produce<T, const BM: u32, const BN: u32>(
     let row = 128 / size_of::<T>();
     let mut kt = 0u32;
     while kt < ktiles {
-        let s = kt % TMA_STAGES;
+        let it = it0 + kt;
+        let s = it % ST;
         let ai = s * (BM * row);
         let bi = s * (BN * row);
-        // Always true (`s < TMA_STAGES`): proves the boxes and the barriers.
-        if (s < TMA_STAGES) & (((ai as u64) + (BM * row) as u64) <= (a_s.len() as u64)) & (((bi as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
-            empty.mbar_wait(s, (kt / TMA_STAGES + 1) % 2);
+        // Always true (`s < ST`): proves the boxes and the barriers.
+        if (s < ST) & (((ai as u64) + (BM * row) as u64) <= (a_s.len() as u64)) & (((bi as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+            empty.mbar_wait(s, (it / ST + 1) % 2);
             full.mbar_arrive_expect_tx(s, (BM + BN) * 128);
             let k = (kbeg + kt * row) as i32;
             a_s.tma_load(ai, ta, k, m0 as i32, z as i32, full, s);
@@ -1432,18 +1466,83 @@ fn tma_produce<T, const BM: u32, const BN: u32>(
     }
 }
 
-/// A consumer warpgroup `w` of `gemm_tma`: rows `64 w ..` of the A tile by the whole `BN`
-/// columns of B, each K step in `128 / 32` `wgmma`s of 32 bytes of K once the stage's
-/// `full` barrier completed its phase (parity `(kt / TMA_STAGES) % 2`). `wgmma_wait(1)`
-/// leaves the step's own products in flight and completes the previous step's, whose stage
-/// each warp then releases (one arrival per warp on `empty`). `gemm_tma` passes `PARITY` 0
-/// and `DRAIN` true; the mutant tests wait on the other parity, or return with the last
-/// products in flight.
-fn tma_consume<T, const BM: u32, const BN: u32, const PARITY: u32, const DRAIN: bool>(
-    a_s: Shared<[T; TMA_STAGES * BM * (128 / size_of::<T>())]>,
-    b_s: Shared<[T; TMA_STAGES * BN * (128 / size_of::<T>())]>,
-    full: Shared<[u64; TMA_STAGES]>,
-    empty: Shared<[u64; TMA_STAGES]>,
+/// A splitter thread `t` (of [`TMA_SPLITTERS`]) of `gemm_tma_x3`, for one tile whose K steps
+/// are the pipeline's steps `it0 ..`: once stage `it % ST` has landed (`full`, parity
+/// `(it / ST) % 2`) it replaces every f32 of the stage's boxes by its TF32 head and writes
+/// the TF32 tail to the same place of `a_lo` / `b_lo` (`tf32_split4`: the same layout, so
+/// the same swizzle), 16 bytes at a time, then orders its writes before the `wgmma`s' reads
+/// (`fence_proxy_async`) and arrives on `ready`.
+fn tma_split<const BM: u32, const BN: u32, const ST: u32>(
+    a_s: Shared<[f32; ST * BM * 32]>,
+    b_s: Shared<[f32; ST * BN * 32]>,
+    a_lo: Shared<[f32; ST * BM * 32]>,
+    b_lo: Shared<[f32; ST * BN * 32]>,
+    full: Shared<[u64; ST]>,
+    ready: Shared<[u64; ST]>,
+    it0: u32,
+    ktiles: u32,
+    t: u32,
+) {
+    let mut kt = 0u32;
+    while kt < ktiles {
+        let it = it0 + kt;
+        let s = it % ST;
+        if s < ST {
+            full.mbar_wait(s, (it / ST) % 2);
+            let mut v = t;
+            while v < BM * 8 {
+                let i = s * (BM * 32) + v * 4;
+                let x = tf32_split4(a_s.load4(i));
+                a_s.store4(i, x[0]);
+                a_lo.store4(i, x[1]);
+                v += TMA_SPLITTERS;
+            }
+            v = t;
+            while v < BN * 8 {
+                let i = s * (BN * 32) + v * 4;
+                let x = tf32_split4(b_s.load4(i));
+                b_s.store4(i, x[0]);
+                b_lo.store4(i, x[1]);
+                v += TMA_SPLITTERS;
+            }
+            fence_proxy_async();
+            ready.mbar_arrive(s);
+        }
+        kt += 1;
+    }
+}
+
+/// 4 f32 as their TF32 heads (rounded to nearest) and the TF32 roundings of the remainders:
+/// `[heads, tails]`, `head + tail` within 2^-22 of each input relative to it.
+fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
+    let mut r = [[0.0f32; 4]; 2];
+    #[unroll]
+    for l in 0..4 {
+        r[0][l] = f32::from_bits(v[l].to_tf32());
+        r[1][l] = f32::from_bits((v[l] - r[0][l]).to_tf32());
+    }
+    r
+}
+
+/// A consumer warpgroup `w` of `gemm_tma`, for one tile whose K steps are the pipeline's
+/// steps `it0 ..`: rows `64 w ..` of the A tile by the whole `BN` columns of B, each K step
+/// in `128 / 32` `wgmma`s of 32 bytes of K (16 f16 / bf16 elements, or 8 f32 read as TF32:
+/// the tensor cores take the top 19 bits of each) once the stage's barrier `ready` (`full`,
+/// or with `X3` the splitters') completed its phase (parity `(it / ST) % 2`); with `X3`
+/// three per 32 bytes, tails by heads, heads by tails, heads by heads (`a_lo`, `b_lo`: the
+/// tails; the same views as `a_s`, `b_s` without `X3`). `wgmma_wait(1)` leaves the step's
+/// own products in flight and completes the previous step's, whose stage each warp then
+/// releases (one arrival per warp on `empty`); the last step's stage is released after
+/// `wgmma_wait(0)`. `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on
+/// the other parity, or release the last stage and return with its products in flight.
+fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, const PARITY: u32, const DRAIN: bool>(
+    a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
+    b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
+    a_lo: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
+    b_lo: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
+    ready: Shared<[u64; ST]>,
+    empty: Shared<[u64; ST]>,
+    it0: u32,
     ktiles: u32,
     w: u32,
 ) -> [f32; BN / 2] {
@@ -1452,13 +1551,14 @@ fn tma_consume<T, const BM: u32, const BN: u32, const PARITY: u32, const DRAIN: 
     let mut acc = [0.0f32; BN / 2];
     let mut kt = 0u32;
     while kt < ktiles {
-        let s = kt % TMA_STAGES;
+        let it = it0 + kt;
+        let s = it % ST;
         let ab = s * (BM * row) + w * (64 * row);
         let bb = s * (BN * row);
-        // Always true (`s < TMA_STAGES`, `w < BM / 64`): proves the barrier and every
-        // descriptor below.
-        if (s < TMA_STAGES) & (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
-            full.mbar_wait(s, (kt / TMA_STAGES + PARITY) % 2);
+        // Always true (`s < ST`, `w < BM / 64`): proves the barrier and every descriptor
+        // below.
+        if (s < ST) & (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+            ready.mbar_wait(s, (it / ST + PARITY) % 2);
             wgmma_fence();
             #[unroll]
             for ks in 0..4 {
@@ -1466,14 +1566,20 @@ fn tma_consume<T, const BM: u32, const BN: u32, const PARITY: u32, const DRAIN: 
                     acc = wgmma_bf16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 } else if T == f16 {
                     acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                } else if T == f32 {
+                    if X3 {
+                        acc = wgmma_tf32(acc, a_lo.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                        acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_lo.wgmma_desc(bb, ks * (row / 4), BN), true);
+                    }
+                    acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 }
             }
             wgmma_commit();
         }
         wgmma_wait(1);
         if (kt > 0) & (lane == 0) {
-            let ps = (kt - 1) % TMA_STAGES;
-            if ps < TMA_STAGES {
+            let ps = (it - 1) % ST;
+            if ps < ST {
                 empty.mbar_arrive(ps);
             }
         }
@@ -1482,16 +1588,146 @@ fn tma_consume<T, const BM: u32, const BN: u32, const PARITY: u32, const DRAIN: 
     if DRAIN {
         wgmma_wait(0);
     }
+    if (ktiles > 0) & (lane == 0) {
+        let ls = (it0 + ktiles - 1) % ST;
+        if ls < ST {
+            empty.mbar_arrive(ls);
+        }
+    }
     acc
 }
 
-/// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
-/// `(q, g, t)` (warp `q` of its warpgroup `w`, lane `4 g + t`; warps counted from `w0`)
-/// holds, in registers `4 j .. 4 j + 4`, rows `64 w + 16 q + g` and `+ 8`, columns
-/// `8 j + 2 t` and `+ 1`.
-fn wg_to_shared<const BM: u32, const BN: u32>(acc: [f32; BN / 2], t_s: Shared<[f32; BM * (BN + 4)]>, w0: u32) {
+/// `gemm_tma`'s body, persistent: each block takes tiles `block_idx_x()`, `+ grid_dim_x()`,
+/// .. of [`tma_tile`]'s order, through a pipeline of `ST` stages. Thread 0 is the producer
+/// ([`tma_produce`]) of every tile's K steps, one pipeline across the tiles, so that it
+/// loads the next tile's first stages while the consumers finish the current one;
+/// warpgroups `1 ..= BM / 64` are the consumers ([`tma_consume`]), which write each tile from
+/// their registers ([`wg_store`]). With `X3` (3xTF32, f32 inputs) warps 1 to 3 split each
+/// stage into TF32 heads and tails ([`tma_split`]; the tails at byte `LO` of the dynamic
+/// shared memory, past the stages) before the consumers take it; without, the rest of
+/// warpgroup 0 has nothing to do (and `LO` is 0). `PARITY` and `DRAIN` go to `tma_consume`
+/// (0 and true but in the mutant tests).
+fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, const LO: u32, const PARITY: u32, const DRAIN: bool>(
+    p: GemmParams,
+    ta: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
+    tb: TensorMap<T, { 128 / size_of::<T>() }, BN, 1>,
+    bias: Option<&[f32]>,
+    res: Option<&[O]>,
+    c: &mut [O],
+    ws: Option<&mut [f32]>,
+) {
+    let a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]> = dyn_shared(0);
+    let b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]> = dyn_shared(ST * BM * 128);
+    let a_lo: Shared<[T; ST * BM * (128 / size_of::<T>())]> = dyn_shared(LO);
+    let b_lo: Shared<[T; ST * BN * (128 / size_of::<T>())]> = dyn_shared(LO + ST * BM * 128);
+    let full: Shared<[u64; ST]>;
+    let ready: Shared<[u64; ST]>;
+    let empty: Shared<[u64; ST]>;
+    let tid = thread_idx_x();
+    if tid == 0 {
+        #[unroll]
+        for s in 0..ST {
+            full.mbar_init(s, 1);
+            if X3 {
+                ready.mbar_init(s, TMA_SPLITTERS);
+            }
+            // One arrival per consumer warp.
+            empty.mbar_init(s, BM / 64 * 4);
+        }
+    }
+    fence_proxy_async();
+    sync_threads();
+    let total = (p.m + BM - 1) / BM * ((p.n + BN - 1) / BN) * p.batch * p.splits;
+    let mut tile = block_idx_x();
+    let mut it = 0u32;
+    if tid == 0 {
+        prefetch_tensormap(ta);
+        prefetch_tensormap(tb);
+        while tile < total {
+            let t = tma_tile::<T, BM, BN>(p, tile);
+            tma_produce::<T, BM, BN, ST>(a_s, b_s, full, empty, ta, tb, it, t[4], t[5], t[2], t[3], t[1]);
+            it += t[5];
+            tile += grid_dim_x();
+        }
+    } else if tid >= 128 {
+        while tile < total {
+            let t = tma_tile::<T, BM, BN>(p, tile);
+            let mut acc = [0.0f32; BN / 2];
+            if X3 {
+                acc = tma_consume::<T, BM, BN, ST, X3, PARITY, DRAIN>(a_s, b_s, a_lo, b_lo, ready, empty, it, t[5], tid / 128 - 1);
+            } else {
+                acc = tma_consume::<T, BM, BN, ST, X3, PARITY, DRAIN>(a_s, b_s, a_lo, b_lo, full, empty, it, t[5], tid / 128 - 1);
+            }
+            wg_store::<O, BN>(acc, p, bias, res, c, ws, t[0], t[1], t[2] + (tid / 128 - 1) * 64, t[3]);
+            it += t[5];
+            tile += grid_dim_x();
+        }
+    } else if X3 {
+        if tid >= 32 {
+            while tile < total {
+                let t = tma_tile::<T, BM, BN>(p, tile);
+                tma_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, it, t[5], tid - 32);
+                it += t[5];
+                tile += grid_dim_x();
+            }
+        }
+    }
+}
+
+/// A consumer warpgroup's accumulators (rows `m0 ..` of the tile, columns `n0 ..`) through
+/// the epilogue to C, or raw to the workspace plane of slice `zs` where K is split (`ws`).
+/// Thread `(q, g, t)` (warp `q` of the warpgroup, lane `4 g + t`) holds, in registers `4 j ..
+/// 4 j + 4`, rows `16 q + g` and `+ 8`, columns `8 j + 2 t` and `+ 1`; the threads of a
+/// pair `t`, `t ^ 1` swap halves so that each holds 4 consecutive columns of one row (the
+/// even one row `g`, columns `8 j + 4 (t / 2) ..`, the odd one row `g + 8`), the 16-byte
+/// runs [`store_out`] writes.
+fn wg_store<O, const BN: u32>(
+    acc: [f32; BN / 2],
+    p: GemmParams,
+    bias: Option<&[f32]>,
+    res: Option<&[O]>,
+    c: &mut [O],
+    ws: Option<&mut [f32]>,
+    zs: u32,
+    z: u32,
+    m0: u32,
+    n0: u32,
+) {
     let lane = lane_id();
-    let warp = warp_id() - w0;
+    let odd = (lane % 2) == 1;
+    let row = m0 + (warp_id() % 4) * 16 + lane / 4 + if odd { 8 } else { 0 };
+    let col0 = n0 + (lane % 4) / 2 * 4;
+    // Block `zs` is split `zs % splits` of matrix `z`: its plane is `s · batch + z`.
+    let plane = ((zs % p.splits) * p.batch + z) as u64;
+    #[unroll]
+    for j in 0..BN / 8 {
+        let give0 = if odd { acc[4 * j] } else { acc[4 * j + 2] };
+        let give1 = if odd { acc[4 * j + 1] } else { acc[4 * j + 3] };
+        let got0 = shfl_xor(give0, 1);
+        let got1 = shfl_xor(give1, 1);
+        let v = [
+            if odd { got0 } else { acc[4 * j] },
+            if odd { got1 } else { acc[4 * j + 1] },
+            if odd { acc[4 * j + 2] } else { got0 },
+            if odd { acc[4 * j + 3] } else { got1 },
+        ];
+        let col = col0 + j * 8;
+        if (row < p.m) & (col < p.n) {
+            if let Some(w) = ws {
+                w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
+            } else {
+                store_out::<O>(p, bias, res, c, z as u64, row, col, v);
+            }
+        }
+    }
+}
+
+/// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
+/// `(q, g, t)` (warp `q` of its warpgroup `w`, lane `4 g + t`) holds, in registers `4 j .. 4 j + 4`, rows `64 w + 16 q + g` and `+ 8`, columns
+/// `8 j + 2 t` and `+ 1`.
+fn wg_to_shared<const BM: u32, const BN: u32>(acc: [f32; BN / 2], t_s: Shared<[f32; BM * (BN + 4)]>) {
+    let lane = lane_id();
+    let warp = warp_id();
     let to = (warp / 4 * 64 + warp % 4 * 16 + lane / 4) * (BN + 4) + (lane % 4) * 2;
     if ((to as u64) + (8 * (BN + 4) + BN - 8 + 2) as u64) <= (t_s.len() as u64) {
         #[unroll]

@@ -111,7 +111,9 @@ impl Family for Gemms {
 /// and decode kernels compute exact f32 and 16-bit products are exact at every precision.
 fn precisions(kernel: Kernel, input: Dtype) -> Vec<Precision> {
     let distinct: &[Precision] = match (kernel, input) {
-        (Kernel::Mma { .. }, Dtype::F32) => &[Precision::Tf32x3, Precision::Tf32],
+        (Kernel::Mma { .. } | Kernel::Wgmma { .. }, Dtype::F32) => {
+            &[Precision::Tf32x3, Precision::Tf32]
+        }
         _ => &[Precision::F32],
     };
     distinct
