@@ -143,6 +143,39 @@ fn a_typed_read_of_byte_data_is_bounds_and_alignment_checked() {
 }
 
 #[test]
+fn a_vector_read_of_byte_data_is_one_access_checked_over_its_bytes() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(w: &[u8], z: &mut [u32], h: &mut [f32]) {
+            let i = thread_idx_x() * 144;
+            let v = w.read::<[u32; 4]>(i + 16);
+            z[0] = v[0] ^ v[3];
+            let p = w.read::<[f16; 4]>(i + 8);
+            h[0] = p[0] as f32 + p[3] as f32;
+        }
+    });
+    let text = &ptx[0].1;
+    // One 16-byte load and one 8-byte load, each alignment-checked (4 and 3 bits) and
+    // bounds-checked over all its bytes.
+    assert!(text.contains("ld.global.v4.u32"), "{text}");
+    assert!(text.contains("ld.global.v2.u32"), "{text}");
+    assert!(text.contains(", 15;"), "{text}");
+    assert!(text.contains(", 7;"), "{text}");
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(w: &[u8], z: &mut [u32]) {
+            let v = w.read::<[u32; 3]>(0);
+            z[0] = v[0];
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("a vector read moves 4, 8 or 16 bytes")),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn two_dimensional_register_arrays_are_flat_registers_indexed_after_unrolling() {
     let ptx = ptx_of(quote! {
         #[launch(block = 32)]

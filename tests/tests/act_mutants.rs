@@ -192,9 +192,19 @@ fn launch_mutant(
 /// a probability below 10^-9; the test prints at which case each mutant was first caught.
 const CASES: u32 = 48;
 
+/// Held by every test here that runs kernels on the device's default stream: a mutant's
+/// fault is reported to the next call that waits on that stream, which must be the mutant's
+/// own check, not a test running beside it on another thread.
+fn default_stream_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs the shared checks on `mutant_act` compiled with (`act`, `bug`): `None` when the test
 /// `name` skips (no device), else the checks' verdict.
 fn check_mutant(name: &str, act: Act, bug: Bug) -> Option<Result<(), Failure>> {
+    let _one_at_a_time = default_stream_lock();
     let gpu = gpu_or_skip(name)?;
     Some(check::<f32>(
         &gpu,
@@ -338,6 +348,7 @@ fn off_by_one_through_the_safe_wrapper_faults_and_corrupts_nothing() {
 
 #[test]
 fn real_operations_pass_the_shared_checks() {
+    let _one_at_a_time = default_stream_lock();
     let Some(gpu) = gpu_or_skip("act_mutants::real_operations_pass_the_shared_checks") else {
         return;
     };

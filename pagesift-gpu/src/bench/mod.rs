@@ -4,14 +4,18 @@
 //!
 //! - [`gemm`]: the GEMM against cuBLAS ([`run_gemm`], [`measure_gemm`]).
 //! - [`cublas`]: cuBLAS loaded at run time, the reference of [`gemm`].
+//! - [`quant`]: the decode kernel over quantized weights against the copy bandwidth
+//!   ([`run_quant`]).
 //!
 //! Each comparison writes a table to a [`std::io::Write`]; [`Timing`] holds how every figure
 //! in it is timed.
 
 pub mod cublas;
 pub mod gemm;
+pub mod quant;
 
 pub use gemm::{measure_gemm, run_gemm, GemmBenchOptions, GemmMode, GemmRow, GemmShape};
+pub use quant::{run_quant, QuantBenchOptions};
 
 use crate::{timing, BackendKind, Gpu, Result, Stream};
 

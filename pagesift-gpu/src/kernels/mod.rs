@@ -5,6 +5,7 @@ use crate::kernel::KernelVariant;
 
 pub mod act;
 pub mod gemm;
+pub mod quant;
 
 /// Every kernel variant compiled into this crate.
 pub fn registry() -> Vec<&'static KernelVariant> {
@@ -18,6 +19,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_tma_x3::VARIANTS,
         gemm::gemm_splitk_reduce::VARIANTS,
         gemm::gemv::VARIANTS,
+        quant::qgemv::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

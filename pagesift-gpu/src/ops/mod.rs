@@ -6,9 +6,11 @@
 pub mod act;
 pub mod elementwise;
 pub mod gemm;
+pub mod quant;
 
 pub use act::{activation, activation_inplace, ActArgs};
 pub use gemm::gemm;
+pub use quant::qgemm;
 
 /// Whether `PAGESIFT_GPU_LOG` asks for dispatch decisions (read once).
 fn dispatch_logged() -> bool {

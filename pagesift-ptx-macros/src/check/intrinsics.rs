@@ -138,8 +138,10 @@ pub enum MemOp {
     Get,
     /// `y.set_unchecked(i, v)`: `y[i] = v` without the bounds check (in `unsafe` only).
     Set,
-    /// `bytes.read::<T>(off)`: a `T` from the bytes `off..off + size_of::<T>()` of byte data.
-    Read(Scalar),
+    /// `bytes.read::<T>(off)`: a `T` from the bytes `off..off + size_of::<T>()` of byte data;
+    /// `bytes.read::<[T; N]>(off)` (`Read(T, N)`): `N` of them in one vector access (4, 8 or 16
+    /// bytes, aligned to its size).
+    Read(Scalar, u32),
 }
 
 /// An operation on an `mbarrier` object (`bars[j]`, 8 bytes of shared memory).

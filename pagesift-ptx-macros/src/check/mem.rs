@@ -172,7 +172,7 @@ impl Checker<'_> {
             }
             MemOp::Len
             | MemOp::IsAligned(_)
-            | MemOp::Read(_)
+            | MemOp::Read(..)
             | MemOp::WgmmaDesc { .. }
             | MemOp::TmaLoad
             | MemOp::Mbar(_) => return err_expr(span),
@@ -602,33 +602,53 @@ impl Checker<'_> {
                 return err_expr(span);
             }
         }
-        let ty = match generics {
-            [g] => match &g.kind {
-                crate::parse::ExprKind::Var(n) => Scalar::from_name(&n.to_string()),
-                _ => None,
+        let scalar = |e: &Expr| match &e.kind {
+            crate::parse::ExprKind::Var(n) => {
+                Scalar::from_name(&n.to_string()).filter(|s| *s != Scalar::Bool)
             }
-            .filter(|s| *s != Scalar::Bool),
             _ => None,
+        };
+        let (ty, count) = match generics {
+            [g] => match &g.kind {
+                crate::parse::ExprKind::Repeat { value, len } => {
+                    let n = self.const_u32(len, "the length of a vector read");
+                    (scalar(value), n.unwrap_or(0))
+                }
+                _ => (scalar(g), 1),
+            },
+            _ => (None, 1),
         };
         let Some(ty) = ty else {
             self.cx.error(
                 span,
-                "`read` takes the type it reads: `bytes.read::<f16>(offset)` (a scalar type other than `bool`)",
+                "`read` takes the type it reads: `bytes.read::<f16>(offset)` (a scalar type other than `bool`), or `bytes.read::<[u32; 4]>(offset)` (a vector of them)",
             );
             return err_expr(span);
         };
+        let bytes = count * ty.bytes();
+        if count != 1 && (count < 2 || !matches!(bytes, 4 | 8 | 16)) {
+            self.cx.error(
+                span,
+                format!("`read::<[{ty}; {count}]>` moves {bytes} bytes; a vector read moves 4, 8 or 16 bytes of 2 or more values"),
+            );
+            return err_expr(span);
+        }
         if !self.arity(args, 1, "read", span) {
             return err_expr(span);
         }
         let idx = self.check_index(&args[0]);
         TExpr {
             kind: TKind::Mem {
-                op: MemOp::Read(ty),
+                op: MemOp::Read(ty, count),
                 base,
                 args: vec![idx],
                 checked: true,
             },
-            ty: Ty::Scalar(ty),
+            ty: if count == 1 {
+                Ty::Scalar(ty)
+            } else {
+                Ty::Array(ty, count)
+            },
             span,
         }
     }

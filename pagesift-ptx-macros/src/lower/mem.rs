@@ -467,7 +467,7 @@ impl Lower<'_> {
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
             // A row of 16 bytes.
             MemOp::Ldmatrix { .. } => 16 / elem.bytes().max(1),
-            MemOp::Read(t) => t.bytes() / elem.bytes().max(1),
+            MemOp::Read(t, count) => count * t.bytes() / elem.bytes().max(1),
             // Every row the descriptor covers, from the row of `i`.
             MemOp::WgmmaDesc { rows, .. } => rows * (128 / elem.bytes().max(1)),
             // The whole box.
@@ -493,7 +493,7 @@ impl Lower<'_> {
                     | MemOp::StoreVec { .. }
                     | MemOp::CpAsync { .. }
                     | MemOp::Ldmatrix { .. }
-                    | MemOp::Read(_)
+                    | MemOp::Read(..)
             ) {
                 guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
             }
@@ -642,7 +642,8 @@ impl Lower<'_> {
                 Val::Unit
             }
             MemOp::Get => self.load(space, elem, a, false, span),
-            MemOp::Read(t) => self.load(space, t, a, false, span),
+            MemOp::Read(t, 1) => self.load(space, t, a, false, span),
+            MemOp::Read(t, count) => self.load_vec(space, t, count, a, false, span),
             MemOp::Set => {
                 self.store(space, elem, a, &vals[0], span);
                 Val::Unit
@@ -675,6 +676,7 @@ impl Lower<'_> {
         // fault blocks zero whole words and the extraction sits next to its uses.
         match op {
             MemOp::LoadVec { .. } if elem.bytes() < 4 => self.unpack_words(elem, &out, span),
+            MemOp::Read(t, count) if count > 1 && t.bytes() < 4 => self.unpack_words(t, &out, span),
             _ => out,
         }
     }

@@ -481,16 +481,19 @@ pub fn parse_expr(cx: &Ctxt, e: &syn::Expr) -> Expr {
                 for arg in &t.args {
                     match arg {
                         syn::GenericArgument::Const(ce) => generics.push(parse_const_arg(cx, ce)),
-                        syn::GenericArgument::Type(syn::Type::Path(tp)) if tp.qself.is_none() => {
-                            generics.push(parse_expr(
-                                cx,
-                                &syn::Expr::Path(syn::ExprPath {
-                                    attrs: Vec::new(),
-                                    qself: None,
-                                    path: tp.path.clone(),
-                                }),
-                            ))
+                        syn::GenericArgument::Type(t @ syn::Type::Path(tp))
+                            if tp.qself.is_none() =>
+                        {
+                            generics.push(type_name_expr(cx, t))
                         }
+                        // `read::<[u32; 4]>`: an array type, kept as the expression `[u32; 4]`.
+                        syn::GenericArgument::Type(syn::Type::Array(arr)) => generics.push(Expr {
+                            kind: ExprKind::Repeat {
+                                value: Box::new(type_name_expr(cx, &arr.elem)),
+                                len: b(&arr.len),
+                            },
+                            span: Sp::of(arr),
+                        }),
                         other => cx.error(Sp::of(&other), "expected a const generic argument"),
                     }
                 }
@@ -753,4 +756,26 @@ fn parse_const_arg(cx: &Ctxt, e: &syn::Expr) -> Expr {
         }
     }
     parse_expr(cx, e)
+}
+
+/// A type named by a path (`u32`, `T`) as the expression of that name, as generic arguments
+/// of methods are kept; any other type is an error (and an error expression).
+fn type_name_expr(cx: &Ctxt, t: &syn::Type) -> Expr {
+    match t {
+        syn::Type::Path(tp) if tp.qself.is_none() => parse_expr(
+            cx,
+            &syn::Expr::Path(syn::ExprPath {
+                attrs: Vec::new(),
+                qself: None,
+                path: tp.path.clone(),
+            }),
+        ),
+        other => {
+            cx.error(Sp::of(other), "expected a type name");
+            Expr {
+                kind: ExprKind::Error,
+                span: Sp::of(other),
+            }
+        }
+    }
 }

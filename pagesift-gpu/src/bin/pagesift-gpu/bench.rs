@@ -7,7 +7,8 @@
 use std::process::ExitCode;
 
 use pagesift_gpu::bench::gemm::{parse_modes, parse_shapes};
-use pagesift_gpu::bench::{run_gemm, BenchError, GemmBenchOptions};
+use pagesift_gpu::bench::quant::{parse_formats, parse_quant_shapes, parse_tokens};
+use pagesift_gpu::bench::{run_gemm, run_quant, BenchError, GemmBenchOptions, QuantBenchOptions};
 use pagesift_gpu::Gpu;
 
 use crate::{fail, report, stdout_failed, EXIT_USAGE};
@@ -22,11 +23,18 @@ struct Kind {
 }
 
 /// Every kind, in the order of the usage text.
-const KINDS: &[Kind] = &[Kind {
-    name: "gemm",
-    usage: "gemm [--shapes MxNxK[:KN][,..]] [--modes F32,Tf32x3,Tf32,Bf16,F16]",
-    run: gemm,
-}];
+const KINDS: &[Kind] = &[
+    Kind {
+        name: "gemm",
+        usage: "gemm [--shapes MxNxK[:KN][,..]] [--modes F32,Tf32x3,Tf32,Bf16,F16]",
+        run: gemm,
+    },
+    Kind {
+        name: "quant",
+        usage: "quant [--formats Q4_0,Q8_0,Q4_K,BF16,F16] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16]",
+        run: quant,
+    },
+];
 
 /// Runs `bench` with the arguments after it; returns the exit code.
 pub fn run(args: &[String]) -> ExitCode {
@@ -107,6 +115,41 @@ fn gemm(args: &[String]) -> ExitCode {
         }
     };
     match run_gemm(&gpu, &opts, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(BenchError::Write(e)) => ExitCode::from(stdout_failed(&e)),
+        Err(BenchError::Gpu(e)) => report(Err(e)),
+    }
+}
+
+/// The options of `bench quant` from its flags (a flag given twice: the last one).
+fn quant_options(args: &[String]) -> Result<QuantBenchOptions, String> {
+    let mut opts = QuantBenchOptions::default();
+    for (name, value) in flags(args, &["--formats", "--shapes", "--tokens"])? {
+        let bad = |e: String| format!("{name}: {e}");
+        match name {
+            "--formats" => opts.formats = parse_formats(value).map_err(bad)?,
+            "--shapes" => opts.shapes = parse_quant_shapes(value).map_err(bad)?,
+            _ => opts.tokens = parse_tokens(value).map_err(bad)?,
+        }
+    }
+    Ok(opts)
+}
+
+/// `bench quant`: the decode kernel over quantized weights against the copy bandwidth
+/// ([`pagesift_gpu::bench::quant`]).
+fn quant(args: &[String]) -> ExitCode {
+    let opts = match quant_options(args) {
+        Ok(opts) => opts,
+        Err(e) => return fail(EXIT_USAGE, &format!("bench quant: {e}; {}", usage())),
+    };
+    let gpu = match Gpu::new(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            outln!("bench quant: no device: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match run_quant(&gpu, &opts, &mut std::io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(BenchError::Write(e)) => ExitCode::from(stdout_failed(&e)),
         Err(BenchError::Gpu(e)) => report(Err(e)),

@@ -1,0 +1,311 @@
+//! The decode kernel over quantized weights (`ops::quant::qgemm`) on the device against the
+//! f64 reference on the dequantized weights: every format and token variant directly, on
+//! random shapes (`n_in` a multiple of the block, `n_out` and the tokens anything from 1),
+//! weights quantized by the host code, every epilogue, misaligned views (the byte-wise path)
+//! and aligned ones (the 16-byte path), outputs poisoned first; and the operation's
+//! validation.
+//!
+//! Shapes up to 300 × 1024 on a GPU, up to 40 × 512 on the emulated device.
+
+use pagesift_gpu::cpu::gemm::output;
+use pagesift_gpu::ops::quant::{group_elements, qgemm};
+use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Error, Gemm, Gpu};
+use pagesift_tests::util::{poison_f32, random_f32_from};
+use pagesift_tests::{gpu_or_skip, is_emulated};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The formats of the decode kernel.
+const FORMATS: [WeightFormat; 5] = [
+    WeightFormat::Q8_0,
+    WeightFormat::Q4_0,
+    WeightFormat::Q4K,
+    WeightFormat::Bf16,
+    WeightFormat::F16,
+];
+
+/// One random case: `tokens × n_in` activations against `n_out × n_in` weights.
+#[derive(Clone, Debug)]
+struct Case {
+    format: WeightFormat,
+    g: Gemm,
+    bias: bool,
+    residual: bool,
+    /// Bytes before the weights' view (odd: the byte-wise path) and elements before `x`'s.
+    w_offset: usize,
+    x_offset: usize,
+    seed: u64,
+}
+
+impl Case {
+    /// A random case of `format` with `tokens` tokens from `seed`; `n_in` up to `max_blocks`
+    /// blocks (a whole number of 16-byte groups half of the time), `n_out` up to `max_out`.
+    fn random(
+        format: WeightFormat,
+        tokens: usize,
+        seed: u64,
+        max_out: usize,
+        max_in: usize,
+    ) -> Case {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let block = format.block_elements();
+        let group = group_elements(format);
+        let n_in = if rng.gen_bool(0.5) {
+            group * rng.gen_range(1..=(max_in / group).max(1))
+        } else {
+            block * rng.gen_range(1..=max_in / block)
+        };
+        let n_out = if rng.gen_bool(0.3) {
+            rng.gen_range(1..=8)
+        } else {
+            rng.gen_range(1..=max_out)
+        };
+        let gap = |rng: &mut StdRng| {
+            if rng.gen_bool(0.5) {
+                0
+            } else {
+                rng.gen_range(1..5)
+            }
+        };
+        let (lda, ldc, ldr) = (
+            n_in + gap(&mut rng),
+            n_out + gap(&mut rng),
+            n_out + gap(&mut rng),
+        );
+        let alpha = if rng.gen_bool(0.5) {
+            1.0
+        } else {
+            rng.gen_range(-2.0..2.0)
+        };
+        let beta = if rng.gen_bool(0.5) {
+            0.0
+        } else {
+            rng.gen_range(-1.5..1.5)
+        };
+        let g = Gemm::new(tokens, n_out, n_in, BLayout::NK)
+            .with_lds(lda, n_in, ldc)
+            .with_ldr(ldr)
+            .with_scale(alpha, beta)
+            .with_act(Act::ALL[rng.gen_range(0..Act::ALL.len())]);
+        Case {
+            format,
+            g,
+            bias: rng.gen_bool(0.5),
+            residual: rng.gen_bool(0.5),
+            w_offset: if rng.gen_bool(0.3) {
+                rng.gen_range(1..16)
+            } else {
+                0
+            },
+            x_offset: if rng.gen_bool(0.3) {
+                rng.gen_range(1..4)
+            } else {
+                0
+            },
+            seed,
+        }
+    }
+}
+
+/// Runs `case` and checks every output against the reference on the dequantized weights and
+/// every element around the outputs left as it was; `Err` names the first output that fails.
+fn check(gpu: &Gpu, case: &Case) -> Result<(), String> {
+    let g = case.g;
+    let (m, n, k) = (g.m, g.n, g.k);
+    let mut rng = StdRng::seed_from_u64(case.seed ^ 0x5eed);
+    // Weights of several magnitudes per row, so that the scales differ.
+    let mut values = random_f32_from(&mut rng, n * k, -1.0..1.0);
+    for (i, v) in values.iter_mut().enumerate() {
+        *v *= 1.0 + (i / 32 % 5) as f32;
+    }
+    let bytes = quantize(case.format, &values, n, k).map_err(|e| e.to_string())?;
+    let w_deq = dequantize(case.format, &bytes, n, k).map_err(|e| e.to_string())?;
+    let x = random_f32_from(&mut rng, case.x_offset + (m - 1) * g.lda + k, -1.0..1.0);
+    let bias = random_f32_from(&mut rng, n, -1.0..1.0);
+    let res = random_f32_from(&mut rng, (m - 1) * g.ldr + n, -1.0..1.0);
+    let y_len = (m - 1) * g.ldc + n;
+    let mut y = vec![poison_f32(); y_len + 3];
+    if g.beta != 0.0 {
+        for t in 0..m {
+            for j in 0..n {
+                y[t * g.ldc + j] = rng.gen_range(-1.0..1.0);
+            }
+        }
+    }
+    let mut w_host = vec![0xA5u8; case.w_offset];
+    w_host.extend_from_slice(&bytes);
+    let run = || -> pagesift_gpu::Result<Vec<f32>> {
+        let dw = DeviceBuffer::from_host(gpu, &w_host)?;
+        let dx = DeviceBuffer::from_host(gpu, &x)?;
+        let db = DeviceBuffer::from_host(gpu, &bias)?;
+        let dr = DeviceBuffer::from_host(gpu, &res)?;
+        let mut dy = DeviceBuffer::from_host(gpu, &y)?;
+        let stream = gpu.default_stream();
+        {
+            let wv = dw.slice(case.w_offset..)?;
+            let xv = dx.slice(case.x_offset..)?;
+            let bv = db.slice(..)?;
+            let rv = dr.slice(..)?;
+            let mut yv = dy.slice_mut(..y_len)?;
+            qgemm(
+                &stream,
+                &g,
+                case.format,
+                &wv,
+                &xv,
+                case.bias.then_some(&bv as &dyn DeviceRead<f32>),
+                case.residual.then_some(&rv as &dyn DeviceRead<f32>),
+                &mut yv,
+            )?;
+        }
+        dy.to_host()
+    };
+    let got = run().map_err(|e| format!("{case:?}: {e}"))?;
+    let mut written = vec![false; got.len()];
+    for t in 0..m {
+        for j in 0..n {
+            let idx = t * g.ldc + j;
+            written[idx] = true;
+            let want = output(
+                &g,
+                &x[case.x_offset..],
+                &w_deq,
+                case.bias.then_some(&bias[..]),
+                case.residual.then_some(&res[..]),
+                &y,
+                (0, t, j),
+            );
+            let v = got[idx];
+            let tol = want.tolerance_for(&g, Dtype::F32, Dtype::F32);
+            let err = (f64::from(v) - want.value).abs();
+            if err.is_nan() || err > tol {
+                return Err(format!(
+                    "{case:?}: y[{t}][{j}] = {v:e}, reference {:e}, error {err:e} > tolerance {tol:e}",
+                    want.value
+                ));
+            }
+        }
+    }
+    for (i, (got, was)) in got.iter().zip(&y).enumerate() {
+        if !written[i] && got.to_bits() != was.to_bits() {
+            return Err(format!(
+                "{case:?}: y[{i}] outside the outputs changed to {got:e}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Random cases of `format` at token counts from 1 to one block's chunk (16).
+fn check_format(format: WeightFormat) {
+    let name = format!("quant_gpu::{}", format.name());
+    let Some(gpu) = gpu_or_skip(&name) else {
+        return;
+    };
+    let (cases, max_out, max_in) = if is_emulated(&gpu) {
+        (2, 40, 512)
+    } else {
+        (12, 300, 1024)
+    };
+    for tokens in [1, 2, 3, 4, 8, 13, 16] {
+        for i in 0..cases {
+            let seed = 1000 * tokens as u64 + i;
+            let case = Case::random(format, tokens, seed, max_out, max_in);
+            if let Err(e) = check(&gpu, &case) {
+                panic!("{name}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn q8_0() {
+    check_format(WeightFormat::Q8_0);
+}
+
+#[test]
+fn q4_0() {
+    check_format(WeightFormat::Q4_0);
+}
+
+#[test]
+fn q4_k() {
+    check_format(WeightFormat::Q4K);
+}
+
+#[test]
+fn bf16() {
+    check_format(WeightFormat::Bf16);
+}
+
+#[test]
+fn f16() {
+    check_format(WeightFormat::F16);
+}
+
+/// More tokens than one launch's chunk: the chunks of 16 tokens each read the weights.
+#[test]
+fn tokens_in_chunks() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::tokens_in_chunks") else {
+        return;
+    };
+    for (i, format) in FORMATS.into_iter().enumerate() {
+        let case = Case::random(format, 37, 77 + i as u64, 24, 256);
+        if let Err(e) = check(&gpu, &case) {
+            panic!("quant_gpu::tokens_in_chunks: {e}");
+        }
+    }
+}
+
+/// Bad arguments are errors naming what is wrong, before any launch.
+#[test]
+fn validation() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::validation") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let (n, k) = (8, 64);
+    let bytes = quantize(WeightFormat::Q4_0, &vec![0.5; n * k], n, k).unwrap();
+    let w = DeviceBuffer::from_host(&gpu, &bytes).unwrap();
+    let x = DeviceBuffer::from_host(&gpu, &vec![1.0f32; 2 * k]).unwrap();
+    let mut y = DeviceBuffer::<f32>::alloc(&gpu, 2 * n).unwrap();
+    let g = Gemm::new(2, n, k, BLayout::NK);
+    let err = |g: &Gemm, f: WeightFormat, w: &DeviceBuffer<u8>, y: &mut DeviceBuffer<f32>| {
+        qgemm(&stream, g, f, w, &x, None, None, y).unwrap_err()
+    };
+    let e = err(&g, WeightFormat::Q8_0, &w, &mut y);
+    assert!(matches!(e, Error::LengthMismatch(_)), "{e}");
+    assert!(e.to_string().contains("Q8_0"), "{e}");
+    let e = err(
+        &Gemm::new(2, n, 48, BLayout::NK),
+        WeightFormat::Q4_0,
+        &w,
+        &mut y,
+    );
+    assert!(e.to_string().contains("multiple of 32"), "{e}");
+    let e = err(
+        &Gemm::new(2, n, k, BLayout::KN),
+        WeightFormat::Q4_0,
+        &w,
+        &mut y,
+    );
+    assert!(e.to_string().contains("BLayout::NK"), "{e}");
+    let e = err(&g, WeightFormat::F32, &w, &mut y);
+    assert!(e.to_string().contains("ops::gemm"), "{e}");
+    let mut short = DeviceBuffer::<f32>::alloc(&gpu, 2 * n - 1).unwrap();
+    let e = err(&g, WeightFormat::Q4_0, &w, &mut short);
+    assert!(e.to_string().contains("C holds"), "{e}");
+    // Zero tokens: nothing to do, no error.
+    qgemm(
+        &stream,
+        &Gemm::new(0, n, k, BLayout::NK),
+        WeightFormat::Q4_0,
+        &w,
+        &x,
+        None,
+        None,
+        &mut y,
+    )
+    .unwrap();
+}
