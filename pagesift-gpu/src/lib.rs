@@ -23,6 +23,7 @@ pub mod cpu;
 pub mod driver;
 #[cfg(feature = "emulator")]
 pub mod emulator;
+pub mod engine;
 pub mod error;
 pub mod gemm;
 pub mod kernel;

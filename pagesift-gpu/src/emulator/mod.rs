@@ -45,6 +45,7 @@
 //! the integration tests that run the runtime on the emulated device are the workspace's
 //! `tests/tests/emulator_*.rs`.
 
+mod calls;
 mod config;
 mod decode;
 mod exec;

@@ -1,6 +1,8 @@
 //! PTX text -> module structure: a tokenizer and a parser of directives, declarations, labels and
 //! instruction statements. Instruction semantics are not interpreted here (see `decode`).
 
+use std::collections::HashMap;
+
 /// One token and the 1-based source line it starts on.
 #[derive(Clone, Copy, Debug)]
 struct Token<'a> {
@@ -15,7 +17,7 @@ pub(super) struct ParseError {
     pub message: String,
 }
 
-type PResult<T> = Result<T, ParseError>;
+pub(super) type PResult<T> = Result<T, ParseError>;
 
 /// The deepest nesting of `{ }` blocks in a kernel body: PTX needs a handful, and the recursive
 /// parser must not exhaust the host stack on hostile input.
@@ -186,10 +188,32 @@ pub(super) struct RawInst {
 /// A statement of a kernel body.
 #[derive(Clone, Debug)]
 pub(super) enum Stmt {
-    Reg { names: Vec<(String, Option<u32>)> },
+    Reg {
+        names: Vec<(String, Option<u32>)>,
+    },
     Var(VarDecl),
     Label(String),
     Inst(RawInst),
+    /// `call.uni (ret), func, (args..)`, replaced by the function's body once parsed
+    /// (`calls.rs`).
+    Call(Call),
+}
+
+/// A direct call of a `.func`.
+#[derive(Clone, Debug)]
+pub(super) struct Call {
+    pub line: u32,
+    pub ret: Option<String>,
+    pub func: String,
+    pub args: Vec<Operand>,
+}
+
+/// A `.func` with parameters and result in registers: (type, name) of each.
+#[derive(Clone, Debug)]
+pub(super) struct Func {
+    pub ret: Option<(String, String)>,
+    pub params: Vec<(String, String)>,
+    pub body: Vec<Stmt>,
 }
 
 /// A `.entry`.
@@ -311,6 +335,10 @@ pub(super) fn parse_module(src: &str) -> PResult<Module> {
         pos: 0,
     };
     let mut m = Module::default();
+    // The functions defined so far (PTX defines a function before its calls) and the count
+    // of calls expanded (each call's labels are its own).
+    let mut funcs: HashMap<String, Func> = HashMap::new();
+    let mut sites = 0u32;
     while let Some(t) = p.peek() {
         let line = p.line();
         match t {
@@ -347,13 +375,15 @@ pub(super) fn parse_module(src: &str) -> PResult<Module> {
             }
             ".entry" => {
                 p.pos += 1;
-                m.entries.push(parse_entry(&mut p)?);
+                let mut e = parse_entry(&mut p)?;
+                e.body = super::calls::expand(std::mem::take(&mut e.body), &funcs, &mut sites)?;
+                m.entries.push(e);
             }
             ".func" => {
-                return err(
-                    line,
-                    "device functions (.func) are not supported by the emulator",
-                )
+                p.pos += 1;
+                let (name, mut f) = parse_func(&mut p)?;
+                f.body = super::calls::expand(std::mem::take(&mut f.body), &funcs, &mut sites)?;
+                funcs.insert(name, f);
             }
             ".file" | ".section" | ".pragma" => p.skip_statement()?,
             ".global" | ".shared" | ".const" | ".extern" | ".visible" | ".weak" | ".local" => {
@@ -452,6 +482,68 @@ fn parse_entry(p: &mut Parser<'_>) -> PResult<Entry> {
     }
     parse_body(p, &mut e.body, 1)?;
     Ok(e)
+}
+
+/// `.func (.reg .ty ret) name(.reg .ty a, ..) { body }`, after `.func`.
+fn parse_func(p: &mut Parser<'_>) -> PResult<(String, Func)> {
+    fn reg_decl(p: &mut Parser<'_>) -> PResult<(String, String)> {
+        let line = p.line();
+        if !p.eat(".reg") {
+            return err(
+                line,
+                "only register parameters and results (`.reg`) of functions are supported",
+            );
+        }
+        let ty = strip_dot(p.next()?).to_string();
+        if !TYPE_NAMES.contains(&ty.as_str()) {
+            return err(line, format!("unknown register type `.{ty}`"));
+        }
+        Ok((ty, p.next()?.to_string()))
+    }
+    let mut ret = None;
+    if p.eat("(") {
+        ret = Some(reg_decl(p)?);
+        p.expect(")")?;
+    }
+    let name = p.next()?.to_string();
+    let mut params = Vec::new();
+    if p.eat("(") {
+        while !p.eat(")") {
+            params.push(reg_decl(p)?);
+            p.eat(",");
+        }
+    }
+    while p.eat(".noreturn") {}
+    p.expect("{")?;
+    let mut body = Vec::new();
+    parse_body(p, &mut body, 1)?;
+    Ok((name, Func { ret, params, body }))
+}
+
+/// `call.uni (ret), func, (args..);` after its opcode.
+fn parse_call(p: &mut Parser<'_>, line: u32) -> PResult<Call> {
+    let mut ret = None;
+    if p.eat("(") {
+        ret = Some(p.next()?.to_string());
+        p.expect(")")?;
+        p.expect(",")?;
+    }
+    let func = p.next()?.to_string();
+    let mut args = Vec::new();
+    if p.eat(",") {
+        p.expect("(")?;
+        while !p.eat(")") {
+            args.push(parse_operand(p, false)?);
+            p.eat(",");
+        }
+    }
+    p.expect(";")?;
+    Ok(Call {
+        line,
+        ret,
+        func,
+        args,
+    })
 }
 
 fn parse_var(p: &mut Parser<'_>) -> PResult<VarDecl> {
@@ -586,6 +678,7 @@ fn parse_body(p: &mut Parser<'_>, body: &mut Vec<Stmt>, depth: u32) -> PResult<(
                     format!("unsupported directive `{t}` in a kernel body"),
                 )
             }
+            "call" | "call.uni" => body.push(Stmt::Call(parse_call(p, line)?)),
             "@" => {
                 let (neg, pred) = if p.eat("!") {
                     (true, p.next()?)

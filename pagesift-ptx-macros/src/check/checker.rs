@@ -67,6 +67,10 @@ pub(super) struct Checker<'a> {
     pub(super) unsafe_depth: u32,
     /// Whether the variant has an `unsafe` block (its own or an inlined helper's).
     pub(super) uses_unsafe: bool,
+    /// The `#[noinline]` helper instantiations called so far, and each one's index by its
+    /// helper, const arguments and types.
+    pub(super) funcs: Vec<super::TFunc>,
+    pub(super) func_keys: HashMap<String, usize>,
 }
 
 /// Whether `a` and `b` agree (`!` agrees with everything; it also stands for an error).
@@ -184,6 +188,8 @@ impl<'a> Checker<'a> {
             frames: Vec::new(),
             unsafe_depth: 0,
             uses_unsafe: false,
+            funcs: Vec::new(),
+            func_keys: HashMap::new(),
         }
     }
 }
@@ -384,6 +390,7 @@ pub(super) fn check_variant(
         uses_unsafe: ck.uses_unsafe,
         fields: ck.fields,
         target_auto: ck.target_auto,
+        funcs: ck.funcs,
         body,
     })
 }

@@ -1,7 +1,7 @@
 //! Helper calls: checked at each call with the helper's const parameters bound, and inlined.
 
 use super::checker::{err_expr, same, Binding, Checker, Frame};
-use super::{TExpr, TKind};
+use super::{TBlock, TExpr, TFunc, TKind, VarId};
 use crate::ctxt::Sp as Span;
 use crate::parse::{Expr, FnItem};
 use crate::types::{ConstVal, Scalar, Ty};
@@ -82,6 +82,7 @@ impl Checker<'_> {
             return err_expr(span);
         }
         let mut scope = HashMap::new();
+        let mut const_text = Vec::new();
         for (c, g) in f.consts.iter().zip(generics) {
             let v = self.check_expr(g, None);
             let TKind::Const(val) = v.kind else {
@@ -112,6 +113,7 @@ impl Checker<'_> {
                 );
                 return err_expr(span);
             }
+            const_text.push(val.to_string());
             scope.insert(c.name.to_string(), Binding::Const(val, ty));
         }
         // Parameter and return types may use the helper's consts (`[f32; N]`).
@@ -125,6 +127,22 @@ impl Checker<'_> {
             .map(|r| self.resolve_ty(r))
             .unwrap_or(Ty::Unit);
         let frame = self.frames.pop();
+        if f.noinline {
+            let Some(frame) = frame else {
+                return err_expr(span);
+            };
+            let key = format!(
+                "{}::{}<{}>({})->{ret}",
+                f.module.as_deref().unwrap_or(""),
+                f.name,
+                const_text.join(","),
+                ptys.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            return self.call_noinline(f, frame, key, ptys, ret, args, span);
+        }
         let mut binds = Vec::new();
         let mut aliases = Vec::new();
         for ((p, pty), a) in f.params.iter().zip(&ptys).zip(args) {
@@ -269,6 +287,129 @@ impl Checker<'_> {
                 binds: tbinds,
                 body,
             },
+            ty: ret,
+            span,
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// A call of a `#[noinline]` helper: its body checked once per instantiation (`key`:
+    /// helper, const arguments and types) into a `.func` of the variant, in `frame` (the
+    /// helper's consts bound) with parameters of their own, so that nothing of the caller
+    /// (known values, `unsafe`) reaches it; the arguments checked against `ptys`.
+    #[allow(clippy::too_many_arguments)]
+    fn call_noinline(
+        &mut self,
+        f: &FnItem,
+        mut frame: Frame,
+        key: String,
+        ptys: Vec<Ty>,
+        ret: Ty,
+        args: Vec<HelperArg<'_>>,
+        span: Span,
+    ) -> TExpr {
+        let scalar = |t: &Ty| {
+            matches!(
+                t,
+                Ty::Scalar(
+                    Scalar::I32
+                        | Scalar::U32
+                        | Scalar::I64
+                        | Scalar::U64
+                        | Scalar::F32
+                        | Scalar::F64
+                )
+            )
+        };
+        let mut ok = true;
+        for (p, t) in f.params.iter().zip(&ptys) {
+            if !scalar(t) {
+                self.cx.error(
+                    p.name.span(),
+                    format!("a `#[noinline]` helper takes scalars of 32 or 64 bits (i32, u32, i64, u64, f32, f64); `{}` is `{t}`", p.name),
+                );
+                ok = false;
+            }
+        }
+        if ret != Ty::Unit && !scalar(&ret) {
+            self.cx.error(
+                f.name.span(),
+                format!("a `#[noinline]` helper returns a scalar of 32 or 64 bits or nothing; `{}` returns `{ret}`", f.name),
+            );
+            ok = false;
+        }
+        if !ok {
+            return err_expr(span);
+        }
+        let func = match self.func_keys.get(&key) {
+            Some(&k) => k,
+            None => {
+                if self.frames.len() > 48 {
+                    self.cx.error(
+                        span,
+                        format!("helper calls nest too deeply (is `{}` recursive?)", f.name),
+                    );
+                    return err_expr(span);
+                }
+                // Reserved before the body is checked: a call of itself inside it finds the
+                // key and nests no further (recursion is reported by lowering).
+                let k = self.funcs.len();
+                self.func_keys.insert(key, k);
+                self.funcs.push(TFunc {
+                    name: format!("{}__{k}", f.name),
+                    params: Vec::new(),
+                    ret: ret.clone(),
+                    body: TBlock {
+                        stmts: Vec::new(),
+                        tail: None,
+                        ty: Ty::Unit,
+                    },
+                });
+                frame.ret = ret.clone();
+                self.frames.push(frame);
+                let params: Vec<VarId> = f
+                    .params
+                    .iter()
+                    .zip(&ptys)
+                    .map(|(p, t)| self.declare(&p.name.to_string(), t.clone(), false))
+                    .collect();
+                let depth = std::mem::take(&mut self.unsafe_depth);
+                let known = std::mem::take(&mut self.opt_known);
+                let body = self.check_block(&f.body, Some(&ret));
+                self.opt_known = known;
+                self.unsafe_depth = depth;
+                self.frames.pop();
+                if !same(&body.ty, &ret) {
+                    self.cx.error(
+                        f.name.span(),
+                        format!(
+                            "`{}` must return `{ret}`, its body gives `{}`",
+                            f.name, body.ty
+                        ),
+                    );
+                }
+                self.funcs[k].params = params;
+                self.funcs[k].body = body;
+                k
+            }
+        };
+        let mut targs = Vec::new();
+        for (a, pty) in args.into_iter().zip(&ptys) {
+            let t = match a {
+                HelperArg::Expr(e) => self.check_expr(e, Some(pty)),
+                HelperArg::Checked(t) => t,
+            };
+            if !same(&t.ty, pty) {
+                self.cx.error(
+                    t.span,
+                    format!("mismatched types: expected `{pty}`, found `{}`", t.ty),
+                );
+            }
+            targs.push(t);
+        }
+        TExpr {
+            kind: TKind::Call { func, args: targs },
             ty: ret,
             span,
         }

@@ -117,6 +117,11 @@ pub enum TKind {
     Continue,
     /// `return`: from the kernel, or from the innermost inlined helper.
     Return(Option<Box<TExpr>>),
+    /// A call of a `#[noinline]` helper: `func` indexes the variant's `funcs`.
+    Call {
+        func: usize,
+        args: Vec<TExpr>,
+    },
     /// An inlined helper call: parameters bound to arguments, then the body.
     Inline {
         binds: Vec<(VarId, TExpr)>,
@@ -239,6 +244,18 @@ pub struct Variant {
     /// Whether the target was chosen by the compiler (no `#[target]`): lowering raises it to
     /// the lowest one the variant's instructions need.
     pub target_auto: bool,
+    /// The `#[noinline]` helper instantiations its calls reach (PTX `.func`s).
+    pub funcs: Vec<TFunc>,
+    pub body: TBlock,
+}
+
+/// One instantiation of a `#[noinline]` helper: its PTX name, parameter variables (scalars),
+/// return type (a scalar or unit) and checked body.
+#[derive(Clone, Debug)]
+pub struct TFunc {
+    pub name: String,
+    pub params: Vec<VarId>,
+    pub ret: Ty,
     pub body: TBlock,
 }
 

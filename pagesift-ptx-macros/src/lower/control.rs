@@ -362,9 +362,10 @@ pub(super) fn contains_return(b: &TBlock) -> bool {
             TKind::Unary(_, a) | TKind::Cast(a) | TKind::Repeat(a, _) => e(a),
             TKind::Binary(_, a, c) => e(a) || e(c),
             TKind::Index { index, .. } | TKind::Within { index, .. } => e(index),
-            TKind::Intr { args, .. } | TKind::Mem { args, .. } | TKind::Array(args) => {
-                args.iter().any(e)
-            }
+            TKind::Intr { args, .. }
+            | TKind::Mem { args, .. }
+            | TKind::Call { args, .. }
+            | TKind::Array(args) => args.iter().any(e),
             TKind::Asm { inputs, .. } => inputs.iter().any(e),
             TKind::If { cond, then, els } => {
                 e(cond) || contains_return(then) || els.as_deref().is_some_and(e)

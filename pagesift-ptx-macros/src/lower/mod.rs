@@ -3,6 +3,7 @@
 //! register array indexed by anything that is not a constant by then is a compile error.
 
 mod bounds;
+mod call;
 mod control;
 mod facts;
 mod intrinsics;
@@ -101,6 +102,10 @@ pub(crate) struct Lower<'a> {
     /// Bounds checks emitted and left out (for the tests).
     pub(crate) checks: u32,
     pub(crate) elided: u32,
+    /// The `.func`s of `#[noinline]` helpers lowered so far, and where each of the variant's
+    /// stands.
+    funcs_out: Vec<ptx::DevFunc>,
+    func_state: Vec<call::FuncState>,
 }
 
 /// Raises the target of a variant without `#[target]` to the lowest one its instructions
@@ -171,6 +176,8 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
         last_scaled: None,
         checks: 0,
         elided: 0,
+        funcs_out: Vec::new(),
+        func_state: vec![call::FuncState::NotYet; v.funcs.len()],
     };
     lw.exit = lw.label();
     // The hidden first parameter: the device address of the fault record (`bounds.rs`).
@@ -326,22 +333,7 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
     lw.body.extend(faults);
     opt::elide_align_checks(&mut lw.body, &lw.align_checks);
     opt::optimize(&mut lw.body);
-    // Labels no branch targets (loop exits never taken, unrolled iterations) go.
-    let used: std::collections::HashSet<u32> = lw
-        .body
-        .iter()
-        .filter_map(|i| match i {
-            Item::Inst {
-                op: Op::Bra, args, ..
-            } => match args.first() {
-                Some(Operand::Label(l)) => Some(*l),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
-    lw.body
-        .retain(|i| !matches!(i, Item::Label(l) if !used.contains(l)));
+    drop_unused_labels(&mut lw.body);
     let mut reg_counts: Vec<(RegClass, u32)> = RegClass::ALL
         .iter()
         .map(|c| (*c, lw.regs.get(c).copied().unwrap_or(0)))
@@ -359,7 +351,25 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
         dyn_shared,
         body: lw.body,
         reg_counts,
+        funcs: lw.funcs_out,
     })
+}
+
+/// Removes the labels no branch targets (loop exits never taken, unrolled iterations).
+fn drop_unused_labels(body: &mut Vec<Item>) {
+    let used: std::collections::HashSet<u32> = body
+        .iter()
+        .filter_map(|i| match i {
+            Item::Inst {
+                op: Op::Bra, args, ..
+            } => match args.first() {
+                Some(Operand::Label(l)) => Some(*l),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    body.retain(|i| !matches!(i, Item::Label(l) if !used.contains(l)));
 }
 
 /// The memory type of a scalar (halves move as 16-bit integers, `bool` as a byte).
@@ -770,6 +780,7 @@ impl Lower<'_> {
                 Val::Unit
             }
             TKind::Inline { binds, body } => self.inline(binds, body, &e.ty, span),
+            TKind::Call { func, args } => self.call(*func, args, &e.ty, span),
             TKind::Asm {
                 pieces,
                 inputs,

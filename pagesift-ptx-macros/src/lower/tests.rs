@@ -1,6 +1,13 @@
 use crate::compile_for_test;
 use quote::quote;
 
+fn errors_of(tokens: proc_macro2::TokenStream) -> Vec<String> {
+    match compile_for_test(tokens) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => e,
+    }
+}
+
 fn ptx_of(tokens: proc_macro2::TokenStream) -> Vec<(String, String)> {
     match compile_for_test(tokens) {
         Ok(v) => v,
@@ -911,4 +918,83 @@ fn unsigned_division_by_a_power_of_two_is_a_shift_and_a_mask() {
     assert!(text.contains("div.u32"), "{text}");
     assert!(text.contains("div.s32"), "{text}");
     assert!(!text.contains("rem.u32"), "{text}");
+}
+
+#[test]
+fn a_noinline_helper_is_one_func_per_instantiation_reached_by_calls() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(x: &[f32], y: &mut [f32], code: u32) {
+            let i = thread_idx_x() as u64;
+            if i < x.len() && i < y.len() {
+                let a = shape(code, x[i]);
+                let b = shape(code + 1, a);
+                y[i] = scaled::<3>(b) + scaled::<5>(a) + scaled::<3>(a);
+            }
+        }
+
+        #[noinline]
+        fn shape(code: u32, v: f32) -> f32 {
+            if code == 1 {
+                return v.max(0.0);
+            }
+            if code == 2 { v * v } else { v.tanh() }
+        }
+
+        #[noinline]
+        fn scaled<const S: u32>(v: f32) -> f32 {
+            v * (S as f32)
+        }
+    });
+    let text = &ptx[0].1;
+    assert_eq!(text.matches(".func ").count(), 3, "{text}");
+    assert_eq!(text.matches("call.uni").count(), 5, "{text}");
+    assert!(text.contains(".func (.reg .f32 shape__0_result) shape__0(.reg .b32 shape__0_param_0, .reg .f32 shape__0_param_1)"), "{text}");
+    assert!(text.contains("call.uni (%f"), "{text}");
+    // The function body reads its parameters and writes its result.
+    let func = &text[text.find(".func (.reg .f32 shape__0_result)").unwrap()
+        ..text.find(".func (.reg .f32 scaled").unwrap()];
+    assert!(func.contains("shape__0_param_1;"), "{func}");
+    assert!(func.contains("mov.f32 shape__0_result, %f"), "{func}");
+    assert_eq!(func.matches("ret;").count(), 1, "{func}");
+    assemble("noinline", &ptx);
+}
+
+#[test]
+fn a_noinline_helper_takes_scalars_and_does_not_recurse() {
+    let errs = errors_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            y[0] = first(x);
+        }
+        #[noinline]
+        fn first(x: &[f32]) -> f32 {
+            x[0]
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`#[noinline]` helper takes scalars")),
+        "{errs:?}"
+    );
+    let errs = errors_of(quote! {
+        #[launch(block = 64)]
+        pub fn k(y: &mut [f32]) {
+            y[0] = down(3);
+        }
+        #[noinline]
+        fn down(n: u32) -> f32 {
+            if n == 0 { 0.0 } else { down(n - 1) + 1.0 }
+        }
+    });
+    assert!(errs.iter().any(|e| e.contains("calls itself")), "{errs:?}");
+    let errs = errors_of(quote! {
+        #[noinline]
+        #[launch(block = 64)]
+        pub fn k(y: &mut [f32]) {}
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("applies to helpers")),
+        "{errs:?}"
+    );
 }

@@ -402,6 +402,7 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
         variant_filters: Vec::new(),
         launch: None,
         target: None,
+        noinline: false,
         module: None,
         types: Vec::new(),
         type_bounds: Vec::new(),
@@ -461,9 +462,21 @@ fn parse_fn(cx: &Ctxt, f: &syn::ItemFn) -> FnItem {
                     Err(e) => cx.syn_error(e),
                 }
             }
+            "noinline" => {
+                if is_kernel {
+                    cx.error(
+                        Sp::of(&attr),
+                        "`#[noinline]` applies to helpers (`fn` without `pub`) only",
+                    );
+                }
+                if let Err(e) = attr.meta.require_path_only() {
+                    cx.syn_error(e);
+                }
+                item.noinline = true;
+            }
             _ => cx.error(
                 Sp::of(&attr),
-                format!("unknown attribute `#[{name}]` (expected variants, launch, target or doc)"),
+                format!("unknown attribute `#[{name}]` (expected variants, launch, target, noinline or doc)"),
             ),
         }
     }

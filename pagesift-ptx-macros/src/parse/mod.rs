@@ -64,6 +64,9 @@ pub struct FnItem {
     pub variant_filters: Vec<Expr>,
     pub launch: Option<LaunchAttr>,
     pub target: Option<TargetAttr>,
+    /// `#[noinline]`: a helper of scalar parameters compiled once per instantiation into a
+    /// PTX `.func` that each call reaches with `call`, instead of inlined at every call.
+    pub noinline: bool,
     /// The helper library the fn belongs to (`None`: the invocation itself).
     pub module: Option<String>,
     /// Type parameters (`<T>`): also listed in `consts` with [`ConstTy::Type`]. The body of a

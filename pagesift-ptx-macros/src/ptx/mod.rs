@@ -293,6 +293,18 @@ pub struct Function {
     pub dyn_shared: Option<String>,
     pub body: Vec<Item>,
     pub reg_counts: Vec<(RegClass, u32)>,
+    /// The `.func`s its calls reach, printed before it.
+    pub funcs: Vec<DevFunc>,
+}
+
+/// A `.func` of a `#[noinline]` helper: parameters and result passed in registers of the
+/// given names.
+#[derive(Clone, Debug)]
+pub struct DevFunc {
+    pub name: String,
+    pub params: Vec<(String, Scalar)>,
+    pub ret: Option<(String, Scalar)>,
+    pub body: Vec<Item>,
 }
 
 fn operand(o: &Operand, out: &mut String) {
@@ -402,6 +414,18 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
     if let Some(d) = &f.dyn_shared {
         let _ = writeln!(s, ".extern .shared .align {align} .b8 {d}[];\n");
     }
+    for d in &f.funcs {
+        let reg =
+            |(name, ty): &(String, Scalar)| format!(".reg .{} {name}", ty.reg_class().decl().0);
+        let _ = write!(s, ".func ");
+        if let Some(r) = &d.ret {
+            let _ = write!(s, "({}) ", reg(r));
+        }
+        let params: Vec<String> = d.params.iter().map(reg).collect();
+        let _ = writeln!(s, "{}({})\n{{", d.name, params.join(", "));
+        body_text(&mut s, &f.reg_counts, &[], 16, &d.body)?;
+        s.push('\n');
+    }
     let _ = write!(s, ".visible .entry {}(", f.entry);
     for (i, p) in f.params.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };
@@ -422,17 +446,30 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
         let _ = writeln!(s, ".maxnreg {r}");
     }
     let _ = writeln!(s, "{{");
-    for (class, n) in &f.reg_counts {
+    body_text(&mut s, &f.reg_counts, &f.shared, align, &f.body)?;
+    Ok(s)
+}
+
+/// A function's body after its `{`: register declarations, shared arrays, instructions,
+/// and the closing `}`.
+fn body_text(
+    s: &mut String,
+    reg_counts: &[(RegClass, u32)],
+    shared: &[(String, u32)],
+    align: u32,
+    body: &[Item],
+) -> Result<(), String> {
+    for (class, n) in reg_counts {
         if *n > 0 {
             let (ty, prefix) = class.decl();
             let _ = writeln!(s, "\t.reg .{ty} {prefix}<{}>;", n + 1);
         }
     }
-    for (name, bytes) in &f.shared {
+    for (name, bytes) in shared {
         let _ = writeln!(s, "\t.shared .align {align} .b8 {name}[{bytes}];");
     }
     s.push('\n');
-    for item in &f.body {
+    for item in body {
         match item {
             Item::Label(l) => {
                 let _ = writeln!(s, "$L__BB{l}:");
@@ -443,7 +480,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
         }
     }
     let _ = writeln!(s, "}}");
-    Ok(s)
+    Ok(())
 }
 
 mod rules;

@@ -219,6 +219,13 @@ pub(in crate::emulator) fn decode_entry(
                 ctx.labels.insert(l.clone(), n_inst);
             }
             Stmt::Inst(_) => n_inst += 1,
+            Stmt::Call(c) => {
+                // Calls are expanded when the module is parsed (`calls.rs`).
+                return Err(DecodeError {
+                    line: c.line,
+                    message: format!("call of `{}` was not expanded", c.func),
+                });
+            }
         }
     }
     if ctx.template.len() > MAX_SLOTS {

@@ -1677,3 +1677,111 @@ fn warp_barriers_order_shared_accesses_within_their_warp() {
     // A block barrier orders every thread.
     run("bar.sync 0;", 32).expect("a block barrier orders the exchange");
 }
+
+/// A function with a loop and an early return, called twice by each thread (the second time
+/// with its first result), with divergent arguments; a function calling another.
+const CALLS: &str = r#"
+.func (.reg .b32 f_result) collatz(.reg .b32 f_param_0, .reg .b32 f_param_1)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<8>;
+    mov.u32 %r1, f_param_0;
+    mov.u32 %r2, f_param_1;
+    mov.u32 %r3, 0;
+$L__top:
+    setp.le.u32 %p1, %r1, 1;
+    @%p1 bra $L__out;
+    setp.ge.u32 %p2, %r3, %r2;
+    @!%p2 bra $L__step;
+    mov.u32 f_result, 1000;
+    ret;
+$L__step:
+    and.b32 %r4, %r1, 1;
+    setp.eq.u32 %p3, %r4, 0;
+    shr.u32 %r5, %r1, 1;
+    mad.lo.u32 %r6, %r1, 3, 1;
+    selp.u32 %r1, %r5, %r6, %p3;
+    add.u32 %r3, %r3, 1;
+    bra.uni $L__top;
+$L__out:
+    mov.u32 f_result, %r3;
+    ret;
+}
+
+.func (.reg .b32 g_result) twice(.reg .b32 g_param_0)
+{
+    .reg .b32 %r<3>;
+    mov.u32 %r1, g_param_0;
+    call.uni (%r2), collatz, (%r1, 50);
+    add.u32 g_result, %r2, %r2;
+    ret;
+}
+
+.visible .entry calls(.param .u64 out)
+{
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %tid.x;
+    call.uni (%r2), collatz, (%r1, 40);
+    call.uni (%r3), collatz, (%r2, 40);
+    call.uni (%r4), twice, (%r1);
+    mad.lo.u32 %r5, %r3, 10000, %r4;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r5;
+    ret;
+}
+"#;
+
+fn collatz(mut n: u32, limit: u32) -> u32 {
+    let mut steps = 0;
+    while n > 1 {
+        if steps >= limit {
+            return 1000;
+        }
+        n = if n % 2 == 0 { n / 2 } else { 3 * n + 1 };
+        steps += 1;
+    }
+    steps
+}
+
+#[test]
+fn calls_of_functions_run_their_bodies_with_their_own_registers() {
+    let e = emu();
+    let out = upload_u32(&e, &[0xdead_beef; 64]);
+    let ptx = format!("{HEADER}{CALLS}");
+    launch(&e, &ptx, "calls", 1, 64, 0, &[&out.to_le_bytes()]).expect("calls");
+    let got = download_u32(&e, out, 64);
+    for t in 0..64u32 {
+        let first = collatz(t, 40);
+        let want = collatz(first, 40) * 10000 + 2 * collatz(t, 50);
+        assert_eq!(got[t as usize], want, "thread {t}");
+    }
+}
+
+#[test]
+fn a_call_of_an_undefined_function_or_with_the_wrong_arguments_is_an_error() {
+    let e = emu();
+    for (ptx, want) in [
+        (
+            ".visible .entry k()\n{\n .reg .b32 %r<2>;\n call.uni (%r1), nowhere, (%r1);\n ret;\n}\n".to_string(),
+            "not a function defined before it",
+        ),
+        (
+            ".func (.reg .b32 r) f(.reg .b32 a)\n{\n mov.u32 r, a;\n ret;\n}\n.visible .entry k()\n{\n .reg .b32 %r<2>;\n call.uni (%r1), f, (%r1, %r1);\n ret;\n}\n".to_string(),
+            "with 2 argument(s)",
+        ),
+        (
+            ".func f(.param .b32 a)\n{\n ret;\n}\n".to_string(),
+            "only register parameters",
+        ),
+    ] {
+        let msg = match e.load_ptx(&format!("{HEADER}{ptx}")) {
+            Ok(_) => panic!("accepted:\n{ptx}"),
+            Err(m) => m.log,
+        };
+        assert!(msg.contains(want), "{msg}");
+    }
+}

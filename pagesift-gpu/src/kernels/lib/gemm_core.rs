@@ -25,7 +25,9 @@
 //!   walks it in row order, groups of runs of 4 outputs at a time: `epi_sum` applies alpha /
 //!   beta and the bias, `act_group` the activation (one uniform branch for the group),
 //!   `epi_store` the residual and the store (`load4_edge` reads C, the bias and the
-//!   residual at the edges); `store_out` is the same for one run of 4 (`act_group::<1>`).
+//!   residual at the edges); `store_out` is the same for one run of 4, whose activation is
+//!   a call of `act_code` (one `.func` per module, so that the kernels that store from
+//!   registers, many runs per thread, carry the activation family's code once).
 //!
 //! `GemmParams` is the launches' struct: the including crate emits it on the host, or names
 //! the host type that another crate emitted with `use` (see the macro's "Helper libraries").
@@ -1078,8 +1080,10 @@ fn store_out<O>(
     let r = epi_reads::<O>(p, res, c, z, row, col);
     let mut v = epi_sum(p, bias.is_some(), bv, r[0], acc);
     if p.act != ACT_IDENTITY {
-        let y = act_group::<1>(p.act, [v], p.slope);
-        v = y[0];
+        #[unroll]
+        for l in 0..4 {
+            v[l] = act_code(p.act, v[l], p.slope);
+        }
     }
     epi_store::<O>(p, res.is_some(), r[1], c, z, row, col, v);
 }
@@ -1203,6 +1207,35 @@ fn act_group<const G: u32>(code: u32, x: [[f32; 4]; G], slope: f32) -> [[f32; 4]
         y = act_runs::<Act::HardSigmoid, G>(x, slope);
     }
     y
+}
+
+/// The activation of code `code` (`ACT_*`, not the identity) on `x`: a function called, not
+/// inlined, so that a kernel holds the family's code once however many stores call it.
+#[noinline]
+fn act_code(code: u32, x: f32, slope: f32) -> f32 {
+    if code == ACT_RELU {
+        math::act::<Act::Relu>(x, slope)
+    } else if code == ACT_RELU6 {
+        math::act::<Act::Relu6>(x, slope)
+    } else if code == ACT_LEAKY_RELU {
+        math::act::<Act::LeakyRelu>(x, slope)
+    } else if code == ACT_GELU {
+        math::act::<Act::Gelu>(x, slope)
+    } else if code == ACT_GELU_TANH {
+        math::act::<Act::GeluTanh>(x, slope)
+    } else if code == ACT_SILU {
+        math::act::<Act::Silu>(x, slope)
+    } else if code == ACT_SIGMOID {
+        math::act::<Act::Sigmoid>(x, slope)
+    } else if code == ACT_TANH {
+        math::act::<Act::Tanh>(x, slope)
+    } else if code == ACT_HARD_SWISH {
+        math::act::<Act::HardSwish>(x, slope)
+    } else if code == ACT_HARD_SIGMOID {
+        math::act::<Act::HardSigmoid>(x, slope)
+    } else {
+        x
+    }
 }
 
 /// Activation `A` on each of `G` runs of 4 values.
