@@ -357,8 +357,13 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
 
 /// Removes the labels no branch targets (loop exits never taken, unrolled iterations).
 fn drop_unused_labels(body: &mut Vec<Item>) {
-    let used: std::collections::HashSet<u32> = body
-        .iter()
+    let used = branch_targets(body);
+    body.retain(|i| !matches!(i, Item::Label(l) if !used.contains(l)));
+}
+
+/// The labels some branch of `body` targets.
+fn branch_targets(body: &[Item]) -> std::collections::HashSet<u32> {
+    body.iter()
         .filter_map(|i| match i {
             Item::Inst {
                 op: Op::Bra, args, ..
@@ -368,8 +373,7 @@ fn drop_unused_labels(body: &mut Vec<Item>) {
             },
             _ => None,
         })
-        .collect();
-    body.retain(|i| !matches!(i, Item::Label(l) if !used.contains(l)));
+        .collect()
 }
 
 /// The memory type of a scalar (halves move as 16-bit integers, `bool` as a byte).

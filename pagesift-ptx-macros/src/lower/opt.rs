@@ -124,18 +124,7 @@ pub fn elide_align_checks(body: &mut Vec<Item>, checks: &[AlignCheck]) {
     body.retain(|_| k.next().unwrap_or(true));
     // A resume point no branch targets any more is no join point: it goes, so that the
     // passes after this one see straight-line code there.
-    let targets: std::collections::HashSet<u32> = body
-        .iter()
-        .filter_map(|i| match i {
-            Item::Inst {
-                op: Op::Bra, args, ..
-            } => match args.first() {
-                Some(Operand::Label(l)) => Some(*l),
-                _ => None,
-            },
-            _ => None,
-        })
-        .collect();
+    let targets = super::branch_targets(body);
     body.retain(|i| !matches!(i, Item::Label(l) if resumes.contains(l) && !targets.contains(l)));
 }
 
