@@ -1,14 +1,17 @@
-//! The decode kernel over quantized weights (`ops::quant::qgemm`) on the device against the
-//! f64 reference on the dequantized weights: every format and token variant directly, on
-//! random shapes (`n_in` a multiple of the block, `n_out` and the tokens anything from 1),
-//! weights quantized by the host code, every epilogue, misaligned views (the byte-wise path)
-//! and aligned ones (the 16-byte path), outputs poisoned first; and the operation's
-//! validation.
+//! The kernels over quantized weights (`ops::quant::qgemm`) on the device against the f64
+//! reference on the dequantized weights: the decode kernel at every format and token count
+//! up to its chunk, the prefill kernel at every format and FFMA tile directly (and split
+//! along K), on random shapes (`n_in` a multiple of the block, `n_out` and the tokens
+//! anything from 1), weights quantized by the host code, every epilogue, misaligned views
+//! (the decode kernel's byte-wise path) and aligned ones (its 16-byte path, and the prefill
+//! kernel), outputs poisoned first; and the operation's validation.
 //!
-//! Shapes up to 300 × 1024 on a GPU, up to 40 × 512 on the emulated device.
+//! Shapes up to 300 × 1024 on a GPU, up to 40 × 512 on the emulated device (the prefill
+//! kernel's up to 40 × 256).
 
 use pagesift_gpu::cpu::gemm::output;
-use pagesift_gpu::ops::quant::{group_elements, qgemm};
+use pagesift_gpu::ops::gemm::F32_TILES;
+use pagesift_gpu::ops::quant::{group_elements, qgemm, qgemm_with, QKernel, PREFILL_MIN_TOKENS};
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Error, Gemm, Gpu};
 use pagesift_tests::util::{poison_f32, random_f32_from};
@@ -108,9 +111,10 @@ impl Case {
     }
 }
 
-/// Runs `case` and checks every output against the reference on the dequantized weights and
-/// every element around the outputs left as it was; `Err` names the first output that fails.
-fn check(gpu: &Gpu, case: &Case) -> Result<(), String> {
+/// Runs `case` on `kernel` (`None`: the one `qgemm` picks) and checks every output against
+/// the reference on the dequantized weights and every element around the outputs left as it
+/// was; `Err` names the first output that fails.
+fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> {
     let g = case.g;
     let (m, n, k) = (g.m, g.n, g.k);
     let mut rng = StdRng::seed_from_u64(case.seed ^ 0x5eed);
@@ -148,20 +152,26 @@ fn check(gpu: &Gpu, case: &Case) -> Result<(), String> {
             let bv = db.slice(..)?;
             let rv = dr.slice(..)?;
             let mut yv = dy.slice_mut(..y_len)?;
-            qgemm(
-                &stream,
-                &g,
-                case.format,
-                &wv,
-                &xv,
-                case.bias.then_some(&bv as &dyn DeviceRead<f32>),
-                case.residual.then_some(&rv as &dyn DeviceRead<f32>),
-                &mut yv,
-            )?;
+            let bias = case.bias.then_some(&bv as &dyn DeviceRead<f32>);
+            let res = case.residual.then_some(&rv as &dyn DeviceRead<f32>);
+            match kernel {
+                Some(kernel) => qgemm_with(
+                    &stream,
+                    &g,
+                    case.format,
+                    kernel,
+                    &wv,
+                    &xv,
+                    bias,
+                    res,
+                    &mut yv,
+                )?,
+                None => qgemm(&stream, &g, case.format, &wv, &xv, bias, res, &mut yv)?,
+            }
         }
         dy.to_host()
     };
-    let got = run().map_err(|e| format!("{case:?}: {e}"))?;
+    let got = run().map_err(|e| format!("{case:?} on {kernel:?}: {e}"))?;
     let mut written = vec![false; got.len()];
     for t in 0..m {
         for j in 0..n {
@@ -181,7 +191,7 @@ fn check(gpu: &Gpu, case: &Case) -> Result<(), String> {
             let err = (f64::from(v) - want.value).abs();
             if err.is_nan() || err > tol {
                 return Err(format!(
-                    "{case:?}: y[{t}][{j}] = {v:e}, reference {:e}, error {err:e} > tolerance {tol:e}",
+                    "{case:?} on {kernel:?}: y[{t}][{j}] = {v:e}, reference {:e}, error {err:e} > tolerance {tol:e}",
                     want.value
                 ));
             }
@@ -212,7 +222,7 @@ fn check_format(format: WeightFormat) {
         for i in 0..cases {
             let seed = 1000 * tokens as u64 + i;
             let case = Case::random(format, tokens, seed, max_out, max_in);
-            if let Err(e) = check(&gpu, &case) {
+            if let Err(e) = check(&gpu, &case, Some(QKernel::Decode)) {
                 panic!("{name}: {e}");
             }
         }
@@ -244,16 +254,50 @@ fn f16() {
     check_format(WeightFormat::F16);
 }
 
-/// More tokens than one launch's chunk: the chunks of 16 tokens each read the weights.
+/// More tokens than one launch's chunk: on the decode kernel the chunks of 16 tokens each
+/// read the weights; through `qgemm`, aligned weights take the prefill kernel and misaligned
+/// ones the decode kernel's chunks.
 #[test]
 fn tokens_in_chunks() {
     let Some(gpu) = gpu_or_skip("quant_gpu::tokens_in_chunks") else {
         return;
     };
     for (i, format) in FORMATS.into_iter().enumerate() {
-        let case = Case::random(format, 37, 77 + i as u64, 24, 256);
-        if let Err(e) = check(&gpu, &case) {
-            panic!("quant_gpu::tokens_in_chunks: {e}");
+        let mut case = Case::random(format, 37, 77 + i as u64, 24, 256);
+        for (kernel, w_offset) in [(Some(QKernel::Decode), 0), (None, 0), (None, 3)] {
+            case.w_offset = w_offset;
+            if let Err(e) = check(&gpu, &case, kernel) {
+                panic!("quant_gpu::tokens_in_chunks: {e}");
+            }
+        }
+    }
+}
+
+/// The prefill kernel at every format and FFMA tile, directly, unsplit and over 2 or 3
+/// slices of K, from [`PREFILL_MIN_TOKENS`] tokens on, on weights whose view starts 4-byte
+/// aligned (16-byte aligned or not).
+#[test]
+fn prefill_every_variant() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::prefill_every_variant") else {
+        return;
+    };
+    let (max_tokens, max_out, max_in) = if is_emulated(&gpu) {
+        (48, 40, 256)
+    } else {
+        (300, 300, 1024)
+    };
+    for (f, format) in FORMATS.into_iter().enumerate() {
+        for (t, tile) in F32_TILES.into_iter().enumerate() {
+            for splits in [1, 2 + (t as u32 + f as u32) % 2] {
+                let seed = 5000 + 100 * f as u64 + 10 * t as u64 + u64::from(splits);
+                let mut rng = StdRng::seed_from_u64(seed);
+                let tokens = rng.gen_range(PREFILL_MIN_TOKENS..=max_tokens);
+                let mut case = Case::random(format, tokens, seed, max_out, max_in);
+                case.w_offset = 4 * rng.gen_range(0..4);
+                if let Err(e) = check(&gpu, &case, Some(QKernel::Prefill { tile, splits })) {
+                    panic!("quant_gpu::prefill_every_variant: {e}");
+                }
+            }
         }
     }
 }
@@ -296,6 +340,45 @@ fn validation() {
     let mut short = DeviceBuffer::<f32>::alloc(&gpu, 2 * n - 1).unwrap();
     let e = err(&g, WeightFormat::Q4_0, &w, &mut short);
     assert!(e.to_string().contains("C holds"), "{e}");
+    // The prefill kernel: weights 4-byte aligned, a tile it has, at least one slice of K.
+    let prefill = |tile, splits| QKernel::Prefill { tile, splits };
+    let shifted: Vec<u8> = std::iter::once(0).chain(bytes.iter().copied()).collect();
+    let w_shifted = DeviceBuffer::from_host(&gpu, &shifted).unwrap();
+    let odd = w_shifted.slice(1..).unwrap();
+    let e = qgemm_with(
+        &stream,
+        &g,
+        WeightFormat::Q4_0,
+        prefill(F32_TILES[0], 1),
+        &odd,
+        &x,
+        None,
+        None,
+        &mut y,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("4-byte aligned"), "{e}");
+    for (kernel, what) in [
+        (
+            prefill(pagesift_gpu::ops::gemm::Tile { bm: 96, bn: 64 }, 1),
+            "no 96x64 tile",
+        ),
+        (prefill(F32_TILES[1], 0), "0 slices of K"),
+    ] {
+        let e = qgemm_with(
+            &stream,
+            &g,
+            WeightFormat::Q4_0,
+            kernel,
+            &w,
+            &x,
+            None,
+            None,
+            &mut y,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains(what), "{kernel}: {e}");
+    }
     // Zero tokens: nothing to do, no error.
     qgemm(
         &stream,

@@ -36,6 +36,8 @@ ptx_kernel! {
     mod math;
     #[path = "src/kernels/lib/gemm_core.rs"]
     mod core;
+    #[path = "src/kernels/lib/dequant.rs"]
+    mod dq;
 
     /// The activation codes of [`GemmParams::act`] (see [`act_code`]).
     pub const ACT_IDENTITY: u32 = core::ACT_IDENTITY;
@@ -102,67 +104,39 @@ ptx_kernel! {
         let a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
         let b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(2 * (BK * BM + BK / 4 * SKEW) * 4);
         let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
-        let zs = block_idx_z();
-        let z = (zs / p.splits) as u64;
-        let kbeg = (zs % p.splits) * p.kc;
-        let kend = (kbeg + p.kc).min(p.k);
-        let m0 = block_idx_y() * BM;
-        let n0 = block_idx_x() * BN;
-        let a_off = z * p.batch_a;
-        let b_off = z * p.batch_b;
-        let tid = thread_idx_x();
-        let mut acc = [[0.0f32; TN]; 8];
-        // This thread's first chunk of each operand at k = 0 (`load_rows`): of A and B `[N,
-        // K]`, row `tid / 4` of the tile and 4 elements at `4 (tid % 4)` of a K step; of B
-        // `[K, N]`, row `tid / (BN / 4)` of a K step and 4 columns at `4 (tid % (BN / 4))`.
-        let a_e = a_off + (m0 + tid / 4) as u64 * p.lda as u64 + (tid % 4 * 4) as u64;
-        let mut b_e = 0u64;
-        if BT {
-            b_e = b_off + (n0 + tid / 4) as u64 * p.ldb as u64 + (tid % 4 * 4) as u64;
-        } else {
-            b_e = b_off + (tid / (BN / 4)) as u64 * p.ldb as u64 + (n0 + tid % (BN / 4) * 4) as u64;
-        }
+        ffma_tiles::<T, DENSE, BM, BN, TN, BT>(p, a, b, bias, res, c, ws, a_s, b_s, t_s);
+    }
 
-        // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
-        // edge tests (a uniform choice per step).
-        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
-        let mut ra = [[0.0f32; 4]; CHUNKS];
-        let mut rb = [[0.0f32; 4]; CHUNKS];
-        if inner & (kbeg + BK <= kend) {
-            ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, TN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
-        } else {
-            ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b::<BM, BN, TN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
-        }
-        store_k_major::<BM, BN, TN, BM>(a_s, 0, ra, tid);
-        store_b::<BM, BN, TN, BT>(b_s, 0, rb, tid);
-        sync_threads();
-        // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
-        let mut k0 = kbeg;
-        let mut buf = 0u32;
-        while k0 < kend {
-            let kn = k0 + BK;
-            let more = kn < kend;
-            if more {
-                if inner & (kn + BK <= kend) {
-                    ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b::<BM, BN, TN, BT, true>(b, p, b_e, n0, kn, kend, tid);
-                } else {
-                    ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b::<BM, BN, TN, BT, false>(b, p, b_e, n0, kn, kend, tid);
-                }
-            }
-            acc = mma_f32::<BM, BN, TN, BT>(acc, a_s, b_s, buf, tid);
-            if more {
-                store_k_major::<BM, BN, TN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
-                store_b::<BM, BN, TN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
-            }
-            sync_threads();
-            buf = buf ^ 1;
-            k0 = kn;
-        }
-        epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    /// `y = act(alpha · x · Wᵀ + beta · y + bias[col]) + residual` with the weights `W`
+    /// `[n_out, n_in]` in the GGUF / ggml format `FMT` (`dq::FMT_*`; rows of `p.ldb` bytes,
+    /// read as they are): [`gemm_f32`]'s tiles with B `[N, K]`, whose loader dequantizes each
+    /// weight to f32 on its way into shared memory (`dq::dequant4`, the value of ggml's
+    /// dequantization), so that the products are exact and the sums f32, as SGEMM on the
+    /// dequantized weights. The prefill path of [`crate::ops::quant::qgemm`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`gemm_f32`], for `x` (`a`): `p` describes it as [`crate::ops::quant`] fills it
+    /// in from a validated [`crate::Gemm`] (every element of the `m × k` rows at `lda`
+    /// inside `a`, `vec_a` only where the rows are multiples of 16 bytes and the slice starts
+    /// 16-byte aligned, `vec_b` true), `kc` a multiple of `BK`, the grid's z extent
+    /// `splits`. The weights are read with bounds and alignment checks.
+    #[target(sm_80)]
+    #[variants(FMT in [0, 1, 2, 3, 4], (BM, BN, TN) in [(128, 128, 16), (128, 64, 8), (64, 64, 8), (32, 128, 8)])]
+    #[launch(block = (BM / 8) * (BN / TN), max_regs = if TN == 16 { 255 } else { 168 })]
+    pub fn gemm_f32_q<const FMT: u32, const BM: u32, const BN: u32, const TN: u32>(
+        p: GemmParams,
+        a: &[f32],
+        w: &[u8],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
+        let b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(2 * (BK * BM + BK / 4 * SKEW) * 4);
+        let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
+        ffma_tiles::<u8, FMT, BM, BN, TN, true>(p, a, w, bias, res, c, ws, a_s, b_s, t_s);
     }
 
     /// The second pass of a split-K GEMM: `C = epilogue(Σ_s ws[s])`, 4 consecutive columns of
@@ -747,6 +721,133 @@ ptx_kernel! {
     /// threads)`: 4 for 128 × 128 and for 64 × 64, 8 for B of 32 × 128); the arrays that carry
     /// them have this many entries, the ones a variant does not use fold away.
     const CHUNKS: u32 = 8;
+
+    /// B as it is: the `FMT` of [`gemm_f32`]'s B (f32 elements), beside the weight formats of
+    /// `gemm_f32_q` (`dq::FMT_*`).
+    const DENSE: u32 = 255;
+
+    /// The FFMA tiles of [`gemm_f32`] (B f32, `FMT` `DENSE`) and [`gemm_f32_q`] (B `[N, K]`
+    /// weights of format `FMT`, bytes): the K steps of the block's slice, each loaded into
+    /// registers while the last one is multiplied, then the epilogue.
+    fn ffma_tiles<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
+        p: GemmParams,
+        a: &[f32],
+        b: &[W],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+        a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]>,
+        b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
+        t_s: Shared<[f32; BM / 2 * BN]>,
+    ) {
+        let zs = block_idx_z();
+        let z = (zs / p.splits) as u64;
+        let kbeg = (zs % p.splits) * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let a_off = z * p.batch_a;
+        let b_off = z * p.batch_b;
+        let tid = thread_idx_x();
+        let mut acc = [[0.0f32; TN]; 8];
+        // This thread's first chunk of each operand at k = 0 (`load_rows`): of A and B `[N,
+        // K]`, row `tid / 4` of the tile and 4 elements at `4 (tid % 4)` of a K step; of B
+        // `[K, N]`, row `tid / (BN / 4)` of a K step and 4 columns at `4 (tid % (BN / 4))`.
+        let a_e = a_off + (m0 + tid / 4) as u64 * p.lda as u64 + (tid % 4 * 4) as u64;
+        let mut b_e = 0u64;
+        if BT {
+            b_e = b_off + (n0 + tid / 4) as u64 * p.ldb as u64 + (tid % 4 * 4) as u64;
+        } else {
+            b_e = b_off + (tid / (BN / 4)) as u64 * p.ldb as u64 + (n0 + tid % (BN / 4) * 4) as u64;
+        }
+
+        // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
+        // edge tests (a uniform choice per step).
+        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+        let mut ra = [[0.0f32; 4]; CHUNKS];
+        let mut rb = [[0.0f32; 4]; CHUNKS];
+        if inner & (kbeg + BK <= kend) {
+            ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
+        } else {
+            ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kbeg, kend, tid);
+            rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
+        }
+        store_k_major::<BM, BN, TN, BM>(a_s, 0, ra, tid);
+        store_b::<BM, BN, TN, BT>(b_s, 0, rb, tid);
+        sync_threads();
+        // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
+        let mut k0 = kbeg;
+        let mut buf = 0u32;
+        while k0 < kend {
+            let kn = k0 + BK;
+            let more = kn < kend;
+            if more {
+                if inner & (kn + BK <= kend) {
+                    ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kn, kend, tid);
+                } else {
+                    ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kn, kend, tid);
+                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kn, kend, tid);
+                }
+            }
+            acc = mma_f32::<BM, BN, TN, BT>(acc, a_s, b_s, buf, tid);
+            if more {
+                store_k_major::<BM, BN, TN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
+                store_b::<BM, BN, TN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
+            }
+            sync_threads();
+            buf = buf ^ 1;
+            k0 = kn;
+        }
+        epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// This thread's part of B's tile at `k0`: `load_b` for f32 B (`FMT` `DENSE`), `load_qb`
+    /// for weights of a format.
+    fn load_b_any<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
+        b: &[W],
+        p: GemmParams,
+        e: u64,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [[f32; 4]; CHUNKS] {
+        let mut v = [[0.0f32; 4]; CHUNKS];
+        if FMT == DENSE {
+            v = load_b::<BM, BN, TN, BT, FAST>(b, p, e, n0, k0, kend, tid);
+        } else {
+            v = load_qb::<FMT, BM, BN, TN>(b, p, n0, k0, kend, tid);
+        }
+        v
+    }
+
+    /// This thread's part of the tile at `k0` of weights `[N, K]` in format `FMT` (rows
+    /// `p.ldb` bytes apart), dequantized: the chunks of `load_rows` for B `[N, K]` (row
+    /// `tid / 4` of the tile and those `threads / 4` below it, elements `4 (tid % 4) .. +4`
+    /// of the step), 0 outside `p.n × kend`.
+    fn load_qb<const FMT: u32, const BM: u32, const BN: u32, const TN: u32>(
+        w: &[u8],
+        p: GemmParams,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [[f32; 4]; CHUNKS] {
+        let threads = (BM / 8) * (BN / TN);
+        let mut v = [[0.0f32; 4]; CHUNKS];
+        let k = k0 + tid % 4 * 4;
+        #[unroll]
+        for q in 0..BN * BK / (4 * threads) {
+            let row = n0 + tid / 4 + q * (threads / 4);
+            if row < p.n {
+                v[q] = dq::dequant4::<FMT>(w, row as u64 * p.ldb as u64, k, kend);
+            }
+        }
+        v
+    }
 
     /// This thread's part of A's tile at `k0`, from `e` (`a_e` of `gemm_f32`).
     fn load_a<const BM: u32, const BN: u32, const TN: u32, const FAST: bool>(

@@ -23,14 +23,16 @@ ptx_kernel! {
     mod math;
     #[path = "src/kernels/lib/gemm_core.rs"]
     mod core;
+    #[path = "src/kernels/lib/dequant.rs"]
+    mod dq;
     use crate::kernels::gemm::GemmParams;
 
     /// The weight formats of the `FMT` axis.
-    pub const FMT_Q8_0: u32 = 0;
-    pub const FMT_Q4_0: u32 = 1;
-    pub const FMT_Q4K: u32 = 2;
-    pub const FMT_BF16: u32 = 3;
-    pub const FMT_F16: u32 = 4;
+    pub const FMT_Q8_0: u32 = dq::FMT_Q8_0;
+    pub const FMT_Q4_0: u32 = dq::FMT_Q4_0;
+    pub const FMT_Q4K: u32 = dq::FMT_Q4K;
+    pub const FMT_BF16: u32 = dq::FMT_BF16;
+    pub const FMT_F16: u32 = dq::FMT_F16;
     /// Threads of a block: four warps.
     pub const QGEMV_THREADS: u32 = 128;
     /// The most tokens of one block: its chunk of the tokens (grid y).
@@ -39,10 +41,6 @@ ptx_kernel! {
     /// super-block of Q4_K) and of the float formats.
     pub const QGROUP_BLOCKS: u32 = 256;
     pub const QGROUP_FLOATS: u32 = 64;
-
-    /// `2^23` as f32: `f32::from_bits(0x4B00_0000 | q)` is `2^23 + q` for `q < 2^23`.
-    const TWO23: f32 = 8388608.0;
-    const TWO23_BITS: u32 = 0x4B00_0000;
 
     /// The launch's scalars besides the GEMM's (`p.k` is `n_in`, `p.n` is `n_out`, `p.m` the
     /// tokens, `p.lda` the elements between tokens of `x`).
@@ -151,9 +149,11 @@ ptx_kernel! {
     /// 144 (Q4_K).
     fn group_bytes<const FMT: u32>() -> u32 {
         if FMT == FMT_Q8_0 {
-            272
+            8 * dq::Q8_0_BYTES
+        } else if FMT == FMT_Q4_0 {
+            8 * dq::Q4_0_BYTES
         } else {
-            144
+            dq::Q4K_BYTES
         }
     }
 
@@ -165,11 +165,6 @@ ptx_kernel! {
     /// The f16 at bytes `i, i + 1` of `N` 16-byte vectors (`i` even), as f32.
     fn f16_at<const N: u32>(v: [[u32; 4]; N], i: u32) -> f32 {
         f16::from_bits(((v[i / 16][i % 16 / 4] >> (8 * (i % 4))) & 0xFFFF) as u16) as f32
-    }
-
-    /// `q` (below `2^23`) as f32, exactly, without a conversion instruction.
-    fn code_f32(q: u32) -> f32 {
-        f32::from_bits(TWO23_BITS | q) - TWO23
     }
 
     /// `part[t][tid] += d · Σ_j wf[j] · x[t][k0 + j]` over the 32 elements from `k0` (0 past
@@ -205,12 +200,12 @@ ptx_kernel! {
             }
             #[unroll]
             for b in 0..8 {
-                let o = 34 * b;
+                let o = dq::Q8_0_BYTES * b;
                 let mut wf = [0.0f32; 32];
                 #[unroll]
                 for j in 0..32 {
                     // The code as a signed byte: `(q ^ 0x80) - 128`.
-                    wf[j] = code_f32(byte_at::<17>(v, o + 2 + j) ^ 0x80) - 128.0;
+                    wf[j] = dq::code_f32(byte_at::<17>(v, o + 2 + j) ^ 0x80) - 128.0;
                 }
                 block_dot(part, tid, wf, f16_at::<17>(v, o), x, xz, tv, p, k0 + 32 * b);
             }
@@ -222,13 +217,13 @@ ptx_kernel! {
             }
             #[unroll]
             for b in 0..8 {
-                let o = 18 * b;
+                let o = dq::Q4_0_BYTES * b;
                 let mut wf = [0.0f32; 32];
                 #[unroll]
                 for j in 0..16 {
                     let c = byte_at::<9>(v, o + 2 + j);
-                    wf[j] = code_f32(c & 0xF) - 8.0;
-                    wf[j + 16] = code_f32(c >> 4) - 8.0;
+                    wf[j] = dq::code_f32(c & 0xF) - 8.0;
+                    wf[j + 16] = dq::code_f32(c >> 4) - 8.0;
                 }
                 block_dot(part, tid, wf, f16_at::<9>(v, o), x, xz, tv, p, k0 + 32 * b);
             }
@@ -242,30 +237,17 @@ ptx_kernel! {
             let dmin = f16_at::<9>(v, 2);
             #[unroll]
             for s in 0..8 {
-                let sm = q4k_scale_min(byte_at::<9>(v, 4 + s % 4), byte_at::<9>(v, 8 + s % 4), byte_at::<9>(v, 12 + s % 4), s);
-                let scale = d * code_f32(sm[0]);
-                let min = dmin * code_f32(sm[1]);
+                let sm = dq::q4k_scale_and_min(d, dmin, byte_at::<9>(v, 4 + s % 4), byte_at::<9>(v, 8 + s % 4), byte_at::<9>(v, 12 + s % 4), s);
                 let mut wf = [0.0f32; 32];
                 #[unroll]
                 for j in 0..32 {
                     let c = byte_at::<9>(v, 16 + 32 * (s / 2) + j);
                     let nib = if s % 2 == 0 { c & 0xF } else { c >> 4 };
-                    // As ggml computes it: the product rounded, then the min subtracted.
-                    wf[j] = scale * code_f32(nib) - min;
+                    wf[j] = dq::q4k_value(sm, nib);
                 }
                 block_dot(part, tid, wf, 1.0, x, xz, tv, p, k0 + 32 * s);
             }
         }
-    }
-
-    /// Q4_K's 6-bit scale and min of sub-block `s` from the scale bytes `j = s % 4`, `j + 4`
-    /// and `j + 8` (`lo`, `mid`, `hi`).
-    fn q4k_scale_min(lo: u32, mid: u32, hi: u32, s: u32) -> [u32; 2] {
-        let mut sm = [lo & 63, mid & 63];
-        if s >= 4 {
-            sm = [(hi & 0xF) | ((lo >> 6) << 4), (hi >> 4) | ((mid >> 6) << 4)];
-        }
-        sm
     }
 
     /// One fast-path group of a float format at byte `off` of `w` (64 elements from `k0`).
@@ -293,19 +275,14 @@ ptx_kernel! {
         }
     }
 
-    /// The little-endian u16 at bytes `i, i + 1` of `w` (any alignment).
-    fn u16_at(w: &[u8], i: u64) -> u32 {
-        (w[i] as u32) | ((w[i + 1] as u32) << 8)
-    }
-
     /// The scale of unit `u` of the row at byte `wrow` of `w` (see `unit_slow`): a Q8_0 /
     /// Q4_0 block's `d`, 1 for the other formats.
     fn unit_scale<const FMT: u32>(w: &[u8], wrow: u64, u: u32) -> f32 {
         let mut d = 1.0f32;
         if FMT == FMT_Q8_0 {
-            d = f16::from_bits(u16_at(w, wrow + 34 * u as u64) as u16) as f32;
+            d = f16::from_bits(dq::u16_at(w, wrow + (dq::Q8_0_BYTES * u) as u64) as u16) as f32;
         } else if FMT == FMT_Q4_0 {
-            d = f16::from_bits(u16_at(w, wrow + 18 * u as u64) as u16) as f32;
+            d = f16::from_bits(dq::u16_at(w, wrow + (dq::Q4_0_BYTES * u) as u64) as u16) as f32;
         }
         d
     }
@@ -316,41 +293,39 @@ ptx_kernel! {
     fn unit_slow<const FMT: u32>(w: &[u8], wrow: u64, k: u32, u: u32) -> [f32; 32] {
         let mut wf = [0.0f32; 32];
         if FMT == FMT_Q8_0 {
-            let off = wrow + 34 * u as u64;
+            let off = wrow + (dq::Q8_0_BYTES * u) as u64;
             #[unroll]
             for j in 0..32 {
-                wf[j] = code_f32(w[off + 2 + j as u64] as u32 ^ 0x80) - 128.0;
+                wf[j] = dq::code_f32(w[off + 2 + j as u64] as u32 ^ 0x80) - 128.0;
             }
         } else if FMT == FMT_Q4_0 {
-            let off = wrow + 18 * u as u64;
+            let off = wrow + (dq::Q4_0_BYTES * u) as u64;
             #[unroll]
             for j in 0..16 {
                 let c = w[off + 2 + j as u64] as u32;
-                wf[j] = code_f32(c & 0xF) - 8.0;
-                wf[j + 16] = code_f32(c >> 4) - 8.0;
+                wf[j] = dq::code_f32(c & 0xF) - 8.0;
+                wf[j + 16] = dq::code_f32(c >> 4) - 8.0;
             }
         } else if FMT == FMT_Q4K {
-            let off = wrow + 144 * (u / 8) as u64;
+            let off = wrow + (dq::Q4K_BYTES * (u / 8)) as u64;
             let s = u % 8;
-            let dd = f16::from_bits(u16_at(w, off) as u16) as f32;
-            let dmin = f16::from_bits(u16_at(w, off + 2) as u16) as f32;
+            let dd = f16::from_bits(dq::u16_at(w, off) as u16) as f32;
+            let dmin = f16::from_bits(dq::u16_at(w, off + 2) as u16) as f32;
             let j4 = (s % 4) as u64;
-            let sm = q4k_scale_min(w[off + 4 + j4] as u32, w[off + 8 + j4] as u32, w[off + 12 + j4] as u32, s);
-            let scale = dd * code_f32(sm[0]);
-            let min = dmin * code_f32(sm[1]);
+            let sm = dq::q4k_scale_and_min(dd, dmin, w[off + 4 + j4] as u32, w[off + 8 + j4] as u32, w[off + 12 + j4] as u32, s);
             let shift = 4 * (s % 2);
             let q0 = off + 16 + 32 * (s / 2) as u64;
             #[unroll]
             for j in 0..32 {
                 let c = (w[q0 + j as u64] as u32 >> shift) & 0xF;
-                wf[j] = scale * code_f32(c) - min;
+                wf[j] = dq::q4k_value(sm, c);
             }
         } else {
             #[unroll]
             for j in 0..32 {
                 let e = 32 * u + j;
                 if e < k {
-                    let bits = u16_at(w, wrow + 2 * e as u64);
+                    let bits = dq::u16_at(w, wrow + 2 * e as u64);
                     if FMT == FMT_BF16 {
                         wf[j] = f32::from_bits(bits << 16);
                     } else {

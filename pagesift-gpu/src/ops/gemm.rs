@@ -434,10 +434,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
         Kernel::Gemv { .. } => GEMV_K_STEP,
         Kernel::Tiled(_) | Kernel::SplitK(..) => BK,
     };
-    let kc = (g.k as u32)
-        .div_ceil(splits)
-        .next_multiple_of(step)
-        .max(step);
+    let kc = slice_len(g.k, splits, step);
     let p = GemmParams { splits, kc, ..p };
     if let Kernel::Gemv { rows, .. } = kernel {
         // Grid (column groups, batch × slices of K).
@@ -560,7 +557,7 @@ pub fn gemm_with<T: ActElement, O: ActElement>(
 /// `[splits, batch, M, ldw]` raw sums, then `gemm_splitk_reduce`'s pass through the
 /// epilogue.
 #[allow(clippy::too_many_arguments)]
-fn with_splits<O: ActElement, C: DeviceWrite<O>>(
+pub(crate) fn with_splits<O: ActElement, C: DeviceWrite<O>>(
     stream: &Stream,
     g: &Gemm,
     p: GemmParams,
@@ -608,7 +605,25 @@ pub fn launch_params<T: ActElement, O: ActElement>(
     residual: Option<&dyn DeviceRead<O>>,
     c: &impl DeviceRead<O>,
 ) -> GemmParams {
-    let (input, output) = (T::DTYPE, O::DTYPE);
+    params_at(
+        g,
+        T::DTYPE,
+        O::DTYPE,
+        [a.device_ptr(), b.device_ptr(), c.device_ptr()],
+        residual.map(|r| r.device_ptr()),
+    )
+}
+
+/// [`launch_params`] from the operands' addresses (`[a, b, c]`), their element types
+/// (`input` of A and B, `output` of C and the residual) and the residual's address where
+/// there is one.
+pub(crate) fn params_at(
+    g: &Gemm,
+    input: Dtype,
+    output: Dtype,
+    [a, b, c]: [u64; 3],
+    residual: Option<u64>,
+) -> GemmParams {
     // A and B are read 16 bytes at a time, C and the residual 4 elements at a time.
     let vec = |ptr: u64, ld: usize, stride: usize, elems: usize, size: usize| {
         ptr % (elems * size) as u64 == 0 && ld % elems == 0 && (g.batch == 1 || stride % elems == 0)
@@ -632,15 +647,35 @@ pub fn launch_params<T: ActElement, O: ActElement>(
         beta: g.beta,
         slope: g.slope,
         act: act_code(g.act),
-        vec_a: vec_in(a.device_ptr(), g.lda, g.stride_a),
-        vec_b: vec_in(b.device_ptr(), g.ldb, g.stride_b),
-        vec_c: vec_out(c.device_ptr(), g.ldc, g.stride_c),
-        vec_r: residual.is_some_and(|r| vec_out(r.device_ptr(), g.ldr, g.stride_r)),
+        vec_a: vec_in(a, g.lda, g.stride_a),
+        vec_b: vec_in(b, g.ldb, g.stride_b),
+        vec_c: vec_out(c, g.ldc, g.stride_c),
+        vec_r: residual.is_some_and(|r| vec_out(r, g.ldr, g.stride_r)),
         splits: 1,
         kc: g.k as u32,
         ldw: (g.n as u32).next_multiple_of(4),
         batch: g.batch as u32,
     }
+}
+
+/// The FFMA tile and slices of K that [`gemm`]'s heuristic gives the f32 GEMM `g` (at
+/// [`Precision::F32`], without autotuning): for kernels built on the FFMA tiles with other
+/// B loaders ([`crate::ops::quant`]'s prefill).
+pub(crate) fn ffma_plan(stream: &Stream, g: &Gemm) -> Result<(Tile, u32)> {
+    match pick_tile::<f32, f32>(stream, g, Family::Ffma)? {
+        Kernel::SplitK(t, s) => Ok((t, s)),
+        // The FFMA family has no other kernels.
+        Kernel::Tiled(t) | Kernel::Mma { tile: t, .. } | Kernel::Wgmma { tile: t, .. } => {
+            Ok((t, 1))
+        }
+        Kernel::Gemv { .. } => Ok((F32_TILES[0], 1)),
+    }
+}
+
+/// The slices of K of `splits` slices for a kernel whose K step is `step`: whole steps
+/// long (the last may be shorter, or empty).
+pub(crate) fn slice_len(k: usize, splits: u32, step: u32) -> u32 {
+    (k as u32).div_ceil(splits).next_multiple_of(step).max(step)
 }
 
 /// The decode kernel's slices of K are multiples of this many elements (whole 16-byte
@@ -682,7 +717,7 @@ pub fn shared_bytes(tile: Tile) -> u32 {
 }
 
 /// The micro-tile width of an FFMA tile (one of [`F32_TILES`]; 0 for another).
-fn f32_micro_cols(tile: Tile) -> u32 {
+pub(crate) fn f32_micro_cols(tile: Tile) -> u32 {
     F32_TILES
         .iter()
         .zip(F32_MICRO_COLS)

@@ -2,19 +2,34 @@
 //! bias) + residual` with `W` `[n_out, n_in]` in a [`WeightFormat`] of [`crate::quant`]
 //! (the bytes of a GGUF tensor, uploaded as they are) and `x` `[tokens, n_in]` f32.
 //!
-//! [`qgemm`] runs the decode kernel ([`crate::kernels::quant`]): every product exact in f32
-//! (the weights' codes are small integers and their scales f16), sums in f32, each weight
-//! byte read once per [`QGEMV_MAX_TOKENS`] tokens. Beyond that many tokens the launch takes
-//! the tokens in chunks of that many, each chunk reading the weights again.
+//! [`qgemm`] runs, up to [`QGEMV_MAX_TOKENS`] tokens, the decode kernel
+//! ([`crate::kernels::quant`]): every product exact in f32 (the weights' codes are small
+//! integers and their scales f16), sums in f32, each weight byte read once. From
+//! [`PREFILL_MIN_TOKENS`] on it runs the prefill kernel (`gemm_f32_q` of
+//! [`crate::kernels::gemm`]): the FFMA GEMM's tiles, whose B loader dequantizes the weights
+//! to f32 on their way into shared memory, so that each tile of weights is read once per
+//! block of tokens; its products are exact on ggml's dequantized weights and its sums f32,
+//! as SGEMM's on them. Weights whose view does not start 4-byte aligned (the prefill
+//! loader's reads are 2 and 4 bytes wide) take the decode kernel in chunks of
+//! [`QGEMV_MAX_TOKENS`] tokens, each chunk reading the weights again.
 
-use crate::gemm::{BLayout, Gemm};
-use crate::kernels::gemm::GemmParams;
+use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
+use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
     qgemv, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0, QGEMV_MAX_TOKENS,
     QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS,
 };
+use crate::ops::gemm::{
+    f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
+};
 use crate::quant::WeightFormat;
-use crate::{error, DeviceRead, DeviceWrite, Error, LaunchConfig, Result, Stream};
+use crate::{error, DeviceRead, DeviceWrite, Dtype, Error, LaunchConfig, Result, Stream};
+
+/// From this many tokens on, [`qgemm`] runs the prefill kernel (one launch over all tokens,
+/// each tile of weights read once per block of tokens) instead of the decode kernel's chunks
+/// of [`QGEMV_MAX_TOKENS`] (each chunk a pass over the weights). Not yet tuned on hardware:
+/// the first count that takes the decode kernel two passes.
+pub const PREFILL_MIN_TOKENS: usize = QGEMV_MAX_TOKENS as usize + 1;
 
 /// The kernel's code of a weight format (`FMT` of [`qgemv`]); `None` for F32 (f32 weights go
 /// through [`crate::ops::gemm`]).
@@ -56,12 +71,47 @@ pub fn lanes_for(n_out: usize, units: usize, sms: u32) -> u32 {
     lanes
 }
 
+/// The kernel of a [`qgemm`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QKernel {
+    /// The decode kernel (`qgemv`), in chunks of [`QGEMV_MAX_TOKENS`] tokens.
+    Decode,
+    /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
+    /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
+    Prefill { tile: Tile, splits: u32 },
+}
+
+impl std::fmt::Display for QKernel {
+    /// `decode`, `prefill128x128`, `prefill64x64/k3`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QKernel::Decode => write!(f, "decode"),
+            QKernel::Prefill { tile, splits: 1 } => write!(f, "prefill{}x{}", tile.bm, tile.bn),
+            QKernel::Prefill { tile, splits } => {
+                write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
+            }
+        }
+    }
+}
+
+/// `g` as the f32 GEMM whose B is the dequantized weights (`[n_out, n_in]`, exact f32).
+fn dense(g: &Gemm) -> Gemm {
+    Gemm {
+        ldb: g.k,
+        precision: Precision::F32,
+        ..*g
+    }
+}
+
 /// `y = act(alpha · x · Wᵀ + beta · y + bias) + residual` for the `g.m` tokens of `x`, `W`
 /// `g.n` rows (`n_out`) of `g.k` (`n_in`) elements in `format`, row after row as ggml lays
 /// them out (`bytes` exactly `g.n · format.row_bytes(g.k)` long). `g` gives the tokens'
 /// leading dimensions (`lda` of `x`, `ldc` of `y`, `ldr` of the residual), alpha, beta, the
 /// activation and its slope; its B layout must be [`BLayout::NK`], its batch 1, and its
-/// precision is not read (the products are exact, the sums f32).
+/// precision is not read (the products are exact, the sums f32). The kernel: the decode
+/// kernel up to [`QGEMV_MAX_TOKENS`] tokens, the prefill kernel from
+/// [`PREFILL_MIN_TOKENS`] on where `w` starts 4-byte aligned, on the FFMA tile and slices of
+/// K that [`crate::ops::gemm`] picks for the f32 GEMM of the same shape.
 ///
 /// # Errors
 /// - [`Error::InvalidArgument`]: a B layout other than [`BLayout::NK`], a batch, F32 weights
@@ -75,6 +125,35 @@ pub fn qgemm(
     stream: &Stream,
     g: &Gemm,
     format: WeightFormat,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let kernel = if g.m >= PREFILL_MIN_TOKENS && g.n > 0 && g.k > 0 && w.device_ptr() % 4 == 0 {
+        let (tile, splits) = ffma_plan(stream, &dense(g))?;
+        QKernel::Prefill { tile, splits }
+    } else {
+        QKernel::Decode
+    };
+    qgemm_with(stream, g, format, kernel, w, x, bias, residual, y)
+}
+
+/// [`qgemm`] on the kernel chosen by the caller: for tests and tuning, which run every
+/// variant directly.
+///
+/// # Errors
+/// Those of [`qgemm`], and [`Error::InvalidArgument`] for a prefill kernel on weights whose
+/// view does not start 4-byte aligned, on a tile that is not one of
+/// [`crate::ops::gemm::F32_TILES`], or over 0 or more than [`crate::gemm::MAX_BATCH`] slices
+/// of K.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm_with(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    kernel: QKernel,
     w: &impl DeviceRead<u8>,
     x: &impl DeviceRead<f32>,
     bias: Option<&dyn DeviceRead<f32>>,
@@ -143,6 +222,26 @@ pub fn qgemm(
     if g.m == 0 || g.n == 0 {
         return stream.gpu().take_deferred();
     }
+    if let QKernel::Prefill { tile, splits } = kernel {
+        if w.device_ptr() % 4 != 0 {
+            return Err(invalid(format!(
+                "the prefill kernel {kernel} reads the weights 2 and 4 bytes at a time: their view must start 4-byte aligned, not at address {:#x}",
+                w.device_ptr()
+            )));
+        }
+        if !F32_TILES.contains(&tile) {
+            return Err(invalid(format!(
+                "the prefill kernel has no {}x{} tile (it has the FFMA tiles {F32_TILES:?})",
+                tile.bm, tile.bn
+            )));
+        }
+        if splits == 0 || splits as usize > MAX_BATCH {
+            return Err(invalid(format!("{splits} slices of K (1 ..= {MAX_BATCH})")));
+        }
+        return prefill(
+            stream, g, fmt, row_bytes, tile, splits, w, x, bias, residual, y,
+        );
+    }
     let variant = qgemv::variant(fmt)
         .ok_or_else(|| crate::__private::variant_not_compiled("qgemv", format!("FMT={fmt}")))?;
     let group = group_elements(format);
@@ -154,32 +253,16 @@ pub fn qgemm(
     let units = if fast { g.k / group } else { g.k.div_ceil(32) };
     let lanes = lanes_for(g.n, units, stream.gpu().props().sm_count);
     let rows_per_block = QGEMV_THREADS / 32 * (32 / lanes);
-    let vec = |ptr: u64, ld: usize| ptr % 16 == 0 && ld % 4 == 0;
     let chunk = u64::from(QGEMV_MAX_TOKENS);
+    // Grid y takes the chunks of tokens: the "batch" strides are a chunk's rows.
     let p = GemmParams {
-        m: g.m as u32,
-        n: g.n as u32,
-        k: g.k as u32,
-        lda: g.lda as u32,
         ldb: row_bytes as u32,
-        ldc: g.ldc as u32,
-        ldr: g.ldr as u32,
         batch_a: chunk * g.lda as u64,
         batch_b: 0,
         batch_c: chunk * g.ldc as u64,
         batch_r: chunk * g.ldr as u64,
-        alpha: g.alpha,
-        beta: g.beta,
-        slope: g.slope,
-        act: crate::kernels::gemm::act_code(g.act),
-        splits: 1,
-        kc: g.k as u32,
-        ldw: 0,
-        batch: 1,
-        vec_a: vec(x.device_ptr(), g.lda),
         vec_b: fast,
-        vec_c: vec(y.device_ptr(), g.ldc),
-        vec_r: residual.is_some_and(|r| vec(r.device_ptr(), g.ldr)),
+        ..operand_params(g, w, x, residual, y)
     };
     let q = QuantParams {
         lanes,
@@ -215,4 +298,82 @@ pub fn qgemm(
         residual,
         y,
     )
+}
+
+/// The [`GemmParams`] of `g` on these operands (`params_at`; B's fields are the caller's).
+fn operand_params(
+    g: &Gemm,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &impl DeviceWrite<f32>,
+) -> GemmParams {
+    params_at(
+        g,
+        Dtype::F32,
+        Dtype::F32,
+        [x.device_ptr(), w.device_ptr(), y.device_ptr()],
+        residual.map(|r| r.device_ptr()),
+    )
+}
+
+/// The prefill kernel (`gemm_f32_q`) for the validated `g` with weights of format code
+/// `fmt`, rows of `row_bytes`, `w` 4-byte aligned, on `tile` (one of the FFMA tiles) over
+/// `splits` slices of K.
+#[allow(clippy::too_many_arguments)]
+fn prefill(
+    stream: &Stream,
+    g: &Gemm,
+    fmt: u32,
+    row_bytes: usize,
+    tile: Tile,
+    splits: u32,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let micro = f32_micro_cols(tile);
+    let variant = gemm_f32_q::variant(fmt, tile.bm, tile.bn, micro).ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "gemm_f32_q",
+            format!("FMT={fmt}, BM={}, BN={}", tile.bm, tile.bn),
+        )
+    })?;
+    let p = GemmParams {
+        ldb: row_bytes as u32,
+        batch_b: 0,
+        // The weights are read with checks, whatever the tile.
+        vec_b: true,
+        splits,
+        kc: slice_len(g.k, splits, crate::kernels::gemm::BK),
+        ..operand_params(g, w, x, residual, &*y)
+    };
+    super::log_dispatch(|| {
+        format!(
+            "qgemm tokens={} n_out={} n_in={} fmt={fmt} -> {}: prefill on {}x{} FFMA tiles, {splits} slices of K",
+            g.m, g.n, g.k, variant.entry, tile.bm, tile.bn
+        )
+    });
+    let grid = [
+        (g.n as u32).div_ceil(tile.bn),
+        (g.m as u32).div_ceil(tile.bm),
+        splits,
+    ];
+    let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
+    let launch = |bias: Option<&dyn DeviceRead<f32>>,
+                  residual: Option<&dyn DeviceRead<f32>>,
+                  y: &mut _,
+                  ws: Option<&mut dyn DeviceWrite<f32>>| {
+        // SAFETY: `p` comes from the validated `g` (every element of `x` inside its view,
+        // `vec_a` from its alignment and leading dimension), `kc` is a multiple of `BK` and
+        // the grid's z extent is `splits` (batch 1); the weights are read with checks.
+        unsafe {
+            gemm_f32_q::launch(
+                stream, cfg, fmt, tile.bm, tile.bn, micro, p, x, w, bias, residual, y, ws,
+            )
+        }
+    };
+    with_splits(stream, &dense(g), p, bias, residual, y, launch)
 }
