@@ -1,19 +1,27 @@
-//! The decode kernel over quantized weights ([`crate::ops::quant::qgemm`]) against the copy
-//! bandwidth of the same device, in one process: for each format, weight shape (`n_out ×
-//! n_in`) and token count, the time per call and the bytes it must read (the weights once,
-//! the activations, the outputs) as GB/s and as a share of a device-to-device copy's GB/s
-//! (bytes read + written) of the same weights, measured in the same run.
+//! The kernels over quantized weights ([`crate::ops::quant::qgemm`]: the decode kernel up to
+//! 16 tokens, the prefill kernel beyond) against the copy bandwidth and cuBLAS on the same
+//! device, in one process: for each format, weight shape (`n_out × n_in`) and token count,
+//! the time per call, the bytes it must read (the weights once, the activations, the
+//! outputs) as GB/s and as a share of a device-to-device copy's GB/s (bytes read + written)
+//! of the same weights, its TFLOP/s, and cuBLAS on the dequantized weights at the same
+//! shape: `cublasGemmEx` in bf16 (weights and activations in bf16, f32 accumulation: the
+//! tensor-core bar) and `cublasSgemm` in f32 (exact: the bar of our exact f32 mode), each as
+//! our speed over theirs (above 1: ours is faster).
 //!
 //! The weights are one row quantized by the host code, repeated for every row, in enough
-//! copies (used in turn) that each call reads them from device memory, not from L2.
+//! copies (used in turn) that each call reads them from device memory, not from L2; cuBLAS's
+//! dequantized weights likewise.
 
 use std::io::Write;
 
+use half::bf16;
+
+use super::cublas::{Cublas, CublasMath};
 use super::{BenchError, SplitMix64, Timing};
 use crate::gemm::{BLayout, Gemm};
-use crate::ops::quant::qgemm;
-use crate::quant::{quantize, WeightFormat};
-use crate::{BackendKind, DeviceBuffer, Gpu};
+use crate::ops::quant::{qgemm, PREFILL_MIN_TOKENS};
+use crate::quant::{dequantize, quantize, WeightFormat};
+use crate::{BackendKind, DeviceBuffer, Gpu, Stream};
 
 /// What `bench quant` measures.
 #[derive(Clone, Debug, PartialEq)]
@@ -25,7 +33,7 @@ pub struct QuantBenchOptions {
 }
 
 impl Default for QuantBenchOptions {
-    /// Every format of the decode kernel at 1, 2, 4, 8 and 16 tokens on 4096 × 4096,
+    /// Every format at 1, 2, 4, 8 and 16 tokens (decode) and 512 (prefill) on 4096 × 4096,
     /// 14336 × 4096 and 4096 × 14336.
     fn default() -> Self {
         QuantBenchOptions {
@@ -37,7 +45,7 @@ impl Default for QuantBenchOptions {
                 WeightFormat::F16,
             ],
             shapes: vec![(4096, 4096), (14336, 4096), (4096, 14336)],
-            tokens: vec![1, 2, 4, 8, 16],
+            tokens: vec![1, 2, 4, 8, 16, 512],
         }
     }
 }
@@ -83,6 +91,84 @@ pub fn parse_tokens(s: &str) -> Result<Vec<usize>, String> {
 /// The bytes that should stay out of L2 between two uses of the same copy of the weights.
 const ROTATE_BYTES: usize = 256 << 20;
 
+/// `copies` device copies of `rows` repetitions of `row`.
+fn repeated<T: crate::DeviceRepr + Copy>(
+    gpu: &Gpu,
+    row: &[T],
+    rows: usize,
+    copies: usize,
+) -> crate::Result<Vec<DeviceBuffer<T>>> {
+    let mut host = Vec::with_capacity(row.len() * rows);
+    for _ in 0..rows {
+        host.extend_from_slice(row);
+    }
+    (0..copies)
+        .map(|_| DeviceBuffer::from_host(gpu, &host))
+        .collect()
+}
+
+/// The copies of `bytes` bytes that keep each use of one out of L2 ([`ROTATE_BYTES`]); one
+/// on the emulated device.
+fn copies_for(bytes: usize, emulated: bool) -> usize {
+    if emulated {
+        1
+    } else {
+        ROTATE_BYTES.div_ceil(bytes.max(1)).max(2)
+    }
+}
+
+/// One shape's dequantized weights for cuBLAS, in bf16 and f32 copies.
+struct CublasWeights {
+    w16: Vec<DeviceBuffer<bf16>>,
+    w32: Vec<DeviceBuffer<f32>>,
+    turn: usize,
+}
+
+impl CublasWeights {
+    /// The milliseconds per call of cuBLAS bf16 (`cublasGemmEx`) and f32 (`cublasSgemm`)
+    /// at `g` on the activations `xs` (`g.m × g.k`).
+    fn time(
+        &mut self,
+        cublas: &Cublas,
+        stream: &Stream,
+        timing: &Timing,
+        g: &Gemm,
+        xs: &[f32],
+    ) -> crate::Result<(f64, f64)> {
+        let gpu = stream.gpu();
+        let x16 = DeviceBuffer::from_host(
+            gpu,
+            &xs.iter().map(|&v| bf16::from_f32(v)).collect::<Vec<_>>(),
+        )?;
+        let x32 = DeviceBuffer::from_host(gpu, xs)?;
+        let mut y16 = DeviceBuffer::<bf16>::alloc(gpu, g.m * g.n)?;
+        let mut y32 = DeviceBuffer::<f32>::alloc(gpu, g.m * g.n)?;
+        let w = self;
+        let bf16_ms = timing.per_call_ms(stream, || {
+            w.turn = (w.turn + 1) % w.w16.len();
+            // SAFETY: every buffer lives until the stream is synchronized below, on the one
+            // stream that writes and reads them.
+            unsafe { cublas.gemm_ex(stream, g, &x16, &w.w16[w.turn], &mut y16) }
+        })?;
+        let f32_ms = timing.per_call_ms(stream, || {
+            w.turn = (w.turn + 1) % w.w32.len();
+            // SAFETY: as above.
+            unsafe {
+                cublas.sgemm(
+                    stream,
+                    g,
+                    CublasMath::Default,
+                    &x32,
+                    &w.w32[w.turn],
+                    &mut y32,
+                )
+            }
+        })?;
+        stream.synchronize()?;
+        Ok((bf16_ms, f32_ms))
+    }
+}
+
 /// Runs the comparison of the module docs on `gpu`, one row per format, shape and token
 /// count, written as each is measured.
 pub fn run_quant(
@@ -92,6 +178,7 @@ pub fn run_quant(
 ) -> Result<(), BenchError> {
     let timing = Timing::for_gpu(gpu);
     let emulated = gpu.backend_kind() == BackendKind::Emulated;
+    let cublas = Cublas::load(gpu);
     writeln!(
         out,
         "quant bench on {}: timed with events on one stream, median of {} runs after {} warm-ups, per call",
@@ -99,10 +186,29 @@ pub fn run_quant(
         timing.runs,
         timing.warmup
     )?;
+    match &cublas {
+        Ok(c) => writeln!(
+            out,
+            "cuBLAS from {} on the dequantized weights: bf16 (cublasGemmEx) and f32 (cublasSgemm); x = cuBLAS time / ours",
+            c.path()
+        )?,
+        Err(e) => writeln!(out, "no cuBLAS ({e}): our figures only")?,
+    }
     writeln!(
         out,
-        "{:<6} {:>13} {:>6} {:>10} {:>10} {:>10} {:>9}",
-        "format", "n_out x n_in", "tokens", "µs", "GB/s", "copy GB/s", "of copy"
+        "{:<6} {:>13} {:>6} {:>8} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>11} {:>8}",
+        "format",
+        "n_out x n_in",
+        "tokens",
+        "kernel",
+        "µs",
+        "GB/s",
+        "of copy",
+        "TF/s",
+        "bf16 µs",
+        "x bf16",
+        "f32 µs",
+        "x f32"
     )?;
     let stream = gpu.default_stream();
     let mut rng = SplitMix64::new(7);
@@ -116,18 +222,8 @@ pub fn run_quant(
             let row = rng.signed_units(n_in)?;
             let row_bytes = quantize(format, &row, 1, n_in)?;
             let bytes = row_bytes.len() * n_out;
-            let mut host = Vec::with_capacity(bytes);
-            for _ in 0..n_out {
-                host.extend_from_slice(&row_bytes);
-            }
-            let copies = if emulated {
-                1
-            } else {
-                ROTATE_BYTES.div_ceil(bytes.max(1)).max(2)
-            };
-            let weights = (0..copies)
-                .map(|_| DeviceBuffer::from_host(gpu, &host))
-                .collect::<crate::Result<Vec<_>>>()?;
+            let copies = copies_for(bytes, emulated);
+            let weights = repeated(gpu, &row_bytes, n_out, copies)?;
             let mut copy_dst = DeviceBuffer::<u8>::alloc(gpu, bytes)?;
             let mut turn = 0usize;
             let copy_ms = timing.per_call_ms(&stream, || {
@@ -135,26 +231,57 @@ pub fn run_quant(
                 stream.copy_dtod_async(&mut copy_dst, &weights[turn])
             })?;
             let copy_gbs = 2.0 * bytes as f64 / copy_ms / 1e6;
+            let mut theirs_w = match &cublas {
+                Ok(_) => {
+                    let deq = dequantize(format, &row_bytes, 1, n_in)?;
+                    let deq16: Vec<bf16> = deq.iter().map(|&v| bf16::from_f32(v)).collect();
+                    Some(CublasWeights {
+                        w16: repeated(gpu, &deq16, n_out, copies_for(2 * n_out * n_in, emulated))?,
+                        w32: repeated(gpu, &deq, n_out, copies_for(4 * n_out * n_in, emulated))?,
+                        turn: 0,
+                    })
+                }
+                Err(_) => None,
+            };
             for &tokens in &opts.tokens {
-                let x = DeviceBuffer::from_host(gpu, &rng.signed_units(tokens * n_in)?)?;
+                let xs = rng.signed_units(tokens * n_in)?;
+                let x = DeviceBuffer::from_host(gpu, &xs)?;
                 let mut y = DeviceBuffer::<f32>::alloc(gpu, tokens * n_out)?;
                 let g = Gemm::new(tokens, n_out, n_in, BLayout::NK);
                 let ms = timing.per_call_ms(&stream, || {
                     turn = (turn + 1) % copies;
                     qgemm(&stream, &g, format, &weights[turn], &x, None, None, &mut y)
                 })?;
+                stream.synchronize()?;
+                let theirs = match (&cublas, &mut theirs_w) {
+                    (Ok(c), Some(w)) => Some(w.time(c, &stream, &timing, &g, &xs)?),
+                    _ => None,
+                };
                 let read = bytes + 4 * tokens * (n_in + n_out);
                 let gbs = read as f64 / ms / 1e6;
+                let tflops = 2.0 * (tokens * n_out * n_in) as f64 / ms / 1e9;
+                let us = |ms: f64| format!("{:.1}", ms * 1e3);
+                let x = |theirs: f64| format!("{:.3}x", theirs / ms);
+                let kernel = if tokens >= PREFILL_MIN_TOKENS {
+                    "prefill"
+                } else {
+                    "decode"
+                };
                 writeln!(
                     out,
-                    "{:<6} {:>13} {:>6} {:>10.1} {:>10.0} {:>10.0} {:>8.0}%",
+                    "{:<6} {:>13} {:>6} {:>8} {:>10.1} {:>8.0} {:>7.0}% {:>7.2} {:>11} {:>8} {:>11} {:>8}",
                     format.name(),
                     format!("{n_out}x{n_in}"),
                     tokens,
+                    kernel,
                     ms * 1e3,
                     gbs,
-                    copy_gbs,
-                    100.0 * gbs / copy_gbs
+                    100.0 * gbs / copy_gbs,
+                    tflops,
+                    theirs.map_or("-".into(), |t| us(t.0)),
+                    theirs.map_or("-".into(), |t| x(t.0)),
+                    theirs.map_or("-".into(), |t| us(t.1)),
+                    theirs.map_or("-".into(), |t| x(t.1)),
                 )?;
             }
             stream.synchronize()?;

@@ -31,7 +31,7 @@ const KINDS: &[Kind] = &[
     },
     Kind {
         name: "quant",
-        usage: "quant [--formats Q4_0,Q8_0,Q4_K,BF16,F16] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16]",
+        usage: "quant [--formats Q4_0,Q8_0,Q4_K,BF16,F16] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16,512]",
         run: quant,
     },
 ];
@@ -135,7 +135,7 @@ fn quant_options(args: &[String]) -> Result<QuantBenchOptions, String> {
     Ok(opts)
 }
 
-/// `bench quant`: the decode kernel over quantized weights against the copy bandwidth
+/// `bench quant`: the kernels over quantized weights against the copy bandwidth and cuBLAS
 /// ([`pagesift_gpu::bench::quant`]).
 fn quant(args: &[String]) -> ExitCode {
     let opts = match quant_options(args) {

@@ -36,9 +36,10 @@ commands:
               precision and for bf16 and f16 inputs and outputs (against cublasGemmEx)
               [--shapes MxNxK[:KN][,..]] [--modes F32,Tf32x3,Tf32,Bf16,F16]
               (--precisions: the older name of --modes)
-  bench quant the decode kernel over GGUF weights (Q4_0, Q8_0, Q4_K, BF16, F16) against a copy of
-              the same weights: µs per call, GB/s of the bytes read, share of the copy's GB/s
-              [--formats Q4_0,..] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16]
+  bench quant the kernels over GGUF weights (Q4_0, Q8_0, Q4_K, BF16, F16) against a copy of the
+              same weights and cuBLAS bf16 / f32 on the dequantized weights: µs per call, GB/s
+              of the bytes read, share of the copy's GB/s, TFLOP/s, cuBLAS time over ours
+              [--formats Q4_0,..] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16,512]
   help        this text
 
 environment:
