@@ -452,6 +452,11 @@ pub(crate) static FORMS: &[Form] = &[
     row(Control, "fence.proxy.async.shared::cta", NONE)
         .min(90, (8, 0))
         .emitted(),
+    // A warpgroup's register budget moved between its warpgroups (producer / consumer):
+    // the new count per thread, a multiple of 8 in 24..=256.
+    row(Control, "setmaxnreg.{inc|dec}.sync.aligned.u32", &[imm(U32, "232")])
+        .min_arch(90, (8, 0))
+        .emitted(),
     row(Control, "bra.uni", &[label()]),
     row(
         Control,

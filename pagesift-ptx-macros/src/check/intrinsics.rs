@@ -287,6 +287,12 @@ pub enum Intr {
     /// `wgmma_wait(N)`: wait until at most N `wgmma` groups are pending.
     WgmmaWait(u32),
     FenceProxyAsync,
+    /// `setmaxnreg_inc(N)` / `setmaxnreg_dec(N)`: the warpgroup's registers per thread
+    /// raised / lowered to `N`.
+    SetMaxNReg {
+        inc: bool,
+        n: u32,
+    },
     /// `prefetch_tensormap(map)`: the tensor map brought into the cache (a hint).
     PrefetchTensormap,
     Lo,
@@ -300,6 +306,10 @@ fn scalar_of(t: &TExpr) -> Option<Scalar> {
     }
 }
 
+/// The range of `setmaxnreg`'s registers per thread (a multiple of 8).
+const SETMAXNREG_MIN: u32 = 24;
+const SETMAXNREG_MAX: u32 = 256;
+
 /// The intrinsic functions called by name (a helper may not take one of these names).
 const INTRINSIC_FNS: &[&str] = &[
     "cp_async_commit",
@@ -312,6 +322,8 @@ const INTRINSIC_FNS: &[&str] = &[
     "wgmma_bf16",
     "wgmma_tf32",
     "fence_proxy_async",
+    "setmaxnreg_inc",
+    "setmaxnreg_dec",
     "prefetch_tensormap",
     "lane_id",
     "warp_id",
@@ -485,6 +497,34 @@ impl Checker<'_> {
                     _ => MmaType::Tf32,
                 };
                 self.check_wgmma(&name, ty, args, span)
+            }
+            "setmaxnreg_inc" | "setmaxnreg_dec" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                let inc = name == "setmaxnreg_inc";
+                self.needs_op(&Op::SetMaxNReg { inc }, &name, span);
+                let n = self
+                    .const_u32(&args[0], "the registers per thread")
+                    .unwrap_or(SETMAXNREG_MIN);
+                if !(SETMAXNREG_MIN..=SETMAXNREG_MAX).contains(&n) || n % 8 != 0 {
+                    self.cx.error(
+                        args[0].span,
+                        format!(
+                            "`{name}({n})`: the registers per thread are a multiple of 8 in {SETMAXNREG_MIN}..={SETMAXNREG_MAX}"
+                        ),
+                    );
+                }
+                let threads: u32 = self.block.iter().product();
+                if threads % 128 != 0 {
+                    self.cx.error(
+                        span,
+                        format!(
+                            "`{name}` sets a warpgroup's registers: the block's {threads} threads are not whole warpgroups of 128"
+                        ),
+                    );
+                }
+                self.intr(Intr::SetMaxNReg { inc, n }, vec![], Ty::Unit, span)
             }
             "cp_async_wait" => {
                 if !self.arity(args, 1, &name, span) {

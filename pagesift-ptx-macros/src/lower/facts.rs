@@ -51,6 +51,7 @@ impl Lower<'_> {
             | Op::WgmmaCommit
             | Op::WgmmaWait
             | Op::FenceProxyAsync
+            | Op::SetMaxNReg { .. }
             | Op::PrefetchL2
             | Op::MbarInit
             | Op::TmaLoad

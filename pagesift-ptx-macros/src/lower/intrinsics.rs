@@ -260,6 +260,10 @@ impl Lower<'_> {
                 self.emit(op, vec![], span);
                 Val::Unit
             }
+            Intr::SetMaxNReg { inc, n } => {
+                self.emit(Op::SetMaxNReg { inc }, vec![Operand::Int(n as i128)], span);
+                Val::Unit
+            }
             Intr::PrefetchTensormap => {
                 let m = self.operand_reg(&vals[0], span);
                 self.emit(

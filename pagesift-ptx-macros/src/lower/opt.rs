@@ -368,6 +368,7 @@ fn has_dest(op: &Op) -> bool {
             | Op::WgmmaCommit
             | Op::WgmmaWait
             | Op::FenceProxyAsync
+            | Op::SetMaxNReg { .. }
             | Op::PrefetchL2
             | Op::MbarInit
             | Op::TmaLoad

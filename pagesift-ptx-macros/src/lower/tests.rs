@@ -998,3 +998,53 @@ fn a_noinline_helper_takes_scalars_and_does_not_recurse() {
         "{errs:?}"
     );
 }
+
+/// `setmaxnreg`: a producer warpgroup gives registers up, the consumer warpgroups take them,
+/// on sm_90a; the count and the block are checked.
+#[test]
+fn setmaxnreg_moves_registers_between_warpgroups() {
+    let ptx = ptx_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 384, max_regs = 168)]
+        pub fn k(y: &mut [f32]) {
+            let wg = thread_idx_x() / 128;
+            if wg == 0 {
+                setmaxnreg_dec(40);
+            } else {
+                setmaxnreg_inc(232);
+                y[thread_idx_x()] = 1.0;
+            }
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains(".target sm_90a"), "{text}");
+    assert!(
+        text.contains("setmaxnreg.dec.sync.aligned.u32 40;"),
+        "{text}"
+    );
+    assert!(
+        text.contains("setmaxnreg.inc.sync.aligned.u32 232;"),
+        "{text}"
+    );
+    assemble("setmaxnreg", &ptx);
+
+    let errs = errors_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 192)]
+        pub fn k(y: &mut [f32]) {
+            setmaxnreg_inc(236);
+            setmaxnreg_dec(16);
+            y[0] = 1.0;
+        }
+    });
+    for needle in [
+        "`setmaxnreg_inc(236)`: the registers per thread are a multiple of 8 in 24..=256",
+        "`setmaxnreg_dec(16)`",
+        "the block's 192 threads are not whole warpgroups of 128",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.contains(needle)),
+            "{needle}: {errs:?}"
+        );
+    }
+}

@@ -233,6 +233,11 @@ pub enum Op {
     /// `fence.proxy.async.shared::cta`: the thread's shared-memory writes made visible to the
     /// asynchronous proxy (`wgmma`, TMA).
     FenceProxyAsync,
+    /// `setmaxnreg.{inc|dec}.sync.aligned.u32 N` (`inc`: raise, else lower): the warpgroup's
+    /// registers per thread become `N`.
+    SetMaxNReg {
+        inc: bool,
+    },
     /// `mbarrier.init.shared::cta.b64 [a], count`.
     MbarInit,
     /// `mbarrier.arrive.shared::cta.b64 state, [a]`.

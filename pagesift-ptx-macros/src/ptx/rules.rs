@@ -298,6 +298,10 @@ fn lowering(op: &Op) -> Result<String, String> {
         Op::WgmmaCommit => "wgmma.commit_group.sync.aligned".into(),
         Op::WgmmaWait => "wgmma.wait_group.sync.aligned".into(),
         Op::FenceProxyAsync => "fence.proxy.async.shared::cta".into(),
+        Op::SetMaxNReg { inc } => format!(
+            "setmaxnreg.{}.sync.aligned.u32",
+            if *inc { "inc" } else { "dec" }
+        ),
         Op::MbarInit => "mbarrier.init.shared::cta.b64".into(),
         Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),
         Op::MbarArriveTx => "mbarrier.arrive.expect_tx.shared::cta.b64".into(),

@@ -268,6 +268,8 @@ fn all_ops() -> Vec<Op> {
         Op::WgmmaCommit,
         Op::WgmmaWait,
         Op::FenceProxyAsync,
+        Op::SetMaxNReg { inc: false },
+        Op::SetMaxNReg { inc: true },
         Op::MbarInit,
         Op::MbarArrive,
         Op::MbarArriveTx,

@@ -36,6 +36,25 @@ pub(super) fn decode(
             }
             Op::ProxyFence
         }
+        "setmaxnreg" => {
+            let inc = m.take_one(&["inc", "dec"]);
+            if inc.is_none() || !(m.take("sync") && m.take("aligned")) {
+                return Err("setmaxnreg needs .inc or .dec and .sync.aligned".into());
+            }
+            m.ty()?;
+            match &ops[0] {
+                Operand::Imm(v) => parse_int(v).and_then(|n| u32::try_from(n).ok()),
+                _ => None,
+            }
+            .filter(|n| (24..=256).contains(n) && n % 8 == 0)
+            .ok_or(format!(
+                "setmaxnreg: the register count must be an immediate multiple of 8 in 24..=256, not {:?}",
+                ops[0]
+            ))?;
+            Op::SetMaxNReg {
+                mask: ctx.konst(0xffff_ffff),
+            }
+        }
         "membar" | "fence" => {
             m.parts.clear();
             m.used.clear();

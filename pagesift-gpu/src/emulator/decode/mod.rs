@@ -476,6 +476,12 @@ pub(super) enum Op {
     /// `fence.proxy.async.shared::cta`: the thread's earlier shared-memory writes become
     /// visible to the async proxy (`wgmma` operand reads).
     ProxyFence,
+    /// `setmaxnreg.{inc|dec}.sync.aligned.u32 n` (`n` checked at decode): a warpgroup
+    /// collective (see `exec`), whose register count the emulator does not model; `mask`
+    /// holds the full-warp mask.
+    SetMaxNReg {
+        mask: Slot,
+    },
     /// `mbarrier.init.shared::cta.b64 [a], count`.
     MbarInit {
         base: Slot,
@@ -573,7 +579,8 @@ impl Op {
             | Op::Wgmma { mask, .. }
             | Op::WgmmaFence { mask }
             | Op::WgmmaCommit { mask }
-            | Op::WgmmaWait { mask, .. } => mask,
+            | Op::WgmmaWait { mask, .. }
+            | Op::SetMaxNReg { mask, .. } => mask,
             _ => S_ZERO,
         }
     }

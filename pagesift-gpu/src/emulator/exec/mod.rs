@@ -442,12 +442,15 @@ impl Runner {
                 return Err(Fail { msg: format!("warp divergence: lane {lane} executes a warp collective whose membermask {mval:#010x} excludes it"), t, pc });
             }
             let need = mval & exist;
+            // The warpgroup collectives: `wgmma` and `setmaxnreg` (which here changes
+            // nothing: the emulator has no register file to resize).
             let wgmma = matches!(
                 code[pc].op,
                 Op::Wgmma { .. }
                     | Op::WgmmaFence { .. }
                     | Op::WgmmaCommit { .. }
                     | Op::WgmmaWait { .. }
+                    | Op::SetMaxNReg { .. }
             );
             if (wgmma || matches!(code[pc].op, Op::Mma { .. } | Op::Ldmatrix { .. }))
                 && exist != u32::MAX

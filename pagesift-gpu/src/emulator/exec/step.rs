@@ -249,7 +249,8 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         | Op::Wgmma { .. }
         | Op::WgmmaFence { .. }
         | Op::WgmmaCommit { .. }
-        | Op::WgmmaWait { .. } => return Ok(Flow::Stop(TState::Warp)),
+        | Op::WgmmaWait { .. }
+        | Op::SetMaxNReg { .. } => return Ok(Flow::Stop(TState::Warp)),
         Op::Cvt {
             dty,
             sty,

@@ -769,3 +769,49 @@ fn wgmma_hostile_descriptors_and_text_never_panic() {
         "loaded {loaded}, launched {launched}"
     );
 }
+
+/// A kernel whose warpgroup 0 lowers its registers and the others raise theirs, each thread
+/// then writing its index; `branch` lanes of warp 0 skip its `setmaxnreg` (0: none).
+fn setmaxnreg_kernel(count: &str, branch: u32) -> String {
+    format!(
+        ".version 8.0\n.target sm_90a\n.address_size 64\n\
+         .visible .entry k(.param .u64 y)\n.maxnreg 168\n{{\n\
+         .reg .u32 %t, %w;\n.reg .u64 %a, %o;\n.reg .pred %p, %q;\n\
+         mov.u32 %t, %tid.x;\n\
+         setp.lt.u32 %q, %t, {branch};\n\
+         @%q bra $done;\n\
+         shr.u32 %w, %t, 7;\n\
+         setp.eq.u32 %p, %w, 0;\n\
+         @%p setmaxnreg.dec.sync.aligned.u32 {count};\n\
+         @!%p setmaxnreg.inc.sync.aligned.u32 232;\n\
+         $done:\n\
+         ld.param.u64 %a, [y];\n\
+         mul.wide.u32 %o, %t, 4;\n\
+         add.u64 %a, %a, %o;\n\
+         st.global.u32 [%a], %t;\n\
+         ret;\n}}\n"
+    )
+}
+
+#[test]
+fn setmaxnreg_is_a_warpgroup_collective() {
+    let e = emu90();
+    let y = upload_u32(&e, &[u32::MAX; 256]);
+    let args: [&[u8]; 1] = [&y.to_le_bytes()];
+    launch(&e, &setmaxnreg_kernel("40", 0), "k", 1, 256, 0, &args).expect("two warpgroups");
+    assert_eq!(download_u32(&e, y, 256), (0..256).collect::<Vec<u32>>());
+    // A block that is not whole warpgroups, a warp whose lanes diverge around it, and a count
+    // out of its range are errors.
+    let err = launch(&e, &setmaxnreg_kernel("40", 0), "k", 1, 96, 0, &args)
+        .expect_err("96 threads")
+        .to_string();
+    assert!(err.contains("warpgroup"), "{err}");
+    let err = launch(&e, &setmaxnreg_kernel("40", 5), "k", 1, 128, 0, &args)
+        .expect_err("lanes 0..5 skip it")
+        .to_string();
+    assert!(err.contains("divergence"), "{err}");
+    let err = launch(&e, &setmaxnreg_kernel("20", 0), "k", 1, 128, 0, &args)
+        .expect_err("20 registers")
+        .to_string();
+    assert!(err.contains("multiple of 8 in 24..=256"), "{err}");
+}
