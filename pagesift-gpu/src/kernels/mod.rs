@@ -13,6 +13,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         act::act::VARIANTS,
         act::act_inplace::VARIANTS,
         gemm::gemm_f32::VARIANTS,
+        gemm::gemm_f32_q::VARIANTS,
         gemm::gemm_mma::VARIANTS,
         gemm::gemm_wgmma::VARIANTS,
         gemm::gemm_tma::VARIANTS,
