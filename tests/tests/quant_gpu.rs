@@ -11,9 +11,13 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
-use pagesift_gpu::ops::quant::{group_elements, qgemm, qgemm_with, QKernel, PREFILL_MIN_TOKENS};
+use pagesift_gpu::ops::quant::{
+    group_elements, qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS,
+};
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
-use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Error, Gemm, Gpu};
+use pagesift_gpu::{
+    Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu,
+};
 use pagesift_tests::util::{poison_f32, random_f32_from};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::rngs::StdRng;
@@ -108,6 +112,20 @@ impl Case {
             },
             seed,
         }
+    }
+}
+
+impl Case {
+    /// The case with `n_in` elements per row (the gap after each row of `x` kept).
+    fn with_n_in(mut self, n_in: usize) -> Case {
+        let gap = self.g.lda - self.g.k;
+        self.g = Gemm {
+            k: n_in,
+            lda: n_in + gap,
+            ldb: n_in,
+            ..self.g
+        };
+        self
     }
 }
 
@@ -302,6 +320,41 @@ fn prefill_every_variant() {
     }
 }
 
+/// The tensor-core decode kernel directly at each format it has and both token tiles (1 to
+/// 16 tokens, more in chunks), `n_in` whole chunks of its copies, weights 16-byte aligned.
+#[test]
+fn decode_tc_every_variant() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::decode_tc_every_variant") else {
+        return;
+    };
+    let (cases, max_out, max_in) = if is_emulated(&gpu) {
+        (1, 40, 512)
+    } else {
+        (6, 300, 2048)
+    };
+    let mut ran = 0;
+    for (f, format) in FORMATS.into_iter().enumerate() {
+        let Some(shape) = tc_shape(format) else {
+            continue;
+        };
+        for tokens in [1, 2, 5, 8, 9, 16, 21] {
+            for i in 0..cases {
+                let seed = 9000 + 1000 * f as u64 + 10 * tokens as u64 + i;
+                let mut rng = StdRng::seed_from_u64(seed);
+                let chunks = rng.gen_range(1..=(max_in / shape.chunk).max(1));
+                let mut case = Case::random(format, tokens, seed, max_out, max_in)
+                    .with_n_in(chunks * shape.chunk);
+                case.w_offset = 16 * rng.gen_range(0..3);
+                if let Err(e) = check(&gpu, &case, Some(QKernel::DecodeTc)) {
+                    panic!("quant_gpu::decode_tc_every_variant: {e}");
+                }
+                ran += 1;
+            }
+        }
+    }
+    assert!(ran > 0, "no format has a tensor-core decode kernel");
+}
+
 /// Bad arguments are errors naming what is wrong, before any launch.
 #[test]
 fn validation() {
@@ -379,6 +432,29 @@ fn validation() {
         .unwrap_err();
         assert!(e.to_string().contains(what), "{kernel}: {e}");
     }
+    // The tensor-core decode kernel: a format it has, weights 16-byte aligned.
+    let mut tc = |format: WeightFormat, w: &DeviceSlice<'_, u8>, k: usize| {
+        let x = DeviceBuffer::from_host(&gpu, &vec![1.0f32; 2 * k]).unwrap();
+        let g = Gemm::new(2, n, k, BLayout::NK);
+        qgemm_with(
+            &stream,
+            &g,
+            format,
+            QKernel::DecodeTc,
+            w,
+            &x,
+            None,
+            None,
+            &mut y,
+        )
+        .unwrap_err()
+    };
+    let e = tc(WeightFormat::Q4_0, &odd, k);
+    assert!(e.to_string().contains("16-byte aligned"), "{e}");
+    let q4k = quantize(WeightFormat::Q4K, &vec![0.5; n * 256], n, 256).unwrap();
+    let q4k = DeviceBuffer::from_host(&gpu, &q4k).unwrap();
+    let e = tc(WeightFormat::Q4K, &q4k.slice(..).unwrap(), 256);
+    assert!(e.to_string().contains("no Q4_K variant"), "{e}");
     // Zero tokens: nothing to do, no error.
     qgemm(
         &stream,

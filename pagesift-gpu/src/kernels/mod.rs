@@ -21,6 +21,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_splitk_reduce::VARIANTS,
         gemm::gemv::VARIANTS,
         quant::qgemv::VARIANTS,
+        quant::qgemv_tc::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

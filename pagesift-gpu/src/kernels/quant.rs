@@ -15,6 +15,13 @@
 //! decoding any of it; elsewhere it reads units of 32 elements byte by byte. The rows' sums go
 //! through shared memory to the GEMM core's epilogue (`core::store_out`), four outputs of one
 //! token at a time.
+//!
+//! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0 and BF16 rows of whole
+//! chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
+//! multiply 16 rows by 8 tokens per `mma.sync` m16n8k16 on bf16 operands. The codes are
+//! exact in bf16 (two nibble planes for Q8_0), each `x` is the exact sum of three bf16 parts,
+//! so every product is exact and the sums are f32; the decoding costs about one instruction
+//! per weight, and 1 to 8 tokens cost the same.
 
 use crate::ptx_kernel;
 
@@ -143,6 +150,355 @@ ptx_kernel! {
             let v = sums.load4(t * 32 + c4);
             core::store_out::<f32>(p, bias, res, y, z as u64, t, col, v);
         }
+    }
+
+    /// Warps of a block of the tensor-core decode kernel `qgemv_tc`: they share the block's
+    /// rows and take every `QTC_WARPS`-th chunk of K each.
+    pub const QTC_WARPS: u32 = 8;
+    /// The chunks of K in a warp's `cp.async` pipeline (one loading while one is used).
+    pub const QTC_STAGES: u32 = 2;
+    /// Tokens of an `mma` column tile.
+    pub const QTC_TOKENS: u32 = 8;
+
+    /// `y[t][r] = act(alpha · Σ_k x[t][k] W[r][k] + beta · y[t][r] + bias[r]) + res[t][r]`
+    /// on tensor cores, with f32 accuracy: the weights' codes are exact in bf16 (Q4_0 `q -
+    /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; BF16 as they are), each `x` is
+    /// the exact sum of three bf16 parts, so that every product is exact and only the sums
+    /// round (in f32, on the tensor cores), and each Q4_0 / Q8_0 block's sum is scaled by its
+    /// `d` in f32.
+    ///
+    /// A block takes `16 · MT` rows of `W` and `QTC_TOKENS · NT` tokens (grid `(⌈n_out / 16
+    /// MT⌉, ⌈p.m / (8 NT)⌉)`, chunks of tokens in grid y as in `qgemv`). Its `QTC_WARPS` warps
+    /// share the rows: warp `w` streams the chunks `w, w + QTC_WARPS, ..` of K (`SB` bytes of
+    /// each row: 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with
+    /// 16-byte `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of
+    /// every row tile and token tile. The warps' sums meet in shared memory for the GEMM
+    /// core's epilogue (`core::store_out`). Rows must be whole chunks, 16-byte aligned
+    /// (`ops::quant` sends other weights to `qgemv`).
+    #[target(sm_80)]
+    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (3, 1, 256)], NT in [1, 2])]
+    #[launch(block = 256, max_regs = 128)]
+    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
+        p: GemmParams,
+        q: QuantParams,
+        w: &[u8],
+        x: &[f32],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        y: &mut [f32],
+    ) {
+        let st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]> = dyn_shared(0);
+        let red: Shared<[f32; QTC_WARPS * QTC_TOKENS * NT * (16 * MT + 4)]> = dyn_shared(0);
+        let tid = thread_idx_x();
+        let lane = lane_id();
+        let warp = warp_id();
+        let row0 = block_idx_x() * 16 * MT;
+        let z = block_idx_y();
+        let tv = (p.m - z * QTC_TOKENS * NT).min(QTC_TOKENS * NT);
+        let xz = z as u64 * p.batch_a;
+        let so = warp * QTC_STAGES * 16 * MT * SB;
+        let chunks = p.k / tc_chunk::<FMT, SB>();
+        let mut acc = [[0.0f32; 4]; MT * NT];
+        #[unroll]
+        for s in 0..QTC_STAGES - 1 {
+            let c = warp + s * QTC_WARPS;
+            if c < chunks {
+                tc_issue::<FMT, MT, SB>(st, so + s * 16 * MT * SB, w, p, q, row0, c, lane);
+            }
+            cp_async_commit();
+        }
+        let mut c = warp;
+        let mut i = 0u32;
+        while c < chunks {
+            let ahead = c + (QTC_STAGES - 1) * QTC_WARPS;
+            if ahead < chunks {
+                let s = (i + QTC_STAGES - 1) % QTC_STAGES;
+                tc_issue::<FMT, MT, SB>(st, so + s * 16 * MT * SB, w, p, q, row0, ahead, lane);
+            }
+            cp_async_commit();
+            cp_async_wait(QTC_STAGES - 1);
+            sync_warp();
+            acc = tc_chunk_mma::<FMT, MT, SB, NT>(st, so + i % QTC_STAGES * 16 * MT * SB, x, xz, tv, p, c, lane, acc);
+            sync_warp();
+            c += QTC_WARPS;
+            i += 1;
+        }
+        cp_async_wait_all();
+        sync_threads();
+        // The warps' sums, `[warp][token][row]` (rows padded by 4: conflict-free stores).
+        let ldr = 16 * MT + 4;
+        let g = lane / 4;
+        let t2 = lane % 4 * 2;
+        #[unroll]
+        for m in 0..MT {
+            #[unroll]
+            for n in 0..NT {
+                let r = 16 * m + g;
+                let tk = (warp * QTC_TOKENS * NT + QTC_TOKENS * n + t2) * ldr + r;
+                red[tk] = acc[m * NT + n][0];
+                red[tk + ldr] = acc[m * NT + n][1];
+                red[tk + 8] = acc[m * NT + n][2];
+                red[tk + ldr + 8] = acc[m * NT + n][3];
+            }
+        }
+        sync_threads();
+        let outs = 4 * MT * QTC_TOKENS * NT;
+        if tid < outs {
+            let tk = tid / (4 * MT);
+            let r4 = tid % (4 * MT) * 4;
+            let mut v = [0.0f32; 4];
+            #[unroll]
+            for wp in 0..QTC_WARPS {
+                let s = red.load4((wp * QTC_TOKENS * NT + tk) * ldr + r4);
+                #[unroll]
+                for l in 0..4 {
+                    v[l] += s[l];
+                }
+            }
+            if tk < tv {
+                core::store_out::<f32>(p, bias, res, y, z as u64, tk, row0 + r4, v);
+            }
+        }
+    }
+
+    /// The elements of a chunk of K of `qgemv_tc`: the 8 blocks of `SB` bytes of Q4_0 / Q8_0,
+    /// `SB / 2` of BF16.
+    fn tc_chunk<const FMT: u32, const SB: u32>() -> u32 {
+        if FMT == FMT_BF16 {
+            SB / 2
+        } else {
+            8 * 32
+        }
+    }
+
+    /// The copies of chunk `c` of the `16 · MT` rows from `row0` into the shared buffer at
+    /// byte `so` (rows `SB` bytes apart), by the 32 lanes of a warp, 16 bytes each. Rows past
+    /// `n_out` repeat the last row (their sums are never stored).
+    fn tc_issue<const FMT: u32, const MT: u32, const SB: u32>(
+        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
+        so: u32,
+        w: &[u8],
+        p: GemmParams,
+        q: QuantParams,
+        row0: u32,
+        c: u32,
+        lane: u32,
+    ) {
+        let units = MT * SB;
+        #[unroll]
+        for j in 0..(MT * SB + 31) / 32 {
+            let u = lane + 32 * j;
+            if u < units {
+                let r = u / (SB / 16);
+                let col = u % (SB / 16) * 16;
+                let row = (row0 + r).min(p.n - 1);
+                st.cp_async16(so + r * SB + col, w, row as u64 * q.row_bytes as u64 + (c * SB + col) as u64);
+            }
+        }
+    }
+
+    /// The three bf16 parts of `a` and `b` (each the sum of its parts, exactly: each part
+    /// takes the next 8 significant bits, by truncation), as pairs `(a part, b part)`.
+    fn tc_split(a: f32, b: f32) -> [u32; 3] {
+        let ha = a.to_bits() & 0xFFFF_0000;
+        let hb = b.to_bits() & 0xFFFF_0000;
+        let ra = a - f32::from_bits(ha);
+        let rb = b - f32::from_bits(hb);
+        let sa = ra - f32::from_bits(ra.to_bits() & 0xFFFF_0000);
+        let sb = rb - f32::from_bits(rb.to_bits() & 0xFFFF_0000);
+        [
+            a.to_bits().prmt(b.to_bits(), 0x7632),
+            ra.to_bits().prmt(rb.to_bits(), 0x7632),
+            sa.to_bits().prmt(sb.to_bits(), 0x7632),
+        ]
+    }
+
+    /// The `mma` B fragments of token tile `n` for the 32 elements of K from `k`: per step
+    /// (elements `k .. k + 16`, then `k + 16 ..`) and part, the pairs `(x[k + 4 t], x[k + 4 t
+    /// + 2])` and `(x[k + 4 t + 1], x[k + 4 t + 3])` of the lane's token `8 n + lane / 4`
+    /// (`t = lane % 4`), the order in which the A fragments hold the weights. Tokens past
+    /// `tv` are 0.
+    fn tc_x_frags(x: &[f32], xz: u64, tv: u32, p: GemmParams, k: u32, n: u32, lane: u32) -> [[u32; 2]; 6] {
+        let tk = QTC_TOKENS * n + lane / 4;
+        let xrow = xz + tk as u64 * p.lda as u64;
+        let mut f = [[0u32; 2]; 6];
+        #[unroll]
+        for s in 0..2 {
+            let e = k + 16 * s + lane % 4 * 4;
+            let v = core::load4_edge::<f32, true>(x, xrow + e as u64, tk < tv, e, p.k, p.vec_a);
+            let lo = tc_split(v[0], v[2]);
+            let hi = tc_split(v[1], v[3]);
+            #[unroll]
+            for part in 0..3 {
+                f[3 * s + part] = [lo[part], hi[part]];
+            }
+        }
+        f
+    }
+
+    /// The 4 bytes at byte `o` of the shared buffer (`o` even; 4-byte aligned where
+    /// `aligned`, a constant).
+    fn tc_word<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, o: u32, aligned: bool) -> u32 {
+        let mut v = 0u32;
+        if aligned {
+            v = st.read::<u32>(o);
+        } else {
+            v = (st.read::<u16>(o) as u32) | ((st.read::<u16>(o + 2) as u32) << 16);
+        }
+        v
+    }
+
+    /// Two bf16 weights from the nibbles at bits `shift .. shift + 4` and `shift + 16 ..` of
+    /// `v`: `(nibble ^ or_xor) + off` in each half (the constants below), exact.
+    fn tc_nibbles(v: u32, shift: u32, or_xor: u32, off: u32) -> u32 {
+        let b = bf16x2::from_bits(((v >> shift) & 0x000F_000F) ^ or_xor);
+        b.mul_add(bf16x2::from_bits(0x3F80_3F80), bf16x2::from_bits(off)).to_bits()
+    }
+
+    /// One chunk of `qgemv_tc` (chunk `c` of K, in the warp's shared buffer at byte `so`)
+    /// added to the lane's accumulators.
+    fn tc_chunk_mma<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
+        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
+        so: u32,
+        x: &[f32],
+        xz: u64,
+        tv: u32,
+        p: GemmParams,
+        c: u32,
+        lane: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        #[unroll]
+        for j in 0..8 {
+            // 32 elements: a block of Q4_0 / Q8_0, 64 bytes of BF16.
+            if (FMT != FMT_BF16) | (j < SB / 64) {
+                acc = tc_block::<FMT, MT, SB, NT>(st, so, x, xz, tv, p, c * tc_chunk::<FMT, SB>() + 32 * j, j, lane, acc);
+            }
+        }
+        acc
+    }
+
+    /// The 32 elements of K from `k` (block `j` of the chunk in the shared buffer at `so`)
+    /// added to the lane's accumulators.
+    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
+        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
+        so: u32,
+        x: &[f32],
+        xz: u64,
+        tv: u32,
+        p: GemmParams,
+        k: u32,
+        j: u32,
+        lane: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        let g = lane / 4;
+        let t4 = lane % 4 * 4;
+        // The token tiles' B fragments: `[tile][step][part]`.
+        let mut xf = [[0u32; 2]; 6 * NT];
+        #[unroll]
+        for n in 0..NT {
+            let f = tc_x_frags(x, xz, tv, p, k, n, lane);
+            #[unroll]
+            for i in 0..6 {
+                xf[6 * n + i] = f[i];
+            }
+        }
+        #[unroll]
+        for m in 0..MT {
+            let r0 = so + (16 * m + g) * SB;
+            let r1 = r0 + 8 * SB;
+            if FMT == FMT_BF16 {
+                // 64 bytes a block of 32: the lane's 4 elements of each step.
+                let mut a = [[0u32; 4]; 2];
+                #[unroll]
+                for s in 0..2 {
+                    let o = 64 * j + 32 * s + 2 * t4;
+                    let w0 = [st.read::<u32>(r0 + o), st.read::<u32>(r0 + o + 4)];
+                    let w1 = [st.read::<u32>(r1 + o), st.read::<u32>(r1 + o + 4)];
+                    a[s] = [w0[0].prmt(w0[1], 0x5410), w1[0].prmt(w1[1], 0x5410), w0[0].prmt(w0[1], 0x7632), w1[0].prmt(w1[1], 0x7632)];
+                }
+                #[unroll]
+                for n in 0..NT {
+                    #[unroll]
+                    for s in 0..2 {
+                        #[unroll]
+                        for part in 0..3 {
+                            acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], acc[m * NT + n]);
+                        }
+                    }
+                }
+            } else {
+                let bb = if FMT == FMT_Q4_0 { dq::Q4_0_BYTES } else { dq::Q8_0_BYTES };
+                let o = bb * j;
+                let d0 = f16::from_bits(st.read::<u16>(r0 + o)) as f32;
+                let d1 = f16::from_bits(st.read::<u16>(r1 + o)) as f32;
+                // Planes of 16 weights per row and step: Q4_0 low then high nibbles of
+                // the lane's 4 bytes; Q8_0 per step (bytes 4 t.. then 16 + 4 t..) the
+                // low nibbles, then 16 times the signed high ones.
+                let mut a = [[0u32; 4]; 4];
+                if FMT == FMT_Q4_0 {
+                    let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + t4, j % 2 == 1);
+                    let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + t4, j % 2 == 1);
+                    a[0] = tc_plane(v0, v1, 0, Q4_0_OR, Q4_0_OFF);
+                    a[1] = tc_plane(v0, v1, 4, Q4_0_OR, Q4_0_OFF);
+                } else {
+                    #[unroll]
+                    for s in 0..2 {
+                        let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + 16 * s + t4, j % 2 == 1);
+                        let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + 16 * s + t4, j % 2 == 1);
+                        a[2 * s] = tc_plane(v0, v1, 0, Q8_0_LO_OR, Q8_0_LO_OFF);
+                        a[2 * s + 1] = tc_plane(v0, v1, 4, Q8_0_HI_OR, Q8_0_HI_OFF);
+                    }
+                }
+                #[unroll]
+                for n in 0..NT {
+                    let mut blk = [0.0f32; 4];
+                    #[unroll]
+                    for s in 0..2 {
+                        #[unroll]
+                        for part in 0..3 {
+                            if FMT == FMT_Q4_0 {
+                                blk = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], blk);
+                            } else {
+                                blk = mma_m16n8k16_bf16(a[2 * s], xf[6 * n + 3 * s + part], blk);
+                                blk = mma_m16n8k16_bf16(a[2 * s + 1], xf[6 * n + 3 * s + part], blk);
+                            }
+                        }
+                    }
+                    let i = m * NT + n;
+                    acc[i] = [d0.mul_add(blk[0], acc[i][0]), d0.mul_add(blk[1], acc[i][1]), d1.mul_add(blk[2], acc[i][2]), d1.mul_add(blk[3], acc[i][3])];
+                }
+            }
+        }
+        acc
+    }
+
+    /// The bf16 pairs of a decoded nibble plane: `0x4300 | n` is `128 + n`, `0x4500 | n` is
+    /// `2048 + 16 n`, both exact; the offset then makes the weight.
+    /// Q4_0: `(128 + n) - 136 = n - 8`.
+    const Q4_0_OR: u32 = 0x4300_4300;
+    const Q4_0_OFF: u32 = 0xC308_C308;
+    /// Q8_0's low nibble `l`: `(128 + l) - 128`.
+    const Q8_0_LO_OR: u32 = 0x4300_4300;
+    const Q8_0_LO_OFF: u32 = 0xC300_C300;
+    /// Q8_0's high nibble `n` of the signed byte `16 h + l` (`n ^ 8 = h + 8`): `(2048 + 16 (h +
+    /// 8)) - 2176 = 16 h`.
+    const Q8_0_HI_OR: u32 = 0x4508_4508;
+    const Q8_0_HI_OFF: u32 = 0xC508_C508;
+
+    /// The A fragment (`mma` row-major 16 × 16) of one nibble plane of the lane's rows `g`
+    /// (bytes `v0`) and `g + 8` (`v1`): the nibbles at bit `shift` (0 or 4) of bytes 0, 2 (slots `2 t`,
+    /// `2 t + 1`) and of bytes 1, 3 (slots `2 t + 8`, `2 t + 9`), as `tc_x_frags` pairs `x`.
+    fn tc_plane(v0: u32, v1: u32, shift: u32, or_xor: u32, off: u32) -> [u32; 4] {
+        [
+            tc_nibbles(v0, shift, or_xor, off),
+            tc_nibbles(v1, shift, or_xor, off),
+            tc_nibbles(v0, shift + 8, or_xor, off),
+            tc_nibbles(v1, shift + 8, or_xor, off),
+        ]
     }
 
     /// The bytes of a fast-path group of block format `FMT`: 8 × 34 (Q8_0), 8 × 18 (Q4_0),

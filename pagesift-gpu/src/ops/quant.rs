@@ -2,9 +2,12 @@
 //! bias) + residual` with `W` `[n_out, n_in]` in a [`WeightFormat`] of [`crate::quant`]
 //! (the bytes of a GGUF tensor, uploaded as they are) and `x` `[tokens, n_in]` f32.
 //!
-//! [`qgemm`] runs, up to [`QGEMV_MAX_TOKENS`] tokens, the decode kernel
-//! ([`crate::kernels::quant`]): every product exact in f32 (the weights' codes are small
-//! integers and their scales f16), sums in f32, each weight byte read once. From
+//! [`qgemm`] runs, up to [`QGEMV_MAX_TOKENS`] tokens, a decode kernel
+//! ([`crate::kernels::quant`]) that reads each weight byte once: for Q4_0, Q8_0 and BF16
+//! rows of whole chunks ([`TcShape::chunk`]) in a 16-byte aligned view on sm_80 or later the
+//! tensor-core one (`qgemv_tc`: `mma.sync` on bf16 codes and three-part bf16 activations,
+//! every product exact, sums in f32), elsewhere the FFMA one (`qgemv`: codes made f32
+//! exactly, f32 sums); both are held to SGEMM's accuracy on the dequantized weights. From
 //! [`PREFILL_MIN_TOKENS`] on it runs the prefill kernel (`gemm_f32_q` of
 //! [`crate::kernels::gemm`]): the FFMA GEMM's tiles, whose B loader dequantizes the weights
 //! to f32 on their way into shared memory, so that each tile of weights is read once per
@@ -16,8 +19,9 @@
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
-    qgemv, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0, QGEMV_MAX_TOKENS,
-    QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS,
+    qgemv, qgemv_tc, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0,
+    QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_STAGES, QTC_TOKENS,
+    QTC_WARPS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
@@ -71,11 +75,78 @@ pub fn lanes_for(n_out: usize, units: usize, sms: u32) -> u32 {
     lanes
 }
 
+/// The shape of the tensor-core decode kernel (`qgemv_tc`) of a format, read from its
+/// compiled variants: `16 · mt` rows of `W` a block, chunks of K of `chunk_bytes` per row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcShape {
+    /// Row tiles of 16 of a block.
+    pub mt: u32,
+    /// The bytes of a row's chunk of K.
+    pub chunk_bytes: u32,
+    /// The elements of a chunk of K (`n_in` must be a multiple).
+    pub chunk: usize,
+}
+
+/// The [`TcShape`] of `format`, `None` where `qgemv_tc` has no variant for it (Q4_K, F16,
+/// F32).
+pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
+    let fmt = format_code(format)?.to_string();
+    let v = qgemv_tc::VARIANTS
+        .iter()
+        .find(|v| v.consts.iter().any(|&(k, val)| k == "FMT" && val == fmt))?;
+    let get = |name: &str| {
+        v.consts
+            .iter()
+            .find(|&&(k, _)| k == name)
+            .and_then(|(_, val)| val.parse::<u32>().ok())
+    };
+    let (mt, chunk_bytes) = (get("MT")?, get("SB")?);
+    let blocks = chunk_bytes as usize / format.block_bytes();
+    let chunk = blocks * format.block_elements();
+    Some(TcShape {
+        mt,
+        chunk_bytes,
+        chunk,
+    })
+}
+
+/// Why the tensor-core decode kernel cannot take this product (`None`: it can): the format,
+/// the device (it needs sm_80), `n_in` not whole chunks, or rows or the view not 16-byte
+/// aligned.
+fn tc_unfit(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    row_bytes: usize,
+    w_ptr: u64,
+) -> Option<String> {
+    let Some(shape) = tc_shape(format) else {
+        return Some(format!("the tensor-core decode kernel has no {format} variant (it takes Q4_0, Q8_0 and BF16)"));
+    };
+    let cc = stream.gpu().props().compute_capability;
+    if cc < (8, 0) {
+        return Some(format!(
+            "the tensor-core decode kernel needs compute capability 8.0 or later, not {}.{}",
+            cc.0, cc.1
+        ));
+    }
+    if g.k % shape.chunk != 0 || row_bytes % 16 != 0 || w_ptr % 16 != 0 {
+        return Some(format!(
+            "the tensor-core decode kernel copies {format} rows in chunks of {} elements, 16 bytes at a time: n_in ({}) must be a multiple of {} and the view ({w_ptr:#x}, rows of {row_bytes} bytes) 16-byte aligned",
+            shape.chunk, g.k, shape.chunk
+        ));
+    }
+    None
+}
+
 /// The kernel of a [`qgemm`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QKernel {
     /// The decode kernel (`qgemv`), in chunks of [`QGEMV_MAX_TOKENS`] tokens.
     Decode,
+    /// The tensor-core decode kernel (`qgemv_tc`): every product exact, sums in f32, in
+    /// chunks of [`QGEMV_MAX_TOKENS`] tokens.
+    DecodeTc,
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
     Prefill { tile: Tile, splits: u32 },
@@ -86,6 +157,7 @@ impl std::fmt::Display for QKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             QKernel::Decode => write!(f, "decode"),
+            QKernel::DecodeTc => write!(f, "decode-tc"),
             QKernel::Prefill { tile, splits: 1 } => write!(f, "prefill{}x{}", tile.bm, tile.bn),
             QKernel::Prefill { tile, splits } => {
                 write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
@@ -108,8 +180,9 @@ fn dense(g: &Gemm) -> Gemm {
 /// them out (`bytes` exactly `g.n · format.row_bytes(g.k)` long). `g` gives the tokens'
 /// leading dimensions (`lda` of `x`, `ldc` of `y`, `ldr` of the residual), alpha, beta, the
 /// activation and its slope; its B layout must be [`BLayout::NK`], its batch 1, and its
-/// precision is not read (the products are exact, the sums f32). The kernel: the decode
-/// kernel up to [`QGEMV_MAX_TOKENS`] tokens, the prefill kernel from
+/// precision is not read (the products are exact, the sums f32). The kernel: up to
+/// [`QGEMV_MAX_TOKENS`] tokens the tensor-core decode kernel where `tc_unfit` allows it
+/// ([`QKernel::DecodeTc`]), the FFMA decode kernel elsewhere; the prefill kernel from
 /// [`PREFILL_MIN_TOKENS`] on where `w` starts 4-byte aligned, on the FFMA tile and slices of
 /// K that [`crate::ops::gemm`] picks for the f32 GEMM of the same shape.
 ///
@@ -131,9 +204,16 @@ pub fn qgemm(
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
+    let tc_fits = || {
+        format.row_bytes(g.k).is_ok_and(|row_bytes| {
+            tc_unfit(stream, g, format, row_bytes, w.device_ptr()).is_none()
+        })
+    };
     let kernel = if g.m >= PREFILL_MIN_TOKENS && g.n > 0 && g.k > 0 && w.device_ptr() % 4 == 0 {
         let (tile, splits) = ffma_plan(stream, &dense(g))?;
         QKernel::Prefill { tile, splits }
+    } else if tc_fits() {
+        QKernel::DecodeTc
     } else {
         QKernel::Decode
     };
@@ -144,7 +224,9 @@ pub fn qgemm(
 /// variant directly.
 ///
 /// # Errors
-/// Those of [`qgemm`], and [`Error::InvalidArgument`] for a prefill kernel on weights whose
+/// Those of [`qgemm`], and [`Error::InvalidArgument`] for the tensor-core decode kernel on a
+/// format it lacks, on a device below sm_80, or on rows that are not whole chunks in a
+/// 16-byte aligned view; for a prefill kernel on weights whose
 /// view does not start 4-byte aligned, on a tile that is not one of
 /// [`crate::ops::gemm::F32_TILES`], or over 0 or more than [`crate::gemm::MAX_BATCH`] slices
 /// of K.
@@ -242,6 +324,12 @@ pub fn qgemm_with(
             stream, g, fmt, row_bytes, tile, splits, w, x, bias, residual, y,
         );
     }
+    if kernel == QKernel::DecodeTc {
+        if let Some(why) = tc_unfit(stream, g, format, row_bytes, w.device_ptr()) {
+            return Err(invalid(why));
+        }
+        return decode_tc(stream, g, format, fmt, row_bytes, w, x, bias, residual, y);
+    }
     let variant = qgemv::variant(fmt)
         .ok_or_else(|| crate::__private::variant_not_compiled("qgemv", format!("FMT={fmt}")))?;
     let group = group_elements(format);
@@ -290,6 +378,85 @@ pub fn qgemm_with(
         stream,
         LaunchConfig::grid(grid),
         fmt,
+        p,
+        q,
+        w,
+        x,
+        bias,
+        residual,
+        y,
+    )
+}
+
+/// The tensor-core decode kernel (`qgemv_tc`) for the validated `g` (`tc_unfit` passed)
+/// with weights of `format` (code `fmt`), rows of `row_bytes`: one pass over the weights for
+/// up to [`QGEMV_MAX_TOKENS`] tokens (two token tiles of [`QTC_TOKENS`] from 9 tokens on), a
+/// pass per chunk of that many beyond.
+#[allow(clippy::too_many_arguments)]
+fn decode_tc(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    fmt: u32,
+    row_bytes: usize,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let Some(shape) = tc_shape(format) else {
+        return Err(crate::__private::variant_not_compiled(
+            "qgemv_tc",
+            format!("FMT={fmt}"),
+        ));
+    };
+    let nt = if g.m > QTC_TOKENS as usize { 2 } else { 1 };
+    let variant = qgemv_tc::variant(fmt, shape.mt, shape.chunk_bytes, nt).ok_or_else(|| {
+        crate::__private::variant_not_compiled("qgemv_tc", format!("FMT={fmt}, NT={nt}"))
+    })?;
+    let chunk = u64::from(QTC_TOKENS * nt);
+    let p = GemmParams {
+        ldb: row_bytes as u32,
+        batch_a: chunk * g.lda as u64,
+        batch_b: 0,
+        batch_c: chunk * g.ldc as u64,
+        batch_r: chunk * g.ldr as u64,
+        vec_b: true,
+        ..operand_params(g, w, x, residual, &*y)
+    };
+    let q = QuantParams {
+        lanes: 0,
+        row_bytes: row_bytes as u32,
+        fast: true,
+    };
+    let rows = 16 * shape.mt;
+    let chunks = (g.m as u64).div_ceil(chunk) as u32;
+    super::log_dispatch(|| {
+        format!(
+            "qgemm tokens={} n_out={} n_in={} {format} -> {}: tensor cores, {rows} rows x {} tokens a block, {} warps over K{}",
+            g.m,
+            g.n,
+            g.k,
+            variant.entry,
+            chunk,
+            QTC_WARPS,
+            if chunks > 1 {
+                format!(", {chunks} chunks of tokens")
+            } else {
+                String::new()
+            }
+        )
+    });
+    let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
+    let smem = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
+    qgemv_tc::launch(
+        stream,
+        LaunchConfig::grid(grid).with_shared_mem(smem),
+        fmt,
+        shape.mt,
+        shape.chunk_bytes,
+        nt,
         p,
         q,
         w,
