@@ -15,9 +15,7 @@ use pagesift_gpu::ops::quant::{
     group_elements, qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
-use pagesift_gpu::{
-    Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu,
-};
+use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
 use pagesift_tests::util::{poison_f32, random_f32_from};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::rngs::StdRng;
@@ -451,10 +449,10 @@ fn validation() {
     };
     let e = tc(WeightFormat::Q4_0, &odd, k);
     assert!(e.to_string().contains("16-byte aligned"), "{e}");
-    let q4k = quantize(WeightFormat::Q4K, &vec![0.5; n * 256], n, 256).unwrap();
-    let q4k = DeviceBuffer::from_host(&gpu, &q4k).unwrap();
-    let e = tc(WeightFormat::Q4K, &q4k.slice(..).unwrap(), 256);
-    assert!(e.to_string().contains("no Q4_K variant"), "{e}");
+    let f16 = quantize(WeightFormat::F16, &vec![0.5; n * k], n, k).unwrap();
+    let f16 = DeviceBuffer::from_host(&gpu, &f16).unwrap();
+    let e = tc(WeightFormat::F16, &f16.slice(..).unwrap(), k);
+    assert!(e.to_string().contains("no F16 variant"), "{e}");
     // Zero tokens: nothing to do, no error.
     qgemm(
         &stream,

@@ -19,7 +19,8 @@
 //! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0 and BF16 rows of whole
 //! chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
 //! multiply 16 rows by 8 tokens per `mma.sync` m16n8k16 on bf16 operands. The codes are
-//! exact in bf16 (two nibble planes for Q8_0), each `x` is the exact sum of three bf16 parts,
+//! exact in bf16 (two nibble planes for Q8_0; Q4_K's codes, with its scales and mins applied
+//! per sub-block), each `x` is the exact sum of three bf16 parts,
 //! so every product is exact and the sums are f32; the decoding costs about one instruction
 //! per weight, and 1 to 8 tokens cost the same.
 
@@ -162,10 +163,12 @@ ptx_kernel! {
 
     /// `y[t][r] = act(alpha · Σ_k x[t][k] W[r][k] + beta · y[t][r] + bias[r]) + res[t][r]`
     /// on tensor cores, with f32 accuracy: the weights' codes are exact in bf16 (Q4_0 `q -
-    /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; BF16 as they are), each `x` is
-    /// the exact sum of three bf16 parts, so that every product is exact and only the sums
-    /// round (in f32, on the tensor cores), and each Q4_0 / Q8_0 block's sum is scaled by its
-    /// `d` in f32.
+    /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; Q4_K's `q`; BF16 as they are),
+    /// each `x` is the exact sum of three bf16 parts, so that every product is exact and only
+    /// the sums round (in f32, on the tensor cores). Each Q4_0 / Q8_0 block's sum is scaled
+    /// by its `d` in f32; a Q4_K sub-block adds `d · sc · Σ q x - dmin · m · Σ x`, its `Σ x`
+    /// from one more `mma` on a fragment of ones (ggml rounds `d · sc · q` before subtracting
+    /// the min: the two differ by half an ulp of the weight at most).
     ///
     /// A block takes `16 · MT` rows of `W` and `QTC_TOKENS · NT` tokens (grid `(⌈n_out / 16
     /// MT⌉, ⌈p.m / (8 NT)⌉)`, chunks of tokens in grid y as in `qgemv`). Its `QTC_WARPS` warps
@@ -176,7 +179,7 @@ ptx_kernel! {
     /// core's epilogue (`core::store_out`). Rows must be whole chunks, 16-byte aligned
     /// (`ops::quant` sends other weights to `qgemv`).
     #[target(sm_80)]
-    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (3, 1, 256)], NT in [1, 2])]
+    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2])]
     #[launch(block = 256, max_regs = 128)]
     pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
         p: GemmParams,
@@ -262,7 +265,7 @@ ptx_kernel! {
     }
 
     /// The elements of a chunk of K of `qgemv_tc`: the 8 blocks of `SB` bytes of Q4_0 / Q8_0,
-    /// `SB / 2` of BF16.
+    /// one super-block of Q4_K, `SB / 2` of BF16.
     fn tc_chunk<const FMT: u32, const SB: u32>() -> u32 {
         if FMT == FMT_BF16 {
             SB / 2
@@ -352,7 +355,7 @@ ptx_kernel! {
     /// `v`: `(nibble ^ or_xor) + off` in each half (the constants below), exact.
     fn tc_nibbles(v: u32, shift: u32, or_xor: u32, off: u32) -> u32 {
         let b = bf16x2::from_bits(((v >> shift) & 0x000F_000F) ^ or_xor);
-        b.mul_add(bf16x2::from_bits(0x3F80_3F80), bf16x2::from_bits(off)).to_bits()
+        b.mul_add(bf16x2::from_bits(BF16_ONES), bf16x2::from_bits(off)).to_bits()
     }
 
     /// One chunk of `qgemv_tc` (chunk `c` of K, in the warp's shared buffer at byte `so`)
@@ -406,11 +409,52 @@ ptx_kernel! {
                 xf[6 * n + i] = f[i];
             }
         }
+        // Q4_K: each token's `Σ x` over the sub-block (every row of the product of ones).
+        let mut xs = [[0.0f32; 4]; NT];
+        if FMT == FMT_Q4K {
+            #[unroll]
+            for n in 0..NT {
+                #[unroll]
+                for i in 0..6 {
+                    xs[n] = mma_m16n8k16_bf16([BF16_ONES; 4], xf[6 * n + i], xs[n]);
+                }
+            }
+        }
         #[unroll]
         for m in 0..MT {
             let r0 = so + (16 * m + g) * SB;
             let r1 = r0 + 8 * SB;
-            if FMT == FMT_BF16 {
+            if FMT == FMT_Q4K {
+                // Sub-block `j`: the nibbles at bit `4 (j % 2)` of bytes `16 + 32 (j / 2) ..`.
+                let sm0 = tc_q4k_scale_min::<MT, SB>(st, r0, j);
+                let sm1 = tc_q4k_scale_min::<MT, SB>(st, r1, j);
+                let mut a = [[0u32; 4]; 2];
+                #[unroll]
+                for s in 0..2 {
+                    let o = 16 + 32 * (j / 2) + 16 * s + t4;
+                    a[s] = tc_plane(st.read::<u32>(r0 + o), st.read::<u32>(r1 + o), 4 * (j % 2), BF16_128_PLUS, BF16_MINUS_128);
+                }
+                #[unroll]
+                for n in 0..NT {
+                    let mut blk = [0.0f32; 4];
+                    #[unroll]
+                    for s in 0..2 {
+                        #[unroll]
+                        for part in 0..3 {
+                            blk = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], blk);
+                        }
+                    }
+                    let i = m * NT + n;
+                    let sx = xs[n];
+                    let old = acc[i];
+                    acc[i] = [
+                        sm0[0].mul_add(blk[0], (-sm0[1]).mul_add(sx[0], old[0])),
+                        sm0[0].mul_add(blk[1], (-sm0[1]).mul_add(sx[1], old[1])),
+                        sm1[0].mul_add(blk[2], (-sm1[1]).mul_add(sx[2], old[2])),
+                        sm1[0].mul_add(blk[3], (-sm1[1]).mul_add(sx[3], old[3])),
+                    ];
+                }
+            } else if FMT == FMT_BF16 {
                 // 64 bytes a block of 32: the lane's 4 elements of each step.
                 let mut a = [[0u32; 4]; 2];
                 #[unroll]
@@ -442,15 +486,15 @@ ptx_kernel! {
                 if FMT == FMT_Q4_0 {
                     let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + t4, j % 2 == 1);
                     let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + t4, j % 2 == 1);
-                    a[0] = tc_plane(v0, v1, 0, Q4_0_OR, Q4_0_OFF);
-                    a[1] = tc_plane(v0, v1, 4, Q4_0_OR, Q4_0_OFF);
+                    a[0] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_136);
+                    a[1] = tc_plane(v0, v1, 4, BF16_128_PLUS, BF16_MINUS_136);
                 } else {
                     #[unroll]
                     for s in 0..2 {
                         let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + 16 * s + t4, j % 2 == 1);
                         let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + 16 * s + t4, j % 2 == 1);
-                        a[2 * s] = tc_plane(v0, v1, 0, Q8_0_LO_OR, Q8_0_LO_OFF);
-                        a[2 * s + 1] = tc_plane(v0, v1, 4, Q8_0_HI_OR, Q8_0_HI_OFF);
+                        a[2 * s] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_128);
+                        a[2 * s + 1] = tc_plane(v0, v1, 4, BF16_2048_PLUS_16X8, BF16_MINUS_2176);
                     }
                 }
                 #[unroll]
@@ -476,18 +520,27 @@ ptx_kernel! {
         acc
     }
 
-    /// The bf16 pairs of a decoded nibble plane: `0x4300 | n` is `128 + n`, `0x4500 | n` is
-    /// `2048 + 16 n`, both exact; the offset then makes the weight.
-    /// Q4_0: `(128 + n) - 136 = n - 8`.
-    const Q4_0_OR: u32 = 0x4300_4300;
-    const Q4_0_OFF: u32 = 0xC308_C308;
-    /// Q8_0's low nibble `l`: `(128 + l) - 128`.
-    const Q8_0_LO_OR: u32 = 0x4300_4300;
-    const Q8_0_LO_OFF: u32 = 0xC300_C300;
-    /// Q8_0's high nibble `n` of the signed byte `16 h + l` (`n ^ 8 = h + 8`): `(2048 + 16 (h +
+    /// The bf16 pairs that decode a nibble plane (`tc_nibbles`): `0x4300 | n` is `128 + n`
+    /// and `0x4500 | n` is `2048 + 16 n`, both exact; adding the offset makes the weight:
+    /// Q4_0 `(128 + n) - 136 = n - 8`; Q4_K and Q8_0's low nibble `(128 + n) - 128`; Q8_0's
+    /// high nibble `n` of the signed byte `16 h + l` (where `n ^ 8 = h + 8`) `(2048 + 16 (h +
     /// 8)) - 2176 = 16 h`.
-    const Q8_0_HI_OR: u32 = 0x4508_4508;
-    const Q8_0_HI_OFF: u32 = 0xC508_C508;
+    const BF16_128_PLUS: u32 = 0x4300_4300;
+    const BF16_2048_PLUS_16X8: u32 = 0x4508_4508;
+    const BF16_MINUS_128: u32 = 0xC300_C300;
+    const BF16_MINUS_136: u32 = 0xC308_C308;
+    const BF16_MINUS_2176: u32 = 0xC508_C508;
+    /// A pair of bf16 ones.
+    const BF16_ONES: u32 = 0x3F80_3F80;
+
+    /// Q4_K sub-block `j`'s `[d · sc, dmin · m]` of the super-block at byte `r` of the
+    /// shared buffer (`dq::q4k_scale_and_min`).
+    fn tc_q4k_scale_min<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, r: u32, j: u32) -> [f32; 2] {
+        let d = f16::from_bits(st.read::<u16>(r)) as f32;
+        let dmin = f16::from_bits(st.read::<u16>(r + 2)) as f32;
+        let j4 = j % 4;
+        dq::q4k_scale_and_min(d, dmin, st[r + 4 + j4] as u32, st[r + 8 + j4] as u32, st[r + 12 + j4] as u32, j)
+    }
 
     /// The A fragment (`mma` row-major 16 × 16) of one nibble plane of the lane's rows `g`
     /// (bytes `v0`) and `g + 8` (`v1`): the nibbles at bit `shift` (0 or 4) of bytes 0, 2 (slots `2 t`,

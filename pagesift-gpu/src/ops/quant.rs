@@ -3,7 +3,7 @@
 //! (the bytes of a GGUF tensor, uploaded as they are) and `x` `[tokens, n_in]` f32.
 //!
 //! [`qgemm`] runs, up to [`QGEMV_MAX_TOKENS`] tokens, a decode kernel
-//! ([`crate::kernels::quant`]) that reads each weight byte once: for Q4_0, Q8_0 and BF16
+//! ([`crate::kernels::quant`]) that reads each weight byte once: for Q4_0, Q8_0, Q4_K and BF16
 //! rows of whole chunks ([`TcShape::chunk`]) in a 16-byte aligned view on sm_80 or later the
 //! tensor-core one (`qgemv_tc`: `mma.sync` on bf16 codes and three-part bf16 activations,
 //! every product exact, sums in f32), elsewhere the FFMA one (`qgemv`: codes made f32
@@ -19,9 +19,8 @@
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
-    qgemv, qgemv_tc, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0,
-    QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_STAGES, QTC_TOKENS,
-    QTC_WARPS,
+    qgemv, qgemv_tc, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0, QGEMV_MAX_TOKENS,
+    QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_STAGES, QTC_TOKENS, QTC_WARPS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
@@ -87,8 +86,7 @@ pub struct TcShape {
     pub chunk: usize,
 }
 
-/// The [`TcShape`] of `format`, `None` where `qgemv_tc` has no variant for it (Q4_K, F16,
-/// F32).
+/// The [`TcShape`] of `format`, `None` where `qgemv_tc` has no variant for it (F16, F32).
 pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
     let fmt = format_code(format)?.to_string();
     let v = qgemv_tc::VARIANTS
@@ -121,7 +119,7 @@ fn tc_unfit(
     w_ptr: u64,
 ) -> Option<String> {
     let Some(shape) = tc_shape(format) else {
-        return Some(format!("the tensor-core decode kernel has no {format} variant (it takes Q4_0, Q8_0 and BF16)"));
+        return Some(format!("the tensor-core decode kernel has no {format} variant (it takes Q4_0, Q8_0, Q4_K and BF16)"));
     };
     let cc = stream.gpu().props().compute_capability;
     if cc < (8, 0) {
@@ -205,9 +203,9 @@ pub fn qgemm(
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
     let tc_fits = || {
-        format.row_bytes(g.k).is_ok_and(|row_bytes| {
-            tc_unfit(stream, g, format, row_bytes, w.device_ptr()).is_none()
-        })
+        format
+            .row_bytes(g.k)
+            .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w.device_ptr()).is_none())
     };
     let kernel = if g.m >= PREFILL_MIN_TOKENS && g.n > 0 && g.k > 0 && w.device_ptr() % 4 == 0 {
         let (tile, splits) = ffma_plan(stream, &dense(g))?;
