@@ -19,7 +19,7 @@ use half::bf16;
 use super::cublas::{Cublas, CublasMath};
 use super::{BenchError, SplitMix64, Timing};
 use crate::gemm::{BLayout, Gemm};
-use crate::ops::quant::{qgemm, PREFILL_MIN_TOKENS};
+use crate::ops::quant::{pick, qgemm};
 use crate::quant::{dequantize, quantize, WeightFormat};
 use crate::{BackendKind, DeviceBuffer, Gpu, Stream};
 
@@ -196,7 +196,7 @@ pub fn run_quant(
     }
     writeln!(
         out,
-        "{:<6} {:>13} {:>6} {:>8} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>11} {:>8}",
+        "{:<6} {:>13} {:>6} {:>17} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>11} {:>8}",
         "format",
         "n_out x n_in",
         "tokens",
@@ -262,14 +262,10 @@ pub fn run_quant(
                 let tflops = 2.0 * (tokens * n_out * n_in) as f64 / ms / 1e9;
                 let us = |ms: f64| format!("{:.1}", ms * 1e3);
                 let x = |theirs: f64| format!("{:.3}x", theirs / ms);
-                let kernel = if tokens >= PREFILL_MIN_TOKENS {
-                    "prefill"
-                } else {
-                    "decode"
-                };
+                let kernel = pick(&stream, &g, format, weights[0].device_ptr())?.to_string();
                 writeln!(
                     out,
-                    "{:<6} {:>13} {:>6} {:>8} {:>10.1} {:>8.0} {:>7.0}% {:>7.2} {:>11} {:>8} {:>11} {:>8}",
+                    "{:<6} {:>13} {:>6} {:>17} {:>10.1} {:>8.0} {:>7.0}% {:>7.2} {:>11} {:>8} {:>11} {:>8}",
                     format.name(),
                     format!("{n_out}x{n_in}"),
                     tokens,

@@ -202,20 +202,30 @@ pub fn qgemm(
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let tc_fits = || {
-        format
-            .row_bytes(g.k)
-            .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w.device_ptr()).is_none())
-    };
-    let kernel = if g.m >= PREFILL_MIN_TOKENS && g.n > 0 && g.k > 0 && w.device_ptr() % 4 == 0 {
+    let kernel = pick(stream, g, format, w.device_ptr())?;
+    qgemm_with(stream, g, format, kernel, w, x, bias, residual, y)
+}
+
+/// The kernel [`qgemm`] runs for `g` with weights of `format` whose view starts at device
+/// address `w_ptr`: the prefill kernel (on the FFMA GEMM's plan) from [`PREFILL_MIN_TOKENS`]
+/// tokens where the view is 4-byte aligned, else the tensor-core decode kernel where it
+/// fits (`tc_unfit`), else the FFMA decode kernel.
+///
+/// # Errors
+/// Those of the FFMA GEMM's dispatch for the prefill plan.
+pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Result<QKernel> {
+    if g.m >= PREFILL_MIN_TOKENS && g.n > 0 && g.k > 0 && w_ptr % 4 == 0 {
         let (tile, splits) = ffma_plan(stream, &dense(g))?;
-        QKernel::Prefill { tile, splits }
-    } else if tc_fits() {
+        return Ok(QKernel::Prefill { tile, splits });
+    }
+    let tc_fits = format
+        .row_bytes(g.k)
+        .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w_ptr).is_none());
+    Ok(if tc_fits {
         QKernel::DecodeTc
     } else {
         QKernel::Decode
-    };
-    qgemm_with(stream, g, format, kernel, w, x, bias, residual, y)
+    })
 }
 
 /// [`qgemm`] on the kernel chosen by the caller: for tests and tuning, which run every
