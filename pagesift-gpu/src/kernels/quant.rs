@@ -324,31 +324,29 @@ ptx_kernel! {
     fn tc_x_frags(x: &[f32], xz: u64, tv: u32, p: GemmParams, k: u32, n: u32, lane: u32) -> [[u32; 2]; 6] {
         let tk = QTC_TOKENS * n + lane / 4;
         let xrow = xz + tk as u64 * p.lda as u64;
+        // The lane's 4 elements of the first step; those of the second lie 16 further.
+        let e = k + lane % 4 * 4;
+        let xb = xrow + e as u64;
+        let mut v = [[0.0f32; 4]; 2];
+        if (tk < tv) & p.vec_a & (e + 20 <= p.k) & (xb + 20 <= x.len()) & x.is_aligned(xb, 16) {
+            v = [x.load4_nc(xb), x.load4_nc(xb + 16)];
+        } else {
+            #[unroll]
+            for s in 0..2 {
+                v[s] = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
+            }
+        }
         let mut f = [[0u32; 2]; 6];
         #[unroll]
         for s in 0..2 {
-            let e = k + 16 * s + lane % 4 * 4;
-            let v = core::load4_edge::<f32, true>(x, xrow + e as u64, tk < tv, e, p.k, p.vec_a);
-            let lo = tc_split(v[0], v[2]);
-            let hi = tc_split(v[1], v[3]);
+            let lo = tc_split(v[s][0], v[s][2]);
+            let hi = tc_split(v[s][1], v[s][3]);
             #[unroll]
             for part in 0..3 {
                 f[3 * s + part] = [lo[part], hi[part]];
             }
         }
         f
-    }
-
-    /// The 4 bytes at byte `o` of the shared buffer (`o` even; 4-byte aligned where
-    /// `aligned`, a constant).
-    fn tc_word<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, o: u32, aligned: bool) -> u32 {
-        let mut v = 0u32;
-        if aligned {
-            v = st.read::<u32>(o);
-        } else {
-            v = (st.read::<u16>(o) as u32) | ((st.read::<u16>(o + 2) as u32) << 16);
-        }
-        v
     }
 
     /// Two bf16 weights from the nibbles at bits `shift .. shift + 4` and `shift + 16 ..` of
@@ -359,7 +357,8 @@ ptx_kernel! {
     }
 
     /// One chunk of `qgemv_tc` (chunk `c` of K, in the warp's shared buffer at byte `so`)
-    /// added to the lane's accumulators.
+    /// added to the lane's accumulators: a loop over pairs of blocks of 32 elements (a block
+    /// of Q4_0 / Q8_0, two sub-blocks of Q4_K, 64 bytes of BF16), the pair's code unrolled.
     fn tc_chunk_mma<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
         st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
         so: u32,
@@ -372,21 +371,82 @@ ptx_kernel! {
         acc_in: [[f32; 4]; MT * NT],
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
-        #[unroll]
-        for j in 0..8 {
-            // 32 elements: a block of Q4_0 / Q8_0, 64 bytes of BF16.
-            if (FMT != FMT_BF16) | (j < SB / 64) {
-                acc = tc_block::<FMT, MT, SB, NT>(st, so, x, xz, tv, p, c * tc_chunk::<FMT, SB>() + 32 * j, j, lane, acc);
-            }
+        let pairs = tc_chunk::<FMT, SB>() / 64;
+        // The lane's first row of the buffer (`g`), and its 4 bytes of a plane (`4 t`).
+        let row = so + lane / 4 * SB;
+        let mut jj = 0u32;
+        while jj < pairs {
+            acc = tc_pair::<FMT, MT, SB, NT>(st, row, x, xz, tv, p, c * tc_chunk::<FMT, SB>() + 64 * jj, jj, lane, acc);
+            jj += 1;
         }
         acc
     }
 
-    /// The 32 elements of K from `k` (block `j` of the chunk in the shared buffer at `so`)
-    /// added to the lane's accumulators.
-    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
+    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (`tc_pair`) from the start
+    /// of a row's chunk, and the bytes past that offset that the pair's reads of a row reach.
+    fn tc_pair_bytes<const FMT: u32>() -> u32 {
+        if FMT == FMT_Q4_0 {
+            2 * dq::Q4_0_BYTES
+        } else if FMT == FMT_Q8_0 {
+            2 * dq::Q8_0_BYTES
+        } else if FMT == FMT_BF16 {
+            128
+        } else {
+            32
+        }
+    }
+
+    /// Pair `jj` of the chunk (elements `k .. k + 64`) added to the lane's accumulators. The
+    /// reads of the pair's rows lie at constant offsets from three bases, one test proving
+    /// them all inside the buffer: `b` (the pair's bytes of the lane's row `g`), `bt` (`b` plus
+    /// the lane's `4 t` bytes of a plane; Q4_K's codes after its 16 bytes of scales) and, for
+    /// Q4_K, `bq` (the row's super-block head, its scales of the pair's 4-aligned group).
+    fn tc_pair<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
         st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
-        so: u32,
+        row: u32,
+        x: &[f32],
+        xz: u64,
+        tv: u32,
+        p: GemmParams,
+        k: u32,
+        jj: u32,
+        lane: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        let pb = tc_pair_bytes::<FMT>();
+        // The lane's bytes of a plane: 4 codes of Q4_0 / Q8_0 / Q4_K, 4 BF16 weights.
+        let lb = if FMT == FMT_BF16 { lane % 4 * 8 } else { lane % 4 * 4 };
+        // Q4_K: the pair is sub-blocks `2 jj, 2 jj + 1`, nibbles of bytes `16 + 32 jj ..`,
+        // their scales at bytes `4 + (2 jj) % 4 ..` of the head.
+        let b = if FMT == FMT_Q4K { row } else { row + pb * jj };
+        let bt = if FMT == FMT_Q4K { row + 16 + 32 * jj + lb } else { b + lb };
+        let bq = row + 2 * (jj % 2);
+        // What the reads of a row reach past each base (Q4_0: the second scale, 18 + 2, and
+        // codes, 18 + 2 + 4; Q8_0 the same at 34 and the second step's codes 16 bytes on; BF16
+        // the second block's second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second
+        // step's codes, 16 + 4, and the odd sub-block's third scale byte, 12 + 1 + 1), in the
+        // last row tile's second row (`8 · SB` below the first): proven inside the buffer
+        // once for the pair.
+        let rows = (16 * (MT - 1) + 8) * SB;
+        let reach_b = rows + if FMT == FMT_Q4_0 { 20 } else if FMT == FMT_Q8_0 { 36 } else if FMT == FMT_BF16 { 0 } else { 4 };
+        let reach_t = rows + if FMT == FMT_Q4_0 { 24 } else if FMT == FMT_Q8_0 { 56 } else if FMT == FMT_BF16 { 104 } else { 20 };
+        let reach_q = rows + if FMT == FMT_Q4K { 14 } else { 0 };
+        if ((b as u64) + reach_b as u64 <= st.len() as u64) & ((bt as u64) + reach_t as u64 <= st.len() as u64) & ((bq as u64) + reach_q as u64 <= st.len() as u64) {
+            acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, x, xz, tv, p, k, 2 * jj, lane, acc);
+            acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x, xz, tv, p, k + 32, 2 * jj + 1, lane, acc);
+        }
+        acc
+    }
+
+    /// The 32 elements of K from `k` (block `j` of the chunk, `U` = `j % 2`) added to the
+    /// lane's accumulators, read at constant offsets from the bases of `tc_pair` (under its
+    /// test).
+    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const U: u32>(
+        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
+        b: u32,
+        bt: u32,
+        bq: u32,
         x: &[f32],
         xz: u64,
         tv: u32,
@@ -397,8 +457,6 @@ ptx_kernel! {
         acc_in: [[f32; 4]; MT * NT],
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
-        let g = lane / 4;
-        let t4 = lane % 4 * 4;
         // The token tiles' B fragments: `[tile][step][part]`.
         let mut xf = [[0u32; 2]; 6 * NT];
         #[unroll]
@@ -422,17 +480,17 @@ ptx_kernel! {
         }
         #[unroll]
         for m in 0..MT {
-            let r0 = so + (16 * m + g) * SB;
-            let r1 = r0 + 8 * SB;
+            // The row tile's rows `g` and `g + 8` lie these bytes past the bases.
+            let m0 = 16 * m * SB;
+            let m1 = m0 + 8 * SB;
             if FMT == FMT_Q4K {
-                // Sub-block `j`: the nibbles at bit `4 (j % 2)` of bytes `16 + 32 (j / 2) ..`.
-                let sm0 = tc_q4k_scale_min::<MT, SB>(st, r0, j);
-                let sm1 = tc_q4k_scale_min::<MT, SB>(st, r1, j);
+                // Sub-block `j`: the nibbles at bit `4 U` of the pair's 32 bytes.
+                let sm0 = tc_q4k_scale_min(st.read::<u16>(b + m0), st.read::<u16>(b + m0 + 2), st[bq + m0 + 4 + U], st[bq + m0 + 8 + U], st[bq + m0 + 12 + U], j);
+                let sm1 = tc_q4k_scale_min(st.read::<u16>(b + m1), st.read::<u16>(b + m1 + 2), st[bq + m1 + 4 + U], st[bq + m1 + 8 + U], st[bq + m1 + 12 + U], j);
                 let mut a = [[0u32; 4]; 2];
                 #[unroll]
                 for s in 0..2 {
-                    let o = 16 + 32 * (j / 2) + 16 * s + t4;
-                    a[s] = tc_plane(st.read::<u32>(r0 + o), st.read::<u32>(r1 + o), 4 * (j % 2), BF16_128_PLUS, BF16_MINUS_128);
+                    a[s] = tc_plane(st.read::<u32>(bt + m0 + 16 * s), st.read::<u32>(bt + m1 + 16 * s), 4 * U, BF16_128_PLUS, BF16_MINUS_128);
                 }
                 #[unroll]
                 for n in 0..NT {
@@ -459,9 +517,9 @@ ptx_kernel! {
                 let mut a = [[0u32; 4]; 2];
                 #[unroll]
                 for s in 0..2 {
-                    let o = 64 * j + 32 * s + 2 * t4;
-                    let w0 = [st.read::<u32>(r0 + o), st.read::<u32>(r0 + o + 4)];
-                    let w1 = [st.read::<u32>(r1 + o), st.read::<u32>(r1 + o + 4)];
+                    let o = 64 * U + 32 * s;
+                    let w0 = [st.read::<u32>(bt + m0 + o), st.read::<u32>(bt + m0 + o + 4)];
+                    let w1 = [st.read::<u32>(bt + m1 + o), st.read::<u32>(bt + m1 + o + 4)];
                     a[s] = [w0[0].prmt(w0[1], 0x5410), w1[0].prmt(w1[1], 0x5410), w0[0].prmt(w0[1], 0x7632), w1[0].prmt(w1[1], 0x7632)];
                 }
                 #[unroll]
@@ -475,26 +533,34 @@ ptx_kernel! {
                     }
                 }
             } else {
-                let bb = if FMT == FMT_Q4_0 { dq::Q4_0_BYTES } else { dq::Q8_0_BYTES };
-                let o = bb * j;
-                let d0 = f16::from_bits(st.read::<u16>(r0 + o)) as f32;
-                let d1 = f16::from_bits(st.read::<u16>(r1 + o)) as f32;
+                let o = U * if FMT == FMT_Q4_0 { dq::Q4_0_BYTES } else { dq::Q8_0_BYTES };
+                let d0 = f16::from_bits(st.read::<u16>(b + m0 + o)) as f32;
+                let d1 = f16::from_bits(st.read::<u16>(b + m1 + o)) as f32;
                 // Planes of 16 weights per row and step: Q4_0 low then high nibbles of
                 // the lane's 4 bytes; Q8_0 per step (bytes 4 t.. then 16 + 4 t..) the
-                // low nibbles, then 16 times the signed high ones.
+                // low nibbles, then 16 times the signed high ones. The codes of a block
+                // start 2 bytes in: 4-byte aligned in the odd block of the pair, read as two
+                // halves in the even one.
                 let mut a = [[0u32; 4]; 4];
-                if FMT == FMT_Q4_0 {
-                    let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + t4, j % 2 == 1);
-                    let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + t4, j % 2 == 1);
-                    a[0] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_136);
-                    a[1] = tc_plane(v0, v1, 4, BF16_128_PLUS, BF16_MINUS_136);
-                } else {
-                    #[unroll]
-                    for s in 0..2 {
-                        let v0 = tc_word::<MT, SB>(st, r0 + o + 2 + 16 * s + t4, j % 2 == 1);
-                        let v1 = tc_word::<MT, SB>(st, r1 + o + 2 + 16 * s + t4, j % 2 == 1);
-                        a[2 * s] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_128);
-                        a[2 * s + 1] = tc_plane(v0, v1, 4, BF16_2048_PLUS_16X8, BF16_MINUS_2176);
+                #[unroll]
+                for s in 0..2 {
+                    if (FMT != FMT_Q4_0) | (s == 0) {
+                        let mut v0 = 0u32;
+                        let mut v1 = 0u32;
+                        if U == 1 {
+                            v0 = st.read::<u32>(bt + m0 + o + 2 + 16 * s);
+                            v1 = st.read::<u32>(bt + m1 + o + 2 + 16 * s);
+                        } else {
+                            v0 = (st.read::<u16>(bt + m0 + o + 2 + 16 * s) as u32) | ((st.read::<u16>(bt + m0 + o + 4 + 16 * s) as u32) << 16);
+                            v1 = (st.read::<u16>(bt + m1 + o + 2 + 16 * s) as u32) | ((st.read::<u16>(bt + m1 + o + 4 + 16 * s) as u32) << 16);
+                        }
+                        if FMT == FMT_Q4_0 {
+                            a[0] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_136);
+                            a[1] = tc_plane(v0, v1, 4, BF16_128_PLUS, BF16_MINUS_136);
+                        } else {
+                            a[2 * s] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_128);
+                            a[2 * s + 1] = tc_plane(v0, v1, 4, BF16_2048_PLUS_16X8, BF16_MINUS_2176);
+                        }
                     }
                 }
                 #[unroll]
@@ -533,13 +599,11 @@ ptx_kernel! {
     /// A pair of bf16 ones.
     const BF16_ONES: u32 = 0x3F80_3F80;
 
-    /// Q4_K sub-block `j`'s `[d · sc, dmin · m]` of the super-block at byte `r` of the
-    /// shared buffer (`dq::q4k_scale_and_min`).
-    fn tc_q4k_scale_min<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, r: u32, j: u32) -> [f32; 2] {
-        let d = f16::from_bits(st.read::<u16>(r)) as f32;
-        let dmin = f16::from_bits(st.read::<u16>(r + 2)) as f32;
-        let j4 = j % 4;
-        dq::q4k_scale_and_min(d, dmin, st[r + 4 + j4] as u32, st[r + 8 + j4] as u32, st[r + 12 + j4] as u32, j)
+    /// Q4_K sub-block `j`'s `[d · sc, dmin · m]` (`dq::q4k_scale_and_min`) from its
+    /// super-block's `d` and `dmin` bits and its scale bytes `4 + j % 4`, `8 + j % 4`, `12 +
+    /// j % 4`.
+    fn tc_q4k_scale_min(d: u16, dmin: u16, lo: u8, mid: u8, hi: u8, j: u32) -> [f32; 2] {
+        dq::q4k_scale_and_min(f16::from_bits(d) as f32, f16::from_bits(dmin) as f32, lo as u32, mid as u32, hi as u32, j)
     }
 
     /// The A fragment (`mma` row-major 16 × 16) of one nibble plane of the lane's rows `g`
