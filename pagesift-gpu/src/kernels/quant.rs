@@ -178,6 +178,14 @@ ptx_kernel! {
     /// every row tile and token tile. The warps' sums meet in shared memory for the GEMM
     /// core's epilogue (`core::store_out`). Rows must be whole chunks, 16-byte aligned
     /// (`ops::quant` sends other weights to `qgemv`).
+    ///
+    /// # Safety
+    ///
+    /// The weights are copied without bounds checks: `w` holds `p.n ≥ 1` rows of
+    /// `q.row_bytes` bytes (a multiple of 16, `w` 16-byte aligned), each at least `p.k /
+    /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
+    /// validated view. `x`, `bias`, `res` and `y` are
+    /// read and written with bounds checks.
     #[target(sm_80)]
     #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2])]
     #[launch(block = 256, max_regs = 128)]
@@ -201,12 +209,13 @@ ptx_kernel! {
         let xz = z as u64 * p.batch_a;
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
+        let wr = tc_rows::<MT>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * QTC_WARPS;
             if c < chunks {
-                tc_issue::<FMT, MT, SB>(st, so + s * 16 * MT * SB, w, p, q, row0, c, lane);
+                tc_issue::<MT, SB>(st, so + s * 16 * MT * SB, w, wr, c, lane);
             }
             cp_async_commit();
         }
@@ -216,7 +225,7 @@ ptx_kernel! {
             let ahead = c + (QTC_STAGES - 1) * QTC_WARPS;
             if ahead < chunks {
                 let s = (i + QTC_STAGES - 1) % QTC_STAGES;
-                tc_issue::<FMT, MT, SB>(st, so + s * 16 * MT * SB, w, p, q, row0, ahead, lane);
+                tc_issue::<MT, SB>(st, so + s * 16 * MT * SB, w, wr, ahead, lane);
             }
             cp_async_commit();
             cp_async_wait(QTC_STAGES - 1);
@@ -274,28 +283,40 @@ ptx_kernel! {
         }
     }
 
-    /// The copies of chunk `c` of the `16 · MT` rows from `row0` into the shared buffer at
-    /// byte `so` (rows `SB` bytes apart), by the 32 lanes of a warp, 16 bytes each. Rows past
-    /// `n_out` repeat the last row (their sums are never stored).
-    fn tc_issue<const FMT: u32, const MT: u32, const SB: u32>(
-        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
-        so: u32,
-        w: &[u8],
-        p: GemmParams,
-        q: QuantParams,
-        row0: u32,
-        c: u32,
-        lane: u32,
-    ) {
-        let units = MT * SB;
+    /// The lane's rows of `tc_issue`: in pass `h`, row `row0 + 16 h + lane / 2` (rows past
+    /// `n_out` repeat the last row, whose sums are never stored), as the offset in `w` of its
+    /// first byte plus the lane's first 16 bytes (`16 · (lane % 2)`).
+    fn tc_rows<const MT: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u64; MT] {
+        let mut wr = [0u64; MT];
         #[unroll]
-        for j in 0..(MT * SB + 31) / 32 {
-            let u = lane + 32 * j;
-            if u < units {
-                let r = u / (SB / 16);
-                let col = u % (SB / 16) * 16;
-                let row = (row0 + r).min(p.n - 1);
-                st.cp_async16(so + r * SB + col, w, row as u64 * q.row_bytes as u64 + (c * SB + col) as u64);
+        for h in 0..MT {
+            wr[h] = (row0 + 16 * h + lane / 2).min(p.n - 1) as u64 * q.row_bytes as u64 + (lane % 2 * 16) as u64;
+        }
+        wr
+    }
+
+    /// Issues the copies of chunk `c` of the `16 · MT` rows (`tc_rows`) into the stage
+    /// buffer at byte `so`: in each pass, 16 rows, two lanes a row, each lane every other 16
+    /// bytes of the chunk's `SB`, so that a copy instruction of the warp reads 32 contiguous
+    /// bytes of each of 16 rows.
+    fn tc_issue<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, so: u32, w: &[u8], wr: [u64; MT], c: u32, lane: u32) {
+        let sl = so + lane / 2 * SB + lane % 2 * 16;
+        #[unroll]
+        for h in 0..MT {
+            let g = wr[h] + (c * SB) as u64;
+            #[unroll]
+            for j in 0..(SB / 16 + 1) / 2 {
+                // An odd count of 16-byte units: the last one is the even lane's.
+                if (2 * j + 1 < SB / 16) | (lane % 2 == 0) {
+                    // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the
+                    // `p.k / tc_chunk` chunks of `SB` bytes, 16-byte aligned, so unit `lane
+                    // % 2 + 2 j` (below `SB / 16`) of chunk `c` lies inside `w`; its
+                    // destination lies inside the warp's stage at `so` (row `16 h + lane /
+                    // 2` of `16 · MT`, `SB` bytes each).
+                    unsafe {
+                        st.cp_async16_unchecked(sl + 16 * h * SB + 32 * j, w, g + (32 * j) as u64);
+                    }
+                }
             }
         }
     }

@@ -458,21 +458,26 @@ fn decode_tc(
     });
     let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
     let smem = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
-    qgemv_tc::launch(
-        stream,
-        LaunchConfig::grid(grid).with_shared_mem(smem),
-        fmt,
-        shape.mt,
-        shape.chunk_bytes,
-        nt,
-        p,
-        q,
-        w,
-        x,
-        bias,
-        residual,
-        y,
-    )
+    // SAFETY: `w` is the validated view of `g.n` (≥ 1) rows of `row_bytes` bytes (`qgemm`
+    // checked its length), and `tc_unfit` passed: rows of whole chunks, `row_bytes` and the
+    // view 16-byte aligned: the launch's contract.
+    unsafe {
+        qgemv_tc::launch(
+            stream,
+            LaunchConfig::grid(grid).with_shared_mem(smem),
+            fmt,
+            shape.mt,
+            shape.chunk_bytes,
+            nt,
+            p,
+            q,
+            w,
+            x,
+            bias,
+            residual,
+            y,
+        )
+    }
 }
 
 /// The [`GemmParams`] of `g` on these operands (`params_at`; B's fields are the caller's).
