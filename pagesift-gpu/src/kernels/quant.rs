@@ -184,8 +184,7 @@ ptx_kernel! {
     /// The weights are copied without bounds checks: `w` holds `p.n ≥ 1` rows of
     /// `q.row_bytes` bytes (a multiple of 16, `w` 16-byte aligned), each at least `p.k /
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
-    /// validated view. `x`, `bias`, `res` and `y` are
-    /// read and written with bounds checks.
+    /// validated view. `x`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
     #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2])]
     #[launch(block = 256, max_regs = 128)]
@@ -393,7 +392,7 @@ ptx_kernel! {
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
         let pairs = tc_chunk::<FMT, SB>() / 64;
-        // The lane's first row of the buffer (`g`), and its 4 bytes of a plane (`4 t`).
+        // The lane's first row of the buffer (`g`).
         let row = so + lane / 4 * SB;
         let mut jj = 0u32;
         while jj < pairs {
@@ -403,8 +402,8 @@ ptx_kernel! {
         acc
     }
 
-    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (`tc_pair`) from the start
-    /// of a row's chunk, and the bytes past that offset that the pair's reads of a row reach.
+    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (`tc_pair`) in a row's
+    /// chunk (Q4_K: the codes of two sub-blocks, after the super-block's 16 bytes of scales).
     fn tc_pair_bytes<const FMT: u32>() -> u32 {
         if FMT == FMT_Q4_0 {
             2 * dq::Q4_0_BYTES
@@ -420,7 +419,8 @@ ptx_kernel! {
     /// Pair `jj` of the chunk (elements `k .. k + 64`) added to the lane's accumulators. The
     /// reads of the pair's rows lie at constant offsets from three bases, one test proving
     /// them all inside the buffer: `b` (the pair's bytes of the lane's row `g`), `bt` (`b` plus
-    /// the lane's `4 t` bytes of a plane; Q4_K's codes after its 16 bytes of scales) and, for
+    /// the lane's bytes of a plane, `4 t`, BF16 `8 t`; Q4_K's codes after its 16 bytes of
+    /// scales) and, for
     /// Q4_K, `bq` (the row's super-block head, its scales of the pair's 4-aligned group).
     fn tc_pair<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
         st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
@@ -443,16 +443,16 @@ ptx_kernel! {
         let b = if FMT == FMT_Q4K { row } else { row + pb * jj };
         let bt = if FMT == FMT_Q4K { row + 16 + 32 * jj + lb } else { b + lb };
         let bq = row + 2 * (jj % 2);
-        // What the reads of a row reach past each base (Q4_0: the second scale, 18 + 2, and
-        // codes, 18 + 2 + 4; Q8_0 the same at 34 and the second step's codes 16 bytes on; BF16
-        // the second block's second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second
-        // step's codes, 16 + 4, and the odd sub-block's third scale byte, 12 + 1 + 1), in the
-        // last row tile's second row (`8 · SB` below the first): proven inside the buffer
-        // once for the pair.
+        // What the reads of a row reach past each base (each read's offset plus its bytes):
+        // Q4_0 / Q8_0 the second block's scale (2 bytes) and its codes (2 bytes in; Q8_0's
+        // second step 16 further); BF16 the second block's second step, 64 + 32 + 8; Q4_K `d`
+        // and `dmin`, 4, the second step's codes, 16 + 4, and the odd sub-block's third scale
+        // byte, 12 + 1 + 1. In the last row tile's second row (`8 · SB` below the first),
+        // proven inside the buffer once for the pair.
         let rows = (16 * (MT - 1) + 8) * SB;
-        let reach_b = rows + if FMT == FMT_Q4_0 { 20 } else if FMT == FMT_Q8_0 { 36 } else if FMT == FMT_BF16 { 0 } else { 4 };
-        let reach_t = rows + if FMT == FMT_Q4_0 { 24 } else if FMT == FMT_Q8_0 { 56 } else if FMT == FMT_BF16 { 104 } else { 20 };
-        let reach_q = rows + if FMT == FMT_Q4K { 14 } else { 0 };
+        let reach_b = rows + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
+        let reach_t = rows + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
+        let reach_q = rows + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
         if ((b as u64) + reach_b as u64 <= st.len() as u64) & ((bt as u64) + reach_t as u64 <= st.len() as u64) & ((bq as u64) + reach_q as u64 <= st.len() as u64) {
             acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, x, xz, tv, p, k, 2 * jj, lane, acc);
             acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x, xz, tv, p, k + 32, 2 * jj + 1, lane, acc);
