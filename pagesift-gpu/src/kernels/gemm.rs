@@ -774,7 +774,7 @@ ptx_kernel! {
         if FMT == DENSE {
             acc = ffma_cp_loop::<BM, BN, TN, BT, NB>(p, a, b, a_s, b_s, a_e, b_e, m0, n0, kbeg, kend, tid);
         } else {
-            acc = ffma_staged_loop::<W, FMT, BM, BN, TN, BT, NB>(p, a, b, a_s, b_s, a_e, b_e, m0, n0, kbeg, kend, tid);
+            acc = ffma_staged_loop::<FMT, BM, BN, TN, NB>(p, a, b, a_s, b_s, a_e, m0, n0, kbeg, kend, tid);
         }
         epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
@@ -916,7 +916,7 @@ ptx_kernel! {
 
     /// Copies a thread's chunks of a `BK × BN` tile of B `[K, N]` (the chunks of
     /// `load_rows`, from element `e` at row `r` of K, columns `c .. c + 4`, and `q · threads
-    /// / (BN / 4)` rows below) as they are, as `store_n_major` lays them out: 16-byte copies
+    /// / (BN / 4)` rows below) as they are (row `k` of the step at `k · BN`): 16-byte copies
     /// where the rows are 16-byte aligned (`vec`), else 4-byte ones; outside `rows × cols`
     /// zero-filled. `FAST`: the chunks lie inside the matrix.
     fn cp_n_major<const BM: u32, const BN: u32, const TN: u32, const NB: u32, const FAST: bool>(
@@ -962,17 +962,16 @@ ptx_kernel! {
         }
     }
 
-    /// The K steps of `kbeg .. kend` for weights of a format (`gemm_f32_q`): each step
-    /// loaded (and dequantized) into registers while the last one is multiplied, then stored
-    /// to the other of two buffers.
-    fn ffma_staged_loop<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
+    /// The K steps of `kbeg .. kend` for weights `[N, K]` of format `FMT` (`gemm_f32_q`):
+    /// each step loaded (and dequantized) into registers while the last one is multiplied,
+    /// then stored to the other of two buffers, k-major like A.
+    fn ffma_staged_loop<const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const NB: u32>(
         p: GemmParams,
         a: &[f32],
-        b: &[W],
+        w: &[u8],
         a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
         b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
         a_e: u64,
-        b_e: u64,
         m0: u32,
         n0: u32,
         kbeg: u32,
@@ -980,20 +979,20 @@ ptx_kernel! {
         tid: u32,
     ) -> [[f32; TN]; 8] {
         let mut acc = [[0.0f32; TN]; 8];
-        // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
-        // edge tests (a uniform choice per step).
-        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
+        // A block whose tile lies inside M × N with 16-byte rows of A loads whole K steps of A
+        // without edge tests (a uniform choice per step; the weights are read with checks).
+        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a;
         let mut ra = [[0.0f32; 4]; CHUNKS];
         let mut rb = [[0.0f32; 4]; CHUNKS];
         if inner & (kbeg + BK <= kend) {
             ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
+            rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kbeg, kend, tid);
         } else {
             ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
+            rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kbeg, kend, tid);
         }
         store_k_major::<BM, BN, TN, BM, NB>(a_s, 0, ra, tid);
-        store_b::<BM, BN, TN, BT, NB>(b_s, 0, rb, tid);
+        store_k_major::<BM, BN, TN, BN, NB>(b_s, 0, rb, tid);
         sync_threads();
         // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
         let mut k0 = kbeg;
@@ -1004,42 +1003,22 @@ ptx_kernel! {
             if more {
                 if inner & (kn + BK <= kend) {
                     ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kn, kend, tid);
+                    rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kn, kend, tid);
                 } else {
                     ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kn, kend, tid);
+                    rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kn, kend, tid);
                 }
             }
-            acc = mma_f32::<BM, BN, TN, BT, NB>(acc, a_s, b_s, buf, tid);
+            acc = mma_f32::<BM, BN, TN, true, NB>(acc, a_s, b_s, buf, tid);
             if more {
                 store_k_major::<BM, BN, TN, BM, NB>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
-                store_b::<BM, BN, TN, BT, NB>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
+                store_k_major::<BM, BN, TN, BN, NB>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
             }
             sync_threads();
             buf = buf ^ 1;
             k0 = kn;
         }
         acc
-    }
-
-    /// This thread's part of B's tile at `k0`: `load_b` for f32 B (`FMT` `DENSE`), `load_qb`
-    /// for weights of a format.
-    fn load_b_any<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
-        b: &[W],
-        p: GemmParams,
-        e: u64,
-        n0: u32,
-        k0: u32,
-        kend: u32,
-        tid: u32,
-    ) -> [[f32; 4]; CHUNKS] {
-        let mut v = [[0.0f32; 4]; CHUNKS];
-        if FMT == DENSE {
-            v = load_b::<BM, BN, TN, BT, FAST>(b, p, e, n0, k0, kend, tid);
-        } else {
-            v = load_qb::<FMT, BM, BN, TN>(b, p, n0, k0, kend, tid);
-        }
-        v
     }
 
     /// This thread's part of the tile at `k0` of weights `[N, K]` in format `FMT` (rows
@@ -1078,40 +1057,6 @@ ptx_kernel! {
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
         load_rows::<BM, BN, TN, BM, BK, FAST>(a, e + k0 as u64, m0 + tid / 4, p.m, k0 + tid % 4 * 4, kend, p.lda, p.vec_a)
-    }
-
-    /// This thread's part of B's tile at `k0`, from `e` (`b_e` of `gemm_f32`): for `[N, K]`
-    /// as A's (rows along N), for `[K, N]` rows of the K step.
-    fn load_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
-        b: &[f32],
-        p: GemmParams,
-        e: u64,
-        n0: u32,
-        k0: u32,
-        kend: u32,
-        tid: u32,
-    ) -> [[f32; 4]; CHUNKS] {
-        let mut v = [[0.0f32; 4]; CHUNKS];
-        if BT {
-            v = load_rows::<BM, BN, TN, BN, BK, FAST>(b, e + k0 as u64, n0 + tid / 4, p.n, k0 + tid % 4 * 4, kend, p.ldb, p.vec_b);
-        } else {
-            v = load_rows::<BM, BN, TN, BK, BN, FAST>(b, e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b);
-        }
-        v
-    }
-
-    /// Stores B's part to the k-major tile.
-    fn store_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
-        t: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        base: u32,
-        v: [[f32; 4]; CHUNKS],
-        tid: u32,
-    ) {
-        if BT {
-            store_k_major::<BM, BN, TN, BN, NB>(t, base, v, tid);
-        } else {
-            store_n_major::<BM, BN, TN, NB>(t, base, v, tid);
-        }
     }
 
     /// A thread's chunks of a `ROWS × RUN` tile of a row-major matrix (`RUN` elements of
@@ -1170,25 +1115,6 @@ ptx_kernel! {
                 for l in 0..4 {
                     t[st + q * (threads / 4) + l * ROWS] = v[q][l];
                 }
-            }
-        }
-    }
-
-    /// Stores the chunks of `load_rows` as they are: row `i / (BN / 4)` of the tile,
-    /// columns `4·(i % (BN / 4)) .. +4`, chunk `q` `q · threads / (BN / 4)` rows below chunk 0.
-    fn store_n_major<const BM: u32, const BN: u32, const TN: u32, const NB: u32>(
-        t: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        base: u32,
-        v: [[f32; 4]; CHUNKS],
-        tid: u32,
-    ) {
-        let threads = (BM / 8) * (BN / TN);
-        let chunks = BN * BK / (4 * threads);
-        let st = base + tid / (BN / 4) * BN + tid % (BN / 4) * 4;
-        if ((st as u64) + ((chunks - 1) * (threads / (BN / 4)) * BN + 4) as u64) <= (t.len() as u64) {
-            #[unroll]
-            for q in 0..chunks {
-                t.store4(st + q * (threads / (BN / 4)) * BN, v[q]);
             }
         }
     }
