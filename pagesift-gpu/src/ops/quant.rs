@@ -329,15 +329,21 @@ pub fn qgemm_with(
         if splits == 0 || splits as usize > MAX_BATCH {
             return Err(invalid(format!("{splits} slices of K (1 ..= {MAX_BATCH})")));
         }
-        return prefill(
-            stream, g, fmt, row_bytes, tile, splits, w, x, bias, residual, y,
-        );
+        // SAFETY: `g` and the operands passed the checks above (`validate`, the weights'
+        // length, a batch of 1), the tile is one of `F32_TILES` and `splits` in range.
+        return unsafe {
+            prefill(
+                stream, g, fmt, row_bytes, tile, splits, w, x, bias, residual, y,
+            )
+        };
     }
     if kernel == QKernel::DecodeTc {
         if let Some(why) = tc_unfit(stream, g, format, row_bytes, w.device_ptr()) {
             return Err(invalid(why));
         }
-        return decode_tc(stream, g, format, fmt, row_bytes, w, x, bias, residual, y);
+        // SAFETY: `g` and the operands passed the checks above (`w` exactly `g.n ≥ 1` rows of
+        // `row_bytes`), and `tc_unfit` found nothing against the product.
+        return unsafe { decode_tc(stream, g, format, fmt, row_bytes, w, x, bias, residual, y) };
     }
     let variant = qgemv::variant(fmt)
         .ok_or_else(|| crate::__private::variant_not_compiled("qgemv", format!("FMT={fmt}")))?;
@@ -397,12 +403,19 @@ pub fn qgemm_with(
     )
 }
 
-/// The tensor-core decode kernel (`qgemv_tc`) for the validated `g` (`tc_unfit` passed)
-/// with weights of `format` (code `fmt`), rows of `row_bytes`: one pass over the weights for
-/// up to [`QGEMV_MAX_TOKENS`] tokens (two token tiles of [`QTC_TOKENS`] from 9 tokens on), a
-/// pass per chunk of that many beyond.
+/// The tensor-core decode kernel (`qgemv_tc`) for `g` with weights of `format` (code
+/// `fmt`), rows of `row_bytes`: one pass over the weights for up to [`QGEMV_MAX_TOKENS`]
+/// tokens (two token tiles of [`QTC_TOKENS`] from 9 tokens on), a pass per chunk of that many
+/// beyond.
+///
+/// # Safety
+///
+/// The kernel copies the weights without bounds checks: `g` has passed [`qgemm_with`]'s
+/// checks with these operands (`w` exactly `g.n ≥ 1` rows of `row_bytes` bytes, `x`, `y`,
+/// `bias` and `residual` of `g`'s shape), and `tc_unfit` found nothing against this product
+/// (rows of whole chunks, `row_bytes` and the view 16-byte aligned).
 #[allow(clippy::too_many_arguments)]
-fn decode_tc(
+unsafe fn decode_tc(
     stream: &Stream,
     g: &Gemm,
     format: WeightFormat,
@@ -459,9 +472,9 @@ fn decode_tc(
     });
     let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
     let smem = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
-    // SAFETY: `w` is the validated view of `g.n` (≥ 1) rows of `row_bytes` bytes (`qgemm`
-    // checked its length), and `tc_unfit` passed: rows of whole chunks, `row_bytes` and the
-    // view 16-byte aligned: the launch's contract.
+    // SAFETY: this function's contract is the launch's: `w` the validated view of `g.n` (≥ 1)
+    // rows of `row_bytes` bytes, rows of whole chunks, `row_bytes` and the view 16-byte
+    // aligned.
     unsafe {
         qgemv_tc::launch(
             stream,
@@ -498,11 +511,18 @@ fn operand_params(
     )
 }
 
-/// The prefill kernel (`gemm_f32_q`) for the validated `g` with weights of format code
-/// `fmt`, rows of `row_bytes`, `w` 4-byte aligned, on `tile` (one of the FFMA tiles) over
-/// `splits` slices of K.
+/// The prefill kernel (`gemm_f32_q`) for `g` with weights of format code `fmt`, rows of
+/// `row_bytes`, on `tile` over `splits` slices of K.
+///
+/// # Safety
+///
+/// The kernel reads the tiles of `x` that lie inside it without bounds checks: `g` has passed
+/// [`qgemm_with`]'s checks with these operands (every element of its `m × k` rows at `lda`
+/// inside `x`, `y`, `bias` and `residual` of its shape, a batch of 1), `tile` is one of
+/// [`F32_TILES`] and `splits` in `1 ..= MAX_BATCH`. (The weights are read with checks; `w`
+/// starts 4-byte aligned.)
 #[allow(clippy::too_many_arguments)]
-fn prefill(
+unsafe fn prefill(
     stream: &Stream,
     g: &Gemm,
     fmt: u32,
@@ -547,9 +567,10 @@ fn prefill(
                   residual: Option<&dyn DeviceRead<f32>>,
                   y: &mut _,
                   ws: Option<&mut dyn DeviceWrite<f32>>| {
-        // SAFETY: `p` comes from the validated `g` (every element of `x` inside its view,
-        // `vec_a` from its alignment and leading dimension), `kc` is a multiple of `BK` and
-        // the grid's z extent is `splits` (batch 1); the weights are read with checks.
+        // SAFETY: by this function's contract `p` comes from the validated `g` (every element
+        // of `x` inside its view, `vec_a` from its alignment and leading dimension); `kc` is a
+        // multiple of `BK` and the grid's z extent is `splits` (batch 1); the weights are read
+        // with checks.
         unsafe {
             gemm_f32_q::launch(
                 stream, cfg, fmt, tile.bm, tile.bn, micro, p, x, w, bias, residual, y, ws,
