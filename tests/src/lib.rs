@@ -4,7 +4,8 @@
 //! emulated device when `PAGESIFT_GPU_DEVICE=emulated`) and, where there is none, prints why the
 //! test is skipped and returns `None`, or panics when `PAGESIFT_REQUIRE_GPU=1`. Where
 //! `PAGESIFT_TEST_LOG` names a file, every GPU test appends one line to it (`ran <name> <device>`
-//! or `skipped <name> <reason>`), so a script can count what ran where.
+//! or `skipped <name> <reason>`), so a script can count what ran where; [`report`] lines go
+//! there too.
 
 pub mod act_check;
 pub mod block_kernels;
@@ -36,6 +37,13 @@ fn log_line(line: &str) {
             let _ = f.write_all(format!("{line}\n").as_bytes());
         }
     }
+}
+
+/// Prints a test's report line (what `ptxas` assembled, the emulator's speed) and appends it
+/// to `PAGESIFT_TEST_LOG` as `report <line>`, where `scripts/test` prints it after the tests.
+pub fn report(line: &str) {
+    println!("{line}");
+    log_line(&format!("report {line}"));
 }
 
 /// Opens device 0 for the GPU test `test`, or skips it visibly.

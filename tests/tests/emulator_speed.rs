@@ -35,13 +35,13 @@ fn emulator_speed() {
     let executed = total_executed_instructions() - before;
     assert_eq!(executed, n as u64 * spin_instructions_per_thread(iters));
     let rate = executed as f64 / secs;
-    println!(
+    pagesift_tests::report(&format!(
         "emulator speed: {executed} thread-instructions in {:.3} s on {threads} host threads: {:.1} M/s ({:.1} M/s per thread){}",
         secs,
         rate / 1e6,
         rate / 1e6 / threads as f64,
         if cfg!(debug_assertions) { " [debug build]" } else { "" }
-    );
+    ));
     spin.unload().expect("unload");
     let got: Vec<f32> = emu_download(&emu, out, n);
     for (i, v) in got.iter().enumerate() {

@@ -166,7 +166,7 @@ fn every_variant_assembles_without_spills() {
         }
     });
     let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
-    println!(
+    pagesift_tests::report(&format!(
         "ptxas ({}) assembled {} variants ({} from the registry, {} examples) in {} jobs, {} failed",
         ptxas.display(),
         variants.len(),
@@ -174,7 +174,7 @@ fn every_variant_assembles_without_spills() {
         variants.len() - n_registry,
         jobs.len(),
         failures.len()
-    );
+    ));
     assert!(
         failures.is_empty(),
         "{} of {} ptxas jobs failed:\n{}",

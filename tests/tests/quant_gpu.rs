@@ -12,7 +12,7 @@
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    group_elements, qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS,
+    group_elements, pick, qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -351,6 +351,55 @@ fn decode_tc_every_variant() {
         }
     }
     assert!(ran > 0, "no format has a tensor-core decode kernel");
+}
+
+/// The kernel `qgemm` runs (`pick`): the prefill kernel from `PREFILL_MIN_TOKENS` tokens on
+/// weights whose view starts 4-byte aligned; below that (or misaligned), the tensor-core
+/// decode kernel where the format has a variant, the device is sm_80 or later, `n_in` is whole
+/// chunks and the view 16-byte aligned; the FFMA decode kernel everywhere else.
+#[test]
+fn pick_follows_tokens_alignment_and_format() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::pick_follows_tokens_alignment_and_format") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let sm80 = gpu.props().compute_capability >= (8, 0);
+    let mut seen = [0usize; 3];
+    for format in FORMATS {
+        let shape = tc_shape(format);
+        let chunk = shape.map_or(256, |s| s.chunk);
+        // Whole chunks, and (where a chunk is several blocks) one block more than whole.
+        let mut widths = vec![(2 * chunk, true)];
+        if chunk > format.block_elements() {
+            widths.push((2 * chunk + format.block_elements(), false));
+        }
+        for (k, whole) in widths {
+            for tokens in [1, 8, 16, PREFILL_MIN_TOKENS - 1, PREFILL_MIN_TOKENS, 300] {
+                let g = Gemm::new(tokens, 64, k, BLayout::NK);
+                for (ptr, align) in [(0x10000u64, 16), (0x10004, 4), (0x10002, 2)] {
+                    let got = pick(&stream, &g, format, ptr).unwrap();
+                    let what = format!("{format} tokens={tokens} n_in={k} view at {ptr:#x}: {got}");
+                    if tokens >= PREFILL_MIN_TOKENS && align >= 4 {
+                        let QKernel::Prefill { tile, splits } = got else {
+                            panic!("{what}: not the prefill kernel");
+                        };
+                        assert!(F32_TILES.contains(&tile) && splits >= 1, "{what}");
+                        seen[0] += 1;
+                    } else if shape.is_some() && sm80 && whole && align == 16 {
+                        assert_eq!(got, QKernel::DecodeTc, "{what}");
+                        seen[1] += 1;
+                    } else {
+                        assert_eq!(got, QKernel::Decode, "{what}");
+                        seen[2] += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        seen.iter().all(|&n| n > 0) || !sm80,
+        "every kernel picked somewhere: {seen:?}"
+    );
 }
 
 /// Bad arguments are errors naming what is wrong, before any launch.
