@@ -301,6 +301,18 @@ ptx_kernel! {
         }
     }
 
+    /// `elect_one()` in every warp: the elected lane adds 1 to `count[warp]` and writes its
+    /// lane to `leader[warp]` (sm_90).
+    #[target(sm_90)]
+    #[launch(block = 128)]
+    pub fn elect_leaders(count: &mut [u32], leader: &mut [u32]) {
+        let w = block_idx_x() * 4 + thread_idx_x() / 32;
+        if elect_one() {
+            count.atomic_add(w, 1);
+            leader[w] = lane_id();
+        }
+    }
+
     /// [`half_atomics`] in bf16 (sm_90).
     #[target(sm_90)]
     #[launch(block = 128)]
@@ -445,13 +457,14 @@ pub fn dp4a_reference(a: u32, a_signed: bool, b: u32, b_signed: bool, c: u32) ->
 
 /// Every variant of the kernels of this module.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
-    let families: [&'static [pagesift_gpu::KernelVariant]; 16] = [
+    let families: [&'static [pagesift_gpu::KernelVariant]; 17] = [
         scan_lookback::VARIANTS,
         q4_dot::VARIANTS,
         byte_ops::VARIANTS,
         warp_reverse::VARIANTS,
         half_atomics::VARIANTS,
         half_atomics_bf16::VARIANTS,
+        elect_leaders::VARIANTS,
         pack_f32s::VARIANTS,
         pack_f32s_sm70::VARIANTS,
         ordered_probe::VARIANTS,

@@ -540,6 +540,32 @@ fn bf16_atomic_adds_round_once_and_count_under_contention() {
     });
 }
 
+/// `elect_one()` elects exactly one lane per warp, the lowest, in every warp of a grid.
+#[test]
+fn elect_one_elects_the_lowest_lane_of_each_warp() {
+    let test = "elect_one_elects_the_lowest_lane_of_each_warp";
+    let Some(gpu) = gpu_or_skip(test) else {
+        return;
+    };
+    let Some(gpu) = sm90(&gpu, test) else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let blocks = 3;
+    let warps = blocks as usize * 4;
+    let mut count = upload(&gpu, &vec![0u32; warps]);
+    let mut leader = upload(&gpu, &vec![u32::MAX; warps]);
+    ik::elect_leaders::launch(
+        &stream,
+        LaunchConfig::grid_1d(blocks),
+        &mut count,
+        &mut leader,
+    )
+    .expect("launch");
+    assert_eq!(count.to_host().expect("count"), vec![1; warps]);
+    assert_eq!(leader.to_host().expect("leader"), vec![0; warps]);
+}
+
 /// f32 inputs for the packed conversions: ordinary values, values near the halves' limits,
 /// subnormals, infinities and NaN.
 fn pack_inputs(n: usize, seed: u64) -> Vec<f32> {

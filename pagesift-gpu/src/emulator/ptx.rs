@@ -730,6 +730,8 @@ fn parse_operand(p: &mut Parser<'_>, vector: bool) -> PResult<Operand> {
         "{" if !vector => err(line, "nested vector operands are not supported"),
         "!" => Ok(Operand::Not(p.next()?.to_string())),
         "-" => Ok(Operand::Imm(format!("-{}", p.next()?))),
+        // `_|p`: a pair whose first destination is discarded (`elect.sync`).
+        "_" if p.eat("|") => Ok(Operand::Pair(t.to_string(), p.next()?.to_string())),
         "_" => Ok(Operand::Sink),
         "{" => {
             let mut v = Vec::new();

@@ -95,6 +95,7 @@ impl Form {
                         _ => format!("[{}]", regs.next(Type::B64)),
                     }
                 }
+                Role::DstPred => format!("{}|{}", regs.next(ty), regs.next(Type::Pred)),
                 Role::Dst | Role::DstPair | Role::Src | Role::PredSrc => {
                     let n = match o.width {
                         Width::One | Width::Parts => None,

@@ -84,7 +84,8 @@ pub enum Family {
     Memory,
     /// Control flow, barriers, fences and hints (`bra`, `ret`, `bar.sync`, `fence`, ...).
     Control,
-    /// Warp-wide operations (`shfl`, `vote`, `redux`, `activemask`, `bar.warp.sync`).
+    /// Warp-wide operations (`shfl`, `vote`, `redux`, `activemask`, `bar.warp.sync`,
+    /// `elect.sync`).
     Warp,
     /// Tensor cores and asynchronous copies (`mma`, `ldmatrix`, `cp.async`, `wgmma`).
     Tensor,
@@ -219,6 +220,9 @@ pub enum Role {
     Dst,
     /// A register written, optionally with a second predicate `d|p` (`setp`, `shfl`).
     DstPair,
+    /// A register and a predicate written, both given: `d|p` (`elect.sync`; either may be
+    /// `_`).
+    DstPred,
     /// A register or an immediate read.
     Src,
     /// A predicate read, `!p` allowed.
@@ -273,6 +277,10 @@ pub const fn dst(ty: Ty) -> Operand {
 /// A destination with an optional second predicate (`p|q`).
 pub const fn dst_pair(ty: Ty) -> Operand {
     operand(Role::DstPair, ty, Width::One)
+}
+/// A destination register of type `ty` with a predicate written beside it (`d|p`).
+pub const fn dst_pred(ty: Ty) -> Operand {
+    operand(Role::DstPred, ty, Width::One)
 }
 /// A destination of `width` registers.
 pub const fn dst_vec(width: Width, ty: Ty) -> Operand {

@@ -5,8 +5,8 @@
 use crate::Family::*;
 use crate::Width::{Accum, Parts, N, V, X};
 use crate::{
-    addr, dst, dst_pair, dst_vec, imm, label, pred, shared_addr, src, src_vec, tensor_coords,
-    Family, Form, Operand, Ty, Type,
+    addr, dst, dst_pair, dst_pred, dst_vec, imm, label, pred, shared_addr, src, src_vec,
+    tensor_coords, Family, Form, Operand, Ty, Type,
 };
 
 const fn row(family: Family, syntax: &'static str, operands: &'static [Operand]) -> Form {
@@ -503,6 +503,11 @@ pub(crate) static FORMS: &[Form] = &[
     )
     .min(80, (7, 0)),
     row(Warp, "activemask.b32", &[dst(T0)]),
+    // One lane of the member mask elected (the lowest): its index in `d` for every member,
+    // `p` true in it alone.
+    row(Warp, "elect.sync", &[dst_pred(B32), src(B32)])
+        .min(90, (8, 0))
+        .emitted(),
     // ---- Tensor cores and asynchronous copies ----
     row(
         Tensor,

@@ -231,6 +231,8 @@ pub enum Intr {
     },
     Shfl(ShflKind),
     Vote(VoteKind),
+    /// `elect_one()`: `elect.sync` over the whole warp, true in one lane (the lowest).
+    Elect,
     Abs,
     Min,
     Max,
@@ -324,6 +326,7 @@ const INTRINSIC_FNS: &[&str] = &[
     "fence_proxy_async",
     "setmaxnreg_inc",
     "setmaxnreg_dec",
+    "elect_one",
     "prefetch_tensormap",
     "lane_id",
     "warp_id",
@@ -651,6 +654,13 @@ impl Checker<'_> {
                     FenceScope::System
                 };
                 self.intr(Intr::Fence { sc, scope }, vec![], Ty::Unit, span)
+            }
+            "elect_one" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_op(&Op::Elect, &name, span);
+                self.intr(Intr::Elect, vec![], Ty::Scalar(Scalar::Bool), span)
             }
             "vote_all" | "vote_any" | "vote_ballot" => {
                 if !self.arity(args, 1, &name, span) {

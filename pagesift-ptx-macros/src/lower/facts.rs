@@ -64,7 +64,9 @@ impl Lower<'_> {
                 }
             }
             _ => {
-                if let Some(a @ (Operand::Reg(_) | Operand::Vec(_))) = args.first() {
+                if let Some(a @ (Operand::Reg(_) | Operand::Vec(_) | Operand::Pair(..))) =
+                    args.first()
+                {
                     regs_of(a, &mut written);
                 }
             }
@@ -429,6 +431,10 @@ fn regs_of(o: &Operand, out: &mut Vec<Reg>) {
     match o {
         Operand::Reg(r) => out.push(*r),
         Operand::Vec(items) => items.iter().for_each(|x| regs_of(x, out)),
+        Operand::Pair(d, p) => {
+            regs_of(d, out);
+            regs_of(p, out);
+        }
         _ => {}
     }
 }

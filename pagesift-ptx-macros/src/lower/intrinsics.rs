@@ -141,6 +141,13 @@ impl Lower<'_> {
                 let p = self.operand_reg(&vals[0], span);
                 self.op_to(Op::Vote(k), rs, vec![p, Operand::Int(FULL_MASK)], span)
             }
+            Intr::Elect => {
+                // The leader's lane index is discarded (`_`): the predicate is the result.
+                let p = self.reg(rs.reg_class());
+                let pair = Operand::Pair(Box::new(Operand::Name("_".into())), Box::new(p.into()));
+                self.emit(Op::Elect, vec![pair, Operand::Int(FULL_MASK)], span);
+                Val::Reg(p, rs)
+            }
             Intr::Abs => self.un(UnKind::Abs, s0, vals[0].clone(), span),
             Intr::Min => {
                 let m = self.bin(BinKind::Min, s0, vals[0].clone(), vals[1].clone(), span);

@@ -415,6 +415,10 @@ fn regs_of(o: &Operand, out: &mut Vec<Reg>) {
             regs_of(map, out);
             coords.iter().for_each(|x| regs_of(x, out));
         }
+        Operand::Pair(d, p) => {
+            regs_of(d, out);
+            regs_of(p, out);
+        }
         _ => {}
     }
 }
@@ -682,6 +686,10 @@ fn rename_operand(o: &mut Operand, rename: &HashMap<Reg, Reg>) {
         }
         Operand::Addr(b, _) => rename_operand(b, rename),
         Operand::Vec(items) => items.iter_mut().for_each(|x| rename_operand(x, rename)),
+        Operand::Pair(d, p) => {
+            rename_operand(d, rename);
+            rename_operand(p, rename);
+        }
         _ => {}
     }
 }

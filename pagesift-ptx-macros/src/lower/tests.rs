@@ -1002,6 +1002,39 @@ fn a_noinline_helper_takes_scalars_and_does_not_recurse() {
 /// `setmaxnreg`: a producer warpgroup gives registers up, the consumer warpgroups take them,
 /// on sm_90a; the count and the block are checked.
 #[test]
+fn elect_one_is_elect_sync_with_the_lane_index_discarded() {
+    let ptx = ptx_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 64)]
+        pub fn k(y: &mut [u32]) {
+            let t = thread_idx_x();
+            if elect_one() {
+                y[t / 32] = t;
+            }
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains(".target sm_90"), "{text}");
+    assert!(text.contains("elect.sync _|%p1, 4294967295;"), "{text}");
+    assemble("elect_one", &ptx);
+
+    // A target below sm_90 is an error naming the instruction's minimum.
+    let errs = errors_of(quote! {
+        #[target(sm_80)]
+        pub fn k(y: &mut [u32]) {
+            if elect_one() {
+                y[0] = 1;
+            }
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("elect_one") && e.contains("sm_90")),
+        "{errs:?}"
+    );
+}
+
+#[test]
 fn setmaxnreg_moves_registers_between_warpgroups() {
     let ptx = ptx_of(quote! {
         #[target(sm_90a)]

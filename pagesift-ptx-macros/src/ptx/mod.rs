@@ -37,6 +37,8 @@ pub enum Operand {
     Label(u32),
     /// A tensor map's address with a box's coordinates: `[map, {x, y, z}]`.
     Tensor(Box<Operand>, Vec<Operand>),
+    /// A destination and a predicate written beside it: `d|p` (`elect.sync`; `_` discards).
+    Pair(Box<Operand>, Box<Operand>),
 }
 
 /// Binary operations.
@@ -167,6 +169,8 @@ pub enum Op {
     },
     Shfl(ShflKind),
     Vote(VoteKind),
+    /// `elect.sync d|p, mask`: the lowest lane of the mask elected, `p` true in it alone.
+    Elect,
     BarSync,
     /// `bar.warp.sync mask`.
     BarWarpSync,
@@ -355,6 +359,11 @@ fn operand(o: &Operand, out: &mut String) {
             out.push_str(", ");
             operand(&Operand::Vec(coords.clone()), out);
             out.push(']');
+        }
+        Operand::Pair(d, p) => {
+            operand(d, out);
+            out.push('|');
+            operand(p, out);
         }
     }
 }

@@ -227,6 +227,7 @@ fn lowering(op: &Op) -> Result<String, String> {
         Op::Vote(VoteKind::All) => "vote.sync.all.pred".into(),
         Op::Vote(VoteKind::Any) => "vote.sync.any.pred".into(),
         Op::Vote(VoteKind::Ballot) => "vote.sync.ballot.b32".into(),
+        Op::Elect => "elect.sync".into(),
         Op::BarSync => "bar.sync".into(),
         Op::BarWarpSync => "bar.warp.sync".into(),
         Op::Fence { sc, scope } => format!(

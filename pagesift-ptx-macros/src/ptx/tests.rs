@@ -230,6 +230,7 @@ fn all_ops() -> Vec<Op> {
     for k in [VoteKind::All, VoteKind::Any, VoteKind::Ballot] {
         ops.push(Op::Vote(k));
     }
+    ops.push(Op::Elect);
     for sc in [false, true] {
         for scope in FenceScope::ALL {
             ops.push(Op::Fence { sc, scope });

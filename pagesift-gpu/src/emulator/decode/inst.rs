@@ -249,10 +249,17 @@ impl Ctx<'_> {
     /// absent.
     pub(super) fn dst_pair(&mut self, op: &Operand) -> Result<(Slot, Slot), String> {
         match op {
-            Operand::Pair(a, b) => Ok((
-                self.dst(&Operand::Name(a.clone()))?,
-                self.dst(&Operand::Name(b.clone()))?,
-            )),
+            Operand::Pair(a, b) => {
+                // Either half may be `_`, which discards it.
+                let mut one = |n: &String| {
+                    if n == "_" {
+                        Ok(S_SINK)
+                    } else {
+                        self.dst(&Operand::Name(n.clone()))
+                    }
+                };
+                Ok((one(a)?, one(b)?))
+            }
             other => Ok((self.dst(other)?, S_SINK)),
         }
     }

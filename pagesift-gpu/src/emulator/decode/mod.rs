@@ -380,6 +380,13 @@ pub(super) enum Op {
         neg: bool,
         mask: Slot,
     },
+    /// `elect.sync d|p, mask`: the lowest lane of the mask is elected; `d` its index in every
+    /// member, `p` true in it alone.
+    Elect {
+        d: Slot,
+        p: Slot,
+        mask: Slot,
+    },
     BarWarp {
         mask: Slot,
     },
@@ -572,6 +579,7 @@ impl Op {
         match *self {
             Op::Shfl { mask, .. }
             | Op::Vote { mask, .. }
+            | Op::Elect { mask, .. }
             | Op::BarWarp { mask }
             | Op::Redux { mask, .. }
             | Op::Mma { mask, .. }

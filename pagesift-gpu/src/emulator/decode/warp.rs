@@ -1,5 +1,5 @@
 //! The decode rule of warp-wide operations: `shfl.sync`, `vote.sync`, `redux.sync`,
-//! `activemask` and `bar.warp.sync`.
+//! `elect.sync`, `activemask` and `bar.warp.sync`.
 
 use super::inst::{Ctx, Mods};
 use super::memory::atom_op;
@@ -57,6 +57,17 @@ pub(super) fn decode(
                 a,
                 neg,
                 mask: ctx.src(&ops[2], Ty::B32)?,
+            }
+        }
+        "elect" => {
+            if !m.take("sync") {
+                return Err("elect without .sync".into());
+            }
+            let (d, p) = ctx.dst_pair(&ops[0])?;
+            Op::Elect {
+                d,
+                p,
+                mask: ctx.src(&ops[1], Ty::B32)?,
             }
         }
         "redux" => {

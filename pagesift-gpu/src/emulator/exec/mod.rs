@@ -638,6 +638,18 @@ impl Runner {
                     self.regs[(lo + i) * n + d as usize] = v;
                 }
             }
+            Op::Elect { d, p, .. } => {
+                let leader = group.trailing_zeros() as u64;
+                for i in lanes() {
+                    let r = &mut self.regs[(lo + i) * n..(lo + i + 1) * n];
+                    if d != S_SINK {
+                        r[d as usize] = leader;
+                    }
+                    if p != S_SINK {
+                        r[p as usize] = (i as u64 == leader) as u64;
+                    }
+                }
+            }
             Op::Redux { op, ty, d, a, .. } => {
                 let mut acc: Option<u64> = None;
                 for i in lanes() {

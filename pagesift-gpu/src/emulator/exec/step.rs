@@ -242,6 +242,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         Op::BarArrive { id } => return Ok(Flow::Arrive(g!(id))),
         Op::Shfl { .. }
         | Op::Vote { .. }
+        | Op::Elect { .. }
         | Op::BarWarp { .. }
         | Op::Redux { .. }
         | Op::Mma { .. }

@@ -770,6 +770,55 @@ fn wgmma_hostile_descriptors_and_text_never_panic() {
     );
 }
 
+/// A kernel in which lanes `skip..` of each warp run `elect.sync` over `mask`, each thread
+/// then writing `1000 · p + d` (the others `99`).
+fn elect_kernel(mask: &str, skip: u32) -> String {
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\
+         .visible .entry k(.param .u64 y)\n{{\n\
+         .reg .u32 %t, %l, %d, %v;\n.reg .u64 %a, %o;\n.reg .pred %p, %q;\n\
+         mov.u32 %t, %tid.x;\n\
+         and.b32 %l, %t, 31;\n\
+         mov.u32 %v, 99;\n\
+         setp.lt.u32 %q, %l, {skip};\n\
+         @%q bra $done;\n\
+         elect.sync %d|%p, {mask};\n\
+         selp.u32 %v, 1000, 0, %p;\n\
+         add.u32 %v, %v, %d;\n\
+         $done:\n\
+         ld.param.u64 %a, [y];\n\
+         mul.wide.u32 %o, %t, 4;\n\
+         add.u64 %a, %a, %o;\n\
+         st.global.u32 [%a], %v;\n\
+         ret;\n}}\n"
+    )
+}
+
+#[test]
+fn elect_sync_elects_the_lowest_lane_of_the_mask() {
+    let e = emu90();
+    let y = upload_u32(&e, &[u32::MAX; 64]);
+    let args: [&[u8]; 1] = [&y.to_le_bytes()];
+    let want = |skip: u32| -> Vec<u32> {
+        (0..64u32)
+            .map(|t| match t % 32 {
+                l if l < skip => 99,
+                l if l == skip => 1000 + skip,
+                _ => skip,
+            })
+            .collect()
+    };
+    launch(&e, &elect_kernel("-1", 0), "k", 1, 64, 0, &args).expect("whole warps");
+    assert_eq!(download_u32(&e, y, 64), want(0));
+    launch(&e, &elect_kernel("0xfffffff0", 4), "k", 1, 64, 0, &args).expect("lanes 4..32");
+    assert_eq!(download_u32(&e, y, 64), want(4));
+    // Lanes of the mask that do not take part: an error, as for every warp collective.
+    let err = launch(&e, &elect_kernel("-1", 3), "k", 1, 64, 0, &args)
+        .expect_err("lanes 0..3 skip it")
+        .to_string();
+    assert!(err.contains("elect"), "{err}");
+}
+
 /// A kernel whose warpgroup 0 lowers its registers and the others raise theirs, each thread
 /// then writing its index; `branch` lanes of warp 0 skip its `setmaxnreg` (0: none).
 fn setmaxnreg_kernel(count: &str, branch: u32) -> String {
