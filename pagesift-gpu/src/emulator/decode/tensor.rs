@@ -334,7 +334,7 @@ pub(super) fn accumulator_uses(
         }
         let first_written = isa::lookup(&raw.opcode)
             .and_then(|row| row.operands.first())
-            .is_some_and(|o| matches!(o.role, Role::Dst | Role::DstPair));
+            .is_some_and(|o| matches!(o.role, Role::Dst | Role::DstPair | Role::DstPred));
         let mut u = AccUse {
             reads: Vec::new(),
             writes: Vec::new(),
