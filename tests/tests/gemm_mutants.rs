@@ -116,7 +116,7 @@ ptx_kernel! {
         sync_threads();
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
         sync_threads();
-        core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4>(t_s, p, bias, res, c, None, z, z, m0, n0, tid);
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, None, z, z, m0, n0, tid);
     }
 }
 

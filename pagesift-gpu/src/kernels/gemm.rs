@@ -65,6 +65,9 @@ ptx_kernel! {
     /// The stages of the 3xTF32 TMA kernel's pipeline (`gemm_tma_x3`), each holding the
     /// boxes' TF32 heads and tails.
     pub const TMA_X3_STAGES: u32 = core::TMA_X3_STAGES;
+    /// The elements between rows of the TMA kernels' epilogue chunks: their shared memory is
+    /// `BM` rows of it, in f32, past the stages.
+    pub const TMA_EPI_LD: u32 = core::TMA_EPI_LD;
     /// The most warps of a 3xTF32 block of `gemm_mma`: its threads take 255 registers each.
     pub const X3_MAX_WARPS: u32 = 8;
     /// The most outputs of a `gemm_mma` warp tile whose threads live in 128 registers (64 ×
@@ -250,7 +253,7 @@ ptx_kernel! {
             core::epi_prefetch::<O, BM, BN, { WM * WN * 32 }>(p, res, c, z, m0, n0, tid);
         }
         sync_threads();
-        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper's warpgroup tensor
@@ -299,7 +302,7 @@ ptx_kernel! {
         sync_threads();
         core::wg_to_shared::<BM, BN>(acc, t_s);
         sync_threads();
-        core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4>(t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+        core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper with the tensor
@@ -310,8 +313,9 @@ ptx_kernel! {
     /// into [`TMA_STAGES`] stages, each announced on an `mbarrier` (`full`) by its bytes, one
     /// pipeline across the block's tiles; the other `BM / 64` warpgroups are the consumers,
     /// which wait on a stage's `full` barrier, multiply it with `wgmma`, release it on its
-    /// `empty` barrier and write their rows of the tile from their registers through the
-    /// core's epilogue while the producer loads the next tile (`core::tma_gemm`). No barrier
+    /// `empty` barrier and write their rows of the tile through the core's epilogue, a chunk
+    /// of columns at a time laid out in shared memory past the stages, while the producer
+    /// loads the next tile (`core::tma_gemm`). No barrier
     /// of the whole block after the barriers' initialization. Every access is proven or
     /// checked, so the launch is safe: the tensor maps describe the matrices (K, rows,
     /// batch).
@@ -1197,7 +1201,7 @@ ptx_kernel! {
                 }
             }
             sync_threads();
-            core::write_rows::<f32, { BM / 2 }, BN, BN, { (BM / 8) * (BN / TN) }, 2>(t_s, p, bias, res, c, ws, zs, z, m0 + h * (BM / 2), n0, tid);
+            core::write_rows::<f32, { BM / 2 }, BN, BN, { (BM / 8) * (BN / TN) }, 2, { BM / 2 * BN }>(t_s, 0, p, bias, res, c, ws, zs, z, m0 + h * (BM / 2), n0, tid);
             sync_threads();
         }
     }

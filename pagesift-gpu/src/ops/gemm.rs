@@ -9,7 +9,8 @@ use crate::driver::{Swizzle, TensorMap};
 use crate::kernels::gemm::{
     act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_tma, gemm_tma_x3, gemm_wgmma, gemv,
     GemmParams, BK, FFMA_STAGES, GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW,
-    SMALL_WARP_TILE, STAGES, TC_ROW, TMA_STAGES, TMA_X3_STAGES, WG_STAGES, X3_MAX_WARPS,
+    SMALL_WARP_TILE, STAGES, TC_ROW, TMA_EPI_LD, TMA_STAGES, TMA_X3_STAGES, WG_STAGES,
+    X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -804,14 +805,15 @@ fn hopper_shared_bytes(tile: Tile, input: Dtype, precision: Precision) -> u32 {
 
 /// The dynamic shared memory of a Hopper tile's TMA kernel: `TMA_STAGES` K steps of A and B
 /// (rows of 128 bytes); for 3xTF32 (`x3`, `gemm_tma_x3`) `TMA_X3_STAGES` of them, and their
-/// TF32 tails beside them.
+/// TF32 tails beside them; then the epilogue's chunks (`BM` rows of `TMA_EPI_LD` f32).
 pub fn tma_shared_bytes(tile: Tile, x3: bool) -> u32 {
     let rows = (tile.bm + tile.bn) * 128;
-    if x3 {
+    let stages = if x3 {
         2 * TMA_X3_STAGES * rows
     } else {
         TMA_STAGES * rows
-    }
+    };
+    stages + tile.bm * TMA_EPI_LD * std::mem::size_of::<f32>() as u32
 }
 
 /// The tiles of the TMA kernel (`gemm_tma`) of `tile` for `g` split `splits` ways along K:

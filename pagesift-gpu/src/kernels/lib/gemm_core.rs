@@ -958,15 +958,17 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 }
 
 /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
-/// shared memory (rows `LDT` apart) goes to C (or the split-K workspace) 4 consecutive
-/// elements of a row per thread and turn, rows `m0..` and columns `n0..` of matrix `z`.
+/// shared memory (from element `t0` of `t_s`, rows `LDT` apart) goes to C (or the split-K
+/// workspace) 4 consecutive elements of a row per thread and turn, rows `m0..` and columns
+/// `n0..` of matrix `z`.
 /// The turns go in groups of `G`: first the group's reads of C and the residual, then its
 /// sums (`epi_sum`), one activation of all `4 · G` of them (`act_group`, whose chains
 /// interleave), and its outputs (`epi_store`), so that `G` reads per operand are in flight
 /// instead of one (`G` as the kernel's registers allow). Where a turn steps whole rows
 /// (`THREADS · 4` a multiple of `BN`) a thread keeps its columns, and reads their bias once.
-fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32>(
-    t_s: Shared<[f32; ROWS * LDT]>,
+fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32, const LEN: u32>(
+    t_s: Shared<[f32; LEN]>,
+    t0: u32,
     p: GemmParams,
     bias: Option<&[f32]>,
     res: Option<&[O]>,
@@ -991,7 +993,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
                     // Block `zs` is split `zs % splits` of matrix `z`: its plane is
                     // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
                     let plane = (zs % p.splits as u64) * p.batch as u64 + z;
-                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, t_s.load4(e / BN * LDT + e % BN));
+                    w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, t_s.load4(t0 + e / BN * LDT + e % BN));
                 }
             }
         } else {
@@ -1015,7 +1017,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
                     if (THREADS * 4) % BN != 0 {
                         bv = bias4(p, bias, n0 + e % BN);
                     }
-                    v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(e / BN * LDT + e % BN));
+                    v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
                 }
             }
             if p.act != ACT_IDENTITY {
@@ -1634,8 +1636,9 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
 /// .. of [`tma_tile`]'s order, through a pipeline of `ST` stages. Thread 0 is the producer
 /// ([`tma_produce`]) of every tile's K steps, one pipeline across the tiles, so that it
 /// loads the next tile's first stages while the consumers finish the current one;
-/// warpgroups `1 ..= BM / 64` are the consumers ([`tma_consume`]), which write each tile from
-/// their registers ([`wg_store`]). With `X3` (3xTF32, f32 inputs) warps 1 to 3 split each
+/// warpgroups `1 ..= BM / 64` are the consumers ([`tma_consume`]), each of whose warps writes
+/// its 16 rows of each tile through its own rows of the epilogue's chunks (`BM` rows of
+/// [`TMA_EPI_LD`] f32 past the stages, [`wg_store`]). With `X3` (3xTF32, f32 inputs) warps 1 to 3 split each
 /// stage into TF32 heads and tails ([`tma_split`]; the tails at byte `LO` of the dynamic
 /// shared memory, past the stages) before the consumers take it; without, the rest of
 /// warpgroup 0 has nothing to do (and `LO` is 0). `PARITY` and `DRAIN` go to `tma_consume`
@@ -1653,6 +1656,8 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     let b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]> = dyn_shared(ST * BM * 128);
     let a_lo: Shared<[T; ST * BM * (128 / size_of::<T>())]> = dyn_shared(LO);
     let b_lo: Shared<[T; ST * BN * (128 / size_of::<T>())]> = dyn_shared(LO + ST * BM * 128);
+    // Past the stages (and the tails of `X3`, at `LO`): the epilogue's chunks.
+    let e_s: Shared<[f32; BM * TMA_EPI_LD]> = dyn_shared(LO + ST * (BM + BN) * 128);
     let full: Shared<[u64; ST]>;
     let ready: Shared<[u64; ST]>;
     let empty: Shared<[u64; ST]>;
@@ -1691,7 +1696,7 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
             } else {
                 acc = tma_consume::<T, BM, BN, ST, X3, PARITY, DRAIN>(a_s, b_s, a_lo, b_lo, full, empty, it, t[5], tid / 128 - 1);
             }
-            wg_store::<O, BN>(acc, p, bias, res, c, ws, t[0], t[1], t[2] + (tid / 128 - 1) * 64, t[3]);
+            wg_store::<O, BM, BN>(acc, e_s, p, bias, res, c, ws, t[0], t[1], t[2], t[3]);
             it += t[5];
             tile += grid_dim_x();
         }
@@ -1707,15 +1712,28 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     }
 }
 
-/// A consumer warpgroup's accumulators (rows `m0 ..` of the tile, columns `n0 ..`) through
-/// the epilogue to C, or raw to the workspace plane of slice `zs` where K is split (`ws`).
-/// Thread `(q, g, t)` (warp `q` of the warpgroup, lane `4 g + t`) holds, in registers `4 j ..
-/// 4 j + 4`, rows `16 q + g` and `+ 8`, columns `8 j + 2 t` and `+ 1`; the threads of a
-/// pair `t`, `t ^ 1` swap halves so that each holds 4 consecutive columns of one row (the
-/// even one row `g`, columns `8 j + 4 (t / 2) ..`, the odd one row `g + 8`), the 16-byte
-/// runs [`store_out`] writes.
-fn wg_store<O, const BN: u32>(
+/// The columns of a chunk of `gemm_tma`'s epilogue ([`wg_store`]): each consumer warp lays
+/// its accumulators of that many columns out in shared memory, then writes them through
+/// [`write_rows`], one chunk after another.
+pub const TMA_EPI_COLS: u32 = 32;
+
+/// The elements between rows of `gemm_tma`'s epilogue chunks: 8 more than a chunk's
+/// columns, so that the 8-byte writes of a quarter warp's 4 rows (`[rows, TMA_EPI_LD]`, 8
+/// apart in banks) fall on 32 different banks.
+pub const TMA_EPI_LD: u32 = TMA_EPI_COLS + 8;
+
+/// A consumer warp's accumulators (warp `4 + s` of the block: rows `16 s ..` of the tile
+/// at `m0`, columns `n0 ..`) through the epilogue to C, or raw to the workspace plane of
+/// slice `zs` where K is split (`ws`). Thread `(g, t)` (lane `4 g + t`) holds, in registers
+/// `4 j .. 4 j + 4`, rows `16 s + g` and `+ 8`, columns `8 j + 2 t` and `+ 1`. The warp
+/// walks the tile's columns in chunks of [`TMA_EPI_COLS`] (a runtime loop, so that the
+/// epilogue's code is there once): it writes a chunk's accumulators to its own rows of
+/// `e_s`, then [`write_rows`] reads them back 4 consecutive columns of a row per lane and
+/// turn (a row's 128 bytes per 8 lanes) and applies the epilogue; `sync_warp` orders the
+/// writes before the reads, and the reads before the next chunk's writes.
+fn wg_store<O, const BM: u32, const BN: u32>(
     acc: [f32; BN / 2],
+    e_s: Shared<[f32; BM * TMA_EPI_LD]>,
     p: GemmParams,
     bias: Option<&[f32]>,
     res: Option<&[O]>,
@@ -1727,31 +1745,28 @@ fn wg_store<O, const BN: u32>(
     n0: u32,
 ) {
     let lane = lane_id();
-    let odd = (lane % 2) == 1;
-    let row = m0 + (warp_id() % 4) * 16 + lane / 4 + if odd { 8 } else { 0 };
-    let col0 = n0 + (lane % 4) / 2 * 4;
-    // Block `zs` is split `zs % splits` of matrix `z`: its plane is `s · batch + z`.
-    let plane = ((zs % p.splits) * p.batch + z) as u64;
-    #[unroll]
-    for j in 0..BN / 8 {
-        let give0 = if odd { acc[4 * j] } else { acc[4 * j + 2] };
-        let give1 = if odd { acc[4 * j + 1] } else { acc[4 * j + 3] };
-        let got0 = shfl_xor(give0, 1);
-        let got1 = shfl_xor(give1, 1);
-        let v = [
-            if odd { got0 } else { acc[4 * j] },
-            if odd { got1 } else { acc[4 * j + 1] },
-            if odd { acc[4 * j + 2] } else { got0 },
-            if odd { acc[4 * j + 3] } else { got1 },
-        ];
-        let col = col0 + j * 8;
-        if (row < p.m) & (col < p.n) {
-            if let Some(w) = ws {
-                w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, v);
-            } else {
-                store_out::<O>(p, bias, res, c, z as u64, row, col, v);
+    let r0 = (warp_id() - 4) * 16;
+    let to = (r0 + lane / 4) * TMA_EPI_LD + (lane % 4) * 2;
+    let mut ch = 0u32;
+    while ch < BN / TMA_EPI_COLS {
+        if ((to as u64) + (8 * TMA_EPI_LD + TMA_EPI_COLS - 8 + 2) as u64) <= (e_s.len() as u64) {
+            #[unroll]
+            for cc in 0..BN / TMA_EPI_COLS {
+                if cc == ch {
+                    #[unroll]
+                    for jj in 0..TMA_EPI_COLS / 8 {
+                        let j = cc * (TMA_EPI_COLS / 8) + jj;
+                        // Each index `to + (a constant)`, the form the range above proves.
+                        e_s.store2(to + jj * 8, [acc[4 * j], acc[4 * j + 1]]);
+                        e_s.store2(to + (jj * 8 + 8 * TMA_EPI_LD), [acc[4 * j + 2], acc[4 * j + 3]]);
+                    }
+                }
             }
         }
+        sync_warp();
+        write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, 1, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        sync_warp();
+        ch += 1;
     }
 }
 
