@@ -1427,6 +1427,14 @@ const TMA_STAGES: u32 = 4;
 /// `gemm_tma`'s: the boxes as loaded (then their TF32 heads) and their TF32 tails.
 const TMA_X3_STAGES: u32 = 3;
 
+/// The registers per thread of `gemm_tma`'s warpgroups (`setmaxnreg`): the launch gives
+/// each thread 168 (`max_regs`, 384 threads in the 64 K of a multiprocessor); warpgroup 0,
+/// which only issues copies (and splits stages with `X3`), hands 128 of its threads' to
+/// the two consumer warpgroups, whose 128 accumulators then leave room for the epilogue:
+/// `128 · 40 + 256 · 232 = 384 · 168`.
+const TMA_PRODUCER_REGS: u32 = 40;
+const TMA_CONSUMER_REGS: u32 = 232;
+
 /// The threads of `gemm_tma_x3` that split each stage into TF32 heads and tails: warps 1 to
 /// 3 of warpgroup 0 (whose warp 0 holds the producer thread).
 const TMA_SPLITTERS: u32 = 96;
@@ -1678,16 +1686,29 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     let total = (p.m + BM - 1) / BM * ((p.n + BN - 1) / BN) * p.batch * p.splits;
     let mut tile = block_idx_x();
     let mut it = 0u32;
-    if tid == 0 {
-        prefetch_tensormap(ta);
-        prefetch_tensormap(tb);
-        while tile < total {
-            let t = tma_tile::<T, BM, BN>(p, tile);
-            tma_produce::<T, BM, BN, ST>(a_s, b_s, full, empty, ta, tb, it, t[4], t[5], t[2], t[3], t[1]);
-            it += t[5];
-            tile += grid_dim_x();
+    if tid < 128 {
+        setmaxnreg_dec(TMA_PRODUCER_REGS);
+        if tid == 0 {
+            prefetch_tensormap(ta);
+            prefetch_tensormap(tb);
+            while tile < total {
+                let t = tma_tile::<T, BM, BN>(p, tile);
+                tma_produce::<T, BM, BN, ST>(a_s, b_s, full, empty, ta, tb, it, t[4], t[5], t[2], t[3], t[1]);
+                it += t[5];
+                tile += grid_dim_x();
+            }
+        } else if X3 {
+            if tid >= 32 {
+                while tile < total {
+                    let t = tma_tile::<T, BM, BN>(p, tile);
+                    tma_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, it, t[5], tid - 32);
+                    it += t[5];
+                    tile += grid_dim_x();
+                }
+            }
         }
-    } else if tid >= 128 {
+    } else {
+        setmaxnreg_inc(TMA_CONSUMER_REGS);
         while tile < total {
             let t = tma_tile::<T, BM, BN>(p, tile);
             let mut acc = [0.0f32; BN / 2];
@@ -1699,15 +1720,6 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
             wg_store::<O, BM, BN>(acc, e_s, p, bias, res, c, ws, t[0], t[1], t[2], t[3]);
             it += t[5];
             tile += grid_dim_x();
-        }
-    } else if X3 {
-        if tid >= 32 {
-            while tile < total {
-                let t = tma_tile::<T, BM, BN>(p, tile);
-                tma_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, it, t[5], tid - 32);
-                it += t[5];
-                tile += grid_dim_x();
-            }
         }
     }
 }
