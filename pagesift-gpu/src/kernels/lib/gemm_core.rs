@@ -1576,7 +1576,8 @@ fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
 /// tails; the same views as `a_s`, `b_s` without `X3`). `wgmma_wait(1)` leaves the step's
 /// own products in flight and completes the previous step's, whose stage each warp then
 /// releases (one arrival per warp on `empty`); the last step's stage is released after
-/// `wgmma_wait(0)`. `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on
+/// `wgmma_wait(0)`. With `X3` a step's products sum from 0 and are added to the
+/// accumulators in f32 after `wgmma_wait(0)`, which releases the step's stage at once. `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on
 /// the other parity, or release the last stage and return with its products in flight.
 fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, const PARITY: u32, const DRAIN: bool>(
     a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
@@ -1592,6 +1593,11 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     let row = 128 / size_of::<T>();
     let lane = lane_id();
     let mut acc = [0.0f32; BN / 2];
+    // With `X3`, each K step's products (from 0), added to `acc` in f32 once the step is
+    // done, as `tc_open` / `tc_close` do for `mma.sync`: the tensor cores' adders truncate,
+    // and a running sum over all of K would collect one truncation of its full magnitude per
+    // `wgmma`.
+    let mut step = [0.0f32; BN / 2];
     let mut kt = 0u32;
     while kt < ktiles {
         let it = it0 + kt;
@@ -1611,19 +1617,33 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
                     acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 } else if T == f32 {
                     if X3 {
-                        acc = wgmma_tf32(acc, a_lo.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
-                        acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_lo.wgmma_desc(bb, ks * (row / 4), BN), true);
+                        step = wgmma_tf32(step, a_lo.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), ks > 0);
+                        step = wgmma_tf32(step, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_lo.wgmma_desc(bb, ks * (row / 4), BN), true);
+                        step = wgmma_tf32(step, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                    } else {
+                        acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                     }
-                    acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 }
             }
             wgmma_commit();
         }
-        wgmma_wait(1);
-        if (kt > 0) & (lane == 0) {
-            let ps = (it - 1) % ST;
-            if ps < ST {
-                empty.mbar_arrive(ps);
+        if X3 {
+            // The step's own sums, added in f32 and its stage released at once.
+            wgmma_wait(0);
+            #[unroll]
+            for i in 0..BN / 2 {
+                acc[i] = acc[i] + step[i];
+            }
+            if (lane == 0) & (s < ST) {
+                empty.mbar_arrive(s);
+            }
+        } else {
+            wgmma_wait(1);
+            if (kt > 0) & (lane == 0) {
+                let ps = (it - 1) % ST;
+                if ps < ST {
+                    empty.mbar_arrive(ps);
+                }
             }
         }
         kt += 1;
@@ -1631,7 +1651,7 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     if DRAIN {
         wgmma_wait(0);
     }
-    if (ktiles > 0) & (lane == 0) {
+    if !X3 & (ktiles > 0) & (lane == 0) {
         let ls = (it0 + ktiles - 1) % ST;
         if ls < ST {
             empty.mbar_arrive(ls);
