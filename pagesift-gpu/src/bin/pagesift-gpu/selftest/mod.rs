@@ -14,6 +14,7 @@
 mod act;
 mod act_scan;
 mod gemm;
+mod quant;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
@@ -21,7 +22,12 @@ use std::time::Instant;
 use pagesift_gpu::{BackendKind, Gpu, KernelVariant, Result};
 
 /// Every family, in the order of the table.
-const FAMILIES: &[&dyn Family] = &[&act::Activations, &act_scan::ActScan, &gemm::Gemms];
+const FAMILIES: &[&dyn Family] = &[
+    &act::Activations,
+    &act_scan::ActScan,
+    &gemm::Gemms,
+    &quant::Quants,
+];
 
 /// Warm-ups and timed runs of every throughput measurement (the median is reported).
 const WARMUP: usize = 2;
