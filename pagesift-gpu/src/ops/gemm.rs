@@ -994,7 +994,10 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
         }
         return pick_tile::<T, O>(stream, g, Family::Mma);
     }
-    if g.precision != Precision::F32
+    // TF32 on Hopper takes `wgmma` (4096³ on an H200: 0.53x cuBLAS's TF32 against the
+    // `mma.sync` tiles' 0.39x); 3xTF32 keeps the `mma.sync` tiles there (1.10x cuBLAS SGEMM
+    // against `gemm_tma_x3`'s 0.75x).
+    if g.precision == Precision::Tf32
         && stream.gpu().props().compute_capability == WGMMA_CC
         && g.b_layout == BLayout::NK
         && g.m > FFMA_ONLY_ROWS
@@ -1300,6 +1303,30 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[cfg(feature = "emulator")]
+    #[test]
+    fn on_hopper_tf32_takes_wgmma_and_3xtf32_the_mma_sync_tiles() {
+        use crate::emulator::EmulatorConfig;
+        let gpu = crate::Gpu::emulated(EmulatorConfig {
+            compute_capability: WGMMA_CC,
+            max_shared_per_block_optin: 227 * 1024,
+            ..EmulatorConfig::default()
+        })
+        .unwrap();
+        let stream = gpu.default_stream();
+        let at = |precision| {
+            pick::<f32, f32>(
+                &stream,
+                &Gemm::new(512, 4096, 4096, BLayout::NK).with_precision(precision),
+            )
+            .unwrap()
+        };
+        let k = at(Precision::Tf32);
+        assert!(matches!(k, Kernel::Wgmma { .. }), "Tf32: {k}");
+        let k = at(Precision::Tf32x3);
+        assert!(matches!(k, Kernel::Mma { .. }), "Tf32x3: {k}");
     }
 
     #[test]
