@@ -12,7 +12,8 @@
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    group_elements, pick, qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS,
+    format_code, group_elements, pick, qgemm, qgemm_with, tc_shape, QKernel, FORMATS,
+    PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -20,15 +21,6 @@ use pagesift_tests::util::{poison_f32, random_f32_from};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// The formats of the decode kernel.
-const FORMATS: [WeightFormat; 5] = [
-    WeightFormat::Q8_0,
-    WeightFormat::Q4_0,
-    WeightFormat::Q4K,
-    WeightFormat::Bf16,
-    WeightFormat::F16,
-];
 
 /// One random case: `tokens × n_in` activations against `n_out × n_in` weights.
 #[derive(Clone, Debug)]
@@ -514,4 +506,13 @@ fn validation() {
         &mut y,
     )
     .unwrap();
+}
+
+#[test]
+fn the_formats_are_those_the_kernels_have_a_code_for() {
+    for format in WeightFormat::ALL {
+        let listed = FORMATS.iter().filter(|&&f| f == format).count();
+        let coded = usize::from(format_code(format).is_some());
+        assert_eq!(listed, coded, "{format}: listed {listed} times");
+    }
 }

@@ -35,6 +35,16 @@ use crate::{error, DeviceRead, DeviceWrite, Dtype, Error, LaunchConfig, Result, 
 /// the first count that takes the decode kernel two passes.
 pub const PREFILL_MIN_TOKENS: usize = QGEMV_MAX_TOKENS as usize + 1;
 
+/// The weight formats [`qgemm`] takes: every [`WeightFormat`] but F32, whose weights go
+/// through [`crate::ops::gemm`] (those [`format_code`] gives a code).
+pub const FORMATS: [WeightFormat; 5] = [
+    WeightFormat::Q8_0,
+    WeightFormat::Q4_0,
+    WeightFormat::Q4K,
+    WeightFormat::Bf16,
+    WeightFormat::F16,
+];
+
 /// The kernel's code of a weight format (`FMT` of [`qgemv`]); `None` for F32 (f32 weights go
 /// through [`crate::ops::gemm`]).
 pub fn format_code(format: WeightFormat) -> Option<u32> {

@@ -9,22 +9,13 @@
 use pagesift_gpu::bench::Timing;
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
-use pagesift_gpu::ops::quant::{qgemm, qgemm_with, tc_shape, QKernel, PREFILL_MIN_TOKENS};
+use pagesift_gpu::ops::quant::{qgemm, qgemm_with, tc_shape, QKernel, FORMATS, PREFILL_MIN_TOKENS};
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Result};
 
 use super::{emulated, Family, Report, Rng};
 
 pub struct Quants;
-
-/// The formats of the quantized kernels (F32 weights go through the GEMM).
-const FORMATS: [WeightFormat; 5] = [
-    WeightFormat::Q8_0,
-    WeightFormat::Q4_0,
-    WeightFormat::Q4K,
-    WeightFormat::Bf16,
-    WeightFormat::F16,
-];
 
 /// The shape of the GB/s line (`n_out × n_in`), a decode step of a 7B model's MLP.
 const SPEED_SHAPE: (usize, usize) = (14336, 4096);
