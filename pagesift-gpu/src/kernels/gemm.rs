@@ -79,8 +79,7 @@ ptx_kernel! {
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual`, f32 FFMA on `BM × BN` tiles
     /// (threads `BM/8 × BN/TN`, each an `8 × TN` micro-tile: 8 × 16 on 128 × 128, whose
     /// 128 threads make 21 FFMAs per shared-memory read, 8 × 8 on the smaller tiles). The K
-    /// steps reach shared memory through a [`FFMA_STAGES`]-deep `cp.async` pipeline; those of
-    /// tiles that lie inside the matrices are copied without bounds tests, which makes the
+    /// steps of tiles that lie inside the matrices load without bounds tests, which makes the
     /// launch `unsafe`.
     ///
     /// # Safety
@@ -103,12 +102,12 @@ ptx_kernel! {
         c: &mut [O],
         ws: Option<&mut [f32]>,
     ) {
-        // The `FFMA_STAGES` buffers of A and B, and over them (after the last K step) the
-        // epilogue's half tile: the dynamic shared memory of [`shared_bytes`].
-        let a_s: Shared<[f32; FFMA_STAGES * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
-        let b_s: Shared<[f32; FFMA_STAGES * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(FFMA_STAGES * (BK * BM + BK / 4 * SKEW) * 4);
+        // The two buffers of A and B, and over them (after the last K step) the epilogue's
+        // half tile: the dynamic shared memory of [`shared_bytes`].
+        let a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
+        let b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(2 * (BK * BM + BK / 4 * SKEW) * 4);
         let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
-        ffma_tiles::<T, DENSE, BM, BN, TN, BT, FFMA_STAGES>(p, a, b, bias, res, c, ws, a_s, b_s, t_s);
+        ffma_tiles::<T, DENSE, BM, BN, TN, BT>(p, a, b, bias, res, c, ws, a_s, b_s, t_s);
     }
 
     /// `y = act(alpha · x · Wᵀ + beta · y + bias[col]) + residual` with the weights `W`
@@ -137,10 +136,10 @@ ptx_kernel! {
         c: &mut [f32],
         ws: Option<&mut [f32]>,
     ) {
-        let a_s: Shared<[f32; STAGED_BUFFERS * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
-        let b_s: Shared<[f32; STAGED_BUFFERS * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(STAGED_BUFFERS * (BK * BM + BK / 4 * SKEW) * 4);
+        let a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]> = dyn_shared(0);
+        let b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]> = dyn_shared(2 * (BK * BM + BK / 4 * SKEW) * 4);
         let t_s: Shared<[f32; BM / 2 * BN]> = dyn_shared(0);
-        ffma_tiles::<u8, FMT, BM, BN, TN, true, STAGED_BUFFERS>(p, a, w, bias, res, c, ws, a_s, b_s, t_s);
+        ffma_tiles::<u8, FMT, BM, BN, TN, true>(p, a, w, bias, res, c, ws, a_s, b_s, t_s);
     }
 
     /// The second pass of a split-K GEMM: `C = epilogue(Σ_s ws[s])`, 4 consecutive columns of
@@ -727,22 +726,14 @@ ptx_kernel! {
     /// them have this many entries, the ones a variant does not use fold away.
     const CHUNKS: u32 = 8;
 
-    /// The stages of [`gemm_f32`]'s `cp.async` pipeline: while one K step is multiplied, the
-    /// copies of the next `FFMA_STAGES - 1` are in flight.
-    pub const FFMA_STAGES: u32 = 3;
-    /// The buffers of each operand of [`gemm_f32_q`], whose weights are dequantized through
-    /// registers: one K step is stored while the other is multiplied.
-    pub const STAGED_BUFFERS: u32 = 2;
-
     /// B as it is: the `FMT` of [`gemm_f32`]'s B (f32 elements), beside the weight formats of
     /// `gemm_f32_q` (`dq::FMT_*`).
     const DENSE: u32 = 255;
 
     /// The FFMA tiles of [`gemm_f32`] (B f32, `FMT` `DENSE`) and [`gemm_f32_q`] (B `[N, K]`
-    /// weights of format `FMT`, bytes), in `NB` buffers of each operand: the K steps of the
-    /// block's slice (`ffma_cp_loop` for f32 B, `ffma_staged_loop` for weights), then the
-    /// epilogue.
-    fn ffma_tiles<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
+    /// weights of format `FMT`, bytes): the K steps of the block's slice, each loaded into
+    /// registers while the last one is multiplied, then the epilogue.
+    fn ffma_tiles<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
         p: GemmParams,
         a: &[f32],
         b: &[W],
@@ -750,8 +741,8 @@ ptx_kernel! {
         res: Option<&[f32]>,
         c: &mut [f32],
         ws: Option<&mut [f32]>,
-        a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
-        b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
+        a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]>,
+        b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         t_s: Shared<[f32; BM / 2 * BN]>,
     ) {
         let zs = block_idx_z();
@@ -763,6 +754,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
+        let mut acc = [[0.0f32; TN]; 8];
         // This thread's first chunk of each operand at k = 0 (`load_rows`): of A and B `[N,
         // K]`, row `tid / 4` of the tile and 4 elements at `4 (tid % 4)` of a K step; of B
         // `[K, N]`, row `tid / (BN / 4)` of a K step and 4 columns at `4 (tid % (BN / 4))`.
@@ -774,229 +766,20 @@ ptx_kernel! {
             b_e = b_off + (tid / (BN / 4)) as u64 * p.ldb as u64 + (n0 + tid % (BN / 4) * 4) as u64;
         }
 
-        let mut acc = [[0.0f32; TN]; 8];
-        if FMT == DENSE {
-            acc = ffma_cp_loop::<BM, BN, TN, BT, NB>(p, a, b, a_s, b_s, a_e, b_e, m0, n0, kbeg, kend, tid);
-        } else {
-            acc = ffma_staged_loop::<FMT, BM, BN, TN, NB>(p, a, b, a_s, b_s, a_e, m0, n0, kbeg, kend, tid);
-        }
-        epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
-    }
-
-    /// The K steps of `kbeg .. kend` for f32 B (`gemm_f32`) through the `NB`-deep `cp.async`
-    /// pipeline: each step's copies are issued `NB - 1` steps ahead of its products, straight
-    /// into the k-major tiles (`cp_k_major`, `cp_n_major`), so that no registers stage them
-    /// and no stores follow them; one barrier per step.
-    fn ffma_cp_loop<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
-        p: GemmParams,
-        a: &[f32],
-        b: &[f32],
-        a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
-        b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        a_e: u64,
-        b_e: u64,
-        m0: u32,
-        n0: u32,
-        kbeg: u32,
-        kend: u32,
-        tid: u32,
-    ) -> [[f32; TN]; 8] {
-        let mut acc = [[0.0f32; TN]; 8];
-        let mut span = 0u32;
-        if kend > kbeg {
-            span = kend - kbeg;
-        }
-        let steps = (span + (BK - 1)) / BK;
-        // The first `NB - 1` steps in flight, one commit group each (empty past the end).
-        #[unroll]
-        for s in 0..NB - 1 {
-            if s < steps {
-                ffma_copy::<BM, BN, TN, BT, NB>(a_s, b_s, s, a, b, p, a_e, b_e, m0, n0, kbeg + s * BK, kend, tid);
-            }
-            cp_async_commit();
-        }
-        let mut kt = 0u32;
-        let mut stage = 0u32;
-        while kt < steps {
-            // Step `kt` has landed (at most `NB - 2` younger groups pending), and every
-            // thread is done with the buffer that the next copies overwrite (step `kt - 1`'s).
-            cp_async_wait(NB - 2);
-            sync_threads();
-            let next = kt + NB - 1;
-            if next < steps {
-                let ns = if stage == 0 { NB - 1 } else { stage - 1 };
-                ffma_copy::<BM, BN, TN, BT, NB>(a_s, b_s, ns, a, b, p, a_e, b_e, m0, n0, kbeg + next * BK, kend, tid);
-            }
-            cp_async_commit();
-            acc = mma_f32::<BM, BN, TN, BT, NB>(acc, a_s, b_s, stage, tid);
-            stage = if stage == NB - 1 { 0 } else { stage + 1 };
-            kt += 1;
-        }
-        // Every group landed (the last ones empty) and every thread done with the buffers
-        // before the epilogue's tile reuses them.
-        cp_async_wait_all();
-        sync_threads();
-        acc
-    }
-
-    /// Issues the copies of the K step at `k0` into buffer `buf`: without edge tests where
-    /// the block's tile lies inside M × N and the step inside the slice (a uniform choice).
-    fn ffma_copy<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
-        a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
-        b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        buf: u32,
-        a: &[f32],
-        b: &[f32],
-        p: GemmParams,
-        a_e: u64,
-        b_e: u64,
-        m0: u32,
-        n0: u32,
-        k0: u32,
-        kend: u32,
-        tid: u32,
-    ) {
-        let ab = buf * (BK * BM + BK / 4 * SKEW);
-        let bb = buf * (BK * BN + BK / 4 * SKEW);
-        let kq = k0 + tid % 4 * 4;
-        if (m0 + BM <= p.m) & (n0 + BN <= p.n) & (k0 + BK <= kend) {
-            cp_k_major::<BM, BN, TN, BM, NB, true>(a_s, ab, a, a_e + k0 as u64, m0 + tid / 4, p.m, kq, kend, p.lda, tid);
-            if BT {
-                cp_k_major::<BM, BN, TN, BN, NB, true>(b_s, bb, b, b_e + k0 as u64, n0 + tid / 4, p.n, kq, kend, p.ldb, tid);
-            } else {
-                cp_n_major::<BM, BN, TN, NB, true>(b_s, bb, b, b_e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b, tid);
-            }
-        } else {
-            cp_k_major::<BM, BN, TN, BM, NB, false>(a_s, ab, a, a_e + k0 as u64, m0 + tid / 4, p.m, kq, kend, p.lda, tid);
-            if BT {
-                cp_k_major::<BM, BN, TN, BN, NB, false>(b_s, bb, b, b_e + k0 as u64, n0 + tid / 4, p.n, kq, kend, p.ldb, tid);
-            } else {
-                cp_n_major::<BM, BN, TN, NB, false>(b_s, bb, b, b_e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b, tid);
-            }
-        }
-    }
-
-    /// Copies a thread's chunks of a `ROWS × BK` tile whose rows run along K (A, B `[N, K]`:
-    /// the chunks of `load_rows`, from element `e` at row `r`, elements `c .. c + 4`, and
-    /// `q · threads / 4` rows below) element by element to their places in the k-major tile
-    /// at `base`, as `store_k_major` lays them out: 4-byte copies, which transpose on their
-    /// way and need no alignment beyond the element's. Outside `rows × cols` the copy's
-    /// source size is 0, which zero-fills. `FAST`: the chunks lie inside the matrix.
-    fn cp_k_major<const BM: u32, const BN: u32, const TN: u32, const ROWS: u32, const NB: u32, const FAST: bool>(
-        t: Shared<[f32; NB * (BK * ROWS + BK / 4 * SKEW)]>,
-        base: u32,
-        x: &[f32],
-        e: u64,
-        r: u32,
-        rows: u32,
-        c: u32,
-        cols: u32,
-        ld: u32,
-        tid: u32,
-    ) {
-        let threads = (BM / 8) * (BN / TN);
-        // k = 4 (tid % 4) + l, whose group of 4 rows lies `(tid % 4) · SKEW` further.
-        let st = base + (tid % 4) * (4 * ROWS + SKEW) + tid / 4;
-        #[unroll]
-        for q in 0..ROWS * BK / (4 * (BM / 8) * (BN / TN)) {
-            let below = q * (threads / 4);
-            let eq = e + below as u64 * ld as u64;
-            #[unroll]
-            for l in 0..4 {
-                if FAST {
-                    // SAFETY: the launch's contract (see `gemm_f32`) and the caller's choice:
-                    // the chunk lies inside the matrix; the destination lies in the buffer
-                    // by the tile's constants (`store_k_major`'s test).
-                    unsafe {
-                        t.cp_async4_unchecked(st + below + l * ROWS, x, eq + l as u64);
-                    }
-                } else {
-                    let ok = (r + below < rows) & (c + l < cols);
-                    t.cp_async4_partial(st + below + l * ROWS, x, if ok { eq + l as u64 } else { 0u64 }, if ok { 4u32 } else { 0u32 });
-                }
-            }
-        }
-    }
-
-    /// Copies a thread's chunks of a `BK × BN` tile of B `[K, N]` (the chunks of
-    /// `load_rows`, from element `e` at row `r` of K, columns `c .. c + 4`, and `q · threads
-    /// / (BN / 4)` rows below) as they are (row `k` of the step at `k · BN`): 16-byte copies
-    /// where the rows are 16-byte aligned (`vec`), else 4-byte ones; outside `rows × cols`
-    /// zero-filled. `FAST`: the chunks lie inside the matrix.
-    fn cp_n_major<const BM: u32, const BN: u32, const TN: u32, const NB: u32, const FAST: bool>(
-        t: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        base: u32,
-        x: &[f32],
-        e: u64,
-        r: u32,
-        rows: u32,
-        c: u32,
-        cols: u32,
-        ld: u32,
-        vec: bool,
-        tid: u32,
-    ) {
-        let threads = (BM / 8) * (BN / TN);
-        let st = base + tid / (BN / 4) * BN + tid % (BN / 4) * 4;
-        #[unroll]
-        for q in 0..BN * BK / (4 * (BM / 8) * (BN / TN)) {
-            let below = q * (threads / (BN / 4));
-            let eq = e + below as u64 * ld as u64;
-            let s = st + below * BN;
-            if FAST {
-                // SAFETY: as in `cp_k_major`; 16-byte copies only where `vec` says that the
-                // rows and the slice are 16-byte aligned.
-                unsafe {
-                    if vec {
-                        t.cp_async16_unchecked(s, x, eq);
-                    } else {
-                        #[unroll]
-                        for l in 0..4 {
-                            t.cp_async4_unchecked(s + l, x, eq + l as u64);
-                        }
-                    }
-                }
-            } else {
-                #[unroll]
-                for l in 0..4 {
-                    let ok = (r + below < rows) & (c + l < cols);
-                    t.cp_async4_partial(s + l, x, if ok { eq + l as u64 } else { 0u64 }, if ok { 4u32 } else { 0u32 });
-                }
-            }
-        }
-    }
-
-    /// The K steps of `kbeg .. kend` for weights `[N, K]` of format `FMT` (`gemm_f32_q`):
-    /// each step loaded (and dequantized) into registers while the last one is multiplied,
-    /// then stored to the other of two buffers, k-major like A.
-    fn ffma_staged_loop<const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const NB: u32>(
-        p: GemmParams,
-        a: &[f32],
-        w: &[u8],
-        a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
-        b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
-        a_e: u64,
-        m0: u32,
-        n0: u32,
-        kbeg: u32,
-        kend: u32,
-        tid: u32,
-    ) -> [[f32; TN]; 8] {
-        let mut acc = [[0.0f32; TN]; 8];
-        // A block whose tile lies inside M × N with 16-byte rows of A loads whole K steps of A
-        // without edge tests (a uniform choice per step; the weights are read with checks).
-        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a;
+        // A block whose tile lies inside M × N with 16-byte rows loads whole K steps without
+        // edge tests (a uniform choice per step).
+        let inner = (m0 + BM <= p.m) & (n0 + BN <= p.n) & p.vec_a & p.vec_b;
         let mut ra = [[0.0f32; 4]; CHUNKS];
         let mut rb = [[0.0f32; 4]; CHUNKS];
         if inner & (kbeg + BK <= kend) {
             ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kbeg, kend, tid);
+            rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kbeg, kend, tid);
         } else {
             ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kbeg, kend, tid);
-            rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kbeg, kend, tid);
+            rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kbeg, kend, tid);
         }
-        store_k_major::<BM, BN, TN, BM, NB>(a_s, 0, ra, tid);
-        store_k_major::<BM, BN, TN, BN, NB>(b_s, 0, rb, tid);
+        store_k_major::<BM, BN, TN, BM>(a_s, 0, ra, tid);
+        store_b::<BM, BN, TN, BT>(b_s, 0, rb, tid);
         sync_threads();
         // `k0`: the K step in buffer `buf`; the next one loads while it is multiplied.
         let mut k0 = kbeg;
@@ -1007,22 +790,42 @@ ptx_kernel! {
             if more {
                 if inner & (kn + BK <= kend) {
                     ra = load_a::<BM, BN, TN, true>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kn, kend, tid);
+                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, true>(b, p, b_e, n0, kn, kend, tid);
                 } else {
                     ra = load_a::<BM, BN, TN, false>(a, p, a_e, m0, kn, kend, tid);
-                    rb = load_qb::<FMT, BM, BN, TN>(w, p, n0, kn, kend, tid);
+                    rb = load_b_any::<W, FMT, BM, BN, TN, BT, false>(b, p, b_e, n0, kn, kend, tid);
                 }
             }
-            acc = mma_f32::<BM, BN, TN, true, NB>(acc, a_s, b_s, buf, tid);
+            acc = mma_f32::<BM, BN, TN, BT>(acc, a_s, b_s, buf, tid);
             if more {
-                store_k_major::<BM, BN, TN, BM, NB>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
-                store_k_major::<BM, BN, TN, BN, NB>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
+                store_k_major::<BM, BN, TN, BM>(a_s, (buf ^ 1) * (BK * BM + BK / 4 * SKEW), ra, tid);
+                store_b::<BM, BN, TN, BT>(b_s, (buf ^ 1) * (BK * BN + BK / 4 * SKEW), rb, tid);
             }
             sync_threads();
             buf = buf ^ 1;
             k0 = kn;
         }
-        acc
+        epilogue::<BM, BN, TN>(acc, t_s, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// This thread's part of B's tile at `k0`: `load_b` for f32 B (`FMT` `DENSE`), `load_qb`
+    /// for weights of a format.
+    fn load_b_any<W, const FMT: u32, const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
+        b: &[W],
+        p: GemmParams,
+        e: u64,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [[f32; 4]; CHUNKS] {
+        let mut v = [[0.0f32; 4]; CHUNKS];
+        if FMT == DENSE {
+            v = load_b::<BM, BN, TN, BT, FAST>(b, p, e, n0, k0, kend, tid);
+        } else {
+            v = load_qb::<FMT, BM, BN, TN>(b, p, n0, k0, kend, tid);
+        }
+        v
     }
 
     /// This thread's part of the tile at `k0` of weights `[N, K]` in format `FMT` (rows
@@ -1061,6 +864,40 @@ ptx_kernel! {
         tid: u32,
     ) -> [[f32; 4]; CHUNKS] {
         load_rows::<BM, BN, TN, BM, BK, FAST>(a, e + k0 as u64, m0 + tid / 4, p.m, k0 + tid % 4 * 4, kend, p.lda, p.vec_a)
+    }
+
+    /// This thread's part of B's tile at `k0`, from `e` (`b_e` of `gemm_f32`): for `[N, K]`
+    /// as A's (rows along N), for `[K, N]` rows of the K step.
+    fn load_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const FAST: bool>(
+        b: &[f32],
+        p: GemmParams,
+        e: u64,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [[f32; 4]; CHUNKS] {
+        let mut v = [[0.0f32; 4]; CHUNKS];
+        if BT {
+            v = load_rows::<BM, BN, TN, BN, BK, FAST>(b, e + k0 as u64, n0 + tid / 4, p.n, k0 + tid % 4 * 4, kend, p.ldb, p.vec_b);
+        } else {
+            v = load_rows::<BM, BN, TN, BK, BN, FAST>(b, e + k0 as u64 * p.ldb as u64, k0 + tid / (BN / 4), kend, n0 + tid % (BN / 4) * 4, p.n, p.ldb, p.vec_b);
+        }
+        v
+    }
+
+    /// Stores B's part to the k-major tile.
+    fn store_b<const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
+        t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
+        base: u32,
+        v: [[f32; 4]; CHUNKS],
+        tid: u32,
+    ) {
+        if BT {
+            store_k_major::<BM, BN, TN, BN>(t, base, v, tid);
+        } else {
+            store_n_major::<BM, BN, TN>(t, base, v, tid);
+        }
     }
 
     /// A thread's chunks of a `ROWS × RUN` tile of a row-major matrix (`RUN` elements of
@@ -1102,8 +939,8 @@ ptx_kernel! {
     /// `kq + l`) to `(kq + l, r)` of the k-major tile at `base`. A thread's `kq` is the same
     /// for all its chunks (`threads` is a multiple of 4), and chunk `q` lies `q · threads /
     /// 4` rows below chunk 0: one offset, checked once.
-    fn store_k_major<const BM: u32, const BN: u32, const TN: u32, const ROWS: u32, const NB: u32>(
-        t: Shared<[f32; NB * (BK * ROWS + BK / 4 * SKEW)]>,
+    fn store_k_major<const BM: u32, const BN: u32, const TN: u32, const ROWS: u32>(
+        t: Shared<[f32; 2 * (BK * ROWS + BK / 4 * SKEW)]>,
         base: u32,
         v: [[f32; 4]; CHUNKS],
         tid: u32,
@@ -1123,14 +960,33 @@ ptx_kernel! {
         }
     }
 
+    /// Stores the chunks of `load_rows` as they are: row `i / (BN / 4)` of the tile,
+    /// columns `4·(i % (BN / 4)) .. +4`, chunk `q` `q · threads / (BN / 4)` rows below chunk 0.
+    fn store_n_major<const BM: u32, const BN: u32, const TN: u32>(
+        t: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
+        base: u32,
+        v: [[f32; 4]; CHUNKS],
+        tid: u32,
+    ) {
+        let threads = (BM / 8) * (BN / TN);
+        let chunks = BN * BK / (4 * threads);
+        let st = base + tid / (BN / 4) * BN + tid % (BN / 4) * 4;
+        if ((st as u64) + ((chunks - 1) * (threads / (BN / 4)) * BN + 4) as u64) <= (t.len() as u64) {
+            #[unroll]
+            for q in 0..chunks {
+                t.store4(st + q * (threads / (BN / 4)) * BN, v[q]);
+            }
+        }
+    }
+
     /// One K step on the shared tiles of buffer `buf`: `acc[i][j] += a[row i] · b[col j]`
     /// for each of the `BK` values of k, one fma each (exact products, f32 sums). A thread's
     /// 8 rows are two runs of 4, `BM / 2` apart, and its `TN` columns `TN / 4` runs, `BN /
     /// (TN / 4)` apart: each run one 16-byte read, a warp's reads of a run on 32 banks.
-    fn mma_f32<const BM: u32, const BN: u32, const TN: u32, const BT: bool, const NB: u32>(
+    fn mma_f32<const BM: u32, const BN: u32, const TN: u32, const BT: bool>(
         acc: [[f32; TN]; 8],
-        a_s: Shared<[f32; NB * (BK * BM + BK / 4 * SKEW)]>,
-        b_s: Shared<[f32; NB * (BK * BN + BK / 4 * SKEW)]>,
+        a_s: Shared<[f32; 2 * (BK * BM + BK / 4 * SKEW)]>,
+        b_s: Shared<[f32; 2 * (BK * BN + BK / 4 * SKEW)]>,
         buf: u32,
         tid: u32,
     ) -> [[f32; TN]; 8] {

@@ -8,9 +8,8 @@ use crate::act::ActElement;
 use crate::driver::{Swizzle, TensorMap};
 use crate::kernels::gemm::{
     act_code, gemm_f32, gemm_mma, gemm_splitk_reduce, gemm_tma, gemm_tma_x3, gemm_wgmma, gemv,
-    GemmParams, BK, FFMA_STAGES, GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW,
-    SMALL_WARP_TILE, STAGES, TC_ROW, TMA_EPI_LD, TMA_STAGES, TMA_X3_STAGES, WG_STAGES,
-    X3_MAX_WARPS,
+    GemmParams, BK, GEMV_COLUMNS, GEMV_UNROLL_16, GEMV_UNROLL_F32, SKEW, SMALL_WARP_TILE, STAGES,
+    TC_ROW, TMA_EPI_LD, TMA_STAGES, TMA_X3_STAGES, WG_STAGES, X3_MAX_WARPS,
 };
 use crate::DeviceBuffer;
 use crate::{error, Error};
@@ -708,19 +707,13 @@ pub fn gemv_splits(blocks: u64, per_wave: u64, k: usize, min_slice: usize, batch
     fill.min(long).min(MAX_SPLITS).min(cap).max(1) as u32
 }
 
-/// The dynamic shared memory of a tile's FFMA kernel `gemm_f32`: [`FFMA_STAGES`] K steps of
-/// A and B, which the epilogue's half tile (`BM / 2 × BN`) reuses.
+/// The dynamic shared memory of a tile's kernel: two K steps of A and B, which the
+/// epilogue's half tile (`BM / 2 × BN`) reuses.
 pub fn shared_bytes(tile: Tile) -> u32 {
-    ffma_shared_bytes(tile, FFMA_STAGES)
-}
-
-/// The dynamic shared memory of a tile of the FFMA kernels with `buffers` K steps of each
-/// operand's k-major tile (each group of 4 rows of K skewed): [`shared_bytes`] for
-/// `gemm_f32`, 2 buffers for the weight formats' `gemm_f32_q`.
-pub fn ffma_shared_bytes(tile: Tile, buffers: u32) -> u32 {
     let f = std::mem::size_of::<f32>() as u32;
+    // Two buffers of each operand's k-major tile, each group of 4 rows of K skewed.
     let tile_len = |rows: u32| BK * rows + BK / 4 * SKEW;
-    (buffers * (tile_len(tile.bm) + tile_len(tile.bn)) * f).max(tile.bm / 2 * tile.bn * f)
+    (2 * (tile_len(tile.bm) + tile_len(tile.bn)) * f).max(tile.bm / 2 * tile.bn * f)
 }
 
 /// The micro-tile width of an FFMA tile (one of [`F32_TILES`]; 0 for another).

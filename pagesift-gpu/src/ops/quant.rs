@@ -17,14 +17,13 @@
 //! [`QGEMV_MAX_TOKENS`] tokens, each chunk reading the weights again.
 
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
-use crate::kernels::gemm::{gemm_f32_q, GemmParams, STAGED_BUFFERS};
+use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
     qgemv, qgemv_tc, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0, QGEMV_MAX_TOKENS,
     QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_STAGES, QTC_TOKENS, QTC_WARPS,
 };
 use crate::ops::gemm::{
-    f32_micro_cols, ffma_plan, ffma_shared_bytes, params_at, slice_len, with_splits, Tile,
-    F32_TILES,
+    f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
 };
 use crate::quant::WeightFormat;
 use crate::{error, DeviceRead, DeviceWrite, Dtype, Error, LaunchConfig, Result, Stream};
@@ -572,7 +571,7 @@ unsafe fn prefill(
         (g.m as u32).div_ceil(tile.bm),
         splits,
     ];
-    let cfg = LaunchConfig::grid(grid).with_shared_mem(ffma_shared_bytes(tile, STAGED_BUFFERS));
+    let cfg = LaunchConfig::grid(grid).with_shared_mem(shared_bytes(tile));
     let launch = |bias: Option<&dyn DeviceRead<f32>>,
                   residual: Option<&dyn DeviceRead<f32>>,
                   y: &mut _,
