@@ -210,6 +210,10 @@ ptx_kernel! {
         let chunks = p.k / tc_chunk::<FMT, SB>();
         let wr = tc_rows::<MT>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
+        let chunk = tc_chunk::<FMT, SB>();
+        let pairs = chunk / 64;
+        // The x of the next block to multiply, loaded one block ahead (`tc_x_load`).
+        let mut xv = tc_x_load::<NT>(x, xz, tv, p, warp * chunk, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * QTC_WARPS;
@@ -229,7 +233,42 @@ ptx_kernel! {
             cp_async_commit();
             cp_async_wait(QTC_STAGES - 1);
             sync_warp();
-            acc = tc_chunk_mma::<FMT, MT, SB, NT>(st, so + i % QTC_STAGES * 16 * MT * SB, x, xz, tv, p, c, lane, acc);
+            // The chunk in pairs of blocks of 32 elements (a block of Q4_0 / Q8_0, two
+            // sub-blocks of Q4_K, 64 bytes of BF16); the lane's first row of the buffer.
+            let row = so + i % QTC_STAGES * 16 * MT * SB + lane / 4 * SB;
+            let mut jj = 0u32;
+            while jj < pairs {
+                let k = c * chunk + 64 * jj;
+                let x1 = tc_x_load::<NT>(x, xz, tv, p, k + 32, lane);
+                // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
+                // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
+                // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
+                // the pair (`4 + (2 jj) % 4 ..` of the head).
+                let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
+                let bt = if FMT == FMT_Q4K { row + 16 + 32 * jj + lane % 4 * 4 } else if FMT == FMT_BF16 { b + lane % 4 * 8 } else { b + lane % 4 * 4 };
+                let bq = row + 2 * (jj % 2);
+                // Every read of the pair lies at a constant offset from them, below these
+                // (each read's offset plus its bytes, in the last row tile's second row, `8 ·
+                // SB` below the first): Q4_0 / Q8_0 the second block's scale (2 bytes) and its
+                // codes (2 bytes in; Q8_0's second step 16 further); BF16 the second block's
+                // second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second step's codes,
+                // 16 + 4, and the odd sub-block's third scale byte, 12 + 1 + 1. Proven inside
+                // the buffer once per block.
+                let rb = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
+                let rt = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
+                let rq = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
+                if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
+                    acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
+                }
+                // The next pair's first block: of this chunk, or of the warp's next one (past
+                // K: zeros).
+                let kn = if jj + 1 < pairs { k + 64 } else { (c + QTC_WARPS) * chunk };
+                xv = tc_x_load::<NT>(x, xz, tv, p, kn, lane);
+                if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
+                    acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
+                }
+                jj += 1;
+            }
             sync_warp();
             c += QTC_WARPS;
             i += 1;
@@ -336,37 +375,37 @@ ptx_kernel! {
         ]
     }
 
-    /// The `mma` B fragments of token tile `n` for the 32 elements of K from `k`: per step
-    /// (elements `k .. k + 16`, then `k + 16 ..`) and part, the pairs `(x[k + 4 t], x[k + 4 t
-    /// + 2])` and `(x[k + 4 t + 1], x[k + 4 t + 3])` of the lane's token `8 n + lane / 4`
-    /// (`t = lane % 4`), the order in which the A fragments hold the weights. Tokens past
-    /// `tv` are 0.
-    fn tc_x_frags(x: &[f32], xz: u64, tv: u32, p: GemmParams, k: u32, n: u32, lane: u32) -> [[u32; 2]; 6] {
-        let tk = QTC_TOKENS * n + lane / 4;
-        let xrow = xz + tk as u64 * p.lda as u64;
-        // The lane's 4 elements of the first step; those of the second lie 16 further.
+    /// The lane's `x` of the 32 elements of K from `k` (`tc_x_frags` splits them), per token
+    /// tile `n` and step `s` (elements `k + 16 s ..`) at `2 n + s`: `x[k + 16 s + 4 t .. +
+    /// 4]` of token `8 n + lane / 4` (`t = lane % 4`); 0 for tokens past `tv` and elements
+    /// past `p.k`.
+    fn tc_x_load<const NT: u32>(x: &[f32], xz: u64, tv: u32, p: GemmParams, k: u32, lane: u32) -> [[f32; 4]; 2 * NT] {
+        let mut v = [[0.0f32; 4]; 2 * NT];
         let e = k + lane % 4 * 4;
-        let xb = xrow + e as u64;
-        let mut v = [[0.0f32; 4]; 2];
-        if (tk < tv) & p.vec_a & (e + 20 <= p.k) & (xb + 20 <= x.len()) & x.is_aligned(xb, 16) {
-            v = [x.load4_nc(xb), x.load4_nc(xb + 16)];
-        } else {
-            #[unroll]
-            for s in 0..2 {
-                v[s] = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
-            }
-        }
-        let mut f = [[0u32; 2]; 6];
         #[unroll]
-        for s in 0..2 {
-            let lo = tc_split(v[s][0], v[s][2]);
-            let hi = tc_split(v[s][1], v[s][3]);
-            #[unroll]
-            for part in 0..3 {
-                f[3 * s + part] = [lo[part], hi[part]];
+        for n in 0..NT {
+            let tk = QTC_TOKENS * n + lane / 4;
+            let xb = xz + tk as u64 * p.lda as u64 + e as u64;
+            if (tk < tv) & p.vec_a & (e + 20 <= p.k) & (xb + 20 <= x.len()) & x.is_aligned(xb, 16) {
+                v[2 * n] = x.load4_nc(xb);
+                v[2 * n + 1] = x.load4_nc(xb + 16);
+            } else {
+                #[unroll]
+                for s in 0..2 {
+                    v[2 * n + s] = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
+                }
             }
         }
-        f
+        v
+    }
+
+    /// The `mma` B fragments of one step from the lane's 4 elements `v` of it (`tc_x_load`):
+    /// per part (`tc_split`), the pairs `(v[0], v[2])` and `(v[1], v[3])`, the order in which
+    /// the A fragments hold the weights.
+    fn tc_x_frags(v: [f32; 4]) -> [[u32; 2]; 3] {
+        let lo = tc_split(v[0], v[2]);
+        let hi = tc_split(v[1], v[3]);
+        [[lo[0], hi[0]], [lo[1], hi[1]], [lo[2], hi[2]]]
     }
 
     /// Two bf16 weights from the nibbles at bits `shift .. shift + 4` and `shift + 16 ..` of
@@ -376,34 +415,8 @@ ptx_kernel! {
         b.mul_add(bf16x2::from_bits(BF16_ONES), bf16x2::from_bits(off)).to_bits()
     }
 
-    /// One chunk of `qgemv_tc` (chunk `c` of K, in the warp's shared buffer at byte `so`)
-    /// added to the lane's accumulators: a loop over pairs of blocks of 32 elements (a block
-    /// of Q4_0 / Q8_0, two sub-blocks of Q4_K, 64 bytes of BF16), the pair's code unrolled.
-    fn tc_chunk_mma<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
-        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
-        so: u32,
-        x: &[f32],
-        xz: u64,
-        tv: u32,
-        p: GemmParams,
-        c: u32,
-        lane: u32,
-        acc_in: [[f32; 4]; MT * NT],
-    ) -> [[f32; 4]; MT * NT] {
-        let mut acc = acc_in;
-        let pairs = tc_chunk::<FMT, SB>() / 64;
-        // The lane's first row of the buffer (`g`).
-        let row = so + lane / 4 * SB;
-        let mut jj = 0u32;
-        while jj < pairs {
-            acc = tc_pair::<FMT, MT, SB, NT>(st, row, x, xz, tv, p, c * tc_chunk::<FMT, SB>() + 64 * jj, jj, lane, acc);
-            jj += 1;
-        }
-        acc
-    }
-
-    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (`tc_pair`) in a row's
-    /// chunk (Q4_K: the codes of two sub-blocks, after the super-block's 16 bytes of scales).
+    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (Q4_0, Q8_0, BF16; Q4_K's
+    /// codes of a pair take 32 bytes after its 16 bytes of scales).
     fn tc_pair_bytes<const FMT: u32>() -> u32 {
         if FMT == FMT_Q4_0 {
             2 * dq::Q4_0_BYTES
@@ -416,63 +429,15 @@ ptx_kernel! {
         }
     }
 
-    /// Pair `jj` of the chunk (elements `k .. k + 64`) added to the lane's accumulators. The
-    /// reads of the pair's rows lie at constant offsets from three bases, one test proving
-    /// them all inside the buffer: `b` (the pair's bytes of the lane's row `g`), `bt` (`b` plus
-    /// the lane's bytes of a plane, `4 t`, BF16 `8 t`; Q4_K's codes after its 16 bytes of
-    /// scales) and, for
-    /// Q4_K, `bq` (the row's super-block head, its scales of the pair's 4-aligned group).
-    fn tc_pair<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
-        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
-        row: u32,
-        x: &[f32],
-        xz: u64,
-        tv: u32,
-        p: GemmParams,
-        k: u32,
-        jj: u32,
-        lane: u32,
-        acc_in: [[f32; 4]; MT * NT],
-    ) -> [[f32; 4]; MT * NT] {
-        let mut acc = acc_in;
-        let pb = tc_pair_bytes::<FMT>();
-        // The lane's bytes of a plane: 4 codes of Q4_0 / Q8_0 / Q4_K, 4 BF16 weights.
-        let lb = if FMT == FMT_BF16 { lane % 4 * 8 } else { lane % 4 * 4 };
-        // Q4_K: the pair is sub-blocks `2 jj, 2 jj + 1`, nibbles of bytes `16 + 32 jj ..`,
-        // their scales at bytes `4 + (2 jj) % 4 ..` of the head.
-        let b = if FMT == FMT_Q4K { row } else { row + pb * jj };
-        let bt = if FMT == FMT_Q4K { row + 16 + 32 * jj + lb } else { b + lb };
-        let bq = row + 2 * (jj % 2);
-        // What the reads of a row reach past each base (each read's offset plus its bytes):
-        // Q4_0 / Q8_0 the second block's scale (2 bytes) and its codes (2 bytes in; Q8_0's
-        // second step 16 further); BF16 the second block's second step, 64 + 32 + 8; Q4_K `d`
-        // and `dmin`, 4, the second step's codes, 16 + 4, and the odd sub-block's third scale
-        // byte, 12 + 1 + 1. In the last row tile's second row (`8 · SB` below the first),
-        // proven inside the buffer once for the pair.
-        let rows = (16 * (MT - 1) + 8) * SB;
-        let reach_b = rows + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
-        let reach_t = rows + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
-        let reach_q = rows + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
-        if ((b as u64) + reach_b as u64 <= st.len() as u64) & ((bt as u64) + reach_t as u64 <= st.len() as u64) & ((bq as u64) + reach_q as u64 <= st.len() as u64) {
-            acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, x, xz, tv, p, k, 2 * jj, lane, acc);
-            acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x, xz, tv, p, k + 32, 2 * jj + 1, lane, acc);
-        }
-        acc
-    }
-
     /// The 32 elements of K from `k` (block `j` of the chunk, `U` = `j % 2`) added to the
-    /// lane's accumulators, read at constant offsets from the bases of `tc_pair` (under its
-    /// test).
+    /// lane's accumulators, read at constant offsets from the bases of the kernel's pair loop
+    /// (under its test), with the lane's `x` of it (`tc_x_load`).
     fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const U: u32>(
         st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
         b: u32,
         bt: u32,
         bq: u32,
-        x: &[f32],
-        xz: u64,
-        tv: u32,
-        p: GemmParams,
-        k: u32,
+        xv: [[f32; 4]; 2 * NT],
         j: u32,
         lane: u32,
         acc_in: [[f32; 4]; MT * NT],
@@ -482,10 +447,13 @@ ptx_kernel! {
         let mut xf = [[0u32; 2]; 6 * NT];
         #[unroll]
         for n in 0..NT {
-            let f = tc_x_frags(x, xz, tv, p, k, n, lane);
             #[unroll]
-            for i in 0..6 {
-                xf[6 * n + i] = f[i];
+            for s in 0..2 {
+                let f = tc_x_frags(xv[2 * n + s]);
+                #[unroll]
+                for part in 0..3 {
+                    xf[6 * n + 3 * s + part] = f[part];
+                }
             }
         }
         // Q4_K: each token's `Σ x` over the sub-block (every row of the product of ones).
