@@ -608,6 +608,8 @@ fn tma_copies_complete_on_mbarriers_from_proven_ranges() {
         "{ptx}"
     );
     assert!(ptx.contains(".shared .align 1024"), "{ptx}");
+    // The `mbarrier` words need no tile's 1024-byte alignment.
+    assert!(ptx.contains(".shared .align 16 .b8 smem_full_"), "{ptx}");
     for needle in [
         "cvta.param.u64",
         "mbarrier.init.shared::cta.b64",

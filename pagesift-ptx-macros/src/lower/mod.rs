@@ -15,7 +15,7 @@ mod widen;
 use crate::check::{TBlock, TExpr, TKind, TStmt, VarId, Variant};
 use crate::ctxt::Ctxt;
 use crate::ctxt::Sp as Span;
-use crate::ptx::{self, Function, Item, Op, Operand, ParamDecl, Reg, Space};
+use crate::ptx::{self, Function, Item, Op, Operand, ParamDecl, Reg, SharedArray, Space};
 use crate::types::{ConstVal, RegClass, Scalar, Ty};
 use std::collections::HashMap;
 
@@ -284,7 +284,11 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
     let mut shared = Vec::new();
     for (k, (id, elem, n)) in v.shared.iter().enumerate() {
         let sym = format!("smem_{}_{id}", v.vars[*id].name);
-        shared.push((sym.clone(), (elem.bytes() * n).div_ceil(16) * 16));
+        shared.push(SharedArray {
+            name: sym.clone(),
+            bytes: (elem.bytes() * n).div_ceil(16) * 16,
+            words: matches!(elem, Scalar::U64 | Scalar::I64),
+        });
         let store = Store::Shared {
             sym,
             elem: *elem,

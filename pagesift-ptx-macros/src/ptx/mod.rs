@@ -286,6 +286,17 @@ pub struct ParamDecl {
     pub blob: Option<(u32, u32)>,
 }
 
+/// A static shared array of a kernel: its symbol, its bytes (a multiple of 16) and whether
+/// its elements are 8-byte words (`u64` / `i64`: `mbarrier` objects and the like, which no
+/// `wgmma` or TMA tile is made of, so that they align on 16 bytes where the kernel's tiles
+/// align on 1024).
+#[derive(Clone, Debug)]
+pub struct SharedArray {
+    pub name: String,
+    pub bytes: u32,
+    pub words: bool,
+}
+
 /// One kernel entry, ready to print.
 #[derive(Clone, Debug)]
 pub struct Function {
@@ -296,8 +307,8 @@ pub struct Function {
     pub min_blocks: u32,
     pub max_regs: Option<u32>,
     pub params: Vec<ParamDecl>,
-    /// Static shared arrays: (symbol, bytes).
-    pub shared: Vec<(String, u32)>,
+    /// Static shared arrays.
+    pub shared: Vec<SharedArray>,
     /// The dynamic shared array's symbol.
     pub dyn_shared: Option<String>,
     pub body: Vec<Item>,
@@ -469,7 +480,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
 fn body_text(
     s: &mut String,
     reg_counts: &[(RegClass, u32)],
-    shared: &[(String, u32)],
+    shared: &[SharedArray],
     align: u32,
     body: &[Item],
 ) -> Result<(), String> {
@@ -479,8 +490,9 @@ fn body_text(
             let _ = writeln!(s, "\t.reg .{ty} {prefix}<{}>;", n + 1);
         }
     }
-    for (name, bytes) in shared {
-        let _ = writeln!(s, "\t.shared .align {align} .b8 {name}[{bytes}];");
+    for a in shared {
+        let align = if a.words { 16 } else { align };
+        let _ = writeln!(s, "\t.shared .align {align} .b8 {}[{}];", a.name, a.bytes);
     }
     s.push('\n');
     for item in body {
