@@ -1096,16 +1096,15 @@ fn pick_tile<T: ActElement, O: ActElement>(
         let resident = f64::from(gpu.blocks_per_sm(v, shared)?.max(1));
         let per_wave = sms * resident;
         let slots = if mma { 1.0 } else { resident };
-        // A tile larger than 128 × 128 only where its blocks fill the device unsplit: split
-        // along K, its fewer and longer slices pay more for the workspace pass than the
-        // tile's reuse gains (on an H200, 256 × 128 in 10 slices ran 512 × 4096 × 4096 bf16
-        // at a third of the speed of 128 × 128 in 2).
-        if t.bm * t.bn > 128 * 128 && blocks < per_wave {
-            continue;
-        }
+        // A tile larger than 128 × 128 is never split along K: its fewer and longer slices
+        // pay more for the workspace pass than the tile's reuse gains (on an H200, 256 × 128
+        // in 10 slices ran 512 × 4096 × 4096 bf16 at a third of the speed of 128 × 128 in
+        // 2). Unsplit it competes on its waves (on an H100, 2048³ bf16 in 128 blocks of
+        // 128 × 256 ran at 0.67x cuBLAS, in 256 of 128 × 128 at 0.61x).
+        let large = t.bm * t.bn > 128 * 128;
         // Splitting K pays only where the blocks do not fill one wave of the device (its
         // workspace pass costs M·N·splits reads more than the GEMM writes).
-        let max_split = if blocks >= per_wave {
+        let max_split = if blocks >= per_wave || large {
             1
         } else {
             (g.k / 256).clamp(1, MAX_SPLITS) as u32
