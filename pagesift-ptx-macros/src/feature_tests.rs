@@ -694,3 +694,63 @@ fn tma_copies_need_proofs_maps_of_their_type_and_sm_90() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn stmatrix_stores_a_warps_fragments_and_skips_the_warp_out_of_bounds() {
+    let out = ptx_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 32)]
+        pub fn k(x: &[u32], y: &mut [u16]) {
+            let t: Shared<[u16; 16 * 64]>;
+            let lane = lane_id();
+            let v = [x[lane], x[lane + 32], x[lane + 64], x[lane + 96]];
+            // A constant row, inside the array and aligned: no check.
+            t.stmatrix_x4(64, v);
+            // Unproven: a lane out of bounds makes the warp skip it.
+            t.stmatrix_x2_trans(x[0] * 8, [v[0], v[1]]);
+            sync_warp();
+            y[lane] = t[lane];
+        }
+    });
+    let ptx = &out[0].1;
+    for needle in [
+        "stmatrix.sync.aligned.m8n8.x4.shared.b16",
+        "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+        "vote.sync.any.pred",
+    ] {
+        assert!(ptx.contains(needle), "{needle}: {ptx}");
+    }
+    // One vote: the proven store has none.
+    assert_eq!(ptx.matches("vote.sync.any.pred").count(), 1, "{ptx}");
+    let errs = errors_of(quote! {
+        #[target(sm_80)]
+        #[launch(block = 32)]
+        pub fn k(x: &[u32]) {
+            let t: Shared<[u16; 1024]>;
+            t.stmatrix_x1(0, [x[0]]);
+        }
+    });
+    assert!(errs.iter().any(|e| e.contains("sm_90")), "{errs:?}");
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 32)]
+        pub fn k(x: &[u32]) {
+            let t: Shared<[u8; 1024]>;
+            t.stmatrix_x1(0, [x[0]]);
+            let f: Shared<[f32; 1024]>;
+            f.stmatrix_x2_trans(0, [x[0], x[1]]);
+            t.stmatrix_x4(0, [x[0], x[1]]);
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("stores 16-bit elements") && e.contains("`u8`")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("stores 16-bit elements") && e.contains("`f32`")),
+        "{errs:?}"
+    );
+    assert!(errs.iter().any(|e| e.contains("[u32; 4]")), "{errs:?}");
+}

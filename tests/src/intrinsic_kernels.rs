@@ -313,6 +313,41 @@ ptx_kernel! {
         }
     }
 
+    /// Four 8 × 8 matrices of 16-bit elements through `stmatrix` and back through `ldmatrix`
+    /// (sm_90), plain when `TRANS` is 0, transposed when 1: lane `l` gives the registers
+    /// `x[32 i + l]` of matrix `i` and the address of row `l % 8` of matrix `l / 8` (64
+    /// elements a matrix, 8 a row); `t` is the four matrices as stored, `back` what each
+    /// lane loads back (`back[32 i + l]`).
+    #[target(sm_90)]
+    #[launch(block = 32)]
+    #[variants(TRANS in [0, 1])]
+    pub fn matrix_round_trip<const TRANS: u32>(x: &[u32], t: &mut [u16], back: &mut [u32]) {
+        let m: Shared<[u16; 4 * 64]>;
+        let lane = lane_id();
+        let v = [x[lane], x[32 + lane], x[64 + lane], x[96 + lane]];
+        let row = lane / 8 * 64 + lane % 8 * 8;
+        if TRANS == 0 {
+            m.stmatrix_x4(row, v);
+        } else {
+            m.stmatrix_x4_trans(row, v);
+        }
+        sync_warp();
+        #[unroll]
+        for k in 0..8 {
+            t[k * 32 + lane] = m[k * 32 + lane];
+        }
+        let mut w = [0u32; 4];
+        if TRANS == 0 {
+            w = m.ldmatrix_x4(row);
+        } else {
+            w = m.ldmatrix_x4_trans(row);
+        }
+        #[unroll]
+        for i in 0..4 {
+            back[32 * i + lane] = w[i];
+        }
+    }
+
     /// [`half_atomics`] in bf16 (sm_90).
     #[target(sm_90)]
     #[launch(block = 128)]
@@ -457,7 +492,7 @@ pub fn dp4a_reference(a: u32, a_signed: bool, b: u32, b_signed: bool, c: u32) ->
 
 /// Every variant of the kernels of this module.
 pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
-    let families: [&'static [pagesift_gpu::KernelVariant]; 17] = [
+    let families: [&'static [pagesift_gpu::KernelVariant]; 18] = [
         scan_lookback::VARIANTS,
         q4_dot::VARIANTS,
         byte_ops::VARIANTS,
@@ -465,6 +500,7 @@ pub fn all_variants() -> Vec<&'static pagesift_gpu::KernelVariant> {
         half_atomics::VARIANTS,
         half_atomics_bf16::VARIANTS,
         elect_leaders::VARIANTS,
+        matrix_round_trip::VARIANTS,
         pack_f32s::VARIANTS,
         pack_f32s_sm70::VARIANTS,
         ordered_probe::VARIANTS,

@@ -566,6 +566,61 @@ fn elect_one_elects_the_lowest_lane_of_each_warp() {
     assert_eq!(leader.to_host().expect("leader"), vec![0; warps]);
 }
 
+/// `stmatrix` lays each lane's registers out as `ldmatrix` loads them: lane `4 g + t` holds
+/// row `g`, columns `2 t` and `2 t + 1` of each matrix (transposed: rows `2 t` and `2 t + 1`
+/// of column `g`), and `ldmatrix` gives every lane its registers back.
+#[test]
+fn stmatrix_stores_the_fragments_that_ldmatrix_loads() {
+    let test = "stmatrix_stores_the_fragments_that_ldmatrix_loads";
+    let Some(gpu) = gpu_or_skip(test) else {
+        return;
+    };
+    let Some(gpu) = sm90(&gpu, test) else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let mut r = rng(0x5717);
+    let x: Vec<u32> = (0..128).map(|_| r.gen()).collect();
+    let dx = upload(&gpu, &x);
+    for trans in [0u32, 1] {
+        let mut t = upload(&gpu, &vec![0xdeadu16; 256]);
+        let mut back = upload(&gpu, &vec![0xdead_beefu32; 128]);
+        ik::matrix_round_trip::launch(
+            &stream,
+            LaunchConfig::grid_1d(1),
+            trans,
+            &dx,
+            &mut t,
+            &mut back,
+        )
+        .expect("launch");
+        let t = t.to_host().expect("t");
+        // Element (row, col) of matrix i, from the lane that holds it.
+        for i in 0..4 {
+            for row in 0..8 {
+                for col in 0..8 {
+                    let (lane, half) = if trans == 0 {
+                        (4 * row + col / 2, col % 2)
+                    } else {
+                        (4 * col + row / 2, row % 2)
+                    };
+                    let want = (x[32 * i + lane] >> (16 * half)) as u16;
+                    assert_eq!(
+                        t[64 * i + 8 * row + col],
+                        want,
+                        "trans {trans}: matrix {i} ({row}, {col}) from lane {lane}"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            back.to_host().expect("back"),
+            x,
+            "trans {trans}: ldmatrix of what stmatrix stored"
+        );
+    }
+}
+
 /// f32 inputs for the packed conversions: ordinary values, values near the halves' limits,
 /// subnormals, infinities and NaN.
 fn pack_inputs(n: usize, seed: u64) -> Vec<f32> {

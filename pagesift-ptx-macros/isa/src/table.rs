@@ -516,6 +516,15 @@ pub(crate) static FORMS: &[Form] = &[
     )
     .min(75, (6, 5))
     .emitted(),
+    // The store counterpart of `ldmatrix`: lanes `8 i .. 8 i + 8` give the row addresses of
+    // matrix `i`, every lane two 16-bit elements of each matrix (sm_90).
+    row(
+        Tensor,
+        "stmatrix.sync.aligned.m8n8.{x1|x2|x4}[.trans].shared.b16",
+        &[addr(), src_vec(X, B32)],
+    )
+    .min(90, (7, 8))
+    .emitted(),
     row(
         Tensor,
         "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32",

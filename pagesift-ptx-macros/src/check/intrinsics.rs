@@ -115,6 +115,10 @@ pub enum MemOp {
     CpAsync { bytes: u32, partial: bool },
     /// `tile.ldmatrix_x4(i)`: `n` 8x8 matrices of 16-bit elements for `mma` (sm_75).
     Ldmatrix { n: u32, trans: bool },
+    /// `tile.stmatrix_x4(i, v)`: `n` 8x8 matrices of 16-bit elements from the warp's
+    /// registers (each lane's `v`, laid out as `ldmatrix` would load them) to the rows whose
+    /// addresses the lanes give (sm_90).
+    Stmatrix { n: u32, trans: bool },
     /// `x.prefetch_l2(i)`: the line holding element `i` of a global slice brought into L2
     /// (a hint: no result, no ordering).
     PrefetchL2,

@@ -86,13 +86,18 @@ impl Checker<'_> {
             (MemOp::TmaLoad, 7)
         } else if let Some(op) = MbarOp::ALL.iter().find(|o| o.method().0 == m) {
             (MemOp::Mbar(*op), 1 + op.method().1)
-        } else if let Some(rest) = m.strip_prefix("ldmatrix_x") {
+        } else if let Some((rest, store)) = m
+            .strip_prefix("ldmatrix_x")
+            .map(|r| (r, false))
+            .or_else(|| m.strip_prefix("stmatrix_x").map(|r| (r, true)))
+        {
             let (num, trans) = match rest.strip_suffix("_trans") {
                 Some(r) => (r, true),
                 None => (rest, false),
             };
-            match num.parse::<u32>() {
-                Ok(n @ (1 | 2 | 4)) => (MemOp::Ldmatrix { n, trans }, 1),
+            match (num.parse::<u32>(), store) {
+                (Ok(n @ (1 | 2 | 4)), false) => (MemOp::Ldmatrix { n, trans }, 1),
+                (Ok(n @ (1 | 2 | 4)), true) => (MemOp::Stmatrix { n, trans }, 2),
                 _ => return self.unknown_mem(m, span),
             }
         } else {
@@ -102,6 +107,7 @@ impl Checker<'_> {
             op,
             MemOp::CpAsync { .. }
                 | MemOp::Ldmatrix { .. }
+                | MemOp::Stmatrix { .. }
                 | MemOp::WgmmaDesc { .. }
                 | MemOp::TmaLoad
                 | MemOp::Mbar(_)
@@ -192,7 +198,9 @@ impl Checker<'_> {
                     Ty::Array(elem, n)
                 }
             }
-            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } => return err_expr(span),
+            MemOp::CpAsync { .. } | MemOp::Ldmatrix { .. } | MemOp::Stmatrix { .. } => {
+                return err_expr(span)
+            }
             MemOp::Atomic(k) => {
                 if !k.supports(elem) {
                     self.cx
@@ -386,6 +394,7 @@ impl Checker<'_> {
         let n_args = match op {
             MemOp::CpAsync { partial: true, .. } => 4,
             MemOp::CpAsync { .. } | MemOp::WgmmaDesc { .. } => 3,
+            MemOp::Stmatrix { .. } => 2,
             MemOp::TmaLoad => 7,
             MemOp::Mbar(o) => 1 + o.method().1,
             _ => 1,
@@ -553,6 +562,28 @@ impl Checker<'_> {
                 targs.push(self.check_index(&args[6]));
                 mem_expr(op, base, targs, Ty::Unit, span)
             }
+            MemOp::Stmatrix { n, trans } => {
+                self.needs_op(&Op::Stmatrix { n, trans }, m, span);
+                if !(elem.bytes() == 2 || (elem.bytes() == 4 && !trans)) {
+                    self.cx.error(
+                        span,
+                        format!("`{m}` stores 16-bit elements (or, not transposed, 32-bit ones), not `{elem}`"),
+                    );
+                }
+                let want = Ty::Array(Scalar::U32, n);
+                let v = self.check_expr(&args[1], Some(&want));
+                self.expect_ty(&v, &want, args[1].span);
+                TExpr {
+                    kind: TKind::Mem {
+                        op,
+                        base,
+                        args: vec![idx, v],
+                        checked: true,
+                    },
+                    ty: Ty::Unit,
+                    span,
+                }
+            }
             MemOp::Ldmatrix { n, trans } => {
                 self.needs_op(&Op::Ldmatrix { n, trans }, m, span);
                 // 32-bit elements load as pairs of 16-bit ones: the 8 × 4 (32-bit) matrices of
@@ -656,7 +687,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, wgmma_desc, tma_load; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
+            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, stmatrix_xN, stmatrix_xN_trans, wgmma_desc, tma_load; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
         );
         err_expr(span)
     }

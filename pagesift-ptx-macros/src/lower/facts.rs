@@ -45,6 +45,7 @@ impl Lower<'_> {
             | Op::Bra
             | Op::Ret
             | Op::CpAsync { .. }
+            | Op::Stmatrix { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
             | Op::WgmmaFence

@@ -6,7 +6,7 @@ use crate::ctxt::Sp as Span;
 use crate::ptx::{self, BinKind, Op, Operand, UnKind};
 use crate::types::{ConstVal, RegClass, Scalar, Ty};
 
-const FULL_MASK: i128 = 0xffff_ffff;
+pub(super) const FULL_MASK: i128 = 0xffff_ffff;
 
 impl Lower<'_> {
     pub(super) fn intrinsic(&mut self, intr: Intr, args: &[TExpr], ty: &Ty, span: Span) -> Val {

@@ -1,6 +1,7 @@
 //! Memory: element addresses, loads and stores (scalar and vector), acquire loads and release
 //! stores, atomics.
 
+use super::bounds::Guard;
 use super::{addr, mem_scalar, Lower, Store, Val};
 use crate::check::{MbarOp, MemOp, TExpr, TKind, VarId};
 use crate::ctxt::Sp as Span;
@@ -466,7 +467,7 @@ impl Lower<'_> {
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => n,
             MemOp::CpAsync { bytes, .. } => bytes / elem.bytes().max(1),
             // A row of 16 bytes.
-            MemOp::Ldmatrix { .. } => 16 / elem.bytes().max(1),
+            MemOp::Ldmatrix { .. } | MemOp::Stmatrix { .. } => 16 / elem.bytes().max(1),
             MemOp::Read(t, count) => count * t.bytes() / elem.bytes().max(1),
             // Every row the descriptor covers, from the row of `i`.
             MemOp::WgmmaDesc { rows, .. } => rows * (128 / elem.bytes().max(1)),
@@ -479,9 +480,11 @@ impl Lower<'_> {
         };
         // Values are computed before the check (a skipped store still evaluates them).
         let vals: Vec<Val> = match op {
-            MemOp::Set | MemOp::StoreVec { .. } | MemOp::Atomic(_) | MemOp::StoreRelease => {
-                args[1..].iter().map(|x| self.expr(x)).collect()
-            }
+            MemOp::Set
+            | MemOp::StoreVec { .. }
+            | MemOp::Atomic(_)
+            | MemOp::StoreRelease
+            | MemOp::Stmatrix { .. } => args[1..].iter().map(|x| self.expr(x)).collect(),
             _ => Vec::new(),
         };
         let mut guards = Vec::new();
@@ -493,6 +496,7 @@ impl Lower<'_> {
                     | MemOp::StoreVec { .. }
                     | MemOp::CpAsync { .. }
                     | MemOp::Ldmatrix { .. }
+                    | MemOp::Stmatrix { .. }
                     | MemOp::Read(..)
             ) {
                 guards.extend(self.align_guard(&store, &a, scaled, &iv, n, span));
@@ -538,25 +542,7 @@ impl Lower<'_> {
                     // the lane reads the first row. (Combined behind the resume point, which
                     // the fault blocks return to; a test skipped after a failed one does not
                     // matter, the failed one decides.)
-                    let preds: Vec<Option<Reg>> = guards.iter().map(|g| g.pred).collect();
-                    let resume = std::mem::take(&mut guards);
-                    self.finish_guards(resume, &Val::Unit);
-                    let mut pred = preds[0];
-                    for q in &preds[1..] {
-                        let q = *q;
-                        pred = match (pred, q) {
-                            (Some(p), Some(q)) => {
-                                let o = self.op_to(
-                                    Op::Bin(BinKind::Or, Scalar::Bool),
-                                    Scalar::Bool,
-                                    vec![p.into(), q.into()],
-                                    span,
-                                );
-                                self.in_reg(&o, span)
-                            }
-                            _ => None,
-                        };
-                    }
+                    let pred = self.failed_lane(std::mem::take(&mut guards), span);
                     self.ldmatrix_clamp(&store, a, pred, span)
                 };
                 let regs: Vec<_> = (0..n).map(|_| self.reg(RegClass::B32)).collect();
@@ -596,6 +582,36 @@ impl Lower<'_> {
                     _ => {}
                 }
                 Val::Arr(regs.into_iter().map(|r| Val::Reg(r, Scalar::U32)).collect())
+            }
+            MemOp::Stmatrix { n, trans } => {
+                // A warp-wide instruction: where a lane's row is out of bounds or misaligned
+                // (the fault is recorded), the whole warp skips the store (`vote.any` of the
+                // failed checks, the same in every lane), so that nothing outside the array
+                // is written.
+                let regs: Vec<Operand> = match vals.first() {
+                    Some(Val::Arr(vs)) => vs.iter().map(|v| self.operand_reg(v, span)).collect(),
+                    _ => return Val::Unit,
+                };
+                let skip = self.label();
+                if !guards.is_empty() {
+                    match self.failed_lane(std::mem::take(&mut guards), span) {
+                        Some(bad) => {
+                            let any = self.op_to(
+                                Op::Vote(crate::check::VoteKind::Any),
+                                Scalar::Bool,
+                                vec![bad.into(), Operand::Int(super::intrinsics::FULL_MASK)],
+                                span,
+                            );
+                            if let Some(any) = self.in_reg(&any, span) {
+                                self.bra(skip, Some((any, false)));
+                            }
+                        }
+                        None => self.bra(skip, None),
+                    }
+                }
+                self.emit(Op::Stmatrix { n, trans }, vec![a, Operand::Vec(regs)], span);
+                self.body.push(crate::ptx::Item::Label(skip));
+                Val::Unit
             }
             MemOp::WgmmaDesc { .. } => {
                 let k = self.expr(&args[1]);
@@ -679,6 +695,30 @@ impl Lower<'_> {
             MemOp::Read(t, count) if count > 1 && t.bytes() < 4 => self.unpack_words(t, &out, span),
             _ => out,
         }
+    }
+
+    /// Finishes the checks `guards` of a warp-wide access (their fault blocks record the
+    /// failure and come back) and returns whether this lane's access failed one of them: a
+    /// predicate register, or `None` where a check always fails.
+    fn failed_lane(&mut self, guards: Vec<Guard>, span: Span) -> Option<Reg> {
+        let preds: Vec<Option<Reg>> = guards.iter().map(|g| g.pred).collect();
+        self.finish_guards(guards, &Val::Unit);
+        let mut pred = preds[0];
+        for q in &preds[1..] {
+            pred = match (pred, *q) {
+                (Some(p), Some(q)) => {
+                    let o = self.op_to(
+                        Op::Bin(BinKind::Or, Scalar::Bool),
+                        Scalar::Bool,
+                        vec![p.into(), q.into()],
+                        span,
+                    );
+                    self.in_reg(&o, span)
+                }
+                _ => None,
+            };
+        }
+        pred
     }
 
     /// The shared address `a`, or the array's first element where `out` (the failed check's

@@ -362,6 +362,7 @@ fn has_dest(op: &Op) -> bool {
             | Op::Bra
             | Op::Ret
             | Op::CpAsync { .. }
+            | Op::Stmatrix { .. }
             | Op::CpAsyncCommit
             | Op::CpAsyncWait
             | Op::WgmmaFence

@@ -215,6 +215,11 @@ pub enum Op {
         n: u32,
         trans: bool,
     },
+    /// `stmatrix.sync.aligned.m8n8.x{n}[.trans].shared.b16 [a], {r..}`.
+    Stmatrix {
+        n: u32,
+        trans: bool,
+    },
     /// `mma.sync.aligned.m16n8k{k}.row.col` with f32 (s32 for 8-bit) accumulators.
     Mma {
         ty: MmaType,

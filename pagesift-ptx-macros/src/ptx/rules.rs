@@ -267,6 +267,16 @@ fn lowering(op: &Op) -> Result<String, String> {
             )
         }
         Op::Ldmatrix { .. } => return no(),
+        Op::Stmatrix {
+            n: n @ (1 | 2 | 4),
+            trans,
+        } => {
+            format!(
+                "stmatrix.sync.aligned.m8n8.x{n}{}.shared.b16",
+                if *trans { ".trans" } else { "" }
+            )
+        }
+        Op::Stmatrix { .. } => return no(),
         Op::Mma { ty, k } => {
             if !MmaType::SHAPES
                 .iter()

@@ -439,6 +439,16 @@ pub(super) enum Op {
         off: i64,
         mask: Slot,
     },
+    /// `stmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16`: the store counterpart of
+    /// `ldmatrix`, `s` the lanes' source registers.
+    Stmatrix {
+        n: u8,
+        trans: bool,
+        s: [Slot; 4],
+        base: Slot,
+        off: i64,
+        mask: Slot,
+    },
     /// `cp.async.{ca,cg}.shared.global [dst], [src], size{, src_size}`: reads the source at
     /// once, writes the shared destination when a `CpAsyncWait` completes the copy (until then
     /// its bytes are pending and any access to them is an error).
@@ -584,6 +594,7 @@ impl Op {
             | Op::Redux { mask, .. }
             | Op::Mma { mask, .. }
             | Op::Ldmatrix { mask, .. }
+            | Op::Stmatrix { mask, .. }
             | Op::Wgmma { mask, .. }
             | Op::WgmmaFence { mask }
             | Op::WgmmaCommit { mask }

@@ -107,6 +107,34 @@ pub(super) fn decode(
                 mask: ctx.konst(0xffff_ffff),
             }
         }
+        "stmatrix" => {
+            if !(m.take("sync") && m.take("aligned") && m.take("m8n8") && m.take("b16")) {
+                return Err("only stmatrix.sync.aligned.m8n8.xN.shared.b16 is supported".into());
+            }
+            let n = match m.take_one(&["x1", "x2", "x4"]) {
+                Some("x1") => 1,
+                Some("x2") => 2,
+                Some(_) => 4,
+                None => return Err("stmatrix needs .x1, .x2 or .x4".into()),
+            };
+            let trans = m.take("trans");
+            if !(m.take("shared") || m.take("shared::cta")) {
+                return Err("stmatrix writes shared memory only".into());
+            }
+            let (base, off, _) = ctx.addr(&ops[0])?;
+            let (s, ns) = ctx.vec_src(&ops[1], Ty::B32)?;
+            if ns != n {
+                return Err("stmatrix source count must match .xN".into());
+            }
+            Op::Stmatrix {
+                n,
+                trans,
+                s,
+                base,
+                off,
+                mask: ctx.konst(0xffff_ffff),
+            }
+        }
         "mbarrier" => tma::decode_mbarrier(ctx, m, ops)?,
         "prefetch" => tma::decode_prefetch(ctx, m, ops)?,
         "cp" => {

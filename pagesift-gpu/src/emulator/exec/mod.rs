@@ -452,7 +452,11 @@ impl Runner {
                     | Op::WgmmaWait { .. }
                     | Op::SetMaxNReg { .. }
             );
-            if (wgmma || matches!(code[pc].op, Op::Mma { .. } | Op::Ldmatrix { .. }))
+            if (wgmma
+                || matches!(
+                    code[pc].op,
+                    Op::Mma { .. } | Op::Ldmatrix { .. } | Op::Stmatrix { .. }
+                ))
                 && exist != u32::MAX
             {
                 return Err(Fail {
@@ -572,6 +576,66 @@ impl Runner {
         Ok(())
     }
 
+    /// `stmatrix`: lanes 8i..8i+7 give the row addresses of matrix i; every lane gives two
+    /// 16-bit elements of each matrix, where `ldmatrix` would have loaded them. A row's bytes
+    /// count as written by the lane that gave its address.
+    fn stmatrix(&mut self, l: &Launch<'_>, lo: usize, pc: usize) -> Result<(), Fail> {
+        let Op::Stmatrix {
+            n,
+            trans,
+            s,
+            base,
+            off,
+            ..
+        } = l.kernel.code[pc].op
+        else {
+            return Ok(());
+        };
+        let ns = l.kernel.nslots;
+        let mut rows = [0u64; 32];
+        for (lane, row) in rows.iter_mut().enumerate().take(8 * n as usize) {
+            *row = self.regs[(lo + lane) * ns + base as usize].wrapping_add(off as u64);
+            if *row % 16 != 0 {
+                return Err(Fail {
+                    msg: format!(
+                        "misaligned stmatrix row: lane {lane} gives shared address {:#x}, not a multiple of 16 bytes",
+                        *row
+                    ),
+                    t: lo + lane,
+                    pc,
+                });
+            }
+        }
+        for lane in 0..32usize {
+            let (g, t) = (lane >> 2, lane & 3);
+            for (i, &src) in s.iter().enumerate().take(n as usize) {
+                let v = self.regs[(lo + lane) * ns + src as usize];
+                let fail = |msg, t| Fail { msg, t, pc };
+                if trans {
+                    // Element j of the lane's pair goes to row `2 t + j`, column `g`.
+                    for j in 0..2 {
+                        let dst = lo + i * 8 + t * 2 + j;
+                        let addr = rows[i * 8 + t * 2 + j].wrapping_add((g * 2) as u64);
+                        let mut mem = self.mem_for(l, dst);
+                        mem.store(MemSpace::Shared, addr, 2, (v >> (16 * j)) & 0xffff)
+                            .map_err(|msg| fail(msg, dst))?;
+                    }
+                } else {
+                    let dst = lo + i * 8 + g;
+                    let mut mem = self.mem_for(l, dst);
+                    mem.store(
+                        MemSpace::Shared,
+                        rows[i * 8 + g].wrapping_add((t * 4) as u64),
+                        4,
+                        v & 0xffff_ffff,
+                    )
+                    .map_err(|msg| fail(msg, dst))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn collective(&mut self, l: &Launch<'_>, lo: usize, group: u32, pc: usize) -> Result<(), Fail> {
         let n = l.kernel.nslots;
         let lanes = || (0..32usize).filter(move |i| group >> i & 1 != 0);
@@ -669,6 +733,7 @@ impl Runner {
                 }
             }
             Op::Ldmatrix { .. } => self.ldmatrix(l, lo, pc)?,
+            Op::Stmatrix { .. } => self.stmatrix(l, lo, pc)?,
             Op::Wgmma { idx, .. } => self.wgmma_issue(l, lo, pc, idx as usize)?,
             Op::WgmmaFence { .. } => self.wgmma_fence(lo),
             Op::WgmmaCommit { .. } => self.wgmma_commit(lo),

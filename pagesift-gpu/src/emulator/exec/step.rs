@@ -247,6 +247,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         | Op::Redux { .. }
         | Op::Mma { .. }
         | Op::Ldmatrix { .. }
+        | Op::Stmatrix { .. }
         | Op::Wgmma { .. }
         | Op::WgmmaFence { .. }
         | Op::WgmmaCommit { .. }
