@@ -257,6 +257,7 @@ fn all_ops() -> Vec<Op> {
     for n in [1, 2, 4] {
         for trans in [false, true] {
             ops.push(Op::Ldmatrix { n, trans });
+            ops.push(Op::Stmatrix { n, trans });
         }
     }
     ops.extend([
