@@ -310,8 +310,9 @@ fn prefill_every_variant() {
     }
 }
 
-/// The tensor-core decode kernel directly at each format it has and both token tiles (1 to
-/// 16 tokens, more in chunks), `n_in` whole chunks of its copies, weights 16-byte aligned.
+/// The tensor-core decode kernel directly at each format it has and every column tiling (1
+/// to 16 tokens: the fullest and an emptier one of each, more in chunks), `n_in` whole chunks
+/// of its copies, weights 16-byte aligned.
 #[test]
 fn decode_tc_every_variant() {
     let Some(gpu) = gpu_or_skip("quant_gpu::decode_tc_every_variant") else {
@@ -327,7 +328,7 @@ fn decode_tc_every_variant() {
         let Some(shape) = tc_shape(format) else {
             continue;
         };
-        for tokens in [1, 2, 5, 8, 9, 16, 21] {
+        for tokens in [1, 2, 3, 5, 6, 8, 9, 16, 21] {
             for i in 0..cases {
                 let seed = 9000 + 1000 * f as u64 + 10 * tokens as u64 + i;
                 let mut rng = StdRng::seed_from_u64(seed);

@@ -22,6 +22,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemv::VARIANTS,
         quant::qgemv::VARIANTS,
         quant::qgemv_tc::VARIANTS,
+        quant::qgemv_tc_x::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

@@ -16,13 +16,15 @@
 //! through shared memory to the GEMM core's epilogue (`core::store_out`), four outputs of one
 //! token at a time.
 //!
-//! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0 and BF16 rows of whole
-//! chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
-//! multiply 16 rows by 8 tokens per `mma.sync` m16n8k16 on bf16 operands. The codes are
+//! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0, Q4_K and BF16 rows of
+//! whole chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
+//! multiply 16 rows by 8 columns per `mma.sync` m16n8k16 on bf16 operands. The codes are
 //! exact in bf16 (two nibble planes for Q8_0; Q4_K's codes, with its scales and mins applied
-//! per sub-block), each `x` is the exact sum of three bf16 parts,
-//! so every product is exact and the sums are f32; the decoding costs about one instruction
-//! per weight, and 1 to 8 tokens cost the same.
+//! per sub-block); each `x` is the exact sum of three bf16 parts, and a column of the `mma`
+//! is one part of one token, so that one `mma` takes every part of two tokens. `qgemv_tc_x`
+//! splits `x` into the `mma` fragments once per call, so that the blocks of `qgemv_tc` load
+//! them instead of splitting `x` again each. Every product is exact and the sums are f32;
+//! the decoding costs about one instruction per weight.
 
 use crate::ptx_kernel;
 
@@ -158,62 +160,128 @@ ptx_kernel! {
     pub const QTC_WARPS: u32 = 8;
     /// The chunks of K in a warp's `cp.async` pipeline (one loading while one is used).
     pub const QTC_STAGES: u32 = 2;
-    /// Tokens of an `mma` column tile.
-    pub const QTC_TOKENS: u32 = 8;
+    /// Columns of an `mma` column tile.
+    pub const QTC_COLUMNS: u32 = 8;
+    /// The bf16 parts of an activation: `x` is their exact sum (`tc_part`).
+    pub const QTC_PARTS: u32 = 3;
+    /// Threads of a block of `qgemv_tc_x`.
+    pub const QTC_X_THREADS: u32 = 128;
+
+    /// The tokens of `NT` column tiles of `qgemv_tc`: a column is one part of one token's
+    /// activations (column `c`: token `c / QTC_PARTS`, part `c % QTC_PARTS`), so that one
+    /// `mma` multiplies a row tile with every part of two tokens.
+    fn tc_tokens<const NT: u32>() -> u32 {
+        QTC_COLUMNS * NT / QTC_PARTS
+    }
+
+    /// The `mma` B fragments of `qgemv_tc` from `x`, once per launch (every block of
+    /// `qgemv_tc` reads them, not `x`): for the chunk `z = block_idx_y()` of `tc_tokens::<NT>()`
+    /// tokens, pair `P` (elements `32 P ..`, `P` up to `p.k / 32`: the last pair is zeros,
+    /// where a warp's read ahead past K lands), column tile `n` and lane `l`, the 4 words
+    /// at `xs[(((z · (p.k / 32 + 1) + P) · NT + n) · 32 + l) · 4 ..]`: the fragments of steps
+    /// 0 and 1 (elements `32 P + 16 s ..`), two words each. Lane `l` holds column `8 n + l /
+    /// 4`'s part of `x[32 P + 16 s + 4 (l % 4) .. + 4]` of its token, as `(v[0], v[2])` and
+    /// `(v[1], v[3])`: the order in which `tc_block`'s A fragments hold the weights. Tokens
+    /// past `p.m` and elements past `p.k` are 0. Grid `(⌈(p.k / 32 + 1) · NT · 32 /
+    /// QTC_X_THREADS⌉, ⌈p.m / tc_tokens⌉)`; `p.batch_a` holds a chunk's elements of `x`.
+    #[variants(NT in [1, 2, 3, 6])]
+    #[launch(block = 128)]
+    pub fn qgemv_tc_x<const NT: u32>(p: GemmParams, x: &[f32], xs: &mut [u32]) {
+        let pairs = p.k / 32 + 1;
+        let i = block_idx_x() * QTC_X_THREADS + thread_idx_x();
+        let lane = i % 32;
+        let n = i / 32 % NT;
+        let pr = i / 32 / NT;
+        if pr < pairs {
+            let z = block_idx_y();
+            let tv = (p.m - z * tc_tokens::<NT>()).min(tc_tokens::<NT>());
+            let col = QTC_COLUMNS * n + lane / 4;
+            let tk = col / QTC_PARTS;
+            let part = col % QTC_PARTS;
+            let e = 32 * pr + lane % 4 * 4;
+            let xb = z as u64 * p.batch_a + tk as u64 * p.lda as u64 + e as u64;
+            let mut f = [0u32; 4];
+            #[unroll]
+            for s in 0..2 {
+                let v = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
+                f[2 * s] = tc_part(v[0], part).prmt(tc_part(v[2], part), 0x7632);
+                f[2 * s + 1] = tc_part(v[1], part).prmt(tc_part(v[3], part), 0x7632);
+            }
+            xs.store4(((z * pairs + pr) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64, f);
+        }
+    }
+
+    /// Part `part` of the three exact bf16 parts of `a`, in the high half of the result:
+    /// each part takes the next 8 significant bits of what the parts before it left (by
+    /// truncation, so each subtraction is exact), so `a` is exactly their sum.
+    fn tc_part(a: f32, part: u32) -> u32 {
+        let mut r = a;
+        let mut i = 0u32;
+        while i < part {
+            r -= f32::from_bits(r.to_bits() & 0xFFFF_0000);
+            i += 1;
+        }
+        r.to_bits()
+    }
 
     /// `y[t][r] = act(alpha · Σ_k x[t][k] W[r][k] + beta · y[t][r] + bias[r]) + res[t][r]`
     /// on tensor cores, with f32 accuracy: the weights' codes are exact in bf16 (Q4_0 `q -
     /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; Q4_K's `q`; BF16 as they are),
-    /// each `x` is the exact sum of three bf16 parts, so that every product is exact and only
-    /// the sums round (in f32, on the tensor cores). Each Q4_0 / Q8_0 block's sum is scaled
-    /// by its `d` in f32; a Q4_K sub-block adds `d · sc · Σ q x - dmin · m · Σ x`, its `Σ x`
-    /// from one more `mma` on a fragment of ones (ggml rounds `d · sc · q` before subtracting
-    /// the min: the two differ by half an ulp of the weight at most).
+    /// each `x` is the exact sum of three bf16 parts (`qgemv_tc_x`, one column each), so
+    /// that every product is exact and only the sums round (in f32, on the tensor cores).
+    /// Each Q4_0 / Q8_0 block's sum is scaled by its `d` in f32; a Q4_K sub-block adds `d ·
+    /// sc · Σ q x - dmin · m · Σ x`, its `Σ x` from one more `mma` on a fragment of ones
+    /// (ggml rounds `d · sc · q` before subtracting the min: the two differ by half an ulp of
+    /// the weight at most).
     ///
-    /// A block takes `16 · MT` rows of `W` and `QTC_TOKENS · NT` tokens (grid `(⌈n_out / 16
-    /// MT⌉, ⌈p.m / (8 NT)⌉)`, chunks of tokens in grid y as in `qgemv`). Its `QTC_WARPS` warps
-    /// share the rows: warp `w` streams the chunks `w, w + QTC_WARPS, ..` of K (`SB` bytes of
-    /// each row: 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with
-    /// 16-byte `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of
-    /// every row tile and token tile. The warps' sums meet in shared memory for the GEMM
-    /// core's epilogue (`core::store_out`). Rows must be whole chunks, 16-byte aligned
-    /// (`ops::quant` sends other weights to `qgemv`).
+    /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT>()` tokens (grid `(⌈n_out /
+    /// 16 MT⌉, ⌈p.m / tc_tokens⌉)`, chunks of tokens in grid y as in `qgemv`), its B
+    /// fragments from `xs` (`qgemv_tc_x` of the same `p`). Its `QTC_WARPS` warps share the
+    /// rows: warp `w` streams the chunks `w, w + QTC_WARPS, ..` of K (`SB` bytes of each row:
+    /// 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with 16-byte
+    /// `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of every
+    /// row tile and column tile. The warps' sums, and a token's three columns, meet in shared
+    /// memory for the GEMM core's epilogue (`core::store_out`). Rows must be whole chunks,
+    /// 16-byte aligned (`ops::quant` sends other weights to `qgemv`).
     ///
     /// # Safety
     ///
     /// The weights are copied without bounds checks: `w` holds `p.n ≥ 1` rows of
     /// `q.row_bytes` bytes (a multiple of 16, `w` 16-byte aligned), each at least `p.k /
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
-    /// validated view. `x`, `bias`, `res` and `y` are read and written with bounds checks.
+    /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
-    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2])]
-    #[launch(block = 256, max_regs = 128)]
+    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2, 3, 6])]
+    #[launch(block = 256, max_regs = if NT == 6 { 168 } else { 128 })]
     pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
         p: GemmParams,
         q: QuantParams,
         w: &[u8],
-        x: &[f32],
+        xs: &[u32],
         bias: Option<&[f32]>,
         res: Option<&[f32]>,
         y: &mut [f32],
     ) {
         let st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]> = dyn_shared(0);
-        let red: Shared<[f32; QTC_WARPS * QTC_TOKENS * NT * (16 * MT + 4)]> = dyn_shared(0);
+        let red: Shared<[f32; QTC_WARPS * QTC_COLUMNS * NT * (16 * MT + 4)]> = dyn_shared(0);
         let tid = thread_idx_x();
         let lane = lane_id();
         let warp = warp_id();
         let row0 = block_idx_x() * 16 * MT;
         let z = block_idx_y();
-        let tv = (p.m - z * QTC_TOKENS * NT).min(QTC_TOKENS * NT);
-        let xz = z as u64 * p.batch_a;
+        let tb = tc_tokens::<NT>();
+        let tv = (p.m - z * tb).min(tb);
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
         let wr = tc_rows::<MT>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
         let chunk = tc_chunk::<FMT, SB>();
         let pairs = chunk / 64;
-        // The x of the next block to multiply, loaded one block ahead (`tc_x_load`).
-        let mut xv = tc_x_load::<NT>(x, xz, tv, p, warp * chunk, lane);
+        // The pairs of `xs` per chunk of tokens (the last one zeros) and this chunk's first.
+        let xpairs = p.k / 32 + 1;
+        let xz = z * xpairs;
+        // The B fragments of the next block to multiply, loaded one block ahead.
+        let mut xv = tc_xs_load::<NT>(xs, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * QTC_WARPS;
@@ -239,7 +307,7 @@ ptx_kernel! {
             let mut jj = 0u32;
             while jj < pairs {
                 let k = c * chunk + 64 * jj;
-                let x1 = tc_x_load::<NT>(x, xz, tv, p, k + 32, lane);
+                let x1 = tc_xs_load::<NT>(xs, xz, xpairs, k / 32 + 1, lane);
                 // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
                 // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
                 // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
@@ -261,9 +329,9 @@ ptx_kernel! {
                     acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
                 }
                 // The next pair's first block: of this chunk, or of the warp's next one (past
-                // K: zeros).
+                // K: the zeros of `xs`' last pair).
                 let kn = if jj + 1 < pairs { k + 64 } else { (c + QTC_WARPS) * chunk };
-                xv = tc_x_load::<NT>(x, xz, tv, p, kn, lane);
+                xv = tc_xs_load::<NT>(xs, xz, xpairs, kn / 32, lane);
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
                     acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
                 }
@@ -275,7 +343,7 @@ ptx_kernel! {
         }
         cp_async_wait_all();
         sync_threads();
-        // The warps' sums, `[warp][token][row]` (rows padded by 4: conflict-free stores).
+        // The warps' sums, `[warp][column][row]` (rows padded by 4: conflict-free stores).
         let ldr = 16 * MT + 4;
         let g = lane / 4;
         let t2 = lane % 4 * 2;
@@ -284,7 +352,7 @@ ptx_kernel! {
             #[unroll]
             for n in 0..NT {
                 let r = 16 * m + g;
-                let tk = (warp * QTC_TOKENS * NT + QTC_TOKENS * n + t2) * ldr + r;
+                let tk = (warp * QTC_COLUMNS * NT + QTC_COLUMNS * n + t2) * ldr + r;
                 red[tk] = acc[m * NT + n][0];
                 red[tk + ldr] = acc[m * NT + n][1];
                 red[tk + 8] = acc[m * NT + n][2];
@@ -292,23 +360,40 @@ ptx_kernel! {
             }
         }
         sync_threads();
-        let outs = 4 * MT * QTC_TOKENS * NT;
+        // Each output of the block: the sum over the warps and the token's parts.
+        let outs = 4 * MT * tb;
         if tid < outs {
             let tk = tid / (4 * MT);
             let r4 = tid % (4 * MT) * 4;
             let mut v = [0.0f32; 4];
             #[unroll]
             for wp in 0..QTC_WARPS {
-                let s = red.load4((wp * QTC_TOKENS * NT + tk) * ldr + r4);
                 #[unroll]
-                for l in 0..4 {
-                    v[l] += s[l];
+                for part in 0..QTC_PARTS {
+                    let s = red.load4((wp * QTC_COLUMNS * NT + QTC_PARTS * tk + part) * ldr + r4);
+                    #[unroll]
+                    for l in 0..4 {
+                        v[l] += s[l];
+                    }
                 }
             }
             if tk < tv {
                 core::store_out::<f32>(p, bias, res, y, z as u64, tk, row0 + r4, v);
             }
         }
+    }
+
+    /// The B fragments of pair `pr` (`qgemv_tc_x`'s layout; `pr` past the last pair reads
+    /// that pair's zeros) of the token chunk whose pairs start at `xz`, `xpairs` of them: per
+    /// column tile, the words of steps 0 and 1.
+    fn tc_xs_load<const NT: u32>(xs: &[u32], xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; NT] {
+        let mut v = [[0u32; 4]; NT];
+        let at = xz + pr.min(xpairs - 1);
+        #[unroll]
+        for n in 0..NT {
+            v[n] = xs.load4_nc((at as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64);
+        }
+        v
     }
 
     /// The elements of a chunk of K of `qgemv_tc`: the 8 blocks of `SB` bytes of Q4_0 / Q8_0,
@@ -359,55 +444,6 @@ ptx_kernel! {
         }
     }
 
-    /// The three bf16 parts of `a` and `b` (each the sum of its parts, exactly: each part
-    /// takes the next 8 significant bits, by truncation), as pairs `(a part, b part)`.
-    fn tc_split(a: f32, b: f32) -> [u32; 3] {
-        let ha = a.to_bits() & 0xFFFF_0000;
-        let hb = b.to_bits() & 0xFFFF_0000;
-        let ra = a - f32::from_bits(ha);
-        let rb = b - f32::from_bits(hb);
-        let sa = ra - f32::from_bits(ra.to_bits() & 0xFFFF_0000);
-        let sb = rb - f32::from_bits(rb.to_bits() & 0xFFFF_0000);
-        [
-            a.to_bits().prmt(b.to_bits(), 0x7632),
-            ra.to_bits().prmt(rb.to_bits(), 0x7632),
-            sa.to_bits().prmt(sb.to_bits(), 0x7632),
-        ]
-    }
-
-    /// The lane's `x` of the 32 elements of K from `k` (`tc_x_frags` splits them), per token
-    /// tile `n` and step `s` (elements `k + 16 s ..`) at `2 n + s`: `x[k + 16 s + 4 t .. +
-    /// 4]` of token `8 n + lane / 4` (`t = lane % 4`); 0 for tokens past `tv` and elements
-    /// past `p.k`.
-    fn tc_x_load<const NT: u32>(x: &[f32], xz: u64, tv: u32, p: GemmParams, k: u32, lane: u32) -> [[f32; 4]; 2 * NT] {
-        let mut v = [[0.0f32; 4]; 2 * NT];
-        let e = k + lane % 4 * 4;
-        #[unroll]
-        for n in 0..NT {
-            let tk = QTC_TOKENS * n + lane / 4;
-            let xb = xz + tk as u64 * p.lda as u64 + e as u64;
-            if (tk < tv) & p.vec_a & (e + 20 <= p.k) & (xb + 20 <= x.len()) & x.is_aligned(xb, 16) {
-                v[2 * n] = x.load4_nc(xb);
-                v[2 * n + 1] = x.load4_nc(xb + 16);
-            } else {
-                #[unroll]
-                for s in 0..2 {
-                    v[2 * n + s] = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
-                }
-            }
-        }
-        v
-    }
-
-    /// The `mma` B fragments of one step from the lane's 4 elements `v` of it (`tc_x_load`):
-    /// per part (`tc_split`), the pairs `(v[0], v[2])` and `(v[1], v[3])`, the order in which
-    /// the A fragments hold the weights.
-    fn tc_x_frags(v: [f32; 4]) -> [[u32; 2]; 3] {
-        let lo = tc_split(v[0], v[2]);
-        let hi = tc_split(v[1], v[3]);
-        [[lo[0], hi[0]], [lo[1], hi[1]], [lo[2], hi[2]]]
-    }
-
     /// Two bf16 weights from the nibbles at bits `shift .. shift + 4` and `shift + 16 ..` of
     /// `v`: `(nibble ^ or_xor) + off` in each half (the constants below), exact.
     fn tc_nibbles(v: u32, shift: u32, or_xor: u32, off: u32) -> u32 {
@@ -431,39 +467,35 @@ ptx_kernel! {
 
     /// The 32 elements of K from `k` (block `j` of the chunk, `U` = `j % 2`) added to the
     /// lane's accumulators, read at constant offsets from the bases of the kernel's pair loop
-    /// (under its test), with the lane's `x` of it (`tc_x_load`).
+    /// (under its test), with the lane's B fragments of it (`tc_xs_load`).
     fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const U: u32>(
         st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
         b: u32,
         bt: u32,
         bq: u32,
-        xv: [[f32; 4]; 2 * NT],
+        xv: [[u32; 4]; NT],
         j: u32,
         lane: u32,
         acc_in: [[f32; 4]; MT * NT],
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
-        // The token tiles' B fragments: `[tile][step][part]`.
-        let mut xf = [[0u32; 2]; 6 * NT];
+        // The column tiles' B fragments: `[tile][step]`.
+        let mut xf = [[0u32; 2]; 2 * NT];
         #[unroll]
         for n in 0..NT {
             #[unroll]
             for s in 0..2 {
-                let f = tc_x_frags(xv[2 * n + s]);
-                #[unroll]
-                for part in 0..3 {
-                    xf[6 * n + 3 * s + part] = f[part];
-                }
+                xf[2 * n + s] = [xv[n][2 * s], xv[n][2 * s + 1]];
             }
         }
-        // Q4_K: each token's `Σ x` over the sub-block (every row of the product of ones).
+        // Q4_K: each column's `Σ x` over the sub-block (every row of the product of ones).
         let mut xs = [[0.0f32; 4]; NT];
         if FMT == FMT_Q4K {
             #[unroll]
             for n in 0..NT {
                 #[unroll]
-                for i in 0..6 {
-                    xs[n] = mma_m16n8k16_bf16([BF16_ONES; 4], xf[6 * n + i], xs[n]);
+                for s in 0..2 {
+                    xs[n] = mma_m16n8k16_bf16([BF16_ONES; 4], xf[2 * n + s], xs[n]);
                 }
             }
         }
@@ -486,10 +518,7 @@ ptx_kernel! {
                     let mut blk = [0.0f32; 4];
                     #[unroll]
                     for s in 0..2 {
-                        #[unroll]
-                        for part in 0..3 {
-                            blk = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], blk);
-                        }
+                        blk = mma_m16n8k16_bf16(a[s], xf[2 * n + s], blk);
                     }
                     let i = m * NT + n;
                     let sx = xs[n];
@@ -515,10 +544,7 @@ ptx_kernel! {
                 for n in 0..NT {
                     #[unroll]
                     for s in 0..2 {
-                        #[unroll]
-                        for part in 0..3 {
-                            acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], acc[m * NT + n]);
-                        }
+                        acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[2 * n + s], acc[m * NT + n]);
                     }
                 }
             } else {
@@ -557,14 +583,11 @@ ptx_kernel! {
                     let mut blk = [0.0f32; 4];
                     #[unroll]
                     for s in 0..2 {
-                        #[unroll]
-                        for part in 0..3 {
-                            if FMT == FMT_Q4_0 {
-                                blk = mma_m16n8k16_bf16(a[s], xf[6 * n + 3 * s + part], blk);
-                            } else {
-                                blk = mma_m16n8k16_bf16(a[2 * s], xf[6 * n + 3 * s + part], blk);
-                                blk = mma_m16n8k16_bf16(a[2 * s + 1], xf[6 * n + 3 * s + part], blk);
-                            }
+                        if FMT == FMT_Q4_0 {
+                            blk = mma_m16n8k16_bf16(a[s], xf[2 * n + s], blk);
+                        } else {
+                            blk = mma_m16n8k16_bf16(a[2 * s], xf[2 * n + s], blk);
+                            blk = mma_m16n8k16_bf16(a[2 * s + 1], xf[2 * n + s], blk);
                         }
                     }
                     let i = m * NT + n;
@@ -597,7 +620,7 @@ ptx_kernel! {
 
     /// The A fragment (`mma` row-major 16 × 16) of one nibble plane of the lane's rows `g`
     /// (bytes `v0`) and `g + 8` (`v1`): the nibbles at bit `shift` (0 or 4) of bytes 0, 2 (slots `2 t`,
-    /// `2 t + 1`) and of bytes 1, 3 (slots `2 t + 8`, `2 t + 9`), as `tc_x_frags` pairs `x`.
+    /// `2 t + 1`) and of bytes 1, 3 (slots `2 t + 8`, `2 t + 9`), as `qgemv_tc_x` pairs `x`.
     fn tc_plane(v0: u32, v1: u32, shift: u32, or_xor: u32, off: u32) -> [u32; 4] {
         [
             tc_nibbles(v0, shift, or_xor, off),

@@ -19,8 +19,9 @@
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
-    qgemv, qgemv_tc, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0, QGEMV_MAX_TOKENS,
-    QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_STAGES, QTC_TOKENS, QTC_WARPS,
+    qgemv, qgemv_tc, qgemv_tc_x, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0,
+    QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS, QTC_PARTS,
+    QTC_STAGES, QTC_WARPS, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
@@ -412,10 +413,29 @@ pub fn qgemm_with(
     )
 }
 
+/// The column tiles of the tensor-core decode kernel (`NT` of `qgemv_tc`), each of
+/// [`QTC_COLUMNS`] columns: one part of one token's activations a column.
+pub const TC_COLUMN_TILES: [u32; 4] = [1, 2, 3, 6];
+
+/// The tokens a block of the tensor-core decode kernel takes with `nt` column tiles.
+pub fn tc_tokens(nt: u32) -> u32 {
+    QTC_COLUMNS * nt / QTC_PARTS
+}
+
+/// The column tiles of the tensor-core decode kernel for `tokens`: the fewest that hold
+/// them (at most [`QGEMV_MAX_TOKENS`] a block; more go in chunks of that many).
+pub fn tc_column_tiles(tokens: usize) -> u32 {
+    let want = tokens.min(QGEMV_MAX_TOKENS as usize);
+    TC_COLUMN_TILES
+        .into_iter()
+        .find(|&nt| tc_tokens(nt) as usize >= want)
+        .unwrap_or(TC_COLUMN_TILES[TC_COLUMN_TILES.len() - 1])
+}
+
 /// The tensor-core decode kernel (`qgemv_tc`) for `g` with weights of `format` (code
 /// `fmt`), rows of `row_bytes`: one pass over the weights for up to [`QGEMV_MAX_TOKENS`]
-/// tokens (two token tiles of [`QTC_TOKENS`] from 9 tokens on), a pass per chunk of that many
-/// beyond.
+/// tokens (`tc_column_tiles` of them), a pass per chunk of that many beyond. `qgemv_tc_x`
+/// first splits `x` into the `mma` fragments, in a workspace of the stream's.
 ///
 /// # Safety
 ///
@@ -442,11 +462,13 @@ unsafe fn decode_tc(
             format!("FMT={fmt}"),
         ));
     };
-    let nt = if g.m > QTC_TOKENS as usize { 2 } else { 1 };
+    let nt = tc_column_tiles(g.m);
     let variant = qgemv_tc::variant(fmt, shape.mt, shape.chunk_bytes, nt).ok_or_else(|| {
         crate::__private::variant_not_compiled("qgemv_tc", format!("FMT={fmt}, NT={nt}"))
     })?;
-    let chunk = u64::from(QTC_TOKENS * nt);
+    let split = qgemv_tc_x::variant(nt)
+        .ok_or_else(|| crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}")))?;
+    let chunk = u64::from(tc_tokens(nt));
     let p = GemmParams {
         ldb: row_bytes as u32,
         batch_a: chunk * g.lda as u64,
@@ -463,13 +485,18 @@ unsafe fn decode_tc(
     };
     let rows = 16 * shape.mt;
     let chunks = (g.m as u64).div_ceil(chunk) as u32;
+    // `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1` pairs of steps (the last
+    // zeros), `nt` column tiles of 32 lanes of 4 words.
+    let pairs = g.k / 32 + 1;
+    let words = chunks as usize * pairs * nt as usize * 128;
     super::log_dispatch(|| {
         format!(
-            "qgemm tokens={} n_out={} n_in={} {format} -> {}: tensor cores, {rows} rows x {} tokens a block, {} warps over K{}",
+            "qgemm tokens={} n_out={} n_in={} {format} -> {} after {}: tensor cores, {rows} rows x {} tokens a block, {} warps over K{}",
             g.m,
             g.n,
             g.k,
             variant.entry,
+            split.entry,
             chunk,
             QTC_WARPS,
             if chunks > 1 {
@@ -479,8 +506,21 @@ unsafe fn decode_tc(
             }
         )
     });
+    let mut xs = crate::DeviceBuffer::<u32>::alloc(stream.gpu(), words)?;
+    let split_blocks = (pairs * nt as usize * 32).div_ceil(QTC_X_THREADS as usize) as u32;
+    qgemv_tc_x::launch(
+        stream,
+        LaunchConfig::grid([split_blocks, chunks, 1]),
+        nt,
+        p,
+        x,
+        &mut xs,
+    )?;
     let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
-    let smem = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
+    // The stages, and after the loop the warps' sums in the same memory.
+    let stages = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
+    let sums = QTC_WARPS * QTC_COLUMNS * nt * (rows + 4) * 4;
+    let smem = stages.max(sums);
     // SAFETY: this function's contract is the launch's: `w` the validated view of `g.n` (≥ 1)
     // rows of `row_bytes` bytes, rows of whole chunks, `row_bytes` and the view 16-byte
     // aligned.
@@ -495,7 +535,7 @@ unsafe fn decode_tc(
             p,
             q,
             w,
-            x,
+            &xs,
             bias,
             residual,
             y,
