@@ -12,6 +12,11 @@ use pagesift_tests::util::{poison_f32, random_f32_from};
 use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::sync::RwLock;
+
+/// The device's memory reserve is the process's, so the test that sets it to the whole memory
+/// runs alone (write) and the tests that upload share the device with each other (read).
+static RESERVE: RwLock<()> = RwLock::new(());
 
 const FORMATS: [WeightFormat; 6] = [
     WeightFormat::Q4_0,
@@ -55,6 +60,7 @@ fn check(tag: &str, x: &[f32], w: &[f32], y: &[f32], tokens: usize, n_out: usize
 
 #[test]
 fn jobs_of_every_format_share_one_activation_upload() {
+    let _shared = RESERVE.read().unwrap_or_else(|e| e.into_inner());
     let Some(gpu) = gpu_or_skip("jobs_of_every_format_share_one_activation_upload") else {
         return;
     };
@@ -121,6 +127,7 @@ fn jobs_of_every_format_share_one_activation_upload() {
 
 #[test]
 fn a_matrix_that_does_not_fit_stays_with_the_engine() {
+    let _alone = RESERVE.write().unwrap_or_else(|e| e.into_inner());
     let Some(gpu) = gpu_or_skip("a_matrix_that_does_not_fit_stays_with_the_engine") else {
         return;
     };
@@ -139,6 +146,7 @@ fn a_matrix_that_does_not_fit_stays_with_the_engine() {
 
 #[test]
 fn bad_calls_are_typed_errors() {
+    let _shared = RESERVE.read().unwrap_or_else(|e| e.into_inner());
     let Some(gpu) = gpu_or_skip("bad_calls_are_typed_errors") else {
         return;
     };
@@ -179,6 +187,7 @@ fn bad_calls_are_typed_errors() {
 
 #[test]
 fn wants_follows_the_offload_thresholds() {
+    let _shared = RESERVE.read().unwrap_or_else(|e| e.into_inner());
     let Some(gpu) = gpu_or_skip("wants_follows_the_offload_thresholds") else {
         return;
     };

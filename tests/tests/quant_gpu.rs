@@ -12,8 +12,8 @@
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    format_code, group_elements, pick, qgemm, qgemm_with, tc_shape, QKernel, FORMATS,
-    PREFILL_MIN_TOKENS,
+    format_code, group_elements, pick, qgemm, qgemm_with, tc_column_tiles, tc_shape,
+    tc_warp_options, QKernel, FORMATS, PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -336,10 +336,18 @@ fn decode_tc_every_variant() {
                 let mut case = Case::random(format, tokens, seed, max_out, max_in)
                     .with_n_in(chunks * shape.chunk);
                 case.w_offset = 16 * rng.gen_range(0..3);
-                if let Err(e) = check(&gpu, &case, Some(QKernel::DecodeTc)) {
-                    panic!("quant_gpu::decode_tc_every_variant: {e}");
+                let nt = tc_column_tiles(tokens);
+                for warps in tc_warp_options(nt) {
+                    let kernel = QKernel::DecodeTc { warps: *warps };
+                    if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                        panic!("quant_gpu::decode_tc_every_variant: {kernel}: {e}");
+                    }
+                    ran += 1;
                 }
-                ran += 1;
+                // A block of warps the kernel has no variant of is an error naming them.
+                let kernel = QKernel::DecodeTc { warps: 6 };
+                let err = check(&gpu, &case, Some(kernel)).expect_err("6 warps a block ran");
+                assert!(err.contains("not 6"), "{err}");
             }
         }
     }
@@ -379,7 +387,7 @@ fn pick_follows_tokens_alignment_and_format() {
                         assert!(F32_TILES.contains(&tile) && splits >= 1, "{what}");
                         seen[0] += 1;
                     } else if shape.is_some() && sm80 && whole && align == 16 {
-                        assert_eq!(got, QKernel::DecodeTc, "{what}");
+                        assert!(matches!(got, QKernel::DecodeTc { .. }), "{what}");
                         seen[1] += 1;
                     } else {
                         assert_eq!(got, QKernel::Decode, "{what}");
@@ -480,7 +488,7 @@ fn validation() {
             &stream,
             &g,
             format,
-            QKernel::DecodeTc,
+            QKernel::DecodeTc { warps: 8 },
             w,
             &x,
             None,

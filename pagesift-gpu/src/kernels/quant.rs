@@ -155,9 +155,6 @@ ptx_kernel! {
         }
     }
 
-    /// Warps of a block of the tensor-core decode kernel `qgemv_tc`: they share the block's
-    /// rows and take every `QTC_WARPS`-th chunk of K each.
-    pub const QTC_WARPS: u32 = 8;
     /// The chunks of K in a warp's `cp.async` pipeline (one loading while one is used).
     pub const QTC_STAGES: u32 = 2;
     /// Columns of an `mma` column tile.
@@ -236,8 +233,8 @@ ptx_kernel! {
     ///
     /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT>()` tokens (grid `(⌈n_out /
     /// 16 MT⌉, ⌈p.m / tc_tokens⌉)`, chunks of tokens in grid y as in `qgemv`), its B
-    /// fragments from `xs` (`qgemv_tc_x` of the same `p`). Its `QTC_WARPS` warps share the
-    /// rows: warp `w` streams the chunks `w, w + QTC_WARPS, ..` of K (`SB` bytes of each row:
+    /// fragments from `xs` (`qgemv_tc_x` of the same `p`). Its `WARPS` warps share the
+    /// rows: warp `w` streams the chunks `w, w + WARPS, ..` of K (`SB` bytes of each row:
     /// 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with 16-byte
     /// `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of every
     /// row tile and column tile. The warps' sums, and a token's three columns, meet in shared
@@ -251,9 +248,9 @@ ptx_kernel! {
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
     /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
-    #[variants((FMT, MT, SB) in [(1, 2, 144), (0, 1, 272), (2, 2, 144), (3, 1, 256)], NT in [1, 2, 3, 6])]
-    #[launch(block = 256, max_regs = if NT == 6 { 168 } else { 128 })]
-    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32>(
+    #[variants((FMT, MT, SB) in [(1, 1, 144), (0, 1, 272), (2, 1, 144), (3, 1, 256)], (NT, WARPS) in [(1, 4), (1, 8), (2, 4), (2, 8), (3, 8), (6, 4)])]
+    #[launch(block = 32 * WARPS, max_regs = if NT <= 2 { if FMT == FMT_Q4K { 80 } else { 72 } } else if NT == 3 { 96 } else if FMT == FMT_Q4K { 184 } else { 168 })]
+    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32>(
         p: GemmParams,
         q: QuantParams,
         w: &[u8],
@@ -262,8 +259,8 @@ ptx_kernel! {
         res: Option<&[f32]>,
         y: &mut [f32],
     ) {
-        let st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]> = dyn_shared(0);
-        let red: Shared<[f32; QTC_WARPS * QTC_COLUMNS * NT * (16 * MT + 4)]> = dyn_shared(0);
+        let st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]> = dyn_shared(0);
+        let red: Shared<[f32; WARPS * QTC_COLUMNS * NT * (16 * MT + 4)]> = dyn_shared(0);
         let tid = thread_idx_x();
         let lane = lane_id();
         let warp = warp_id();
@@ -284,19 +281,19 @@ ptx_kernel! {
         let mut xv = tc_xs_load::<NT>(xs, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
-            let c = warp + s * QTC_WARPS;
+            let c = warp + s * WARPS;
             if c < chunks {
-                tc_issue::<MT, SB>(st, so + s * 16 * MT * SB, w, wr, c, lane);
+                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wr, c, lane);
             }
             cp_async_commit();
         }
         let mut c = warp;
         let mut i = 0u32;
         while c < chunks {
-            let ahead = c + (QTC_STAGES - 1) * QTC_WARPS;
+            let ahead = c + (QTC_STAGES - 1) * WARPS;
             if ahead < chunks {
                 let s = (i + QTC_STAGES - 1) % QTC_STAGES;
-                tc_issue::<MT, SB>(st, so + s * 16 * MT * SB, w, wr, ahead, lane);
+                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wr, ahead, lane);
             }
             cp_async_commit();
             cp_async_wait(QTC_STAGES - 1);
@@ -326,19 +323,19 @@ ptx_kernel! {
                 let rt = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
                 let rq = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
+                    acc = tc_block::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
                 }
                 // The next pair's first block: of this chunk, or of the warp's next one (past
                 // K: the zeros of `xs`' last pair).
-                let kn = if jj + 1 < pairs { k + 64 } else { (c + QTC_WARPS) * chunk };
+                let kn = if jj + 1 < pairs { k + 64 } else { (c + WARPS) * chunk };
                 xv = tc_xs_load::<NT>(xs, xz, xpairs, kn / 32, lane);
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
+                    acc = tc_block::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
                 }
                 jj += 1;
             }
             sync_warp();
-            c += QTC_WARPS;
+            c += WARPS;
             i += 1;
         }
         cp_async_wait_all();
@@ -367,7 +364,7 @@ ptx_kernel! {
             let r4 = tid % (4 * MT) * 4;
             let mut v = [0.0f32; 4];
             #[unroll]
-            for wp in 0..QTC_WARPS {
+            for wp in 0..WARPS {
                 #[unroll]
                 for part in 0..QTC_PARTS {
                     let s = red.load4((wp * QTC_COLUMNS * NT + QTC_PARTS * tk + part) * ldr + r4);
@@ -422,7 +419,7 @@ ptx_kernel! {
     /// buffer at byte `so`: in each pass, 16 rows, two lanes a row, each lane every other 16
     /// bytes of the chunk's `SB`, so that a copy instruction of the warp reads 32 contiguous
     /// bytes of each of 16 rows.
-    fn tc_issue<const MT: u32, const SB: u32>(st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>, so: u32, w: &[u8], wr: [u64; MT], c: u32, lane: u32) {
+    fn tc_issue<const MT: u32, const SB: u32, const WARPS: u32>(st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>, so: u32, w: &[u8], wr: [u64; MT], c: u32, lane: u32) {
         let sl = so + lane / 2 * SB + lane % 2 * 16;
         #[unroll]
         for h in 0..MT {
@@ -468,8 +465,8 @@ ptx_kernel! {
     /// The 32 elements of K from `k` (block `j` of the chunk, `U` = `j % 2`) added to the
     /// lane's accumulators, read at constant offsets from the bases of the kernel's pair loop
     /// (under its test), with the lane's B fragments of it (`tc_xs_load`).
-    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const U: u32>(
-        st: Shared<[u8; QTC_WARPS * QTC_STAGES * 16 * MT * SB]>,
+    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const U: u32>(
+        st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         b: u32,
         bt: u32,
         bq: u32,

@@ -21,7 +21,7 @@ use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0,
     QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS, QTC_PARTS,
-    QTC_STAGES, QTC_WARPS, QTC_X_THREADS,
+    QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
@@ -153,9 +153,10 @@ fn tc_unfit(
 pub enum QKernel {
     /// The decode kernel (`qgemv`), in chunks of [`QGEMV_MAX_TOKENS`] tokens.
     Decode,
-    /// The tensor-core decode kernel (`qgemv_tc`): every product exact, sums in f32, in
-    /// chunks of [`QGEMV_MAX_TOKENS`] tokens.
-    DecodeTc,
+    /// The tensor-core decode kernel (`qgemv_tc`) on blocks of `warps` warps (one of
+    /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of
+    /// [`QGEMV_MAX_TOKENS`] tokens.
+    DecodeTc { warps: u32 },
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
     Prefill { tile: Tile, splits: u32 },
@@ -166,7 +167,7 @@ impl std::fmt::Display for QKernel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             QKernel::Decode => write!(f, "decode"),
-            QKernel::DecodeTc => write!(f, "decode-tc"),
+            QKernel::DecodeTc { warps } => write!(f, "decode-tc/w{warps}"),
             QKernel::Prefill { tile, splits: 1 } => write!(f, "prefill{}x{}", tile.bm, tile.bn),
             QKernel::Prefill { tile, splits } => {
                 write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
@@ -191,7 +192,7 @@ fn dense(g: &Gemm) -> Gemm {
 /// activation and its slope; its B layout must be [`BLayout::NK`], its batch 1, and its
 /// precision is not read (the products are exact, the sums f32). The kernel: up to
 /// [`QGEMV_MAX_TOKENS`] tokens the tensor-core decode kernel where `tc_unfit` allows it
-/// ([`QKernel::DecodeTc`]), the FFMA decode kernel elsewhere; the prefill kernel from
+/// ([`QKernel::DecodeTc`], on [`tc_warps`] warps), the FFMA decode kernel elsewhere; the prefill kernel from
 /// [`PREFILL_MIN_TOKENS`] on where `w` starts 4-byte aligned, on the FFMA tile and slices of
 /// K that [`crate::ops::gemm`] picks for the f32 GEMM of the same shape.
 ///
@@ -232,10 +233,17 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
     let tc_fits = format
         .row_bytes(g.k)
         .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w_ptr).is_none());
-    Ok(if tc_fits {
-        QKernel::DecodeTc
-    } else {
-        QKernel::Decode
+    Ok(match tc_shape(format) {
+        Some(shape) if tc_fits => QKernel::DecodeTc {
+            warps: tc_warps(
+                format,
+                g.n,
+                shape.mt,
+                tc_column_tiles(g.m),
+                stream.gpu().props().sm_count,
+            ),
+        },
+        _ => QKernel::Decode,
     })
 }
 
@@ -347,13 +355,25 @@ pub fn qgemm_with(
             )
         };
     }
-    if kernel == QKernel::DecodeTc {
+    if let QKernel::DecodeTc { warps } = kernel {
         if let Some(why) = tc_unfit(stream, g, format, row_bytes, w.device_ptr()) {
             return Err(invalid(why));
         }
+        let nt = tc_column_tiles(g.m);
+        if !tc_warp_options(nt).contains(&warps) {
+            return Err(invalid(format!(
+                "the tensor-core decode kernel at {} tokens ({nt} column tiles) runs blocks of {:?} warps, not {warps}",
+                g.m,
+                tc_warp_options(nt)
+            )));
+        }
         // SAFETY: `g` and the operands passed the checks above (`w` exactly `g.n ≥ 1` rows of
         // `row_bytes`), and `tc_unfit` found nothing against the product.
-        return unsafe { decode_tc(stream, g, format, fmt, row_bytes, w, x, bias, residual, y) };
+        return unsafe {
+            decode_tc(
+                stream, g, format, fmt, warps, row_bytes, w, x, bias, residual, y,
+            )
+        };
     }
     let variant = qgemv::variant(fmt)
         .ok_or_else(|| crate::__private::variant_not_compiled("qgemv", format!("FMT={fmt}")))?;
@@ -432,6 +452,34 @@ pub fn tc_column_tiles(tokens: usize) -> u32 {
         .unwrap_or(TC_COLUMN_TILES[TC_COLUMN_TILES.len() - 1])
 }
 
+/// The warps of a block of the tensor-core decode kernel (`W` of `qgemv_tc`) for `n_out`
+/// rows of `format` at `nt` column tiles on a device of `sms` multiprocessors: 4 (a block of
+/// 16 rows the smallest unit, so that the blocks fill the multiprocessors evenly) for the
+/// block formats at up to 5 tokens where there are at least 4 blocks per multiprocessor, 8
+/// elsewhere (fewer rows, whose blocks need more warps each to keep enough memory in
+/// flight, and BF16, whose rows are longer). On an H100, Q4_0 at 14336 x 4096 and 1 token took
+/// 34.7 µs on 4 warps a block, 44.4 µs on 8 warps of 32 rows; BF16 71.1 µs on 4, 58.4 µs on 8.
+pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, nt: u32, sms: u32) -> u32 {
+    let tiles = n_out.div_ceil(16 * mt as usize);
+    let options = tc_warp_options(nt);
+    if format != WeightFormat::Bf16 && tiles >= 4 * sms as usize {
+        options[0]
+    } else {
+        options[options.len() - 1]
+    }
+}
+
+/// The warps a block of the tensor-core decode kernel may have at `nt` column tiles (its
+/// compiled variants), fewest first: 4 or 8 up to 2 tiles (5 tokens), 8 at 3 (8 tokens), 4
+/// at 6 (16 tokens, whose registers allow 3 blocks of 4 warps a multiprocessor, 1 of 8).
+pub fn tc_warp_options(nt: u32) -> &'static [u32] {
+    match nt {
+        1 | 2 => &[4, 8],
+        3 => &[8],
+        _ => &[4],
+    }
+}
+
 /// The tensor-core decode kernel (`qgemv_tc`) for `g` with weights of `format` (code
 /// `fmt`), rows of `row_bytes`: one pass over the weights for up to [`QGEMV_MAX_TOKENS`]
 /// tokens (`tc_column_tiles` of them), a pass per chunk of that many beyond. `qgemv_tc_x`
@@ -449,6 +497,7 @@ unsafe fn decode_tc(
     g: &Gemm,
     format: WeightFormat,
     fmt: u32,
+    warps: u32,
     row_bytes: usize,
     w: &impl DeviceRead<u8>,
     x: &impl DeviceRead<f32>,
@@ -463,9 +512,13 @@ unsafe fn decode_tc(
         ));
     };
     let nt = tc_column_tiles(g.m);
-    let variant = qgemv_tc::variant(fmt, shape.mt, shape.chunk_bytes, nt).ok_or_else(|| {
-        crate::__private::variant_not_compiled("qgemv_tc", format!("FMT={fmt}, NT={nt}"))
-    })?;
+    let variant =
+        qgemv_tc::variant(fmt, shape.mt, shape.chunk_bytes, nt, warps).ok_or_else(|| {
+            crate::__private::variant_not_compiled(
+                "qgemv_tc",
+                format!("FMT={fmt}, NT={nt}, W={warps}"),
+            )
+        })?;
     let split = qgemv_tc_x::variant(nt)
         .ok_or_else(|| crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}")))?;
     let chunk = u64::from(tc_tokens(nt));
@@ -498,7 +551,7 @@ unsafe fn decode_tc(
             variant.entry,
             split.entry,
             chunk,
-            QTC_WARPS,
+            warps,
             if chunks > 1 {
                 format!(", {chunks} chunks of tokens")
             } else {
@@ -518,8 +571,8 @@ unsafe fn decode_tc(
     )?;
     let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
     // The stages, and after the loop the warps' sums in the same memory.
-    let stages = QTC_WARPS * QTC_STAGES * rows * shape.chunk_bytes;
-    let sums = QTC_WARPS * QTC_COLUMNS * nt * (rows + 4) * 4;
+    let stages = warps * QTC_STAGES * rows * shape.chunk_bytes;
+    let sums = warps * QTC_COLUMNS * nt * (rows + 4) * 4;
     let smem = stages.max(sums);
     // SAFETY: this function's contract is the launch's: `w` the validated view of `g.n` (≥ 1)
     // rows of `row_bytes` bytes, rows of whole chunks, `row_bytes` and the view 16-byte
@@ -532,6 +585,7 @@ unsafe fn decode_tc(
             shape.mt,
             shape.chunk_bytes,
             nt,
+            warps,
             p,
             q,
             w,
