@@ -181,7 +181,7 @@ ptx_kernel! {
     /// `(v[1], v[3])`: the order in which `tc_block`'s A fragments hold the weights. Tokens
     /// past `p.m` and elements past `p.k` are 0. Grid `(⌈(p.k / 32 + 1) · NT · 32 /
     /// QTC_X_THREADS⌉, ⌈p.m / tc_tokens⌉)`; `p.batch_a` holds a chunk's elements of `x`.
-    #[variants(NT in [1, 2, 3, 6])]
+    #[variants(NT in [1, 2])]
     #[launch(block = 128)]
     pub fn qgemv_tc_x<const NT: u32>(p: GemmParams, x: &[f32], xs: &mut [u32]) {
         let pairs = p.k / 32 + 1;
@@ -191,34 +191,43 @@ ptx_kernel! {
         let pr = i / 32 / NT;
         if pr < pairs {
             let z = block_idx_y();
-            let tv = (p.m - z * tc_tokens::<NT>()).min(tc_tokens::<NT>());
-            let col = QTC_COLUMNS * n + lane / 4;
-            let tk = col / QTC_PARTS;
-            let part = col % QTC_PARTS;
-            let e = 32 * pr + lane % 4 * 4;
-            let xb = z as u64 * p.batch_a + tk as u64 * p.lda as u64 + e as u64;
-            let mut f = [0u32; 4];
-            #[unroll]
-            for s in 0..2 {
-                let v = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
-                f[2 * s] = tc_part(v[0], part).prmt(tc_part(v[2], part), 0x7632);
-                f[2 * s + 1] = tc_part(v[1], part).prmt(tc_part(v[3], part), 0x7632);
-            }
+            let f = tc_x_words::<NT>(p, x, z, n, 32 * pr, lane);
             xs.store4(((z * pairs + pr) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64, f);
         }
+    }
+
+    /// Lane `lane`'s B fragments of column tile `n` for the 32 elements of K from `k` of the
+    /// token chunk `z` (`qgemv_tc_x`'s words: steps 0 and 1, two words each): column `8 n +
+    /// lane / 4`'s part of `x[k + 16 s + 4 (lane % 4) .. + 4]` of its token, as `(v[0], v[2])`
+    /// and `(v[1], v[3])`; tokens past the chunk's and elements past `p.k` are 0.
+    fn tc_x_words<const NT: u32>(p: GemmParams, x: &[f32], z: u32, n: u32, k: u32, lane: u32) -> [u32; 4] {
+        let tv = (p.m - z * tc_tokens::<NT>()).min(tc_tokens::<NT>());
+        let col = QTC_COLUMNS * n + lane / 4;
+        let tk = col / QTC_PARTS;
+        let part = col % QTC_PARTS;
+        let e = k + lane % 4 * 4;
+        let xb = z as u64 * p.batch_a + tk as u64 * p.lda as u64 + e as u64;
+        let mut f = [0u32; 4];
+        #[unroll]
+        for s in 0..2 {
+            let v = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
+            f[2 * s] = tc_part(v[0], part).prmt(tc_part(v[2], part), 0x7632);
+            f[2 * s + 1] = tc_part(v[1], part).prmt(tc_part(v[3], part), 0x7632);
+        }
+        f
     }
 
     /// Part `part` of the three exact bf16 parts of `a`, in the high half of the result:
     /// each part takes the next 8 significant bits of what the parts before it left (by
     /// truncation, so each subtraction is exact), so `a` is exactly their sum.
+    /// The lanes of a warp take different parts: each step subtracts its truncation times 1
+    /// or 0 (exact either way), with no branch.
     fn tc_part(a: f32, part: u32) -> u32 {
-        let mut r = a;
-        let mut i = 0u32;
-        while i < part {
-            r -= f32::from_bits(r.to_bits() & 0xFFFF_0000);
-            i += 1;
-        }
-        r.to_bits()
+        let s1 = if part >= 1 { 1.0f32 } else { 0.0f32 };
+        let s2 = if part >= 2 { 1.0f32 } else { 0.0f32 };
+        let r = (-s1).mul_add(f32::from_bits(a.to_bits() & 0xFFFF_0000), a);
+        let r2 = (-s2).mul_add(f32::from_bits(r.to_bits() & 0xFFFF_0000), r);
+        r2.to_bits()
     }
 
     /// `y[t][r] = act(alpha · Σ_k x[t][k] W[r][k] + beta · y[t][r] + bias[r]) + res[t][r]`
@@ -233,7 +242,8 @@ ptx_kernel! {
     ///
     /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT>()` tokens (grid `(⌈n_out /
     /// 16 MT⌉, ⌈p.m / tc_tokens⌉)`, chunks of tokens in grid y as in `qgemv`), its B
-    /// fragments from `xs` (`qgemv_tc_x` of the same `p`). Its `WARPS` warps share the
+    /// fragments (`tc_x_load`) from `xs` (`qgemv_tc_x` of the same `p`) up to 2 column tiles,
+    /// from `x` beyond. Its `WARPS` warps share the
     /// rows: warp `w` streams the chunks `w, w + WARPS, ..` of K (`SB` bytes of each row:
     /// 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with 16-byte
     /// `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of every
@@ -248,12 +258,18 @@ ptx_kernel! {
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
     /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
-    #[variants((FMT, MT, SB) in [(1, 1, 144), (0, 1, 272), (2, 1, 144), (3, 1, 256)], (NT, WARPS) in [(1, 4), (1, 8), (2, 4), (2, 8), (3, 8), (6, 4)])]
-    #[launch(block = 32 * WARPS, max_regs = if NT <= 2 { if FMT == FMT_Q4K { 80 } else { 72 } } else if NT == 3 { 96 } else if FMT == FMT_Q4K { 184 } else { 168 })]
+    #[variants((FMT, MT, SB, NT, WARPS) in [
+        (1, 1, 144, 1, 4), (1, 1, 144, 1, 8), (1, 1, 144, 2, 4), (1, 1, 144, 2, 8), (1, 2, 144, 3, 8),
+        (0, 1, 272, 1, 4), (0, 1, 272, 1, 8), (0, 1, 272, 2, 4), (0, 1, 272, 2, 8), (0, 1, 272, 3, 8),
+        (2, 1, 144, 1, 4), (2, 1, 144, 1, 8), (2, 1, 144, 2, 4), (2, 1, 144, 2, 8), (2, 2, 144, 3, 8),
+        (3, 1, 256, 1, 4), (3, 1, 256, 1, 8), (3, 1, 256, 2, 4), (3, 1, 256, 2, 8), (3, 1, 256, 3, 8),
+    ])]
+    #[launch(block = 32 * WARPS, max_regs = if NT <= 2 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
     pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32>(
         p: GemmParams,
         q: QuantParams,
         w: &[u8],
+        x: &[f32],
         xs: &[u32],
         bias: Option<&[f32]>,
         res: Option<&[f32]>,
@@ -278,7 +294,7 @@ ptx_kernel! {
         let xpairs = p.k / 32 + 1;
         let xz = z * xpairs;
         // The B fragments of the next block to multiply, loaded one block ahead.
-        let mut xv = tc_xs_load::<NT>(xs, xz, xpairs, warp * chunk / 32, lane);
+        let mut xv = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
@@ -304,7 +320,7 @@ ptx_kernel! {
             let mut jj = 0u32;
             while jj < pairs {
                 let k = c * chunk + 64 * jj;
-                let x1 = tc_xs_load::<NT>(xs, xz, xpairs, k / 32 + 1, lane);
+                let x1 = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, k / 32 + 1, lane);
                 // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
                 // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
                 // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
@@ -328,7 +344,7 @@ ptx_kernel! {
                 // The next pair's first block: of this chunk, or of the warp's next one (past
                 // K: the zeros of `xs`' last pair).
                 let kn = if jj + 1 < pairs { k + 64 } else { (c + WARPS) * chunk };
-                xv = tc_xs_load::<NT>(xs, xz, xpairs, kn / 32, lane);
+                xv = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, kn / 32, lane);
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
                     acc = tc_block::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
                 }
@@ -380,15 +396,21 @@ ptx_kernel! {
         }
     }
 
-    /// The B fragments of pair `pr` (`qgemv_tc_x`'s layout; `pr` past the last pair reads
-    /// that pair's zeros) of the token chunk whose pairs start at `xz`, `xpairs` of them: per
-    /// column tile, the words of steps 0 and 1.
-    fn tc_xs_load<const NT: u32>(xs: &[u32], xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; NT] {
+    /// The B fragments of pair `pr` (elements `32 pr ..`) of token chunk `z`: per column
+    /// tile, the words of steps 0 and 1 (`tc_x_words`). Up to 2 column tiles they come from
+    /// `xs` (`qgemv_tc_x`'s layout, the chunk's pairs from `xz`, `xpairs` of them; `pr` past
+    /// the last reads that pair's zeros); from 3 on, split from `x` here, whose f32 values
+    /// are a third of the bytes that the blocks would load from `xs` at that many tokens.
+    fn tc_x_load<const NT: u32>(p: GemmParams, x: &[f32], xs: &[u32], z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; NT] {
         let mut v = [[0u32; 4]; NT];
-        let at = xz + pr.min(xpairs - 1);
+        let at = pr.min(xpairs - 1);
         #[unroll]
         for n in 0..NT {
-            v[n] = xs.load4_nc((at as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64);
+            v[n] = if NT <= 2 {
+                xs.load4_nc(((xz + at) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64)
+            } else {
+                tc_x_words::<NT>(p, x, z, n, 32 * at, lane)
+            };
         }
         v
     }

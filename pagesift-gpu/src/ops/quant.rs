@@ -86,11 +86,10 @@ pub fn lanes_for(n_out: usize, units: usize, sms: u32) -> u32 {
 }
 
 /// The shape of the tensor-core decode kernel (`qgemv_tc`) of a format, read from its
-/// compiled variants: `16 · mt` rows of `W` a block, chunks of K of `chunk_bytes` per row.
+/// compiled variants: chunks of K of `chunk_bytes` per row (its blocks' rows:
+/// [`tc_row_tiles`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcShape {
-    /// Row tiles of 16 of a block.
-    pub mt: u32,
     /// The bytes of a row's chunk of K.
     pub chunk_bytes: u32,
     /// The elements of a chunk of K (`n_in` must be a multiple).
@@ -109,13 +108,30 @@ pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
             .find(|&&(k, _)| k == name)
             .and_then(|(_, val)| val.parse::<u32>().ok())
     };
-    let (mt, chunk_bytes) = (get("MT")?, get("SB")?);
+    let chunk_bytes = get("SB")?;
     let blocks = chunk_bytes as usize / format.block_bytes();
     let chunk = blocks * format.block_elements();
-    Some(TcShape {
-        mt,
-        chunk_bytes,
-        chunk,
+    Some(TcShape { chunk_bytes, chunk })
+}
+
+/// The row tiles of 16 of a block of the tensor-core decode kernel for `format` at `nt`
+/// column tiles (`MT` of its compiled variants: 2 for Q4_0 and Q4_K from 3 column tiles on,
+/// whose blocks split `x` themselves, so that each split serves 32 rows; 1 elsewhere),
+/// `None` where it has no variant.
+pub fn tc_row_tiles(format: WeightFormat, nt: u32) -> Option<u32> {
+    let (fmt, nt) = (format_code(format)?.to_string(), nt.to_string());
+    qgemv_tc::VARIANTS.iter().find_map(|v| {
+        let get = |name: &str| {
+            v.consts
+                .iter()
+                .find(|&&(k, _)| k == name)
+                .map(|(_, val)| *val)
+        };
+        if get("FMT")? == fmt && get("NT")? == nt {
+            get("MT")?.parse().ok()
+        } else {
+            None
+        }
     })
 }
 
@@ -154,8 +170,8 @@ pub enum QKernel {
     /// The decode kernel (`qgemv`), in chunks of [`QGEMV_MAX_TOKENS`] tokens.
     Decode,
     /// The tensor-core decode kernel (`qgemv_tc`) on blocks of `warps` warps (one of
-    /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of
-    /// [`QGEMV_MAX_TOKENS`] tokens.
+    /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of 8 tokens
+    /// ([`tc_column_tiles`]).
     DecodeTc { warps: u32 },
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
@@ -233,15 +249,10 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
     let tc_fits = format
         .row_bytes(g.k)
         .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w_ptr).is_none());
-    Ok(match tc_shape(format) {
-        Some(shape) if tc_fits => QKernel::DecodeTc {
-            warps: tc_warps(
-                format,
-                g.n,
-                shape.mt,
-                tc_column_tiles(g.m),
-                stream.gpu().props().sm_count,
-            ),
+    let nt = tc_column_tiles(g.m);
+    Ok(match tc_row_tiles(format, nt) {
+        Some(mt) if tc_fits => QKernel::DecodeTc {
+            warps: tc_warps(format, g.n, mt, nt, stream.gpu().props().sm_count),
         },
         _ => QKernel::Decode,
     })
@@ -360,6 +371,14 @@ pub fn qgemm_with(
             return Err(invalid(why));
         }
         let nt = tc_column_tiles(g.m);
+        let per_chunk = tc_tokens(nt) as usize;
+        if g.m.div_ceil(per_chunk) > u16::MAX as usize {
+            return Err(invalid(format!(
+                "{} tokens: the tensor-core decode kernel takes at most {} per call",
+                g.m,
+                u16::MAX as usize * per_chunk
+            )));
+        }
         if !tc_warp_options(nt).contains(&warps) {
             return Err(invalid(format!(
                 "the tensor-core decode kernel at {} tokens ({nt} column tiles) runs blocks of {:?} warps, not {warps}",
@@ -434,8 +453,9 @@ pub fn qgemm_with(
 }
 
 /// The column tiles of the tensor-core decode kernel (`NT` of `qgemv_tc`), each of
-/// [`QTC_COLUMNS`] columns: one part of one token's activations a column.
-pub const TC_COLUMN_TILES: [u32; 4] = [1, 2, 3, 6];
+/// [`QTC_COLUMNS`] columns: one part of one token's activations a column. At most 3 (8
+/// tokens a block): more would not fit the registers of two blocks a multiprocessor.
+pub const TC_COLUMN_TILES: [u32; 3] = [1, 2, 3];
 
 /// The tokens a block of the tensor-core decode kernel takes with `nt` column tiles.
 pub fn tc_tokens(nt: u32) -> u32 {
@@ -443,9 +463,10 @@ pub fn tc_tokens(nt: u32) -> u32 {
 }
 
 /// The column tiles of the tensor-core decode kernel for `tokens`: the fewest that hold
-/// them (at most [`QGEMV_MAX_TOKENS`] a block; more go in chunks of that many).
+/// them (at most 8 tokens a block; more go in chunks of 8, each a pass over the weights).
 pub fn tc_column_tiles(tokens: usize) -> u32 {
-    let want = tokens.min(QGEMV_MAX_TOKENS as usize);
+    let most = tc_tokens(TC_COLUMN_TILES[TC_COLUMN_TILES.len() - 1]) as usize;
+    let want = tokens.min(most);
     TC_COLUMN_TILES
         .into_iter()
         .find(|&nt| tc_tokens(nt) as usize >= want)
@@ -470,13 +491,12 @@ pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, nt: u32, sms: u32) 
 }
 
 /// The warps a block of the tensor-core decode kernel may have at `nt` column tiles (its
-/// compiled variants), fewest first: 4 or 8 up to 2 tiles (5 tokens), 8 at 3 (8 tokens), 4
-/// at 6 (16 tokens, whose registers allow 3 blocks of 4 warps a multiprocessor, 1 of 8).
+/// compiled variants), fewest first: 4 or 8 up to 2 tiles (5 tokens), 8 beyond.
 pub fn tc_warp_options(nt: u32) -> &'static [u32] {
-    match nt {
-        1 | 2 => &[4, 8],
-        3 => &[8],
-        _ => &[4],
+    if nt <= 2 {
+        &[4, 8]
+    } else {
+        &[8]
     }
 }
 
@@ -505,22 +525,19 @@ unsafe fn decode_tc(
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let Some(shape) = tc_shape(format) else {
+    let nt = tc_column_tiles(g.m);
+    let (Some(shape), Some(mt)) = (tc_shape(format), tc_row_tiles(format, nt)) else {
         return Err(crate::__private::variant_not_compiled(
             "qgemv_tc",
-            format!("FMT={fmt}"),
+            format!("FMT={fmt}, NT={nt}"),
         ));
     };
-    let nt = tc_column_tiles(g.m);
-    let variant =
-        qgemv_tc::variant(fmt, shape.mt, shape.chunk_bytes, nt, warps).ok_or_else(|| {
-            crate::__private::variant_not_compiled(
-                "qgemv_tc",
-                format!("FMT={fmt}, NT={nt}, W={warps}"),
-            )
-        })?;
-    let split = qgemv_tc_x::variant(nt)
-        .ok_or_else(|| crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}")))?;
+    let variant = qgemv_tc::variant(fmt, mt, shape.chunk_bytes, nt, warps).ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "qgemv_tc",
+            format!("FMT={fmt}, MT={mt}, NT={nt}, WARPS={warps}"),
+        )
+    })?;
     let chunk = u64::from(tc_tokens(nt));
     let p = GemmParams {
         ldb: row_bytes as u32,
@@ -536,20 +553,32 @@ unsafe fn decode_tc(
         row_bytes: row_bytes as u32,
         fast: true,
     };
-    let rows = 16 * shape.mt;
+    let rows = 16 * mt;
     let chunks = (g.m as u64).div_ceil(chunk) as u32;
-    // `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1` pairs of steps (the last
-    // zeros), `nt` column tiles of 32 lanes of 4 words.
+    // Up to 2 column tiles, `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1`
+    // pairs of steps (the last zeros), `nt` column tiles of 32 lanes of 4 words. Beyond, the
+    // blocks split `x` themselves.
+    let split = if nt <= 2 {
+        Some(qgemv_tc_x::variant(nt).ok_or_else(|| {
+            crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}"))
+        })?)
+    } else {
+        None
+    };
     let pairs = g.k / 32 + 1;
-    let words = chunks as usize * pairs * nt as usize * 128;
+    let words = if split.is_some() {
+        chunks as usize * pairs * nt as usize * 128
+    } else {
+        0
+    };
     super::log_dispatch(|| {
         format!(
-            "qgemm tokens={} n_out={} n_in={} {format} -> {} after {}: tensor cores, {rows} rows x {} tokens a block, {} warps over K{}",
+            "qgemm tokens={} n_out={} n_in={} {format} -> {}{}: tensor cores, {rows} rows x {} tokens a block, {} warps over K{}",
             g.m,
             g.n,
             g.k,
             variant.entry,
-            split.entry,
+            split.map_or(String::new(), |s| format!(" after {}", s.entry)),
             chunk,
             warps,
             if chunks > 1 {
@@ -560,15 +589,17 @@ unsafe fn decode_tc(
         )
     });
     let mut xs = crate::DeviceBuffer::<u32>::alloc(stream.gpu(), words)?;
-    let split_blocks = (pairs * nt as usize * 32).div_ceil(QTC_X_THREADS as usize) as u32;
-    qgemv_tc_x::launch(
-        stream,
-        LaunchConfig::grid([split_blocks, chunks, 1]),
-        nt,
-        p,
-        x,
-        &mut xs,
-    )?;
+    if split.is_some() {
+        let split_blocks = (pairs * nt as usize * 32).div_ceil(QTC_X_THREADS as usize) as u32;
+        qgemv_tc_x::launch(
+            stream,
+            LaunchConfig::grid([split_blocks, chunks, 1]),
+            nt,
+            p,
+            x,
+            &mut xs,
+        )?;
+    }
     let grid = [(g.n as u32).div_ceil(rows), chunks, 1];
     // The stages, and after the loop the warps' sums in the same memory.
     let stages = warps * QTC_STAGES * rows * shape.chunk_bytes;
@@ -582,13 +613,14 @@ unsafe fn decode_tc(
             stream,
             LaunchConfig::grid(grid).with_shared_mem(smem),
             fmt,
-            shape.mt,
+            mt,
             shape.chunk_bytes,
             nt,
             warps,
             p,
             q,
             w,
+            x,
             &xs,
             bias,
             residual,
