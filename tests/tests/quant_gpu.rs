@@ -12,8 +12,8 @@
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    format_code, group_elements, pick, qgemm, qgemm_with, tc_column_tiles, tc_shape,
-    tc_warp_options, QKernel, FORMATS, PREFILL_MIN_TOKENS,
+    format_code, group_elements, pick, qgemm, qgemm_with, tc_plan, tc_shape, tc_warp_options,
+    QKernel, FORMATS, PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -336,8 +336,7 @@ fn decode_tc_every_variant() {
                 let mut case = Case::random(format, tokens, seed, max_out, max_in)
                     .with_n_in(chunks * shape.chunk);
                 case.w_offset = 16 * rng.gen_range(0..3);
-                let nt = tc_column_tiles(tokens);
-                for warps in tc_warp_options(nt) {
+                for warps in tc_warp_options(tc_plan(format, tokens)) {
                     let kernel = QKernel::DecodeTc { warps: *warps };
                     if let Err(e) = check(&gpu, &case, Some(kernel)) {
                         panic!("quant_gpu::decode_tc_every_variant: {kernel}: {e}");

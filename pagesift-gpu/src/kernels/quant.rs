@@ -164,15 +164,17 @@ ptx_kernel! {
     /// Threads of a block of `qgemv_tc_x`.
     pub const QTC_X_THREADS: u32 = 128;
 
-    /// The tokens of `NT` column tiles of `qgemv_tc`: a column is one part of one token's
-    /// activations (column `c`: token `c / QTC_PARTS`, part `c % QTC_PARTS`), so that one
-    /// `mma` multiplies a row tile with every part of two tokens.
-    fn tc_tokens<const NT: u32>() -> u32 {
-        QTC_COLUMNS * NT / QTC_PARTS
+    /// The tokens of `NT` column tiles of `qgemv_tc`: with `SPLIT` 1 a column is one part of
+    /// one token's activations (column `c`: token `c / QTC_PARTS`, part `c % QTC_PARTS`), so
+    /// that one `mma` multiplies a row tile with every part of two tokens and the parts come
+    /// split (`qgemv_tc_x`); with `SPLIT` 3 a column is a token, the block splits `x` itself
+    /// and each part takes an `mma` of its own.
+    fn tc_tokens<const NT: u32, const SPLIT: u32>() -> u32 {
+        QTC_COLUMNS * NT * SPLIT / QTC_PARTS
     }
 
     /// The `mma` B fragments of `qgemv_tc` from `x`, once per launch (every block of
-    /// `qgemv_tc` reads them, not `x`): for the chunk `z = block_idx_y()` of `tc_tokens::<NT>()`
+    /// `qgemv_tc` reads them, not `x`): for the chunk `z = block_idx_y()` of `tc_tokens::<NT, 1>()`
     /// tokens, pair `P` (elements `32 P ..`, `P` up to `p.k / 32`: the last pair is zeros,
     /// where a warp's read ahead past K lands), column tile `n` and lane `l`, the 4 words
     /// at `xs[(((z · (p.k / 32 + 1) + P) · NT + n) · 32 + l) · 4 ..]`: the fragments of steps
@@ -201,20 +203,51 @@ ptx_kernel! {
     /// lane / 4`'s part of `x[k + 16 s + 4 (lane % 4) .. + 4]` of its token, as `(v[0], v[2])`
     /// and `(v[1], v[3])`; tokens past the chunk's and elements past `p.k` are 0.
     fn tc_x_words<const NT: u32>(p: GemmParams, x: &[f32], z: u32, n: u32, k: u32, lane: u32) -> [u32; 4] {
-        let tv = (p.m - z * tc_tokens::<NT>()).min(tc_tokens::<NT>());
         let col = QTC_COLUMNS * n + lane / 4;
-        let tk = col / QTC_PARTS;
         let part = col % QTC_PARTS;
-        let e = k + lane % 4 * 4;
-        let xb = z as u64 * p.batch_a + tk as u64 * p.lda as u64 + e as u64;
+        let v = tc_x_token::<NT, 1>(p, x, z, col / QTC_PARTS, k, lane);
         let mut f = [0u32; 4];
         #[unroll]
         for s in 0..2 {
-            let v = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
-            f[2 * s] = tc_part(v[0], part).prmt(tc_part(v[2], part), 0x7632);
-            f[2 * s + 1] = tc_part(v[1], part).prmt(tc_part(v[3], part), 0x7632);
+            f[2 * s] = tc_part(v[s][0], part).prmt(tc_part(v[s][2], part), 0x7632);
+            f[2 * s + 1] = tc_part(v[s][1], part).prmt(tc_part(v[s][3], part), 0x7632);
         }
         f
+    }
+
+    /// Token `tk` of chunk `z`'s `x[k + 16 s + 4 (lane % 4) .. + 4]` for steps `s` 0 and 1;
+    /// 0 for tokens past the chunk's and elements past `p.k`.
+    fn tc_x_token<const NT: u32, const SPLIT: u32>(p: GemmParams, x: &[f32], z: u32, tk: u32, k: u32, lane: u32) -> [[f32; 4]; 2] {
+        let tv = (p.m - z * tc_tokens::<NT, SPLIT>()).min(tc_tokens::<NT, SPLIT>());
+        let e = k + lane % 4 * 4;
+        let xb = z as u64 * p.batch_a + tk as u64 * p.lda as u64 + e as u64;
+        let mut v = [[0.0f32; 4]; 2];
+        if (tk < tv) & p.vec_a & (e + 20 <= p.k) & (xb + 20 <= x.len()) & x.is_aligned(xb, 16) {
+            v[0] = x.load4_nc(xb);
+            v[1] = x.load4_nc(xb + 16);
+        } else {
+            #[unroll]
+            for s in 0..2 {
+                v[s] = core::load4_edge::<f32, true>(x, xb + (16 * s) as u64, tk < tv, e + 16 * s, p.k, p.vec_a);
+            }
+        }
+        v
+    }
+
+    /// The three bf16 parts of `a` and `b` (each the sum of its parts, exactly: each part
+    /// takes the next 8 significant bits, by truncation), as pairs `(a part, b part)`.
+    fn tc_split(a: f32, b: f32) -> [u32; 3] {
+        let ha = a.to_bits() & 0xFFFF_0000;
+        let hb = b.to_bits() & 0xFFFF_0000;
+        let ra = a - f32::from_bits(ha);
+        let rb = b - f32::from_bits(hb);
+        let sa = ra - f32::from_bits(ra.to_bits() & 0xFFFF_0000);
+        let sb = rb - f32::from_bits(rb.to_bits() & 0xFFFF_0000);
+        [
+            a.to_bits().prmt(b.to_bits(), 0x7632),
+            ra.to_bits().prmt(rb.to_bits(), 0x7632),
+            sa.to_bits().prmt(sb.to_bits(), 0x7632),
+        ]
     }
 
     /// Part `part` of the three exact bf16 parts of `a`, in the high half of the result:
@@ -240,7 +273,7 @@ ptx_kernel! {
     /// (ggml rounds `d · sc · q` before subtracting the min: the two differ by half an ulp of
     /// the weight at most).
     ///
-    /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT>()` tokens (grid `(⌈n_out /
+    /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT, SPLIT>()` tokens (grid `(⌈n_out /
     /// 16 MT⌉, ⌈p.m / tc_tokens⌉)`, chunks of tokens in grid y as in `qgemv`), its B
     /// fragments (`tc_x_load`) from `xs` (`qgemv_tc_x` of the same `p`) up to 2 column tiles,
     /// from `x` beyond. Its `WARPS` warps share the
@@ -258,14 +291,14 @@ ptx_kernel! {
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
     /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
-    #[variants((FMT, MT, SB, NT, WARPS) in [
-        (1, 1, 144, 1, 4), (1, 1, 144, 1, 8), (1, 1, 144, 2, 4), (1, 1, 144, 2, 8), (1, 2, 144, 3, 8),
-        (0, 1, 272, 1, 4), (0, 1, 272, 1, 8), (0, 1, 272, 2, 4), (0, 1, 272, 2, 8), (0, 1, 272, 3, 8),
-        (2, 1, 144, 1, 4), (2, 1, 144, 1, 8), (2, 1, 144, 2, 4), (2, 1, 144, 2, 8), (2, 2, 144, 3, 8),
-        (3, 1, 256, 1, 4), (3, 1, 256, 1, 8), (3, 1, 256, 2, 4), (3, 1, 256, 2, 8), (3, 1, 256, 3, 8),
+    #[variants((FMT, MT, SB, NT, WARPS, SPLIT) in [
+        (1, 1, 144, 1, 4, 1), (1, 1, 144, 1, 8, 1), (1, 1, 144, 2, 4, 1), (1, 1, 144, 2, 8, 1), (1, 2, 144, 1, 8, 3), (1, 2, 144, 2, 8, 3),
+        (0, 1, 272, 1, 4, 1), (0, 1, 272, 1, 8, 1), (0, 1, 272, 2, 4, 1), (0, 1, 272, 2, 8, 1), (0, 1, 272, 1, 8, 3), (0, 1, 272, 2, 8, 3),
+        (2, 1, 144, 1, 4, 1), (2, 1, 144, 1, 8, 1), (2, 1, 144, 2, 4, 1), (2, 1, 144, 2, 8, 1), (2, 2, 144, 1, 8, 3), (2, 2, 144, 2, 8, 3),
+        (3, 1, 256, 1, 8, 3), (3, 1, 256, 2, 8, 3),
     ])]
-    #[launch(block = 32 * WARPS, max_regs = if NT <= 2 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
-    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32>(
+    #[launch(block = 32 * WARPS, max_regs = if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
+    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32>(
         p: GemmParams,
         q: QuantParams,
         w: &[u8],
@@ -282,7 +315,7 @@ ptx_kernel! {
         let warp = warp_id();
         let row0 = block_idx_x() * 16 * MT;
         let z = block_idx_y();
-        let tb = tc_tokens::<NT>();
+        let tb = tc_tokens::<NT, SPLIT>();
         let tv = (p.m - z * tb).min(tb);
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
@@ -294,7 +327,7 @@ ptx_kernel! {
         let xpairs = p.k / 32 + 1;
         let xz = z * xpairs;
         // The B fragments of the next block to multiply, loaded one block ahead.
-        let mut xv = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, warp * chunk / 32, lane);
+        let mut xv = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
@@ -320,7 +353,7 @@ ptx_kernel! {
             let mut jj = 0u32;
             while jj < pairs {
                 let k = c * chunk + 64 * jj;
-                let x1 = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, k / 32 + 1, lane);
+                let x1 = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, k / 32 + 1, lane);
                 // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
                 // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
                 // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
@@ -339,14 +372,14 @@ ptx_kernel! {
                 let rt = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
                 let rq = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
+                    acc = tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
                 }
                 // The next pair's first block: of this chunk, or of the warp's next one (past
                 // K: the zeros of `xs`' last pair).
                 let kn = if jj + 1 < pairs { k + 64 } else { (c + WARPS) * chunk };
-                xv = tc_x_load::<NT>(p, x, xs, z, xz, xpairs, kn / 32, lane);
+                xv = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, kn / 32, lane);
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
+                    acc = tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
                 }
                 jj += 1;
             }
@@ -373,7 +406,8 @@ ptx_kernel! {
             }
         }
         sync_threads();
-        // Each output of the block: the sum over the warps and the token's parts.
+        // Each output of the block: the sum over the warps and the token's columns (its
+        // parts with `SPLIT` 1, the token itself with 3).
         let outs = 4 * MT * tb;
         if tid < outs {
             let tk = tid / (4 * MT);
@@ -382,8 +416,8 @@ ptx_kernel! {
             #[unroll]
             for wp in 0..WARPS {
                 #[unroll]
-                for part in 0..QTC_PARTS {
-                    let s = red.load4((wp * QTC_COLUMNS * NT + QTC_PARTS * tk + part) * ldr + r4);
+                for part in 0..QTC_PARTS / SPLIT {
+                    let s = red.load4((wp * QTC_COLUMNS * NT + QTC_PARTS / SPLIT * tk + part) * ldr + r4);
                     #[unroll]
                     for l in 0..4 {
                         v[l] += s[l];
@@ -396,21 +430,25 @@ ptx_kernel! {
         }
     }
 
-    /// The B fragments of pair `pr` (elements `32 pr ..`) of token chunk `z`: per column
-    /// tile, the words of steps 0 and 1 (`tc_x_words`). Up to 2 column tiles they come from
-    /// `xs` (`qgemv_tc_x`'s layout, the chunk's pairs from `xz`, `xpairs` of them; `pr` past
-    /// the last reads that pair's zeros); from 3 on, split from `x` here, whose f32 values
-    /// are a third of the bytes that the blocks would load from `xs` at that many tokens.
-    fn tc_x_load<const NT: u32>(p: GemmParams, x: &[f32], xs: &[u32], z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; NT] {
-        let mut v = [[0u32; 4]; NT];
+    /// What `tc_block` makes the B fragments of pair `pr` (elements `32 pr ..`) of token
+    /// chunk `z` from, per column tile `n`: with `SPLIT` 1, at `[n]` the words of steps 0 and
+    /// 1 from `xs` (`qgemv_tc_x`'s layout, the chunk's pairs from `xz`, `xpairs` of them; `pr`
+    /// past the last reads that pair's zeros); with 3, at `[2 n + s]` the bits of step `s`'s
+    /// `x` of token `8 n + lane / 4` (`tc_x_token`).
+    fn tc_x_load<const NT: u32, const SPLIT: u32>(p: GemmParams, x: &[f32], xs: &[u32], z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; 2 * NT] {
+        let mut v = [[0u32; 4]; 2 * NT];
         let at = pr.min(xpairs - 1);
         #[unroll]
         for n in 0..NT {
-            v[n] = if NT <= 2 {
-                xs.load4_nc(((xz + at) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64)
+            if SPLIT == 1 {
+                v[n] = xs.load4_nc(((xz + at) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64);
             } else {
-                tc_x_words::<NT>(p, x, z, n, 32 * at, lane)
-            };
+                let t = tc_x_token::<NT, SPLIT>(p, x, z, QTC_COLUMNS * n + lane / 4, 32 * at, lane);
+                #[unroll]
+                for s in 0..2 {
+                    v[2 * n + s] = [t[s][0].to_bits(), t[s][1].to_bits(), t[s][2].to_bits(), t[s][3].to_bits()];
+                }
+            }
         }
         v
     }
@@ -487,24 +525,34 @@ ptx_kernel! {
     /// The 32 elements of K from `k` (block `j` of the chunk, `U` = `j % 2`) added to the
     /// lane's accumulators, read at constant offsets from the bases of the kernel's pair loop
     /// (under its test), with the lane's B fragments of it (`tc_xs_load`).
-    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const U: u32>(
+    fn tc_block<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const U: u32>(
         st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         b: u32,
         bt: u32,
         bq: u32,
-        xv: [[u32; 4]; NT],
+        xv: [[u32; 4]; 2 * NT],
         j: u32,
         lane: u32,
         acc_in: [[f32; 4]; MT * NT],
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
-        // The column tiles' B fragments: `[tile][step]`.
-        let mut xf = [[0u32; 2]; 2 * NT];
+        // The column tiles' B fragments: `[tile][step][part]`, `SPLIT` parts.
+        let mut xf = [[0u32; 2]; 2 * NT * SPLIT];
         #[unroll]
         for n in 0..NT {
             #[unroll]
             for s in 0..2 {
-                xf[2 * n + s] = [xv[n][2 * s], xv[n][2 * s + 1]];
+                if SPLIT == 1 {
+                    xf[2 * n + s] = [xv[n][2 * s], xv[n][2 * s + 1]];
+                } else {
+                    let v = xv[2 * n + s];
+                    let lo = tc_split(f32::from_bits(v[0]), f32::from_bits(v[2]));
+                    let hi = tc_split(f32::from_bits(v[1]), f32::from_bits(v[3]));
+                    #[unroll]
+                    for part in 0..SPLIT {
+                        xf[(2 * n + s) * SPLIT + part] = [lo[part], hi[part]];
+                    }
+                }
             }
         }
         // Q4_K: each column's `Σ x` over the sub-block (every row of the product of ones).
@@ -513,8 +561,8 @@ ptx_kernel! {
             #[unroll]
             for n in 0..NT {
                 #[unroll]
-                for s in 0..2 {
-                    xs[n] = mma_m16n8k16_bf16([BF16_ONES; 4], xf[2 * n + s], xs[n]);
+                for i in 0..2 * SPLIT {
+                    xs[n] = mma_m16n8k16_bf16([BF16_ONES; 4], xf[2 * n * SPLIT + i], xs[n]);
                 }
             }
         }
@@ -537,7 +585,10 @@ ptx_kernel! {
                     let mut blk = [0.0f32; 4];
                     #[unroll]
                     for s in 0..2 {
-                        blk = mma_m16n8k16_bf16(a[s], xf[2 * n + s], blk);
+                        #[unroll]
+                        for part in 0..SPLIT {
+                            blk = mma_m16n8k16_bf16(a[s], xf[(2 * n + s) * SPLIT + part], blk);
+                        }
                     }
                     let i = m * NT + n;
                     let sx = xs[n];
@@ -563,7 +614,10 @@ ptx_kernel! {
                 for n in 0..NT {
                     #[unroll]
                     for s in 0..2 {
-                        acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[2 * n + s], acc[m * NT + n]);
+                        #[unroll]
+                        for part in 0..SPLIT {
+                            acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[(2 * n + s) * SPLIT + part], acc[m * NT + n]);
+                        }
                     }
                 }
             } else {
@@ -602,11 +656,15 @@ ptx_kernel! {
                     let mut blk = [0.0f32; 4];
                     #[unroll]
                     for s in 0..2 {
-                        if FMT == FMT_Q4_0 {
-                            blk = mma_m16n8k16_bf16(a[s], xf[2 * n + s], blk);
-                        } else {
-                            blk = mma_m16n8k16_bf16(a[2 * s], xf[2 * n + s], blk);
-                            blk = mma_m16n8k16_bf16(a[2 * s + 1], xf[2 * n + s], blk);
+                        #[unroll]
+                        for part in 0..SPLIT {
+                            let f = xf[(2 * n + s) * SPLIT + part];
+                            if FMT == FMT_Q4_0 {
+                                blk = mma_m16n8k16_bf16(a[s], f, blk);
+                            } else {
+                                blk = mma_m16n8k16_bf16(a[2 * s], f, blk);
+                                blk = mma_m16n8k16_bf16(a[2 * s + 1], f, blk);
+                            }
                         }
                     }
                     let i = m * NT + n;

@@ -114,12 +114,16 @@ pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
     Some(TcShape { chunk_bytes, chunk })
 }
 
-/// The row tiles of 16 of a block of the tensor-core decode kernel for `format` at `nt`
-/// column tiles (`MT` of its compiled variants: 2 for Q4_0 and Q4_K from 3 column tiles on,
-/// whose blocks split `x` themselves, so that each split serves 32 rows; 1 elsewhere),
-/// `None` where it has no variant.
-pub fn tc_row_tiles(format: WeightFormat, nt: u32) -> Option<u32> {
-    let (fmt, nt) = (format_code(format)?.to_string(), nt.to_string());
+/// The row tiles of 16 of a block of the tensor-core decode kernel for `format` in `plan`
+/// (`MT` of its compiled variants: 2 for Q4_0 and Q4_K with tokens in columns, whose blocks
+/// split `x` themselves, so that each split serves 32 rows; 1 elsewhere), `None` where it has
+/// no variant.
+pub fn tc_row_tiles(format: WeightFormat, plan: TcPlan) -> Option<u32> {
+    let want = [
+        ("FMT", format_code(format)?.to_string()),
+        ("NT", plan.nt.to_string()),
+        ("SPLIT", plan.split.to_string()),
+    ];
     qgemv_tc::VARIANTS.iter().find_map(|v| {
         let get = |name: &str| {
             v.consts
@@ -127,7 +131,7 @@ pub fn tc_row_tiles(format: WeightFormat, nt: u32) -> Option<u32> {
                 .find(|&&(k, _)| k == name)
                 .map(|(_, val)| *val)
         };
-        if get("FMT")? == fmt && get("NT")? == nt {
+        if want.iter().all(|(k, val)| get(k) == Some(val.as_str())) {
             get("MT")?.parse().ok()
         } else {
             None
@@ -170,8 +174,8 @@ pub enum QKernel {
     /// The decode kernel (`qgemv`), in chunks of [`QGEMV_MAX_TOKENS`] tokens.
     Decode,
     /// The tensor-core decode kernel (`qgemv_tc`) on blocks of `warps` warps (one of
-    /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of 8 tokens
-    /// ([`tc_column_tiles`]).
+    /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of tokens
+    /// ([`tc_plan`]).
     DecodeTc { warps: u32 },
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
@@ -249,10 +253,10 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
     let tc_fits = format
         .row_bytes(g.k)
         .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w_ptr).is_none());
-    let nt = tc_column_tiles(g.m);
-    Ok(match tc_row_tiles(format, nt) {
+    let plan = tc_plan(format, g.m);
+    Ok(match tc_row_tiles(format, plan) {
         Some(mt) if tc_fits => QKernel::DecodeTc {
-            warps: tc_warps(format, g.n, mt, nt, stream.gpu().props().sm_count),
+            warps: tc_warps(format, g.n, mt, plan, stream.gpu().props().sm_count),
         },
         _ => QKernel::Decode,
     })
@@ -370,8 +374,8 @@ pub fn qgemm_with(
         if let Some(why) = tc_unfit(stream, g, format, row_bytes, w.device_ptr()) {
             return Err(invalid(why));
         }
-        let nt = tc_column_tiles(g.m);
-        let per_chunk = tc_tokens(nt) as usize;
+        let plan = tc_plan(format, g.m);
+        let per_chunk = plan.tokens() as usize;
         if g.m.div_ceil(per_chunk) > u16::MAX as usize {
             return Err(invalid(format!(
                 "{} tokens: the tensor-core decode kernel takes at most {} per call",
@@ -379,11 +383,11 @@ pub fn qgemm_with(
                 u16::MAX as usize * per_chunk
             )));
         }
-        if !tc_warp_options(nt).contains(&warps) {
+        if !tc_warp_options(plan).contains(&warps) {
             return Err(invalid(format!(
-                "the tensor-core decode kernel at {} tokens ({nt} column tiles) runs blocks of {:?} warps, not {warps}",
+                "the tensor-core decode kernel at {} tokens ({plan:?}) runs blocks of {:?} warps, not {warps}",
                 g.m,
-                tc_warp_options(nt)
+                tc_warp_options(plan)
             )));
         }
         // SAFETY: `g` and the operands passed the checks above (`w` exactly `g.n ≥ 1` rows of
@@ -452,25 +456,42 @@ pub fn qgemm_with(
     )
 }
 
-/// The column tiles of the tensor-core decode kernel (`NT` of `qgemv_tc`), each of
-/// [`QTC_COLUMNS`] columns: one part of one token's activations a column. At most 3 (8
-/// tokens a block): more would not fit the registers of two blocks a multiprocessor.
-pub const TC_COLUMN_TILES: [u32; 3] = [1, 2, 3];
-
-/// The tokens a block of the tensor-core decode kernel takes with `nt` column tiles.
-pub fn tc_tokens(nt: u32) -> u32 {
-    QTC_COLUMNS * nt / QTC_PARTS
+/// How the tensor-core decode kernel takes a chunk of tokens: `nt` column tiles (`NT` of
+/// `qgemv_tc`) of [`QTC_COLUMNS`] columns, and `split` (`SPLIT`): 1 where a column is one
+/// bf16 part of one token's activations, split once per call by `qgemv_tc_x` (one `mma` for
+/// every part of two tokens), 3 where a column is a token and each block splits `x`, each part
+/// an `mma` of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcPlan {
+    pub nt: u32,
+    pub split: u32,
 }
 
-/// The column tiles of the tensor-core decode kernel for `tokens`: the fewest that hold
-/// them (at most 8 tokens a block; more go in chunks of 8, each a pass over the weights).
-pub fn tc_column_tiles(tokens: usize) -> u32 {
-    let most = tc_tokens(TC_COLUMN_TILES[TC_COLUMN_TILES.len() - 1]) as usize;
-    let want = tokens.min(most);
-    TC_COLUMN_TILES
-        .into_iter()
-        .find(|&nt| tc_tokens(nt) as usize >= want)
-        .unwrap_or(TC_COLUMN_TILES[TC_COLUMN_TILES.len() - 1])
+impl TcPlan {
+    /// The tokens of a block (a chunk of tokens, grid y).
+    pub fn tokens(self) -> u32 {
+        QTC_COLUMNS * self.nt * self.split / QTC_PARTS
+    }
+}
+
+/// The [`TcPlan`] for `tokens` of `format`: parts in columns up to 5 tokens (at most 2
+/// tiles, whose fragments `qgemv_tc_x` writes once; beyond, their bytes outweigh the
+/// weights'), tokens in columns from 6 on and for BF16 (8 or 16 tokens a block, more in
+/// chunks of 16). On an H100 at 14336 x 4096, Q4_0 took 34.1 µs at 1 token with parts in
+/// columns, 44.1 µs with tokens in columns, but 87.5 µs at 8 tokens, 44.3 µs with tokens in
+/// columns; BF16 took 64.4 µs at 1 token with parts in columns, 59.0 µs with tokens.
+pub fn tc_plan(format: WeightFormat, tokens: usize) -> TcPlan {
+    if format != WeightFormat::Bf16 && tokens <= 5 {
+        TcPlan {
+            nt: if tokens <= 2 { 1 } else { 2 },
+            split: 1,
+        }
+    } else {
+        TcPlan {
+            nt: if tokens <= 8 { 1 } else { 2 },
+            split: 3,
+        }
+    }
 }
 
 /// The warps of a block of the tensor-core decode kernel (`W` of `qgemv_tc`) for `n_out`
@@ -480,9 +501,9 @@ pub fn tc_column_tiles(tokens: usize) -> u32 {
 /// elsewhere (fewer rows, whose blocks need more warps each to keep enough memory in
 /// flight, and BF16, whose rows are longer). On an H100, Q4_0 at 14336 x 4096 and 1 token took
 /// 34.7 µs on 4 warps a block, 44.4 µs on 8 warps of 32 rows; BF16 71.1 µs on 4, 58.4 µs on 8.
-pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, nt: u32, sms: u32) -> u32 {
+pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, plan: TcPlan, sms: u32) -> u32 {
     let tiles = n_out.div_ceil(16 * mt as usize);
-    let options = tc_warp_options(nt);
+    let options = tc_warp_options(plan);
     if format != WeightFormat::Bf16 && tiles >= 4 * sms as usize {
         options[0]
     } else {
@@ -490,10 +511,10 @@ pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, nt: u32, sms: u32) 
     }
 }
 
-/// The warps a block of the tensor-core decode kernel may have at `nt` column tiles (its
-/// compiled variants), fewest first: 4 or 8 up to 2 tiles (5 tokens), 8 beyond.
-pub fn tc_warp_options(nt: u32) -> &'static [u32] {
-    if nt <= 2 {
+/// The warps a block of the tensor-core decode kernel may have in `plan` (its compiled
+/// variants), fewest first: 4 or 8 with parts in columns, 8 with tokens.
+pub fn tc_warp_options(plan: TcPlan) -> &'static [u32] {
+    if plan.split == 1 {
         &[4, 8]
     } else {
         &[8]
@@ -502,7 +523,7 @@ pub fn tc_warp_options(nt: u32) -> &'static [u32] {
 
 /// The tensor-core decode kernel (`qgemv_tc`) for `g` with weights of `format` (code
 /// `fmt`), rows of `row_bytes`: one pass over the weights for up to [`QGEMV_MAX_TOKENS`]
-/// tokens (`tc_column_tiles` of them), a pass per chunk of that many beyond. `qgemv_tc_x`
+/// tokens ([`tc_plan`]), a pass per chunk of that many beyond. `qgemv_tc_x`
 /// first splits `x` into the `mma` fragments, in a workspace of the stream's.
 ///
 /// # Safety
@@ -525,20 +546,25 @@ unsafe fn decode_tc(
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let nt = tc_column_tiles(g.m);
-    let (Some(shape), Some(mt)) = (tc_shape(format), tc_row_tiles(format, nt)) else {
+    let plan = tc_plan(format, g.m);
+    let nt = plan.nt;
+    let (Some(shape), Some(mt)) = (tc_shape(format), tc_row_tiles(format, plan)) else {
         return Err(crate::__private::variant_not_compiled(
             "qgemv_tc",
             format!("FMT={fmt}, NT={nt}"),
         ));
     };
-    let variant = qgemv_tc::variant(fmt, mt, shape.chunk_bytes, nt, warps).ok_or_else(|| {
-        crate::__private::variant_not_compiled(
-            "qgemv_tc",
-            format!("FMT={fmt}, MT={mt}, NT={nt}, WARPS={warps}"),
-        )
-    })?;
-    let chunk = u64::from(tc_tokens(nt));
+    let variant =
+        qgemv_tc::variant(fmt, mt, shape.chunk_bytes, nt, warps, plan.split).ok_or_else(|| {
+            crate::__private::variant_not_compiled(
+                "qgemv_tc",
+                format!(
+                    "FMT={fmt}, MT={mt}, NT={nt}, WARPS={warps}, SPLIT={}",
+                    plan.split
+                ),
+            )
+        })?;
+    let chunk = u64::from(plan.tokens());
     let p = GemmParams {
         ldb: row_bytes as u32,
         batch_a: chunk * g.lda as u64,
@@ -555,10 +581,10 @@ unsafe fn decode_tc(
     };
     let rows = 16 * mt;
     let chunks = (g.m as u64).div_ceil(chunk) as u32;
-    // Up to 2 column tiles, `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1`
-    // pairs of steps (the last zeros), `nt` column tiles of 32 lanes of 4 words. Beyond, the
-    // blocks split `x` themselves.
-    let split = if nt <= 2 {
+    // With parts in columns, `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1`
+    // pairs of steps (the last zeros), `nt` column tiles of 32 lanes of 4 words. With tokens
+    // in columns the blocks split `x` themselves.
+    let split = if plan.split == 1 {
         Some(qgemv_tc_x::variant(nt).ok_or_else(|| {
             crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}"))
         })?)
@@ -617,6 +643,7 @@ unsafe fn decode_tc(
             shape.chunk_bytes,
             nt,
             warps,
+            plan.split,
             p,
             q,
             w,

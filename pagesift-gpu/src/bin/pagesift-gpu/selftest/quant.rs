@@ -10,8 +10,7 @@ use pagesift_gpu::bench::Timing;
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    qgemm, qgemm_with, tc_column_tiles, tc_shape, tc_warp_options, QKernel, FORMATS,
-    PREFILL_MIN_TOKENS,
+    qgemm, qgemm_with, tc_plan, tc_shape, tc_warp_options, QKernel, FORMATS, PREFILL_MIN_TOKENS,
 };
 use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Result};
@@ -42,7 +41,7 @@ impl Family for Quants {
             for tokens in [1, 7, 16] {
                 kernels.push((QKernel::Decode, tokens));
                 if tc_shape(format).is_some() && gpu.compute_capability() >= (8, 0) {
-                    for &warps in tc_warp_options(tc_column_tiles(tokens)) {
+                    for &warps in tc_warp_options(tc_plan(format, tokens)) {
                         kernels.push((QKernel::DecodeTc { warps }, tokens));
                     }
                 }
