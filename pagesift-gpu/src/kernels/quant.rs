@@ -20,11 +20,12 @@
 //! whole chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
 //! multiply 16 rows by 8 columns per `mma.sync` m16n8k16 on bf16 operands. The codes are
 //! exact in bf16 (two nibble planes for Q8_0; Q4_K's codes, with its scales and mins applied
-//! per sub-block); each `x` is the exact sum of three bf16 parts, and a column of the `mma`
-//! is one part of one token, so that one `mma` takes every part of two tokens. `qgemv_tc_x`
-//! splits `x` into the `mma` fragments once per call, so that the blocks of `qgemv_tc` load
-//! them instead of splitting `x` again each. Every product is exact and the sums are f32;
-//! the decoding costs about one instruction per weight.
+//! per sub-block); each `x` is the exact sum of three bf16 parts. With `SPLIT` 1 (up to 5
+//! tokens) a column of the `mma` is one part of one token, so that one `mma` takes every part
+//! of two tokens, and `qgemv_tc_x` splits `x` into the `mma` fragments once per call for all
+//! blocks; with `SPLIT` 3 a column is a token and each block splits its `x`, each part an
+//! `mma` of its own. Every product is exact and the sums are f32; the decoding costs about
+//! one instruction per weight.
 
 use crate::ptx_kernel;
 
