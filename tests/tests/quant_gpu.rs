@@ -12,10 +12,10 @@
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    format_code, group_elements, pick, qgemm, qgemm_with, tc_plan, tc_shape, tc_warp_options,
-    QKernel, FORMATS, PREFILL_MIN_TOKENS,
+    format_code, group_elements, pick, pick_int8, qgemm, qgemm_with, tc_plan, tc_plan_int8,
+    tc_shape, tc_warp_options, QKernel, FORMATS, INT8_FORMATS, PREFILL_MIN_TOKENS,
 };
-use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
+use pagesift_gpu::quant::{dequantize, int8_activations, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
 use pagesift_tests::util::{poison_f32, random_f32_from};
 use pagesift_tests::{gpu_or_skip, is_emulated};
@@ -120,8 +120,9 @@ impl Case {
 }
 
 /// Runs `case` on `kernel` (`None`: the one `qgemm` picks) and checks every output against
-/// the reference on the dequantized weights and every element around the outputs left as it
-/// was; `Err` names the first output that fails.
+/// the reference on the dequantized weights (and, for [`QKernel::DecodeInt8`], the
+/// activations as `int8_activations` rounds them) and every element around the outputs left
+/// as it was; `Err` names the first output that fails.
 fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> {
     let g = case.g;
     let (m, n, k) = (g.m, g.n, g.k);
@@ -133,7 +134,22 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
     }
     let bytes = quantize(case.format, &values, n, k).map_err(|e| e.to_string())?;
     let w_deq = dequantize(case.format, &bytes, n, k).map_err(|e| e.to_string())?;
-    let x = random_f32_from(&mut rng, case.x_offset + (m - 1) * g.lda + k, -1.0..1.0);
+    let mut x = random_f32_from(&mut rng, case.x_offset + (m - 1) * g.lda + k, -1.0..1.0);
+    // Activations of several magnitudes per block, and a block of zeros, for the int8 scales.
+    for (i, v) in x.iter_mut().enumerate() {
+        *v *= [1.0, 0.01, 3.0][i / 32 % 3];
+    }
+    if k >= 64 {
+        x[case.x_offset + 32..case.x_offset + 64].fill(0.0);
+    }
+    let mut x_ref = x.clone();
+    if matches!(kernel, Some(QKernel::DecodeInt8 { .. })) {
+        for t in 0..m {
+            let row = case.x_offset + t * g.lda..case.x_offset + t * g.lda + k;
+            let q = int8_activations(&x[row.clone()], k).map_err(|e| e.to_string())?;
+            x_ref[row].copy_from_slice(&q);
+        }
+    }
     let bias = random_f32_from(&mut rng, n, -1.0..1.0);
     let res = random_f32_from(&mut rng, (m - 1) * g.ldr + n, -1.0..1.0);
     let y_len = (m - 1) * g.ldc + n;
@@ -187,7 +203,7 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
             written[idx] = true;
             let want = output(
                 &g,
-                &x[case.x_offset..],
+                &x_ref[case.x_offset..],
                 &w_deq,
                 case.bias.then_some(&bias[..]),
                 case.residual.then_some(&res[..]),
@@ -351,6 +367,77 @@ fn decode_tc_every_variant() {
         }
     }
     assert!(ran > 0, "no format has a tensor-core decode kernel");
+}
+
+/// The tensor-core decode kernel on int8 activations directly at each format it takes and
+/// every column tiling (1 to 16 tokens, more in chunks), against the reference on the
+/// activations as `int8_activations` rounds them.
+#[test]
+fn decode_int8_every_variant() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::decode_int8_every_variant") else {
+        return;
+    };
+    let (cases, max_out, max_in) = if is_emulated(&gpu) {
+        (1, 40, 512)
+    } else {
+        (6, 300, 2048)
+    };
+    for (f, format) in INT8_FORMATS.into_iter().enumerate() {
+        let shape = tc_shape(format).expect("an int8 format has a tensor-core decode kernel");
+        for tokens in [1, 2, 5, 8, 9, 16, 21] {
+            for i in 0..cases {
+                let seed = 19000 + 1000 * f as u64 + 10 * tokens as u64 + i;
+                let mut rng = StdRng::seed_from_u64(seed);
+                let chunks = rng.gen_range(1..=(max_in / shape.chunk).max(1));
+                let mut case = Case::random(format, tokens, seed, max_out, max_in)
+                    .with_n_in(chunks * shape.chunk);
+                case.w_offset = 16 * rng.gen_range(0..3);
+                for warps in tc_warp_options(tc_plan_int8(tokens)) {
+                    let kernel = QKernel::DecodeInt8 { warps: *warps };
+                    if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                        panic!("quant_gpu::decode_int8_every_variant: {kernel}: {e}");
+                    }
+                }
+            }
+        }
+    }
+    // BF16 weights have no int8 kernel: an error naming the formats it takes.
+    let case = Case::random(WeightFormat::Bf16, 1, 3, 8, 256).with_n_in(256);
+    let err = check(&gpu, &case, Some(QKernel::DecodeInt8 { warps: 8 }))
+        .expect_err("int8 activations ran on BF16 weights");
+    assert!(err.contains("int8 activations take"), "{err}");
+}
+
+/// `pick_int8`: the int8 kernel for its formats up to 16 tokens where the tensor-core decode
+/// kernel fits, `pick`'s kernel everywhere else.
+#[test]
+fn pick_int8_falls_back_to_pick() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::pick_int8_falls_back_to_pick") else {
+        return;
+    };
+    let stream = gpu.default_stream();
+    let sm80 = gpu.props().compute_capability >= (8, 0);
+    for format in FORMATS {
+        for tokens in [1, 16, PREFILL_MIN_TOKENS] {
+            for ptr in [0x10000u64, 0x10002] {
+                let g = Gemm::new(tokens, 64, 512, BLayout::NK);
+                let got = pick_int8(&stream, &g, format, ptr).unwrap();
+                let int8 = INT8_FORMATS.contains(&format) && tokens <= 16 && ptr % 16 == 0 && sm80;
+                if int8 {
+                    assert!(
+                        matches!(got, QKernel::DecodeInt8 { .. }),
+                        "{format} {tokens}: {got}"
+                    );
+                } else {
+                    assert_eq!(
+                        got,
+                        pick(&stream, &g, format, ptr).unwrap(),
+                        "{format} {tokens}"
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The kernel `qgemm` runs (`pick`): the prefill kernel from `PREFILL_MIN_TOKENS` tokens on

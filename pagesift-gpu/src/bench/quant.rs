@@ -1,12 +1,16 @@
 //! The kernels over quantized weights ([`crate::ops::quant::qgemm`]: the decode kernel up to
 //! 16 tokens, the prefill kernel beyond) against the copy bandwidth and cuBLAS on the same
 //! device, in one process: for each format, weight shape (`n_out × n_in`) and token count,
-//! the time per call, the bytes it must read (the weights once, the activations, the
-//! outputs) as GB/s and as a share of a device-to-device copy's GB/s (bytes read + written)
-//! of the same weights, its TFLOP/s, and cuBLAS on the dequantized weights at the same
-//! shape: `cublasGemmEx` in bf16 (weights and activations in bf16, f32 accumulation: the
+//! the time per call and what submitting one call costs the host, the bytes it must read
+//! (the weights once, the activations, the outputs) as GB/s and as a share of a
+//! device-to-device copy's GB/s (bytes read + written) of the same weights, its TFLOP/s, its
+//! largest error against the f64 product on the dequantized weights (relative to the
+//! largest output), and cuBLAS on the dequantized weights at the same shape:
+//! `cublasGemmEx` in bf16 (weights and activations in bf16, f32 accumulation: the
 //! tensor-core bar) and `cublasSgemm` in f32 (exact: the bar of our exact f32 mode), each as
-//! our speed over theirs (above 1: ours is faster).
+//! our speed over theirs (above 1: ours is faster). Where the int8 activations apply
+//! ([`crate::ops::quant::qgemm_int8`]: Q4_0, Q8_0, Q4_K up to 16 tokens) a second row
+//! gives them.
 //!
 //! The weights are one row quantized by the host code, repeated for every row, in enough
 //! copies (used in turn) that each call reads them from device memory, not from L2; cuBLAS's
@@ -19,9 +23,10 @@ use half::bf16;
 use super::cublas::{Cublas, CublasMath};
 use super::{BenchError, SplitMix64, Timing};
 use crate::gemm::{BLayout, Gemm};
-use crate::ops::quant::{pick, qgemm};
+use crate::kernels::quant::QGEMV_MAX_TOKENS;
+use crate::ops::quant::{pick, pick_int8, qgemm, qgemm_int8, INT8_FORMATS};
 use crate::quant::{dequantize, quantize, WeightFormat};
-use crate::{BackendKind, DeviceBuffer, Gpu, Stream};
+use crate::{timing, BackendKind, DeviceBuffer, Gpu, Stream};
 
 /// What `bench quant` measures.
 #[derive(Clone, Debug, PartialEq)]
@@ -196,15 +201,17 @@ pub fn run_quant(
     }
     writeln!(
         out,
-        "{:<6} {:>13} {:>6} {:>17} {:>10} {:>8} {:>8} {:>7} {:>11} {:>8} {:>11} {:>8}",
+        "{:<6} {:>13} {:>6} {:>17} {:>10} {:>8} {:>8} {:>8} {:>7} {:>9} {:>11} {:>8} {:>11} {:>8}",
         "format",
         "n_out x n_in",
         "tokens",
         "kernel",
         "µs",
+        "host µs",
         "GB/s",
         "of copy",
         "TF/s",
+        "max err",
         "bf16 µs",
         "x bf16",
         "f32 µs",
@@ -243,45 +250,93 @@ pub fn run_quant(
                 }
                 Err(_) => None,
             };
+            let deq_row = dequantize(format, &row_bytes, 1, n_in)?;
             for &tokens in &opts.tokens {
                 let xs = rng.signed_units(tokens * n_in)?;
                 let x = DeviceBuffer::from_host(gpu, &xs)?;
                 let mut y = DeviceBuffer::<f32>::alloc(gpu, tokens * n_out)?;
                 let g = Gemm::new(tokens, n_out, n_in, BLayout::NK);
-                let ms = timing.per_call_ms(&stream, || {
-                    turn = (turn + 1) % copies;
-                    qgemm(&stream, &g, format, &weights[turn], &x, None, None, &mut y)
-                })?;
-                stream.synchronize()?;
                 let theirs = match (&cublas, &mut theirs_w) {
                     (Ok(c), Some(w)) => Some(w.time(c, &stream, &timing, &g, &xs)?),
                     _ => None,
                 };
-                let read = bytes + 4 * tokens * (n_in + n_out);
-                let gbs = read as f64 / ms / 1e6;
-                let tflops = 2.0 * (tokens * n_out * n_in) as f64 / ms / 1e9;
-                let us = |ms: f64| format!("{:.1}", ms * 1e3);
-                let x = |theirs: f64| format!("{:.3}x", theirs / ms);
-                let kernel = pick(&stream, &g, format, weights[0].device_ptr())?.to_string();
-                writeln!(
-                    out,
-                    "{:<6} {:>13} {:>6} {:>17} {:>10.1} {:>8.0} {:>7.0}% {:>7.2} {:>11} {:>8} {:>11} {:>8}",
-                    format.name(),
-                    format!("{n_out}x{n_in}"),
-                    tokens,
-                    kernel,
-                    ms * 1e3,
-                    gbs,
-                    100.0 * gbs / copy_gbs,
-                    tflops,
-                    theirs.map_or("-".into(), |t| us(t.0)),
-                    theirs.map_or("-".into(), |t| x(t.0)),
-                    theirs.map_or("-".into(), |t| us(t.1)),
-                    theirs.map_or("-".into(), |t| x(t.1)),
-                )?;
+                // Every row of the weights is `deq_row`: each token's outputs are one dot product.
+                let want: Vec<f64> = xs
+                    .chunks(n_in)
+                    .map(|xt| {
+                        xt.iter()
+                            .zip(&deq_row)
+                            .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                            .sum()
+                    })
+                    .collect();
+                let int8 = INT8_FORMATS.contains(&format) && tokens <= QGEMV_MAX_TOKENS as usize;
+                for int8 in [false, true].into_iter().filter(|&i| !i || int8) {
+                    let call = |w: &DeviceBuffer<u8>, y: &mut DeviceBuffer<f32>| {
+                        if int8 {
+                            qgemm_int8(&stream, &g, format, w, &x, None, None, y)
+                        } else {
+                            qgemm(&stream, &g, format, w, &x, None, None, y)
+                        }
+                    };
+                    let ms = timing.per_call_ms(&stream, || {
+                        turn = (turn + 1) % copies;
+                        call(&weights[turn], &mut y)
+                    })?;
+                    stream.synchronize()?;
+                    // What submitting one call costs the host (the stream idle before each):
+                    // where it nears the device time, back-to-back calls are bound by the host.
+                    let host = timing::host_median(&stream, timing.warmup, timing.runs, || {
+                        call(&weights[0], &mut y)
+                    })?;
+                    let err = max_error(&y.to_host()?, &want, n_out);
+                    let read = bytes + 4 * tokens * (n_in + n_out);
+                    let gbs = read as f64 / ms / 1e6;
+                    let tflops = 2.0 * (tokens * n_out * n_in) as f64 / ms / 1e9;
+                    let us = |ms: f64| format!("{:.1}", ms * 1e3);
+                    let x = |theirs: f64| format!("{:.3}x", theirs / ms);
+                    let ptr = weights[0].device_ptr();
+                    let kernel = if int8 {
+                        pick_int8(&stream, &g, format, ptr)?
+                    } else {
+                        pick(&stream, &g, format, ptr)?
+                    };
+                    writeln!(
+                        out,
+                        "{:<6} {:>13} {:>6} {:>17} {:>10.1} {:>8.1} {:>8.0} {:>7.0}% {:>7.2} {:>9.1e} {:>11} {:>8} {:>11} {:>8}",
+                        format.name(),
+                        format!("{n_out}x{n_in}"),
+                        tokens,
+                        kernel.to_string(),
+                        ms * 1e3,
+                        host.as_secs_f64() * 1e6,
+                        gbs,
+                        100.0 * gbs / copy_gbs,
+                        tflops,
+                        err,
+                        theirs.map_or("-".into(), |t| us(t.0)),
+                        theirs.map_or("-".into(), |t| x(t.0)),
+                        theirs.map_or("-".into(), |t| us(t.1)),
+                        theirs.map_or("-".into(), |t| x(t.1)),
+                    )?;
+                }
             }
             stream.synchronize()?;
         }
     }
     Ok(())
+}
+
+/// The largest error of the outputs `y` (`[tokens][n_out]`, every output of token `t` the
+/// dot product `want[t]`) relative to the largest `|want|`.
+fn max_error(y: &[f32], want: &[f64], n_out: usize) -> f64 {
+    let scale = want
+        .iter()
+        .fold(0.0f64, |m, w| m.max(w.abs()))
+        .max(f64::MIN_POSITIVE);
+    y.chunks(n_out)
+        .zip(want)
+        .flat_map(|(row, &w)| row.iter().map(move |&v| (f64::from(v) - w).abs()))
+        .fold(0.0f64, f64::max)
+        / scale
 }

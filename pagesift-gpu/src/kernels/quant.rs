@@ -162,8 +162,16 @@ ptx_kernel! {
     pub const QTC_COLUMNS: u32 = 8;
     /// The bf16 parts of an activation: `x` is their exact sum (`tc_part`).
     pub const QTC_PARTS: u32 = 3;
-    /// Threads of a block of `qgemv_tc_x`.
+    /// Threads of a block of `qgemv_tc_x` and `qgemv_tc_x8`.
     pub const QTC_X_THREADS: u32 = 128;
+    /// The `XQ` axis of `qgemv_tc`: `x` as it is, f32 (every product exact), or quantized to
+    /// int8 by `qgemv_tc_x8` (blocks of 32 elements, each its own scale) for `mma` on int8.
+    pub const QTC_X_F32: u32 = 0;
+    pub const QTC_X_I8: u32 = 1;
+    /// The largest int8 code of an activation: a block's scale is its `max |x| / 127`.
+    pub const QTC_X8_MAX: f32 = 127.0;
+    /// The nibbles of the four bytes of a word.
+    const NIBBLES: u32 = 0x0F0F_0F0F;
 
     /// The tokens of `NT` column tiles of `qgemv_tc`: with `SPLIT` 1 a column is one part of
     /// one token's activations (column `c`: token `c / QTC_PARTS`, part `c % QTC_PARTS`), so
@@ -197,6 +205,69 @@ ptx_kernel! {
             let f = tc_x_words::<NT>(p, x, z, n, 32 * pr, lane);
             xs.store4(((z * pairs + pr) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64, f);
         }
+    }
+
+    /// `x` quantized to int8 for `qgemv_tc` with `XQ` = `QTC_X_I8`, once per launch: per
+    /// token and block of 32 elements (`P`, up to `p.k / 32`: the last block is zeros, as
+    /// in `qgemv_tc_x`), the scale `dx = max |x| / QTC_X8_MAX` and the codes `qx =
+    /// round_ties_even(x / dx)` (0 where the block is all zeros), so that `x ≈ dx · qx`.
+    /// For chunk `z` of `8 · NT` tokens, column (token of the chunk) `c` and quad lane `t`,
+    /// with `at = (z · (p.k / 32 + 1) + P) · 8 NT + c`: the codes of elements `32 P + 4 t
+    /// .. + 4` and `32 P + 16 + 4 t .. + 4` (one byte each, the `mma` m16n8k32 B fragment of
+    /// lane `4 (c % 8) + t`) at words `xs[(4 at + t) · 2 ..]`, and `[dx, dx · Σ qx]` at
+    /// `xs[tc_x8_scales + 2 at ..]` (f32 bits). Tokens past `p.m` and elements past `p.k`
+    /// are 0. Grid `(⌈(p.k / 32 + 1) · 8 NT · 4 / QTC_X_THREADS⌉, ⌈p.m / 8 NT⌉)`; `p.batch_a`
+    /// holds a chunk's elements of `x`.
+    #[variants(NT in [1, 2])]
+    #[launch(block = 128)]
+    pub fn qgemv_tc_x8<const NT: u32>(p: GemmParams, x: &[f32], xs: &mut [u32]) {
+        let pairs = p.k / 32 + 1;
+        let cols = QTC_COLUMNS * NT;
+        let i = block_idx_x() * QTC_X_THREADS + thread_idx_x();
+        let c = i / 4 % cols;
+        let pr = i / 4 / cols;
+        let z = block_idx_y();
+        // The quads past the last block compute the zeros of the last one (every lane of a
+        // quad takes part in its shuffles) and store nothing.
+        let v = tc_x_token::<NT, QTC_PARTS>(p, x, z, c, 32 * pr.min(pairs - 1), lane_id());
+        let mut amax = 0.0f32;
+        #[unroll]
+        for s in 0..2 {
+            #[unroll]
+            for l in 0..4 {
+                amax = amax.max(v[s][l].abs());
+            }
+        }
+        amax = amax.max(shfl_xor(amax, 1));
+        amax = amax.max(shfl_xor(amax, 2));
+        let dx = amax / QTC_X8_MAX;
+        let mut w = [0u32; 2];
+        let mut sum = 0i32;
+        #[unroll]
+        for s in 0..2 {
+            #[unroll]
+            for l in 0..4 {
+                let q = if amax > 0.0 { (v[s][l] / dx).round_ties_even() as i32 } else { 0 };
+                sum += q;
+                w[s] |= ((q as u32) & 0xFF) << (8 * l);
+            }
+        }
+        sum += shfl_xor(sum, 1);
+        sum += shfl_xor(sum, 2);
+        if pr < pairs {
+            let at = (z * pairs + pr) as u64 * cols as u64 + c as u64;
+            xs.store2((4 * at + (i % 4) as u64) * 2, w);
+            if i % 4 == 0 {
+                xs.store2(tc_x8_scales::<NT>(p, pairs) + 2 * at, [dx.to_bits(), (dx * sum as f32).to_bits()]);
+            }
+        }
+    }
+
+    /// Where the scales of `qgemv_tc_x8`'s `xs` start: after the codes, 8 words per column
+    /// and block of every chunk of `8 · NT` tokens (`pairs` blocks each).
+    fn tc_x8_scales<const NT: u32>(p: GemmParams, pairs: u32) -> u64 {
+        let chunks = (p.m + QTC_COLUMNS * NT - 1) / (QTC_COLUMNS * NT);
+        chunks as u64 * pairs as u64 * (QTC_COLUMNS * NT) as u64 * 8
     }
 
     /// Lane `lane`'s B fragments of column tile `n` for the 32 elements of K from `k` of the
@@ -292,14 +363,17 @@ ptx_kernel! {
     /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
     /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
-    #[variants((FMT, MT, SB, NT, WARPS, SPLIT) in [
-        (1, 1, 144, 1, 4, 1), (1, 1, 144, 1, 8, 1), (1, 1, 144, 2, 4, 1), (1, 1, 144, 2, 8, 1), (1, 2, 144, 1, 8, 3), (1, 2, 144, 2, 8, 3),
-        (0, 1, 272, 1, 4, 1), (0, 1, 272, 1, 8, 1), (0, 1, 272, 2, 4, 1), (0, 1, 272, 2, 8, 1), (0, 1, 272, 1, 8, 3), (0, 1, 272, 2, 8, 3),
-        (2, 1, 144, 1, 4, 1), (2, 1, 144, 1, 8, 1), (2, 1, 144, 2, 4, 1), (2, 1, 144, 2, 8, 1), (2, 2, 144, 1, 8, 3), (2, 2, 144, 2, 8, 3),
-        (3, 1, 256, 1, 8, 3), (3, 1, 256, 2, 8, 3),
+    #[variants((FMT, MT, SB, NT, WARPS, SPLIT, XQ) in [
+        (1, 1, 144, 1, 4, 1, 0), (1, 1, 144, 1, 8, 1, 0), (1, 1, 144, 2, 4, 1, 0), (1, 1, 144, 2, 8, 1, 0), (1, 2, 144, 1, 8, 3, 0), (1, 2, 144, 2, 8, 3, 0),
+        (0, 1, 272, 1, 4, 1, 0), (0, 1, 272, 1, 8, 1, 0), (0, 1, 272, 2, 4, 1, 0), (0, 1, 272, 2, 8, 1, 0), (0, 1, 272, 1, 8, 3, 0), (0, 1, 272, 2, 8, 3, 0),
+        (2, 1, 144, 1, 4, 1, 0), (2, 1, 144, 1, 8, 1, 0), (2, 1, 144, 2, 4, 1, 0), (2, 1, 144, 2, 8, 1, 0), (2, 2, 144, 1, 8, 3, 0), (2, 2, 144, 2, 8, 3, 0),
+        (3, 1, 256, 1, 8, 3, 0), (3, 1, 256, 2, 8, 3, 0),
+        (1, 1, 144, 1, 4, 3, 1), (1, 1, 144, 1, 8, 3, 1), (1, 1, 144, 2, 8, 3, 1),
+        (0, 1, 272, 1, 4, 3, 1), (0, 1, 272, 1, 8, 3, 1), (0, 1, 272, 2, 8, 3, 1),
+        (2, 1, 144, 1, 4, 3, 1), (2, 1, 144, 1, 8, 3, 1), (2, 1, 144, 2, 8, 3, 1),
     ])]
-    #[launch(block = 32 * WARPS, max_regs = if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
-    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32>(
+    #[launch(block = 32 * WARPS, max_regs = if XQ == QTC_X_I8 { 64 + 16 * NT } else if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
+    pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
         p: GemmParams,
         q: QuantParams,
         w: &[u8],
@@ -327,8 +401,9 @@ ptx_kernel! {
         // The pairs of `xs` per chunk of tokens (the last one zeros) and this chunk's first.
         let xpairs = p.k / 32 + 1;
         let xz = z * xpairs;
+        let xsb = if XQ == QTC_X_I8 { tc_x8_scales::<NT>(p, xpairs) } else { 0u64 };
         // The B fragments of the next block to multiply, loaded one block ahead.
-        let mut xv = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, warp * chunk / 32, lane);
+        let mut xv = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
@@ -354,7 +429,7 @@ ptx_kernel! {
             let mut jj = 0u32;
             while jj < pairs {
                 let k = c * chunk + 64 * jj;
-                let x1 = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, k / 32 + 1, lane);
+                let x1 = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, k / 32 + 1, lane);
                 // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
                 // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
                 // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
@@ -373,14 +448,22 @@ ptx_kernel! {
                 let rt = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
                 let rq = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc);
+                    acc = if XQ == QTC_X_I8 {
+                        tc_block_i8::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, xv, 2 * jj, acc)
+                    } else {
+                        tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc)
+                    };
                 }
                 // The next pair's first block: of this chunk, or of the warp's next one (past
                 // K: the zeros of `xs`' last pair).
                 let kn = if jj + 1 < pairs { k + 64 } else { (c + WARPS) * chunk };
-                xv = tc_x_load::<NT, SPLIT>(p, x, xs, z, xz, xpairs, kn / 32, lane);
+                xv = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, kn / 32, lane);
                 if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc);
+                    acc = if XQ == QTC_X_I8 {
+                        tc_block_i8::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, acc)
+                    } else {
+                        tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc)
+                    };
                 }
                 jj += 1;
             }
@@ -435,13 +518,20 @@ ptx_kernel! {
     /// chunk `z` from, per column tile `n`: with `SPLIT` 1, at `[n]` the words of steps 0 and
     /// 1 from `xs` (`qgemv_tc_x`'s layout, the chunk's pairs from `xz`, `xpairs` of them; `pr`
     /// past the last reads that pair's zeros); with 3, at `[2 n + s]` the bits of step `s`'s
-    /// `x` of token `8 n + lane / 4` (`tc_x_token`).
-    fn tc_x_load<const NT: u32, const SPLIT: u32>(p: GemmParams, x: &[f32], xs: &[u32], z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; 2 * NT] {
+    /// `x` of token `8 n + lane / 4` (`tc_x_token`); with `XQ` = `QTC_X_I8`, at `[2 n]` the
+    /// lane's two words of int8 codes of token `8 n + lane / 4` (`qgemv_tc_x8`'s layout, its
+    /// scales from `xsb`), at `[2 n + 1]` `[dx, sx]` of tokens `8 n + 2 (lane % 4)` and the next.
+    fn tc_x_load<const NT: u32, const SPLIT: u32, const XQ: u32>(p: GemmParams, x: &[f32], xs: &[u32], xsb: u64, z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; 2 * NT] {
         let mut v = [[0u32; 4]; 2 * NT];
         let at = pr.min(xpairs - 1);
         #[unroll]
         for n in 0..NT {
-            if SPLIT == 1 {
+            if XQ == QTC_X_I8 {
+                let col = (xz + at) as u64 * (QTC_COLUMNS * NT) as u64 + (QTC_COLUMNS * n) as u64;
+                let w = xs.load2_nc((4 * (col + (lane / 4) as u64) + (lane % 4) as u64) * 2);
+                v[2 * n] = [w[0], w[1], 0, 0];
+                v[2 * n + 1] = xs.load4_nc(xsb + 2 * (col + (lane % 4 * 2) as u64));
+            } else if SPLIT == 1 {
                 v[n] = xs.load4_nc(((xz + at) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64);
             } else {
                 let t = tc_x_token::<NT, SPLIT>(p, x, z, QTC_COLUMNS * n + lane / 4, 32 * at, lane);
@@ -634,15 +724,9 @@ ptx_kernel! {
                 #[unroll]
                 for s in 0..2 {
                     if (FMT != FMT_Q4_0) | (s == 0) {
-                        let mut v0 = 0u32;
-                        let mut v1 = 0u32;
-                        if U == 1 {
-                            v0 = st.read::<u32>(bt + m0 + o + 2 + 16 * s);
-                            v1 = st.read::<u32>(bt + m1 + o + 2 + 16 * s);
-                        } else {
-                            v0 = (st.read::<u16>(bt + m0 + o + 2 + 16 * s) as u32) | ((st.read::<u16>(bt + m0 + o + 4 + 16 * s) as u32) << 16);
-                            v1 = (st.read::<u16>(bt + m1 + o + 2 + 16 * s) as u32) | ((st.read::<u16>(bt + m1 + o + 4 + 16 * s) as u32) << 16);
-                        }
+                        let v = tc_code_words::<MT, SB, WARPS, U>(st, bt, o + 2 + 16 * s, m0, m1);
+                        let v0 = v[0];
+                        let v1 = v[1];
                         if FMT == FMT_Q4_0 {
                             a[0] = tc_plane(v0, v1, 0, BF16_128_PLUS, BF16_MINUS_136);
                             a[1] = tc_plane(v0, v1, 4, BF16_128_PLUS, BF16_MINUS_136);
@@ -688,6 +772,87 @@ ptx_kernel! {
     const BF16_MINUS_2176: u32 = 0xC508_C508;
     /// A pair of bf16 ones.
     const BF16_ONES: u32 = 0x3F80_3F80;
+
+    /// Block `j` of the chunk (`U` = `j % 2`) with int8 activations (`XQ` = `QTC_X_I8`), read
+    /// as in `tc_block`: the codes as the A fragment of one `mma` m16n8k32 on int8 (Q4_0's and
+    /// Q4_K's nibbles 0 to 15, Q8_0's signed bytes; the 4 bytes of slot `4 t ..` and `16 + 4 t
+    /// ..` of rows `g` and `g + 8` are the lane's bytes `4 t ..` and `16 + 4 t ..` of the
+    /// block's codes, its low nibbles for Q4_0 and its high ones at `16 + 4 t`), times each
+    /// column tile's codes of `x` (`tc_x_load`): an exact i32 sum `Σ q qx` per row and token,
+    /// scaled in f32 with the token's `dx` and `sx = dx Σ qx`: Q4_0 adds `d (dx Σ q qx) - 8 d
+    /// sx`, Q8_0 `d (dx Σ q qx)`, Q4_K `d sc (dx Σ q qx) - dmin m sx`.
+    fn tc_block_i8<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const U: u32>(
+        st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
+        b: u32,
+        bt: u32,
+        bq: u32,
+        xv: [[u32; 4]; 2 * NT],
+        j: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        #[unroll]
+        for m in 0..MT {
+            let m0 = 16 * m * SB;
+            let m1 = m0 + 8 * SB;
+            // Rows `g` and `g + 8`: the factor of `dx Σ q qx` and that of `sx`.
+            let mut sw = [[0.0f32; 2]; 2];
+            let mut a = [0u32; 4];
+            if FMT == FMT_Q4K {
+                sw[0] = tc_q4k_scale_min(st.read::<u16>(b + m0), st.read::<u16>(b + m0 + 2), st[bq + m0 + 4 + U], st[bq + m0 + 8 + U], st[bq + m0 + 12 + U], j);
+                sw[1] = tc_q4k_scale_min(st.read::<u16>(b + m1), st.read::<u16>(b + m1 + 2), st[bq + m1 + 4 + U], st[bq + m1 + 8 + U], st[bq + m1 + 12 + U], j);
+                #[unroll]
+                for s in 0..2 {
+                    a[2 * s] = (st.read::<u32>(bt + m0 + 16 * s) >> (4 * U)) & NIBBLES;
+                    a[2 * s + 1] = (st.read::<u32>(bt + m1 + 16 * s) >> (4 * U)) & NIBBLES;
+                }
+            } else {
+                let o = U * if FMT == FMT_Q4_0 { dq::Q4_0_BYTES } else { dq::Q8_0_BYTES };
+                let d0 = f16::from_bits(st.read::<u16>(b + m0 + o)) as f32;
+                let d1 = f16::from_bits(st.read::<u16>(b + m1 + o)) as f32;
+                let lo = tc_code_words::<MT, SB, WARPS, U>(st, bt, o + 2, m0, m1);
+                if FMT == FMT_Q4_0 {
+                    a = [lo[0] & NIBBLES, lo[1] & NIBBLES, (lo[0] >> 4) & NIBBLES, (lo[1] >> 4) & NIBBLES];
+                    sw = [[d0, 8.0 * d0], [d1, 8.0 * d1]];
+                } else {
+                    let hi = tc_code_words::<MT, SB, WARPS, U>(st, bt, o + 2 + 16, m0, m1);
+                    a = [lo[0], lo[1], hi[0], hi[1]];
+                    sw = [[d0, 0.0], [d1, 0.0]];
+                }
+            }
+            #[unroll]
+            for n in 0..NT {
+                let c = mma_m16n8k32_s8(a, [xv[2 * n][0], xv[2 * n][1]], [0i32; 4]);
+                let sc = xv[2 * n + 1];
+                let i = m * NT + n;
+                // `c[e]`: row `g + 8 (e / 2)`, token `2 t + e % 2`.
+                #[unroll]
+                for e in 0..4 {
+                    let dx = f32::from_bits(sc[2 * (e % 2)]);
+                    let sx = f32::from_bits(sc[2 * (e % 2) + 1]);
+                    let r = sw[e / 2];
+                    let base = if FMT == FMT_Q8_0 { acc[i][e] } else { (-r[1]).mul_add(sx, acc[i][e]) };
+                    acc[i][e] = r[0].mul_add(dx * c[e] as f32, base);
+                }
+            }
+        }
+        acc
+    }
+
+    /// The 4 code bytes `off` (a constant) past the lane's base `bt` of its rows `g` (`bt +
+    /// m0`) and `g + 8` (`bt + m1`) of a pair's block `U`: 4-byte aligned in the odd block of
+    /// the pair (`U` = 1), read as two halves in the even one. (The reads lie at constant
+    /// offsets from `bt`, which the caller's range test covers.)
+    fn tc_code_words<const MT: u32, const SB: u32, const WARPS: u32, const U: u32>(st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>, bt: u32, off: u32, m0: u32, m1: u32) -> [u32; 2] {
+        if U == 1 {
+            [st.read::<u32>(bt + m0 + off), st.read::<u32>(bt + m1 + off)]
+        } else {
+            [
+                (st.read::<u16>(bt + m0 + off) as u32) | ((st.read::<u16>(bt + m0 + off + 2) as u32) << 16),
+                (st.read::<u16>(bt + m1 + off) as u32) | ((st.read::<u16>(bt + m1 + off + 2) as u32) << 16),
+            ]
+        }
+    }
 
     /// Q4_K sub-block `j`'s `[d · sc, dmin · m]` (`dq::q4k_scale_and_min`) from its
     /// super-block's `d` and `dmin` bits and its scale bytes `4 + j % 4`, `8 + j % 4`, `12 +

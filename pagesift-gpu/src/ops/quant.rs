@@ -19,9 +19,9 @@
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{gemm_f32_q, GemmParams};
 use crate::kernels::quant::{
-    qgemv, qgemv_tc, qgemv_tc_x, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0, FMT_Q8_0,
-    QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS, QTC_PARTS,
-    QTC_STAGES, QTC_X_THREADS,
+    qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
+    FMT_Q8_0, QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS,
+    QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
@@ -123,6 +123,7 @@ pub fn tc_row_tiles(format: WeightFormat, plan: TcPlan) -> Option<u32> {
         ("FMT", format_code(format)?.to_string()),
         ("NT", plan.nt.to_string()),
         ("SPLIT", plan.split.to_string()),
+        ("XQ", u32::from(plan.int8).to_string()),
     ];
     qgemv_tc::VARIANTS.iter().find_map(|v| {
         let get = |name: &str| {
@@ -177,6 +178,12 @@ pub enum QKernel {
     /// [`tc_warp_options`]): every product exact, sums in f32, in chunks of tokens
     /// ([`tc_plan`]).
     DecodeTc { warps: u32 },
+    /// The tensor-core decode kernel on int8 activations (`qgemv_tc` with `XQ` 1, after
+    /// `qgemv_tc_x8`), blocks of `warps` warps (one of [`tc_warp_options`] of
+    /// [`tc_plan_int8`]): `x` quantized per block of 32 ([`crate::quant::int8_activations`]),
+    /// exact i32 sums of the codes' products per block, scaled and summed in f32. Q4_0, Q8_0
+    /// and Q4_K ([`qgemm_int8`]).
+    DecodeInt8 { warps: u32 },
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
     Prefill { tile: Tile, splits: u32 },
@@ -188,6 +195,7 @@ impl std::fmt::Display for QKernel {
         match self {
             QKernel::Decode => write!(f, "decode"),
             QKernel::DecodeTc { warps } => write!(f, "decode-tc/w{warps}"),
+            QKernel::DecodeInt8 { warps } => write!(f, "decode-i8/w{warps}"),
             QKernel::Prefill { tile, splits: 1 } => write!(f, "prefill{}x{}", tile.bm, tile.bn),
             QKernel::Prefill { tile, splits } => {
                 write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
@@ -260,6 +268,54 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
         },
         _ => QKernel::Decode,
     })
+}
+
+/// [`qgemm`] with the activations quantized to int8: `x` in blocks of 32 along `n_in`, each
+/// with its scale `max |x| / 127` and codes rounded to nearest even
+/// ([`crate::quant::int8_activations`] gives the values it multiplies), times the weights'
+/// codes on int8 tensor cores, each block's sum exact in i32, scaled and summed in f32. Fewer
+/// instructions per weight than the exact kernels; the price is the activations' rounding,
+/// a relative error of up to `2^-8` of each block's largest `|x|` per element. It takes
+/// Q4_0, Q8_0 and Q4_K weights ([`INT8_FORMATS`]) up to [`QGEMV_MAX_TOKENS`] tokens on
+/// the tensor-core decode kernel ([`pick_int8`]); every other product runs [`qgemm`]'s
+/// exact kernels.
+///
+/// # Errors
+/// Those of [`qgemm`].
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm_int8(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let kernel = pick_int8(stream, g, format, w.device_ptr())?;
+    qgemm_with(stream, g, format, kernel, w, x, bias, residual, y)
+}
+
+/// The kernel [`qgemm_int8`] runs: [`QKernel::DecodeInt8`] on [`tc_warps`] warps for
+/// [`INT8_FORMATS`] up to [`QGEMV_MAX_TOKENS`] tokens where the tensor-core decode kernel
+/// fits, else [`pick`]'s.
+///
+/// # Errors
+/// Those of [`pick`].
+pub fn pick_int8(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Result<QKernel> {
+    let fits = INT8_FORMATS.contains(&format)
+        && g.m <= QGEMV_MAX_TOKENS as usize
+        && format
+            .row_bytes(g.k)
+            .is_ok_and(|row_bytes| tc_unfit(stream, g, format, row_bytes, w_ptr).is_none());
+    let plan = tc_plan_int8(g.m);
+    match tc_row_tiles(format, plan) {
+        Some(mt) if fits => Ok(QKernel::DecodeInt8 {
+            warps: tc_warps(format, g.n, mt, plan, stream.gpu().props().sm_count),
+        }),
+        _ => pick(stream, g, format, w_ptr),
+    }
 }
 
 /// [`qgemm`] on the kernel chosen by the caller: for tests and tuning, which run every
@@ -370,11 +426,22 @@ pub fn qgemm_with(
             )
         };
     }
-    if let QKernel::DecodeTc { warps } = kernel {
+    let tc = match kernel {
+        QKernel::DecodeTc { warps } => Some((warps, tc_plan(format, g.m))),
+        QKernel::DecodeInt8 { warps } => {
+            if !INT8_FORMATS.contains(&format) {
+                return Err(invalid(format!(
+                    "int8 activations take the weight formats {INT8_FORMATS:?}, not {format}"
+                )));
+            }
+            Some((warps, tc_plan_int8(g.m)))
+        }
+        _ => None,
+    };
+    if let Some((warps, plan)) = tc {
         if let Some(why) = tc_unfit(stream, g, format, row_bytes, w.device_ptr()) {
             return Err(invalid(why));
         }
-        let plan = tc_plan(format, g.m);
         let per_chunk = plan.tokens() as usize;
         if g.m.div_ceil(per_chunk) > u16::MAX as usize {
             return Err(invalid(format!(
@@ -394,7 +461,7 @@ pub fn qgemm_with(
         // `row_bytes`), and `tc_unfit` found nothing against the product.
         return unsafe {
             decode_tc(
-                stream, g, format, fmt, warps, row_bytes, w, x, bias, residual, y,
+                stream, g, format, fmt, plan, warps, row_bytes, w, x, bias, residual, y,
             )
         };
     }
@@ -465,6 +532,8 @@ pub fn qgemm_with(
 pub struct TcPlan {
     pub nt: u32,
     pub split: u32,
+    /// Int8 activations (`XQ` 1: a column is a token, `split` 3).
+    pub int8: bool,
 }
 
 impl TcPlan {
@@ -485,14 +554,31 @@ pub fn tc_plan(format: WeightFormat, tokens: usize) -> TcPlan {
         TcPlan {
             nt: if tokens <= 2 { 1 } else { 2 },
             split: 1,
+            int8: false,
         }
     } else {
         TcPlan {
             nt: if tokens <= 8 { 1 } else { 2 },
             split: 3,
+            int8: false,
         }
     }
 }
+
+/// The [`TcPlan`] of the int8 activations for `tokens`: a column a token, one column tile up
+/// to 8 tokens, two beyond (16 tokens a block, more in chunks of 16).
+pub fn tc_plan_int8(tokens: usize) -> TcPlan {
+    TcPlan {
+        nt: if tokens <= 8 { 1 } else { 2 },
+        split: 3,
+        int8: true,
+    }
+}
+
+/// The weight formats of the int8 activations ([`qgemm_int8`]): those whose codes are
+/// integers.
+pub const INT8_FORMATS: [WeightFormat; 3] =
+    [WeightFormat::Q4_0, WeightFormat::Q8_0, WeightFormat::Q4K];
 
 /// The warps of a block of the tensor-core decode kernel (`W` of `qgemv_tc`) for `n_out`
 /// rows of `format` at `nt` column tiles on a device of `sms` multiprocessors: 4 (a block of
@@ -512,9 +598,10 @@ pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, plan: TcPlan, sms: 
 }
 
 /// The warps a block of the tensor-core decode kernel may have in `plan` (its compiled
-/// variants), fewest first: 4 or 8 with parts in columns, 8 with tokens.
+/// variants), fewest first: 4 or 8 with parts in columns or int8 activations in one column
+/// tile, 8 elsewhere.
 pub fn tc_warp_options(plan: TcPlan) -> &'static [u32] {
-    if plan.split == 1 {
+    if plan.split == 1 || (plan.int8 && plan.nt == 1) {
         &[4, 8]
     } else {
         &[8]
@@ -538,6 +625,7 @@ unsafe fn decode_tc(
     g: &Gemm,
     format: WeightFormat,
     fmt: u32,
+    plan: TcPlan,
     warps: u32,
     row_bytes: usize,
     w: &impl DeviceRead<u8>,
@@ -546,7 +634,6 @@ unsafe fn decode_tc(
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let plan = tc_plan(format, g.m);
     let nt = plan.nt;
     let (Some(shape), Some(mt)) = (tc_shape(format), tc_row_tiles(format, plan)) else {
         return Err(crate::__private::variant_not_compiled(
@@ -554,16 +641,25 @@ unsafe fn decode_tc(
             format!("FMT={fmt}, NT={nt}"),
         ));
     };
-    let variant =
-        qgemv_tc::variant(fmt, mt, shape.chunk_bytes, nt, warps, plan.split).ok_or_else(|| {
-            crate::__private::variant_not_compiled(
-                "qgemv_tc",
-                format!(
-                    "FMT={fmt}, MT={mt}, NT={nt}, WARPS={warps}, SPLIT={}",
-                    plan.split
-                ),
-            )
-        })?;
+    let variant = qgemv_tc::variant(
+        fmt,
+        mt,
+        shape.chunk_bytes,
+        nt,
+        warps,
+        plan.split,
+        u32::from(plan.int8),
+    )
+    .ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "qgemv_tc",
+            format!(
+                "FMT={fmt}, MT={mt}, NT={nt}, WARPS={warps}, SPLIT={}, XQ={}",
+                plan.split,
+                u32::from(plan.int8)
+            ),
+        )
+    })?;
     let chunk = u64::from(plan.tokens());
     let p = GemmParams {
         ldb: row_bytes as u32,
@@ -582,9 +678,15 @@ unsafe fn decode_tc(
     let rows = 16 * mt;
     let chunks = (g.m as u64).div_ceil(chunk) as u32;
     // With parts in columns, `qgemv_tc_x`'s fragments: per chunk of tokens, `g.k / 32 + 1`
-    // pairs of steps (the last zeros), `nt` column tiles of 32 lanes of 4 words. With tokens
-    // in columns the blocks split `x` themselves.
-    let split = if plan.split == 1 {
+    // pairs of steps (the last zeros), `nt` column tiles of 32 lanes of 4 words. With int8
+    // activations `qgemv_tc_x8`'s codes and scales: per chunk, pair and column (token) 8
+    // words of codes and 2 of scales. With f32 tokens in columns the blocks split `x`
+    // themselves.
+    let split = if plan.int8 {
+        Some(qgemv_tc_x8::variant(nt).ok_or_else(|| {
+            crate::__private::variant_not_compiled("qgemv_tc_x8", format!("NT={nt}"))
+        })?)
+    } else if plan.split == 1 {
         Some(qgemv_tc_x::variant(nt).ok_or_else(|| {
             crate::__private::variant_not_compiled("qgemv_tc_x", format!("NT={nt}"))
         })?)
@@ -592,7 +694,9 @@ unsafe fn decode_tc(
         None
     };
     let pairs = g.k / 32 + 1;
-    let words = if split.is_some() {
+    let words = if plan.int8 {
+        chunks as usize * pairs * (QTC_COLUMNS * nt) as usize * 10
+    } else if split.is_some() {
         chunks as usize * pairs * nt as usize * 128
     } else {
         0
@@ -615,7 +719,18 @@ unsafe fn decode_tc(
         )
     });
     let mut xs = crate::DeviceBuffer::<u32>::alloc(stream.gpu(), words)?;
-    if split.is_some() {
+    if plan.int8 {
+        let quads = pairs * (QTC_COLUMNS * nt) as usize * 4;
+        let blocks = quads.div_ceil(QTC_X_THREADS as usize) as u32;
+        qgemv_tc_x8::launch(
+            stream,
+            LaunchConfig::grid([blocks, chunks, 1]),
+            nt,
+            p,
+            x,
+            &mut xs,
+        )?;
+    } else if split.is_some() {
         let split_blocks = (pairs * nt as usize * 32).div_ceil(QTC_X_THREADS as usize) as u32;
         qgemv_tc_x::launch(
             stream,
@@ -644,6 +759,7 @@ unsafe fn decode_tc(
             nt,
             warps,
             plan.split,
+            u32::from(plan.int8),
             p,
             q,
             w,

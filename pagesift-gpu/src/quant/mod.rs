@@ -315,6 +315,39 @@ pub fn dequantize_row(format: WeightFormat, bytes: &[u8], out: &mut [f32]) -> Re
     Ok(())
 }
 
+/// The activations that the int8 path of [`crate::ops::quant::qgemm_int8`] multiplies, for
+/// `x` of rows of `cols` elements: each block of 32 elements of a row (the last one shorter
+/// where `cols` is not a multiple) gets the scale `d = max |x| / 127` (f32) and the codes `q
+/// = round_ties_even(x / d)` (0 in a block of zeros), and becomes `d · q`, computed as the
+/// kernel computes it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `cols` is 0 or does not divide `x.len()`.
+pub fn int8_activations(x: &[f32], cols: usize) -> Result<Vec<f32>> {
+    if cols == 0 || x.len() % cols != 0 {
+        return Err(crate::error::InvalidArgument {
+            op: "quant::int8_activations",
+            message: format!("{} values are not rows of {cols} columns", x.len()),
+        }
+        .into());
+    }
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(cols) {
+        for block in row.chunks(32) {
+            let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax / crate::kernels::quant::QTC_X8_MAX;
+            out.extend(block.iter().map(|&v| {
+                if amax > 0.0 {
+                    d * (v / d).round_ties_even()
+                } else {
+                    0.0
+                }
+            }));
+        }
+    }
+    Ok(out)
+}
+
 /// Why a row could not be encoded.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum EncodeError {

@@ -1,6 +1,6 @@
 //! The quantized-weight family: every kernel of [`pagesift_gpu::ops::quant`] (the FFMA and
-//! tensor-core decode kernels, the prefill kernel on each FFMA tile) for every weight format it
-//! takes, on random weights quantized by the host code and shapes that are multiples of no
+//! tensor-core decode kernels, the latter also on int8 activations, the prefill kernel on each
+//! FFMA tile) for every weight format it takes, on random weights quantized by the host code and shapes that are multiples of no
 //! tile (`n_in` whole chunks of the tensor-core kernel, `n_out` and the tokens anything), with
 //! bias, activation and residual, against the f64 reference on the dequantized weights and its
 //! tolerance; on a GPU also the GB/s of Q4_0 at 1 token on 14336 × 4096 against a copy of the
@@ -10,9 +10,10 @@ use pagesift_gpu::bench::Timing;
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
-    qgemm, qgemm_with, tc_plan, tc_shape, tc_warp_options, QKernel, FORMATS, PREFILL_MIN_TOKENS,
+    qgemm, qgemm_with, tc_plan, tc_plan_int8, tc_shape, tc_warp_options, QKernel, FORMATS,
+    INT8_FORMATS, PREFILL_MIN_TOKENS,
 };
-use pagesift_gpu::quant::{dequantize, quantize, WeightFormat};
+use pagesift_gpu::quant::{dequantize, int8_activations, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Result};
 
 use super::{emulated, Family, Report, Rng};
@@ -43,6 +44,11 @@ impl Family for Quants {
                 if tc_shape(format).is_some() && gpu.compute_capability() >= (8, 0) {
                     for &warps in tc_warp_options(tc_plan(format, tokens)) {
                         kernels.push((QKernel::DecodeTc { warps }, tokens));
+                    }
+                    if INT8_FORMATS.contains(&format) {
+                        for &warps in tc_warp_options(tc_plan_int8(tokens)) {
+                            kernels.push((QKernel::DecodeInt8 { warps }, tokens));
+                        }
                     }
                 }
             }
@@ -77,7 +83,8 @@ impl Family for Quants {
 
 /// `kernel` on `g` with weights of `format` (random, of a few magnitudes, quantized on the
 /// host), random activations, bias, residual and old outputs, every output against the
-/// reference on the dequantized weights and its tolerance.
+/// reference on the dequantized weights (and, on int8 activations, the activations as
+/// `int8_activations` rounds them) and its tolerance.
 fn check(
     gpu: &Gpu,
     g: &Gemm,
@@ -103,6 +110,10 @@ fn check(
     let bytes = quantize(format, &values, n, k)?;
     let w = dequantize(format, &bytes, n, k)?;
     let x = host(m * k, false);
+    let x_ref = match kernel {
+        QKernel::DecodeInt8 { .. } => int8_activations(&x, k)?,
+        _ => x.clone(),
+    };
     let bias = host(n, false);
     let res = host(m * n, false);
     let y0 = host(m * n, false);
@@ -136,7 +147,7 @@ fn check(
     report.ran();
     for t in 0..m {
         for j in 0..n {
-            let want = output(g, &x, &w, Some(&bias), Some(&res), &y0, (0, t, j));
+            let want = output(g, &x_ref, &w, Some(&bias), Some(&res), &y0, (0, t, j));
             let err = (f64::from(got[t * n + j]) - want.value).abs();
             let ratio = if err.is_nan() {
                 f64::INFINITY
