@@ -4,8 +4,8 @@
 //! the time per call and what submitting one call costs the host, the bytes it must read
 //! (the weights once, the activations, the outputs) as GB/s and as a share of a
 //! device-to-device copy's GB/s (bytes read + written) of the same weights, its TFLOP/s, its
-//! largest error against the f64 product on the dequantized weights (relative to the
-//! largest output), and cuBLAS on the dequantized weights at the same shape:
+//! largest error against the f64 product on the dequantized weights (relative to the sum of
+//! the magnitudes of the output's products), and cuBLAS on the dequantized weights at the same shape:
 //! `cublasGemmEx` in bf16 (weights and activations in bf16, f32 accumulation: the
 //! tensor-core bar) and `cublasSgemm` in f32 (exact: the bar of our exact f32 mode), each as
 //! our speed over theirs (above 1: ours is faster). Where the int8 activations apply
@@ -261,13 +261,15 @@ pub fn run_quant(
                     _ => None,
                 };
                 // Every row of the weights is `deq_row`: each token's outputs are one dot product.
-                let want: Vec<f64> = xs
+                let want: Vec<(f64, f64)> = xs
                     .chunks(n_in)
                     .map(|xt| {
                         xt.iter()
                             .zip(&deq_row)
-                            .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                            .sum()
+                            .fold((0.0, 0.0), |(d, s), (&a, &b)| {
+                                let t = f64::from(a) * f64::from(b);
+                                (d + t, s + t.abs())
+                            })
                     })
                     .collect();
                 let int8 = INT8_FORMATS.contains(&format) && tokens <= QGEMV_MAX_TOKENS as usize;
@@ -328,15 +330,14 @@ pub fn run_quant(
 }
 
 /// The largest error of the outputs `y` (`[tokens][n_out]`, every output of token `t` the
-/// dot product `want[t]`) relative to the largest `|want|`.
-fn max_error(y: &[f32], want: &[f64], n_out: usize) -> f64 {
-    let scale = want
-        .iter()
-        .fold(0.0f64, |m, w| m.max(w.abs()))
-        .max(f64::MIN_POSITIVE);
+/// dot product `want[t].0`) relative to the sum of the magnitudes of its products
+/// (`want[t].1`, the scale of a dot product's rounding errors).
+fn max_error(y: &[f32], want: &[(f64, f64)], n_out: usize) -> f64 {
     y.chunks(n_out)
         .zip(want)
-        .flat_map(|(row, &w)| row.iter().map(move |&v| (f64::from(v) - w).abs()))
+        .flat_map(|(row, &(w, s))| {
+            row.iter()
+                .map(move |&v| (f64::from(v) - w).abs() / s.max(f64::MIN_POSITIVE))
+        })
         .fold(0.0f64, f64::max)
-        / scale
 }

@@ -26,6 +26,11 @@
 //! blocks; with `SPLIT` 3 a column is a token and each block splits its `x`, each part an
 //! `mma` of its own. Every product is exact and the sums are f32; the decoding costs about
 //! one instruction per weight.
+//!
+//! With `XQ` = `QTC_X_I8` (opt-in: `ops::quant::qgemm_int8`) `qgemv_tc_x8` first quantizes
+//! `x` to int8 per block of 32 elements (scale `max |x| / 127`), and each block of Q4_0, Q8_0
+//! or Q4_K is one `mma` m16n8k32 on int8 codes per 16 rows and 8 tokens (a column a token),
+//! its exact i32 sums scaled by the weights' and the activations' scales in f32.
 
 use crate::ptx_kernel;
 
@@ -368,11 +373,11 @@ ptx_kernel! {
         (0, 1, 272, 1, 4, 1, 0), (0, 1, 272, 1, 8, 1, 0), (0, 1, 272, 2, 4, 1, 0), (0, 1, 272, 2, 8, 1, 0), (0, 1, 272, 1, 8, 3, 0), (0, 1, 272, 2, 8, 3, 0),
         (2, 1, 144, 1, 4, 1, 0), (2, 1, 144, 1, 8, 1, 0), (2, 1, 144, 2, 4, 1, 0), (2, 1, 144, 2, 8, 1, 0), (2, 2, 144, 1, 8, 3, 0), (2, 2, 144, 2, 8, 3, 0),
         (3, 1, 256, 1, 8, 3, 0), (3, 1, 256, 2, 8, 3, 0),
-        (1, 1, 144, 1, 4, 3, 1), (1, 1, 144, 1, 8, 3, 1), (1, 1, 144, 2, 8, 3, 1),
-        (0, 1, 272, 1, 4, 3, 1), (0, 1, 272, 1, 8, 3, 1), (0, 1, 272, 2, 8, 3, 1),
-        (2, 1, 144, 1, 4, 3, 1), (2, 1, 144, 1, 8, 3, 1), (2, 1, 144, 2, 8, 3, 1),
+        (1, 1, 144, 1, 4, 3, 1), (1, 1, 144, 1, 8, 3, 1), (1, 2, 144, 2, 8, 3, 1),
+        (0, 1, 272, 1, 4, 3, 1), (0, 1, 272, 1, 8, 3, 1), (0, 2, 272, 2, 8, 3, 1),
+        (2, 1, 144, 1, 4, 3, 1), (2, 1, 144, 1, 8, 3, 1), (2, 2, 144, 2, 8, 3, 1),
     ])]
-    #[launch(block = 32 * WARPS, max_regs = if XQ == QTC_X_I8 { 64 + 16 * NT } else if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
+    #[launch(block = 32 * WARPS, max_regs = if XQ == QTC_X_I8 { 64 + 16 * NT * MT } else if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
     pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
         p: GemmParams,
         q: QuantParams,
