@@ -237,3 +237,35 @@ fn without_a_driver_the_adapter_is_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `bench engine` (the adapter's call against the same work without it) prints a row per shape
+/// and token count with both times and their ratio.
+#[test]
+fn the_engine_bench_prints_both_times() {
+    let Some(gpu) = gpu_or_skip("engine_gpu::the_engine_bench_prints_both_times") else {
+        return;
+    };
+    let _shared = RESERVE.read().unwrap_or_else(|e| e.into_inner());
+    let opts = pagesift_gpu::bench::EngineBenchOptions {
+        format: WeightFormat::Q4_0,
+        shapes: vec![(40, 256)],
+        tokens: vec![1, 3],
+    };
+    let mut out = Vec::new();
+    pagesift_gpu::bench::run_engine(&gpu, &opts, &mut out).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("40x256")).collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for (row, tokens) in rows.iter().zip(["1", "3"]) {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(f[1], tokens, "{row}");
+        let bare: f64 = f[2].parse().unwrap();
+        let through: f64 = f[3].parse().unwrap();
+        let ratio: f64 = f[4].trim_end_matches('x').parse().unwrap();
+        assert!(bare > 0.0 && through > 0.0, "{row}");
+        assert!(
+            (ratio - through / bare).abs() <= 0.01 * ratio + 0.002,
+            "{row}"
+        );
+    }
+}

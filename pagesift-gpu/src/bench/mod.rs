@@ -6,14 +6,17 @@
 //! - [`cublas`]: cuBLAS loaded at run time, the reference of [`gemm`].
 //! - [`quant`]: the decode kernel over quantized weights against the copy bandwidth
 //!   ([`run_quant`]).
+//! - [`engine`]: the engine adapter's call against the same work without it ([`run_engine`]).
 //!
 //! Each comparison writes a table to a [`std::io::Write`]; [`Timing`] holds how every figure
 //! in it is timed.
 
 pub mod cublas;
+pub mod engine;
 pub mod gemm;
 pub mod quant;
 
+pub use engine::{run_engine, EngineBenchOptions};
 pub use gemm::{measure_gemm, run_gemm, GemmBenchOptions, GemmMode, GemmRow, GemmShape};
 pub use quant::{run_quant, QuantBenchOptions};
 

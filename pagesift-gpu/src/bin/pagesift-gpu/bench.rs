@@ -8,7 +8,10 @@ use std::process::ExitCode;
 
 use pagesift_gpu::bench::gemm::{parse_modes, parse_shapes};
 use pagesift_gpu::bench::quant::{parse_formats, parse_quant_shapes, parse_tokens};
-use pagesift_gpu::bench::{run_gemm, run_quant, BenchError, GemmBenchOptions, QuantBenchOptions};
+use pagesift_gpu::bench::{
+    run_engine, run_gemm, run_quant, BenchError, EngineBenchOptions, GemmBenchOptions,
+    QuantBenchOptions,
+};
 use pagesift_gpu::Gpu;
 
 use crate::{fail, report, stdout_failed, EXIT_USAGE};
@@ -33,6 +36,11 @@ const KINDS: &[Kind] = &[
         name: "quant",
         usage: "quant [--formats Q4_0,Q8_0,Q4_K,BF16,F16] [--shapes N_OUTxN_IN[,..]] [--tokens 1,2,4,8,16,512]",
         run: quant,
+    },
+    Kind {
+        name: "engine",
+        usage: "engine [--format Q4_0] [--shapes N_OUTxN_IN[,..]] [--tokens 1,4]",
+        run: engine,
     },
 ];
 
@@ -150,6 +158,44 @@ fn quant(args: &[String]) -> ExitCode {
         }
     };
     match run_quant(&gpu, &opts, &mut std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(BenchError::Write(e)) => ExitCode::from(stdout_failed(&e)),
+        Err(BenchError::Gpu(e)) => report(Err(e)),
+    }
+}
+
+/// The options of `bench engine` from its flags (a flag given twice: the last one).
+fn engine_options(args: &[String]) -> Result<EngineBenchOptions, String> {
+    let mut opts = EngineBenchOptions::default();
+    for (name, value) in flags(args, &["--format", "--shapes", "--tokens"])? {
+        let bad = |e: String| format!("{name}: {e}");
+        match name {
+            "--format" => match parse_formats(value).map_err(bad)?.as_slice() {
+                [format] => opts.format = *format,
+                _ => return Err(format!("{name}: one format, not `{value}`")),
+            },
+            "--shapes" => opts.shapes = parse_quant_shapes(value).map_err(bad)?,
+            _ => opts.tokens = parse_tokens(value).map_err(bad)?,
+        }
+    }
+    Ok(opts)
+}
+
+/// `bench engine`: the engine adapter's call against the same work without it
+/// ([`pagesift_gpu::bench::engine`]).
+fn engine(args: &[String]) -> ExitCode {
+    let opts = match engine_options(args) {
+        Ok(opts) => opts,
+        Err(e) => return fail(EXIT_USAGE, &format!("bench engine: {e}; {}", usage())),
+    };
+    let gpu = match Gpu::new(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            outln!("bench engine: no device: {e}");
+            return ExitCode::SUCCESS;
+        }
+    };
+    match run_engine(&gpu, &opts, &mut std::io::stdout().lock()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(BenchError::Write(e)) => ExitCode::from(stdout_failed(&e)),
         Err(BenchError::Gpu(e)) => report(Err(e)),
