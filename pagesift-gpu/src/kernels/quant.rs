@@ -353,7 +353,8 @@ ptx_kernel! {
     /// A block takes `16 · MT` rows of `W` and `tc_tokens::<NT, SPLIT>()` tokens (grid `(⌈n_out /
     /// 16 MT⌉, ⌈p.m / tc_tokens⌉)`, chunks of tokens in grid y as in `qgemv`), its B
     /// fragments (`tc_x_load`) from `xs` (`qgemv_tc_x` of the same `p`) up to 2 column tiles,
-    /// from `x` beyond. Its `WARPS` warps share the
+    /// from `x` beyond; with `XQ` = `QTC_X_I8` the int8 codes and scales of `xs`
+    /// (`qgemv_tc_x8` of the same `p`) and `tc_block_i8` in place of `tc_block`. Its `WARPS` warps share the
     /// rows: warp `w` streams the chunks `w, w + WARPS, ..` of K (`SB` bytes of each row:
     /// 8 blocks, or 128 floats) into its own `QTC_STAGES` shared buffers with 16-byte
     /// `cp.async` copies, and multiplies each 32 elements as two `m16n8k16` steps of every

@@ -277,7 +277,8 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
 /// ([`crate::quant::int8_activations`] gives the values it multiplies), times the weights'
 /// codes on int8 tensor cores, each block's sum exact in i32, scaled and summed in f32. Fewer
 /// instructions per weight than the exact kernels; the price is the activations' rounding,
-/// a relative error of up to `2^-8` of each block's largest `|x|` per element. It takes
+/// an error of up to half a code step, `max |x| / 254` of the element's block, per element
+/// (the quant bench prints the largest error it sees). It takes
 /// Q4_0, Q8_0 and Q4_K weights ([`INT8_FORMATS`]) up to [`QGEMV_MAX_TOKENS`] tokens on
 /// the tensor-core decode kernel ([`pick_int8`]); every other product runs [`qgemm`]'s
 /// exact kernels.
