@@ -337,11 +337,12 @@ ptx_kernel! {
     }
 
     /// [`gemm_tma`] for f32 inputs in 3xTF32 (f32-accurate on tensor cores): the producer
-    /// loads [`TMA_X3_STAGES`] stages of f32 boxes, warps 1 to 3 replace each landed stage by
-    /// its TF32 heads and write the TF32 tails beside it (byte `TMA_X3_STAGES · (BM + BN) ·
-    /// 128` on), and the consumers multiply each 32 bytes of K three times, tails by heads,
-    /// heads by tails and heads by heads, into the one f32 accumulator (`core::tma_gemm`
-    /// with `X3`). Safe like `gemm_tma`.
+    /// loads [`TMA_X3_STAGES`] stages of f32 boxes; the consumer warpgroups split each landed
+    /// stage, one step ahead of their `wgmma`s, replacing each f32 by its TF32 head and
+    /// writing its TF32 tail beside it (byte `TMA_X3_STAGES · (BM + BN) · 128` on), and
+    /// multiply each 32 bytes of K three times, tails by heads, heads by tails and heads by
+    /// heads, each step's sums added in f32 to the accumulators (`core::tma_gemm` with
+    /// `X3`). Safe like `gemm_tma`.
     #[target(sm_90a)]
     #[variants((BM, BN) in [(128, 128)], (T, O) in [(f32, f32)])]
     #[launch(block = BM / 64 * 128 + 128, max_regs = 168)]

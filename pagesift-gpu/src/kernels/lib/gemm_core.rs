@@ -1429,15 +1429,11 @@ const TMA_X3_STAGES: u32 = 3;
 
 /// The registers per thread of `gemm_tma`'s warpgroups (`setmaxnreg`): the launch gives
 /// each thread 168 (`max_regs`, 384 threads in the 64 K of a multiprocessor); warpgroup 0,
-/// which only issues copies (and splits stages with `X3`), hands 128 of its threads' to
-/// the two consumer warpgroups, whose 128 accumulators then leave room for the epilogue:
+/// which only issues copies, hands 128 of its threads' to the two consumer warpgroups,
+/// whose 128 accumulators (192 with `X3`'s two step sums) then leave room for the epilogue:
 /// `128 · 40 + 256 · 232 = 384 · 168`.
 const TMA_PRODUCER_REGS: u32 = 40;
 const TMA_CONSUMER_REGS: u32 = 232;
-
-/// The threads of `gemm_tma_x3` that split each stage into TF32 heads and tails: warps 1 to
-/// 3 of warpgroup 0 (whose warp 0 holds the producer thread).
-const TMA_SPLITTERS: u32 = 96;
 
 /// The tile rows that `gemm_tma`'s tile order walks down before moving to the next tile
 /// column: the blocks resident at once then share a few row panels of A and column panels
@@ -1509,52 +1505,6 @@ fn tma_produce<T, const BM: u32, const BN: u32, const ST: u32>(
     }
 }
 
-/// A splitter thread `t` (of [`TMA_SPLITTERS`]) of `gemm_tma_x3`, for one tile whose K steps
-/// are the pipeline's steps `it0 ..`: once stage `it % ST` has landed (`full`, parity
-/// `(it / ST) % 2`) it replaces every f32 of the stage's boxes by its TF32 head and writes
-/// the TF32 tail to the same place of `a_lo` / `b_lo` (`tf32_split4`: the same layout, so
-/// the same swizzle), 16 bytes at a time, then orders its writes before the `wgmma`s' reads
-/// (`fence_proxy_async`) and arrives on `ready`.
-fn tma_split<const BM: u32, const BN: u32, const ST: u32>(
-    a_s: Shared<[f32; ST * BM * 32]>,
-    b_s: Shared<[f32; ST * BN * 32]>,
-    a_lo: Shared<[f32; ST * BM * 32]>,
-    b_lo: Shared<[f32; ST * BN * 32]>,
-    full: Shared<[u64; ST]>,
-    ready: Shared<[u64; ST]>,
-    it0: u32,
-    ktiles: u32,
-    t: u32,
-) {
-    let mut kt = 0u32;
-    while kt < ktiles {
-        let it = it0 + kt;
-        let s = it % ST;
-        if s < ST {
-            full.mbar_wait(s, (it / ST) % 2);
-            let mut v = t;
-            while v < BM * 8 {
-                let i = s * (BM * 32) + v * 4;
-                let x = tf32_split4(a_s.load4(i));
-                a_s.store4(i, x[0]);
-                a_lo.store4(i, x[1]);
-                v += TMA_SPLITTERS;
-            }
-            v = t;
-            while v < BN * 8 {
-                let i = s * (BN * 32) + v * 4;
-                let x = tf32_split4(b_s.load4(i));
-                b_s.store4(i, x[0]);
-                b_lo.store4(i, x[1]);
-                v += TMA_SPLITTERS;
-            }
-            fence_proxy_async();
-            ready.mbar_arrive(s);
-        }
-        kt += 1;
-    }
-}
-
 /// 4 f32 as their TF32 heads (rounded to nearest) and the TF32 roundings of the remainders:
 /// `[heads, tails]`, `head + tail` within 2^-22 of each input relative to it.
 fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
@@ -1570,21 +1520,16 @@ fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
 /// A consumer warpgroup `w` of `gemm_tma`, for one tile whose K steps are the pipeline's
 /// steps `it0 ..`: rows `64 w ..` of the A tile by the whole `BN` columns of B, each K step
 /// in `128 / 32` `wgmma`s of 32 bytes of K (16 f16 / bf16 elements, or 8 f32 read as TF32:
-/// the tensor cores take the top 19 bits of each) once the stage's barrier `ready` (`full`,
-/// or with `X3` the splitters') completed its phase (parity `(it / ST) % 2`); with `X3`
-/// three per 32 bytes, tails by heads, heads by tails, heads by heads (`a_lo`, `b_lo`: the
-/// tails; the same views as `a_s`, `b_s` without `X3`). `wgmma_wait(1)` leaves the step's
-/// own products in flight and completes the previous step's, whose stage each warp then
-/// releases (one arrival per warp on `empty`); the last step's stage is released after
-/// `wgmma_wait(0)`. With `X3` a step's products sum from 0 and are added to the
-/// accumulators in f32 after `wgmma_wait(0)`, which releases the step's stage at once. `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on
-/// the other parity, or release the last stage and return with its products in flight.
-fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, const PARITY: u32, const DRAIN: bool>(
+/// the tensor cores take the top 19 bits of each) once the stage's `full` barrier completed
+/// its phase (parity `(it / ST) % 2`). `wgmma_wait(1)` leaves the step's own products in
+/// flight and completes the previous step's, whose stage each warp then releases (one
+/// arrival per warp on `empty`); the last step's stage is released after `wgmma_wait(0)`.
+/// `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on the other parity,
+/// or release the last stage and return with its products in flight.
+fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32, const DRAIN: bool>(
     a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
     b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
-    a_lo: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
-    b_lo: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
-    ready: Shared<[u64; ST]>,
+    full: Shared<[u64; ST]>,
     empty: Shared<[u64; ST]>,
     it0: u32,
     ktiles: u32,
@@ -1593,11 +1538,6 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     let row = 128 / size_of::<T>();
     let lane = lane_id();
     let mut acc = [0.0f32; BN / 2];
-    // With `X3`, each K step's products (from 0), added to `acc` in f32 once the step is
-    // done, as `tc_open` / `tc_close` do for `mma.sync`: the tensor cores' adders truncate,
-    // and a running sum over all of K would collect one truncation of its full magnitude per
-    // `wgmma`.
-    let mut step = [0.0f32; BN / 2];
     let mut kt = 0u32;
     while kt < ktiles {
         let it = it0 + kt;
@@ -1607,7 +1547,7 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
         // Always true (`s < ST`, `w < BM / 64`): proves the barrier and every descriptor
         // below.
         if (s < ST) & (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
-            ready.mbar_wait(s, (it / ST + PARITY) % 2);
+            full.mbar_wait(s, (it / ST + PARITY) % 2);
             wgmma_fence();
             #[unroll]
             for ks in 0..4 {
@@ -1616,34 +1556,16 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
                 } else if T == f16 {
                     acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 } else if T == f32 {
-                    if X3 {
-                        step = wgmma_tf32(step, a_lo.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), ks > 0);
-                        step = wgmma_tf32(step, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_lo.wgmma_desc(bb, ks * (row / 4), BN), true);
-                        step = wgmma_tf32(step, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
-                    } else {
-                        acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
-                    }
+                    acc = wgmma_tf32(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
                 }
             }
             wgmma_commit();
         }
-        if X3 {
-            // The step's own sums, added in f32 and its stage released at once.
-            wgmma_wait(0);
-            #[unroll]
-            for i in 0..BN / 2 {
-                acc[i] = acc[i] + step[i];
-            }
-            if (lane == 0) & (s < ST) {
-                empty.mbar_arrive(s);
-            }
-        } else {
-            wgmma_wait(1);
-            if (kt > 0) & (lane == 0) {
-                let ps = (it - 1) % ST;
-                if ps < ST {
-                    empty.mbar_arrive(ps);
-                }
+        wgmma_wait(1);
+        if (kt > 0) & (lane == 0) {
+            let ps = (it - 1) % ST;
+            if ps < ST {
+                empty.mbar_arrive(ps);
             }
         }
         kt += 1;
@@ -1651,10 +1573,180 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     if DRAIN {
         wgmma_wait(0);
     }
-    if !X3 & (ktiles > 0) & (lane == 0) {
+    if (ktiles > 0) & (lane == 0) {
         let ls = (it0 + ktiles - 1) % ST;
         if ls < ST {
             empty.mbar_arrive(ls);
+        }
+    }
+    acc
+}
+
+/// The threads of the consumer warpgroups of `gemm_tma_x3`, each of which splits its share
+/// of every stage ([`x3_split`]) and arrives on the stage's `ready` barrier.
+fn x3_splitters<const BM: u32>() -> u32 {
+    BM / 64 * 128
+}
+
+/// Consumer warpgroup `w`'s share of stage `s` of `gemm_tma_x3`, once it has landed (its
+/// `full` barrier, parity `par`): rows `64 w ..` of the A box and the `w`-th of `BM / 64`
+/// equal parts of the B box, each f32 replaced by its TF32 head and its TF32 tail written to
+/// the same place of `a_lo` / `b_lo` (`tf32_split4`: the same layout, so the same swizzle),
+/// 16 bytes per thread `t` of the warpgroup and turn, the turn's reads before its writes.
+/// Then the writes are ordered before the `wgmma`s' reads (`fence_proxy_async`) and the
+/// thread arrives on `ready`.
+fn x3_split<const BM: u32, const BN: u32, const ST: u32>(
+    a_s: Shared<[f32; ST * BM * 32]>,
+    b_s: Shared<[f32; ST * BN * 32]>,
+    a_lo: Shared<[f32; ST * BM * 32]>,
+    b_lo: Shared<[f32; ST * BN * 32]>,
+    full: Shared<[u64; ST]>,
+    ready: Shared<[u64; ST]>,
+    s: u32,
+    par: u32,
+    w: u32,
+    t: u32,
+) {
+    let ai = s * (BM * 32) + w * (64 * 32) + t * 4;
+    let bi = s * (BN * 32) + w * (BN * 32 / (BM / 64)) + t * 4;
+    // Always true (`s < ST`, `w < BM / 64`, `t < 128`): proves every access below.
+    if (s < ST) & (((ai as u64) + (64 * 32 - 128 * 4 + 4) as u64) <= (a_s.len() as u64)) & (((bi as u64) + (BN * 32 / (BM / 64) - 128 * 4 + 4) as u64) <= (b_s.len() as u64)) {
+        full.mbar_wait(s, par);
+        let mut v = [[0.0f32; 4]; 4];
+        #[unroll]
+        for j in 0..4 {
+            v[j] = a_s.load4(ai + j * 512);
+        }
+        #[unroll]
+        for j in 0..4 {
+            let x = tf32_split4(v[j]);
+            a_s.store4(ai + j * 512, x[0]);
+            a_lo.store4(ai + j * 512, x[1]);
+        }
+        #[unroll]
+        for h in 0..BN * 32 / (BM / 64) / 2048 {
+            #[unroll]
+            for j in 0..4 {
+                v[j] = b_s.load4(bi + (h * 4 + j) * 512);
+            }
+            #[unroll]
+            for j in 0..4 {
+                let x = tf32_split4(v[j]);
+                b_s.store4(bi + (h * 4 + j) * 512, x[0]);
+                b_lo.store4(bi + (h * 4 + j) * 512, x[1]);
+            }
+        }
+        fence_proxy_async();
+        ready.mbar_arrive(s);
+    }
+}
+
+/// One K step of a consumer warpgroup `w` of `gemm_tma_x3` (pipeline step `it`, stage
+/// `it % ST`): once both warpgroups have split the stage (`ready`, parity `(it / ST) % 2`),
+/// each 32 bytes of K (8 f32) multiplied three times, tails by heads, heads by tails and
+/// heads by heads, into `step` from 0, committed as one group; then the next stage split
+/// (`next`), and a wait until the group before is complete (`wgmma_wait(1)`), so that the
+/// caller may add the other step sum. The wait is on the same path as the commit (the
+/// other way waits for all), which lets `ptxas` keep the `wgmma`s asynchronous.
+fn x3_step<const BM: u32, const BN: u32, const ST: u32, const PARITY: u32>(
+    a_s: Shared<[f32; ST * BM * 32]>,
+    b_s: Shared<[f32; ST * BN * 32]>,
+    a_lo: Shared<[f32; ST * BM * 32]>,
+    b_lo: Shared<[f32; ST * BN * 32]>,
+    full: Shared<[u64; ST]>,
+    ready: Shared<[u64; ST]>,
+    step: [f32; BN / 2],
+    it: u32,
+    next: bool,
+    w: u32,
+    t: u32,
+) -> [f32; BN / 2] {
+    let mut d = step;
+    let s = it % ST;
+    let ab = s * (BM * 32) + w * (64 * 32);
+    let bb = s * (BN * 32);
+    // Always true: proves the barrier and every descriptor below.
+    if (s < ST) & (((ab as u64) + (64 * 32) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * 32) as u64) <= (b_s.len() as u64)) {
+        ready.mbar_wait(s, (it / ST + PARITY) % 2);
+        wgmma_fence();
+        #[unroll]
+        for ks in 0..4 {
+            d = wgmma_tf32(d, a_lo.wgmma_desc(ab, ks * 8, 64), b_s.wgmma_desc(bb, ks * 8, BN), ks > 0);
+            d = wgmma_tf32(d, a_s.wgmma_desc(ab, ks * 8, 64), b_lo.wgmma_desc(bb, ks * 8, BN), true);
+            d = wgmma_tf32(d, a_s.wgmma_desc(ab, ks * 8, 64), b_s.wgmma_desc(bb, ks * 8, BN), true);
+        }
+        wgmma_commit();
+        if next {
+            x3_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, (it + 1) % ST, ((it + 1) / ST) % 2, w, t);
+        }
+        wgmma_wait(1);
+    } else {
+        wgmma_wait(0);
+    }
+    d
+}
+
+/// The accumulators plus a finished step's sums, in f32, and the step's stage released (one
+/// arrival per warp on `empty`).
+fn x3_fold<const BN: u32, const ST: u32>(acc: [f32; BN / 2], step: [f32; BN / 2], empty: Shared<[u64; ST]>, it: u32) -> [f32; BN / 2] {
+    let mut r = acc;
+    #[unroll]
+    for i in 0..BN / 2 {
+        r[i] = r[i] + step[i];
+    }
+    let s = it % ST;
+    if (lane_id() == 0) & (s < ST) {
+        empty.mbar_arrive(s);
+    }
+    r
+}
+
+/// A consumer warpgroup `w` of `gemm_tma_x3` for one tile whose K steps are the pipeline's
+/// steps `it0 ..`: both consumer warpgroups split each stage as it lands ([`x3_split`]), one
+/// step ahead of their `wgmma`s ([`x3_step`]), so that the splitting of step `k + 1` runs
+/// while the tensor cores multiply step `k`. A step's products sum from 0 into one of two
+/// step sums, taken in turn, and are added to the accumulators in f32 once the next step's
+/// `wgmma`s are in flight, as `tc_open` / `tc_close` do for `mma.sync`: the tensor cores'
+/// adders truncate, and a running sum over all of K would collect one truncation of its
+/// full magnitude per `wgmma`.
+fn tma_consume_x3<const BM: u32, const BN: u32, const ST: u32, const PARITY: u32>(
+    a_s: Shared<[f32; ST * BM * 32]>,
+    b_s: Shared<[f32; ST * BN * 32]>,
+    a_lo: Shared<[f32; ST * BM * 32]>,
+    b_lo: Shared<[f32; ST * BN * 32]>,
+    full: Shared<[u64; ST]>,
+    ready: Shared<[u64; ST]>,
+    empty: Shared<[u64; ST]>,
+    it0: u32,
+    ktiles: u32,
+    w: u32,
+) -> [f32; BN / 2] {
+    let t = thread_idx_x() % 128;
+    let mut acc = [0.0f32; BN / 2];
+    let mut s0 = [0.0f32; BN / 2];
+    let mut s1 = [0.0f32; BN / 2];
+    if ktiles > 0 {
+        x3_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, it0 % ST, (it0 / ST) % 2, w, t);
+        // Step 0 into `s0`; each turn of the loop then starts with `s0`'s step in flight and
+        // takes two steps, into `s1` and `s0`.
+        s0 = x3_step::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, s0, it0, ktiles > 1, w, t);
+        let mut kt = 1u32;
+        while kt + 1 < ktiles {
+            let it = it0 + kt;
+            s1 = x3_step::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, s1, it, true, w, t);
+            acc = x3_fold::<BN, ST>(acc, s0, empty, it - 1);
+            s0 = x3_step::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, s0, it + 1, kt + 2 < ktiles, w, t);
+            acc = x3_fold::<BN, ST>(acc, s1, empty, it);
+            kt += 2;
+        }
+        if kt < ktiles {
+            s1 = x3_step::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, s1, it0 + kt, false, w, t);
+            acc = x3_fold::<BN, ST>(acc, s0, empty, it0 + kt - 1);
+            wgmma_wait(0);
+            acc = x3_fold::<BN, ST>(acc, s1, empty, it0 + kt);
+        } else {
+            wgmma_wait(0);
+            acc = x3_fold::<BN, ST>(acc, s0, empty, it0 + kt - 1);
         }
     }
     acc
@@ -1666,11 +1758,11 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
 /// loads the next tile's first stages while the consumers finish the current one;
 /// warpgroups `1 ..= BM / 64` are the consumers ([`tma_consume`]), each of whose warps writes
 /// its 16 rows of each tile through its own rows of the epilogue's chunks (`BM` rows of
-/// [`TMA_EPI_LD`] f32 past the stages, [`wg_store`]). With `X3` (3xTF32, f32 inputs) warps 1 to 3 split each
-/// stage into TF32 heads and tails ([`tma_split`]; the tails at byte `LO` of the dynamic
-/// shared memory, past the stages) before the consumers take it; without, the rest of
-/// warpgroup 0 has nothing to do (and `LO` is 0). `PARITY` and `DRAIN` go to `tma_consume`
-/// (0 and true but in the mutant tests).
+/// [`TMA_EPI_LD`] f32 past the stages, [`wg_store`]). With `X3` (3xTF32, f32 inputs) the
+/// consumers are [`tma_consume_x3`], which split each stage into TF32 heads and tails (the
+/// tails at byte `LO` of the dynamic shared memory, past the stages) before they multiply
+/// it; the rest of warpgroup 0 has nothing to do (and `LO` is 0 without `X3`). `PARITY` and
+/// `DRAIN` go to the consumers (0 and true but in the mutant tests).
 fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, const LO: u32, const PARITY: u32, const DRAIN: bool>(
     p: GemmParams,
     ta: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
@@ -1695,7 +1787,7 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
         for s in 0..ST {
             full.mbar_init(s, 1);
             if X3 {
-                ready.mbar_init(s, TMA_SPLITTERS);
+                ready.mbar_init(s, x3_splitters::<BM>());
             }
             // One arrival per consumer warp.
             empty.mbar_init(s, BM / 64 * 4);
@@ -1703,11 +1795,13 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
     }
     fence_proxy_async();
     sync_threads();
-    let total = (p.m + BM - 1) / BM * ((p.n + BN - 1) / BN) * p.batch * p.splits;
-    let mut tile = block_idx_x();
-    let mut it = 0u32;
+    // Each role computes its loop's bounds after its `setmaxnreg` (a value live across one
+    // costs a spill).
     if tid < 128 {
         setmaxnreg_dec(TMA_PRODUCER_REGS);
+        let total = (p.m + BM - 1) / BM * ((p.n + BN - 1) / BN) * p.batch * p.splits;
+        let mut tile = block_idx_x();
+        let mut it = 0u32;
         if tid == 0 {
             prefetch_tensormap(ta);
             prefetch_tensormap(tb);
@@ -1717,25 +1811,19 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
                 it += t[5];
                 tile += grid_dim_x();
             }
-        } else if X3 {
-            if tid >= 32 {
-                while tile < total {
-                    let t = tma_tile::<T, BM, BN>(p, tile);
-                    tma_split::<BM, BN, ST>(a_s, b_s, a_lo, b_lo, full, ready, it, t[5], tid - 32);
-                    it += t[5];
-                    tile += grid_dim_x();
-                }
-            }
         }
     } else {
         setmaxnreg_inc(TMA_CONSUMER_REGS);
+        let total = (p.m + BM - 1) / BM * ((p.n + BN - 1) / BN) * p.batch * p.splits;
+        let mut tile = block_idx_x();
+        let mut it = 0u32;
         while tile < total {
             let t = tma_tile::<T, BM, BN>(p, tile);
             let mut acc = [0.0f32; BN / 2];
             if X3 {
-                acc = tma_consume::<T, BM, BN, ST, X3, PARITY, DRAIN>(a_s, b_s, a_lo, b_lo, ready, empty, it, t[5], tid / 128 - 1);
+                acc = tma_consume_x3::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, empty, it, t[5], tid / 128 - 1);
             } else {
-                acc = tma_consume::<T, BM, BN, ST, X3, PARITY, DRAIN>(a_s, b_s, a_lo, b_lo, full, empty, it, t[5], tid / 128 - 1);
+                acc = tma_consume::<T, BM, BN, ST, PARITY, DRAIN>(a_s, b_s, full, empty, it, t[5], tid / 128 - 1);
             }
             wg_store::<O, BM, BN>(acc, e_s, p, bias, res, c, ws, t[0], t[1], t[2], t[3]);
             it += t[5];
