@@ -235,6 +235,22 @@ ptx_kernel! {
         }
     }
 
+    /// `lop3` of the words `a[i]`, `b[i]`, `c[i]` by each table of [`LOP3_TABLES`], into
+    /// `out[4 i ..]`.
+    #[launch(block = 128)]
+    pub fn lop3_ops(a: &[u32], b: &[u32], c: &[u32], out: &mut [u32], n: u32) {
+        let i = block_idx_x() * block_dim_x() + thread_idx_x();
+        if i < n {
+            let x = a[i];
+            let y = b[i];
+            let z = c[i];
+            out[4 * i] = x.lop3(y, z, 0x6Au32);
+            out[4 * i + 1] = x.lop3(y, z, 0x96u32);
+            out[4 * i + 2] = x.lop3(y, z, 0xE8u32);
+            out[4 * i + 3] = (x as i32).lop3(y as i32, z as i32, 0xCAu32) as u32;
+        }
+    }
+
     /// Warp-synchronous exchanges through shared memory: `y[i]` gets the value of lane
     /// `31 - l` of the same warp (a full-warp barrier between the write and the read), `z[i]`
     /// for lanes below 16 twice the value of lane `15 - l` (a barrier of those 16 lanes
@@ -452,6 +468,18 @@ pub fn shuffle_sources(lane: usize) -> [usize; 4] {
         if lane >= 2 { lane - 2 } else { lane },
         (7 * lane + 3) % 32,
     ]
+}
+
+/// The truth tables of `lop3_ops`, in the order of its outputs: `a & b ^ c`, `a ^ b ^ c`,
+/// the majority of the three, `a ? b : c` bitwise.
+pub const LOP3_TABLES: [u8; 4] = [0x6A, 0x96, 0xE8, 0xCA];
+
+/// `lop3.b32 a, b, c, lut` on the host: bit `4 a + 2 b + c` of `lut` for each bit position.
+pub fn lop3_reference(a: u32, b: u32, c: u32, lut: u8) -> u32 {
+    (0..32).fold(0u32, |d, k| {
+        let i = (a >> k & 1) << 2 | (b >> k & 1) << 1 | (c >> k & 1);
+        d | (u32::from(lut) >> i & 1) << k
+    })
 }
 
 /// `prmt.b32 a, b, sel` in its default mode, on the host.

@@ -12,7 +12,8 @@ use half::{bf16, f16};
 use pagesift_gpu::emulator::EmulatorConfig;
 use pagesift_gpu::{DeviceBuffer, DeviceRepr, Error, Gpu, LaunchConfig};
 use pagesift_tests::intrinsic_kernels::{
-    self as ik, dp4a_reference, prmt_reference, shuffle_sources, ScanSync, SCAN_BLOCK,
+    self as ik, dp4a_reference, lop3_reference, prmt_reference, shuffle_sources, ScanSync,
+    LOP3_TABLES, SCAN_BLOCK,
 };
 use pagesift_tests::{gpu_or_skip, is_emulated};
 use rand::rngs::StdRng;
@@ -159,6 +160,41 @@ fn q4_dot_unpacks_nibbles_with_prmt_and_multiplies_with_dp4a() {
     let got = y.to_host().expect("download");
     assert_eq!(got[..rows as usize], want[..]);
     assert_eq!(got[rows as usize..], [i32::MIN; 2]);
+}
+
+#[test]
+fn lop3_computes_each_truth_table() {
+    let Some(gpu) = gpu_or_skip("lop3_computes_each_truth_table") else {
+        return;
+    };
+    let n = 777u32;
+    let mut r = rng(9);
+    let a: Vec<u32> = (0..n).map(|_| r.gen()).collect();
+    let b: Vec<u32> = (0..n).map(|_| r.gen()).collect();
+    let c: Vec<u32> = (0..n).map(|_| r.gen()).collect();
+    let (da, db, dc) = (upload(&gpu, &a), upload(&gpu, &b), upload(&gpu, &c));
+    let mut out = upload(&gpu, &vec![0xdead_beefu32; 4 * n as usize + 1]);
+    ik::lop3_ops::launch(
+        &gpu.default_stream(),
+        LaunchConfig::grid_1d(n.div_ceil(128)),
+        &da,
+        &db,
+        &dc,
+        &mut out,
+        n,
+    )
+    .expect("launch");
+    let out = out.to_host().expect("out");
+    for i in 0..n as usize {
+        for (j, &lut) in LOP3_TABLES.iter().enumerate() {
+            assert_eq!(
+                out[4 * i + j],
+                lop3_reference(a[i], b[i], c[i], lut),
+                "i={i} lut={lut:#x}"
+            );
+        }
+    }
+    assert_eq!(out[4 * n as usize], 0xdead_beef);
 }
 
 #[test]

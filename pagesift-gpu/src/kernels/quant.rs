@@ -408,8 +408,6 @@ ptx_kernel! {
         let xpairs = p.k / 32 + 1;
         let xz = z * xpairs;
         let xsb = if XQ == QTC_X_I8 { tc_x8_scales::<NT>(p, xpairs) } else { 0u64 };
-        // The B fragments of the next block to multiply, loaded one block ahead.
-        let mut xv = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, warp * chunk / 32, lane);
         #[unroll]
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
@@ -430,48 +428,38 @@ ptx_kernel! {
             cp_async_wait(QTC_STAGES - 1);
             sync_warp();
             // The chunk in pairs of blocks of 32 elements (a block of Q4_0 / Q8_0, two
-            // sub-blocks of Q4_K, 64 bytes of BF16); the lane's first row of the buffer.
+            // sub-blocks of Q4_K, 64 bytes of BF16): the lane's first row of the buffer, and
+            // that plus the lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes
+            // lie past its 16 bytes of scales), and the bases of the chunk's B fragments in
+            // `xs` (`tc_x_base`).
             let row = so + i % QTC_STAGES * 16 * MT * SB + lane / 4 * SB;
-            let mut jj = 0u32;
-            while jj < pairs {
-                let k = c * chunk + 64 * jj;
-                let x1 = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, k / 32 + 1, lane);
-                // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` that plus the
-                // lane's bytes of a plane (4 codes, or 4 BF16 weights; Q4_K's codes of
-                // sub-blocks `2 jj, 2 jj + 1` lie at `16 + 32 jj ..`), `bq` Q4_K's scales of
-                // the pair (`4 + (2 jj) % 4 ..` of the head).
-                let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
-                let bt = if FMT == FMT_Q4K { row + 16 + 32 * jj + lane % 4 * 4 } else if FMT == FMT_BF16 { b + lane % 4 * 8 } else { b + lane % 4 * 4 };
-                let bq = row + 2 * (jj % 2);
-                // Every read of the pair lies at a constant offset from them, below these
-                // (each read's offset plus its bytes, in the last row tile's second row, `8 ·
-                // SB` below the first): Q4_0 / Q8_0 the second block's scale (2 bytes) and its
-                // codes (2 bytes in; Q8_0's second step 16 further); BF16 the second block's
-                // second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second step's codes,
-                // 16 + 4, and the odd sub-block's third scale byte, 12 + 1 + 1. Proven inside
-                // the buffer once per block.
-                let rb = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
-                let rt = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
-                let rq = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
-                if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = if XQ == QTC_X_I8 {
-                        tc_block_i8::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, xv, 2 * jj, acc)
-                    } else {
-                        tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, xv, 2 * jj, lane, acc)
-                    };
+            let rowt = row + if FMT == FMT_Q4K { 16 + lane % 4 * 4 } else if FMT == FMT_BF16 { lane % 4 * 8 } else { lane % 4 * 4 };
+            let kb = c * chunk / 32;
+            let xb = tc_x_base::<NT, XQ>(xz + kb, xsb, lane);
+            let xb0 = xb[0];
+            let xb1 = xb[1];
+            // Every read of the chunk lies at a constant offset from these, below these (each
+            // read's offset plus its bytes, in the last row tile's second row, `8 · SB` below
+            // the first, of the last pair): Q4_0 / Q8_0 the second block's scale (2 bytes) and
+            // its codes (2 bytes in; Q8_0's second step 16 further); BF16 the second block's
+            // second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second step's codes, 16 +
+            // 4, and the odd sub-block's third scale byte, 2 + 12 + 1 + 1. Proven inside the
+            // buffer, and `xs`, once per chunk.
+            let last = pairs - 1;
+            let rb = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { tc_pair_bytes::<FMT>() * last + dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { tc_pair_bytes::<FMT>() * last + dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 2 + 12 + 1 + 1 };
+            let rt = (16 * (MT - 1) + 8) * SB + tc_pair_bytes::<FMT>() * last + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
+            // Past `xb0` and `xb1`: the ends of the chunk's last reads of `xs` (`tc_x_at`),
+            // whose 16-byte reads (8 bytes of the int8 codes) are aligned with the bases. (The
+            // bases first below the length: then their sums cannot wrap.)
+            let xe0 = if XQ == QTC_X_I8 { 64 * (2 * pairs * NT - 1) + 2 } else { 0 } as u64;
+            let xe1 = if XQ == QTC_X_I8 { 16 * (2 * pairs * NT - 1) + 4 } else { 128 * (2 * pairs * NT - 1) + 4 } as u64;
+            if (XQ == QTC_X_I8) | (SPLIT == 1) {
+                if ((row as u64) + rb as u64 <= st.len() as u64) & ((rowt as u64) + rt as u64 <= st.len() as u64) & (xb0 < xs.len()) & (xb1 < xs.len()) & (xb0 + xe0 <= xs.len()) & (xb1 + xe1 <= xs.len()) & xs.is_aligned(xb0, 8) & xs.is_aligned(xb1, 16) {
+                    acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
                 }
-                // The next pair's first block: of this chunk, or of the warp's next one (past
-                // K: the zeros of `xs`' last pair).
-                let kn = if jj + 1 < pairs { k + 64 } else { (c + WARPS) * chunk };
-                xv = tc_x_load::<NT, SPLIT, XQ>(p, x, xs, xsb, z, xz, xpairs, kn / 32, lane);
-                if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
-                    acc = if XQ == QTC_X_I8 {
-                        tc_block_i8::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, acc)
-                    } else {
-                        tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc)
-                    };
-                }
-                jj += 1;
+            } else if ((row as u64) + rb as u64 <= st.len() as u64) & ((rowt as u64) + rt as u64 <= st.len() as u64) {
+                // `SPLIT` 3 reads `x` itself, with checks (`xs` is empty).
+                acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
             }
             sync_warp();
             c += WARPS;
@@ -520,27 +508,40 @@ ptx_kernel! {
         }
     }
 
-    /// What `tc_block` makes the B fragments of pair `pr` (elements `32 pr ..`) of token
-    /// chunk `z` from, per column tile `n`: with `SPLIT` 1, at `[n]` the words of steps 0 and
-    /// 1 from `xs` (`qgemv_tc_x`'s layout, the chunk's pairs from `xz`, `xpairs` of them; `pr`
-    /// past the last reads that pair's zeros); with 3, at `[2 n + s]` the bits of step `s`'s
-    /// `x` of token `8 n + lane / 4` (`tc_x_token`); with `XQ` = `QTC_X_I8`, at `[2 n]` the
-    /// lane's two words of int8 codes of token `8 n + lane / 4` (`qgemv_tc_x8`'s layout, its
-    /// scales from `xsb`), at `[2 n + 1]` `[dx, sx]` of tokens `8 n + 2 (lane % 4)` and the next.
-    fn tc_x_load<const NT: u32, const SPLIT: u32, const XQ: u32>(p: GemmParams, x: &[f32], xs: &[u32], xsb: u64, z: u32, xz: u32, xpairs: u32, pr: u32, lane: u32) -> [[u32; 4]; 2 * NT] {
+    /// The bases in `xs` of the B fragments of the lane for the blocks `kc ..` of K (`kc`
+    /// counted from the first block of the call's chunk of tokens): with `SPLIT` 1
+    /// (`qgemv_tc_x`) `[base, base]`, the block `u`'s column tile `n` at `base + (u · NT + n) ·
+    /// 128` (read past the second); with `XQ` = `QTC_X_I8` (`qgemv_tc_x8`) `[codes, scales]`, its codes at `codes +
+    /// 64 · (u · NT + n)` and its scales at `scales + 16 · (u · NT + n)`.
+    fn tc_x_base<const NT: u32, const XQ: u32>(kc: u32, xsb: u64, lane: u32) -> [u64; 2] {
+        if XQ == QTC_X_I8 {
+            let col = kc as u64 * (QTC_COLUMNS * NT) as u64;
+            [8 * col + (8 * (lane / 4) + 2 * (lane % 4)) as u64, xsb + 2 * col + (4 * (lane % 4)) as u64]
+        } else {
+            let b = kc as u64 * NT as u64 * 128 + (lane * 4) as u64;
+            [b, b]
+        }
+    }
+
+    /// What `tc_block` makes the B fragments of block `u` past the bases `xb0`, `xb1` (`tc_x_base`),
+    /// block `kb` of K, from, per column tile `n`, read at constant offsets of the bases:
+    /// with `SPLIT` 1, at `[n]` the words of steps 0 and 1 from `xs` (`qgemv_tc_x`'s layout);
+    /// with `XQ` = `QTC_X_I8`, at `[2 n]` the lane's two words of int8 codes of token `8 n +
+    /// lane / 4` (`qgemv_tc_x8`'s layout), at `[2 n + 1]` `[dx, sx]` of tokens `8 n + 2 (lane
+    /// % 4)` and the next; with `SPLIT` 3, at `[2 n + s]` the bits of step `s`'s `x` of token
+    /// `8 n + lane / 4` (`tc_x_token`).
+    fn tc_x_at<const NT: u32, const SPLIT: u32, const XQ: u32>(p: GemmParams, x: &[f32], xs: &[u32], xb0: u64, xb1: u64, z: u32, kb: u32, u: u32, lane: u32) -> [[u32; 4]; 2 * NT] {
         let mut v = [[0u32; 4]; 2 * NT];
-        let at = pr.min(xpairs - 1);
         #[unroll]
         for n in 0..NT {
             if XQ == QTC_X_I8 {
-                let col = (xz + at) as u64 * (QTC_COLUMNS * NT) as u64 + (QTC_COLUMNS * n) as u64;
-                let w = xs.load2_nc((4 * (col + (lane / 4) as u64) + (lane % 4) as u64) * 2);
+                let w = xs.load2_nc(xb0 + (64 * (u * NT + n)) as u64);
                 v[2 * n] = [w[0], w[1], 0, 0];
-                v[2 * n + 1] = xs.load4_nc(xsb + 2 * (col + (lane % 4 * 2) as u64));
+                v[2 * n + 1] = xs.load4_nc(xb1 + (16 * (u * NT + n)) as u64);
             } else if SPLIT == 1 {
-                v[n] = xs.load4_nc(((xz + at) as u64 * NT as u64 + n as u64) * 128 + (lane * 4) as u64);
+                v[n] = xs.load4_nc(xb1 + (128 * (u * NT + n)) as u64);
             } else {
-                let t = tc_x_token::<NT, SPLIT>(p, x, z, QTC_COLUMNS * n + lane / 4, 32 * at, lane);
+                let t = tc_x_token::<NT, SPLIT>(p, x, z, QTC_COLUMNS * n + lane / 4, 32 * kb, lane);
                 #[unroll]
                 for s in 0..2 {
                     v[2 * n + s] = [t[s][0].to_bits(), t[s][1].to_bits(), t[s][2].to_bits(), t[s][3].to_bits()];
@@ -548,6 +549,50 @@ ptx_kernel! {
             }
         }
         v
+    }
+
+    /// The pairs of blocks of a chunk of `qgemv_tc` (`tc_chunk / 64`) on the lane's row bases
+    /// `row` and `rowt` in `st` and, for block `kb ..` of K, its B fragments' bases `xb0`,
+    /// `xb1` in `xs` (`tc_x_base`): every read at a constant offset of one of them, which
+    /// the caller proves once per chunk.
+    fn tc_pairs<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
+        st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
+        row: u32,
+        rowt: u32,
+        p: GemmParams,
+        x: &[f32],
+        xs: &[u32],
+        xb0: u64,
+        xb1: u64,
+        z: u32,
+        kb: u32,
+        lane: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        #[unroll]
+        for jj in 0..4 {
+            if jj < tc_chunk::<FMT, SB>() / 64 {
+                // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` the lane's bytes
+                // of a plane, `bq` Q4_K's scales of the pair (`4 + (2 jj) % 4 ..` of the head).
+                let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
+                let bt = rowt + tc_pair_bytes::<FMT>() * jj;
+                let bq = row + 2 * (jj % 2);
+                let x0 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj, 2 * jj, lane);
+                let x1 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj + 1, 2 * jj + 1, lane);
+                acc = if XQ == QTC_X_I8 {
+                    tc_block_i8::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, x0, 2 * jj, acc)
+                } else {
+                    tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, x0, 2 * jj, lane, acc)
+                };
+                acc = if XQ == QTC_X_I8 {
+                    tc_block_i8::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, acc)
+                } else {
+                    tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc)
+                };
+            }
+        }
+        acc
     }
 
     /// The elements of a chunk of K of `qgemv_tc`: the 8 blocks of `SB` bytes of Q4_0 / Q8_0,
@@ -601,7 +646,8 @@ ptx_kernel! {
     /// Two bf16 weights from the nibbles at bits `shift .. shift + 4` and `shift + 16 ..` of
     /// `v`: `(nibble ^ or_xor) + off` in each half (the constants below), exact.
     fn tc_nibbles(v: u32, shift: u32, or_xor: u32, off: u32) -> u32 {
-        let b = bf16x2::from_bits(((v >> shift) & 0x000F_000F) ^ or_xor);
+        // `(v >> shift) & mask ^ or_xor` in one instruction (truth table `a & b ^ c`).
+        let b = bf16x2::from_bits((v >> shift).lop3(0x000F_000Fu32, or_xor, 0x6Au32));
         b.mul_add(bf16x2::from_bits(BF16_ONES), bf16x2::from_bits(off)).to_bits()
     }
 

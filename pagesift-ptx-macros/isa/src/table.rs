@@ -127,7 +127,8 @@ pub(crate) static FORMS: &[Form] = &[
         Arith,
         "lop3.b32",
         &[dst(T0), src(T0), src(T0), src(T0), imm(B32, "0x96")],
-    ),
+    )
+    .emitted(),
     row(
         Arith,
         "shf.{l|r}.{clamp|wrap}.b32",

@@ -272,6 +272,9 @@ pub enum Intr {
     Dp4a,
     /// `a.prmt(b, sel)`: byte permute of `{b, a}` (`prmt.b32`).
     Prmt,
+    /// `a.lop3(b, c, LUT)`: the bitwise function of truth table `LUT` (a constant below 256)
+    /// of three words (`lop3.b32`).
+    Lop3(u8),
     /// `x.to_tf32()`: f32 rounded to tf32 (`cvt.rna.tf32.f32`), as its 32 bits.
     ToTf32,
     /// `mma_m16n8kK_T(a, b, c)`: one warp-wide `mma.sync` (row-major A, column-major B).
@@ -918,6 +921,9 @@ impl Checker<'_> {
         if matches!(m.as_str(), "dp4a" | "prmt") {
             return self.check_byte_op(x, &m, args, span);
         }
+        if m == "lop3" {
+            return self.check_lop3(x, args, span);
+        }
         let float = s.is_float();
         let f32_only = s == Scalar::F32;
         let rounding = s == Scalar::F32 || s == Scalar::F64;
@@ -1002,6 +1008,46 @@ impl Checker<'_> {
             targs.push(t);
         }
         self.intr(intr, targs, ty, span)
+    }
+
+    /// `a.lop3(b, c, LUT)`: `a`, `b` and `c` words of one type (`u32` or `i32`), `LUT` a
+    /// constant truth table below 256 (`0xF0 & 0xCC | 0xAA` is `a & b | c`).
+    fn check_lop3(&mut self, x: TExpr, args: &[Expr], span: Span) -> TExpr {
+        if !matches!(x.ty, Ty::Scalar(Scalar::U32 | Scalar::I32)) {
+            if x.ty != Ty::Never {
+                self.cx.error(
+                    x.span,
+                    format!(
+                        "`lop3` works on the bits of a `u32` or `i32`, not `{}`",
+                        x.ty
+                    ),
+                );
+            }
+            return err_expr(span);
+        }
+        if !self.arity(args, 3, "lop3", span) {
+            return err_expr(span);
+        }
+        let mut targs = vec![x.clone()];
+        for a in &args[..2] {
+            let t = self.check_expr(a, Some(&x.ty));
+            self.expect_ty(&t, &x.ty, a.span);
+            targs.push(t);
+        }
+        let lut = self.const_u32(&args[2], "the truth table of `lop3`");
+        let lut = match lut {
+            Some(v) if v < 256 => v as u8,
+            Some(v) => {
+                self.cx.error(
+                    args[2].span,
+                    format!("`lop3`'s truth table is 8 bits (below 256), not {v}"),
+                );
+                0
+            }
+            None => 0,
+        };
+        let ty = x.ty.clone();
+        self.intr(Intr::Lop3(lut), targs, ty, span)
     }
 
     /// `a.dp4a(b, c)` and `a.prmt(b, sel)`: operations on the four bytes of 32-bit integers.

@@ -248,6 +248,40 @@ impl Lower<'_> {
         });
     }
 
+    /// Records `sum = src + k` (unsigned, `0 <= k < 2^20`, `sum` written once): a fact on
+    /// `src` then proves an access at `sum + j` as one at `src + (k + j)`. Were `src + k` to
+    /// wrap, `sum + j` would lie below `k + j`, which the fact bounds as well.
+    pub(super) fn note_offset(&mut self, sum: &Val, l: &Val, r: &Val) {
+        let (
+            Val::Reg(out, s),
+            (Val::Reg(src, _), Val::Imm(ConstVal::Int(k), _))
+            | (Val::Imm(ConstVal::Int(k), _), Val::Reg(src, _)),
+        ) = (sum, (l, r))
+        else {
+            return;
+        };
+        if !s.is_int()
+            || s.is_signed()
+            || !(0..1 << 20).contains(k)
+            || out == src
+            || self.gen(*out) != 1
+        {
+            return;
+        }
+        let src = self.source_of(*src);
+        let g = self.gen(src);
+        self.offsets.insert(*out, (src, *k, g));
+    }
+
+    /// The register and constant that `r` is the sum of (`note_offset`), while both are
+    /// unchanged.
+    fn offset_of(&self, r: Reg) -> Option<(Reg, i128)> {
+        match self.offsets.get(&r) {
+            Some((src, k, g)) if *g == self.gen(*src) && self.gen(r) == 1 => Some((*src, *k)),
+            _ => None,
+        }
+    }
+
     /// The register a zero-extended copy was made from, while that one is unchanged.
     pub(super) fn source_of(&self, r: Reg) -> Reg {
         match self.aliases.get(&r) {
@@ -424,7 +458,11 @@ impl Lower<'_> {
                                 && reaches(valid, b, c + f.c, bound, need, depth - 1)))
             })
         }
+        // `r = src + k` (`note_offset`): `r + j` is `src + (k + j)`.
         reaches(&valid, r, 0, bound, need, 2)
+            || self
+                .offset_of(r)
+                .is_some_and(|(src, k)| reaches(&valid, src, 0, bound, need + k, 2))
     }
 }
 

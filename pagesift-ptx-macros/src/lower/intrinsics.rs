@@ -246,6 +246,12 @@ impl Lower<'_> {
                 let c = self.operand(&vals[2], span);
                 self.op_to(Op::Prmt, rs, vec![a, b, c], span)
             }
+            Intr::Lop3(lut) => {
+                let a = self.operand_reg(&vals[0], span);
+                let b = self.operand(&vals[1], span);
+                let c = self.operand(&vals[2], span);
+                self.op_to(Op::Lop3, rs, vec![a, b, c, Operand::Int(lut as i128)], span)
+            }
             Intr::ToTf32 => {
                 let a = self.operand_reg(&vals[0], span);
                 self.op_to(Op::CvtTf32, Scalar::U32, vec![a], span)

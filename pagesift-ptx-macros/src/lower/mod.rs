@@ -83,6 +83,9 @@ pub(crate) struct Lower<'a> {
     narrow: std::collections::HashSet<Reg>,
     /// Zero-extended copies: (wide register) -> (source, its write count then).
     aliases: HashMap<Reg, (Reg, u32)>,
+    /// Sums of a register and a constant: (sum register) -> (source, the constant, the
+    /// source's write count then).
+    offsets: HashMap<Reg, (Reg, i128, u32)>,
     /// The slices' length registers.
     len_regs: std::collections::HashSet<Reg>,
     /// Upper bounds of immutable unsigned variables (`mem.rs`, `upper`).
@@ -168,6 +171,7 @@ fn lower_inner(cx: &Ctxt, v: &Variant, needed: &mut u32) -> Option<Function> {
         writes: HashMap::new(),
         narrow: Default::default(),
         aliases: HashMap::new(),
+        offsets: HashMap::new(),
         len_regs: Default::default(),
         uppers: HashMap::new(),
         faults: Vec::new(),

@@ -206,7 +206,11 @@ impl Lower<'_> {
         }
         let lv = self.expr(l);
         let rv = self.expr(r);
-        let v = self.binary(op, lv, rv, span);
+        let v = self.binary(op, lv.clone(), rv.clone(), span);
+        // `i + k` (unsigned, `k` a constant): facts on `i` prove accesses at `(i + k) + j`.
+        if op == BinOp::Add {
+            self.note_offset(&v, &lv, &rv);
+        }
         // `a & m` is at most `a` (unsigned): a bound for bounds-check elision.
         if op == BinOp::And && Self::scalar_of(&v).is_some_and(|s| s.is_int() && !s.is_signed()) {
             self.assume_at_most(&v, l);

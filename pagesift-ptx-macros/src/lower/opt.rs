@@ -400,6 +400,7 @@ fn is_pure(op: &Op) -> bool {
             | Op::CvtPack(_)
             | Op::Dp4a { .. }
             | Op::Prmt
+            | Op::Lop3
             | Op::Ld {
                 space: Space::Param,
                 ..

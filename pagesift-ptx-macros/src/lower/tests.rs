@@ -707,6 +707,38 @@ fn a_clamp_by_min_under_a_bounded_limit_elides_the_check() {
 }
 
 #[test]
+fn a_sum_of_a_proven_base_and_a_constant_is_proven() {
+    // `b = i + 16`: the fact `i + 32 <= x.len()` proves `x[b + 12 .. b + 16]`, through a
+    // helper's parameter too; `b + 13` reaches past it, and a base that changed does not count.
+    let (checks, _, text) = checks_of(quote! {
+        fn read4(x: &[f32], b: u32) -> [f32; 4] {
+            x.load4(b as u64 + 12)
+        }
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            if ((i as u64) + 32 <= x.len()) & ((i as u64) + 4 <= y.len()) {
+                let b = i + 16;
+                y.store4(i as u64, read4(x, b));
+                let c = b + 4;
+                y[i] = x[c + 11];
+            }
+        }
+    });
+    // `c` is a sum of a sum: only `b`'s own base counts, so `x[c + 11]` stays checked.
+    assert_eq!(checks, 1, "{text}");
+    let (checks, _, text) = checks_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(x: &[f32], y: &mut [f32], i: u32) {
+            if ((i as u64) + 32 <= x.len()) & ((i as u64) + 4 <= y.len()) {
+                let b = i + 16;
+                y.store4(i as u64, x.load4(b as u64 + 13));
+            }
+        }
+    });
+    assert_eq!(checks, 1, "{text}");
+}
+
+#[test]
 fn a_masked_clamp_proves_through_two_bounds() {
     // `cm <= last & !3 <= last` and `last + 4 <= x.len()`: two steps of transitivity.
     let (checks, _, text) = checks_of(quote! {
@@ -742,6 +774,7 @@ fn ordered_accesses_fences_byte_ops_and_wide_shuffles_assemble() {
             y[t] = shfl_idx(y[t], 0u32) + w as f64;
             h.atomic_add(t, shfl_up(h[t], 1u32));
             flags[t] = f.prmt(n, 0x3210u32);
+            flags[t + 3] = f.lop3(n, t, 0x6Au32);
             let p = f16x2::from_f32s(1.5, y[t] as f32);
             flags[t + 2] = p.to_bits();
         }
@@ -778,6 +811,8 @@ fn ordered_accesses_fences_byte_ops_and_wide_shuffles_assemble() {
         "shfl.sync.bfly.b32",
         "atom.global.add.noftz.f16",
         "prmt.b32",
+        ", 106;",
+        "lop3.b32",
     ] {
         assert!(text.contains(form), "{form}: {text}");
     }

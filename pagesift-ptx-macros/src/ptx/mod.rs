@@ -190,6 +190,9 @@ pub enum Op {
     },
     /// `prmt.b32` (default mode).
     Prmt,
+    /// `lop3.b32 d, a, b, c, lut`: any bitwise function of three words, `lut` its truth
+    /// table (the function's value on `a = 0xF0`, `b = 0xCC`, `c = 0xAA`).
+    Lop3,
     /// `cvt.rn.f16x2.f32 d, hi, lo` / `cvt.rn.bf16x2.f32`: two f32 rounded into one packed pair.
     CvtPack(Scalar),
     Bra,

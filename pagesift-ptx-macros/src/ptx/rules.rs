@@ -243,6 +243,7 @@ fn lowering(op: &Op) -> Result<String, String> {
             format!("dp4a.{}.{}", t(*a_signed), t(*b_signed))
         }
         Op::Prmt => "prmt.b32".into(),
+        Op::Lop3 => "lop3.b32".into(),
         Op::CvtPack(s @ (F16x2 | Bf16x2)) => format!("cvt.rn.{}.f32", s.ptx()),
         Op::CvtPack(_) => return no(),
         Op::Bra => "bra".into(),

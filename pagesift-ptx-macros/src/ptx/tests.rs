@@ -80,6 +80,7 @@ fn opcodes_come_from_the_tables() {
             "dp4a.u32.s32",
         ),
         (Op::Prmt, "prmt.b32"),
+        (Op::Lop3, "lop3.b32"),
         (Op::CvtPack(Scalar::F16x2), "cvt.rn.f16x2.f32"),
     ];
     for (op, want) in cases {
@@ -287,6 +288,7 @@ fn all_ops() -> Vec<Op> {
         Op::BarSync,
         Op::BarWarpSync,
         Op::Prmt,
+        Op::Lop3,
         Op::Bra,
         Op::Ret,
         Op::CvtaGlobal,
