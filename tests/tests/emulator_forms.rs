@@ -32,7 +32,7 @@ fn every_emitter_form_has_an_emulator_rule() {
     );
 }
 
-/// The forms only hand-written PTX uses (`lop3`, `shf`, `redux`, `activemask`, ...) as well: the
+/// The forms only hand-written PTX uses (`brev`, `shf`, `redux`, `activemask`, ...) as well: the
 /// table is the set of forms the emulated device runs.
 #[test]
 fn every_table_form_has_an_emulator_rule() {
@@ -46,7 +46,7 @@ fn every_table_form_has_an_emulator_rule() {
         missing.join("\n")
     );
     for f in [
-        "lop3.b32",
+        "brev.b32",
         "shf.l.wrap.b32",
         "redux.sync.add.u32",
         "activemask.b32",
