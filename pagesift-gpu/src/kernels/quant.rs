@@ -378,7 +378,7 @@ ptx_kernel! {
         (0, 1, 272, 1, 4, 3, 1), (0, 1, 272, 1, 8, 3, 1), (0, 2, 272, 2, 8, 3, 1),
         (2, 1, 144, 1, 4, 3, 1), (2, 1, 144, 1, 8, 3, 1), (2, 2, 144, 2, 8, 3, 1),
     ])]
-    #[launch(block = 32 * WARPS, max_regs = if XQ == QTC_X_I8 { 64 + 16 * NT * MT } else if SPLIT == 1 { if FMT == FMT_Q4K { 80 } else { 72 } } else { 128 })]
+    #[launch(block = 32 * WARPS, max_regs = if XQ == QTC_X_I8 { if NT * MT == 4 { 136 } else { 64 + 16 * NT * MT } } else if SPLIT == 1 { if FMT == FMT_Q4K { if NT == 2 { 120 } else { 80 } } else if NT == 2 { 96 } else { 72 } } else { 128 })]
     pub fn qgemv_tc<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
         p: GemmParams,
         q: QuantParams,
@@ -455,11 +455,12 @@ ptx_kernel! {
             let xe1 = if XQ == QTC_X_I8 { 16 * (2 * pairs * NT - 1) + 4 } else { 128 * (2 * pairs * NT - 1) + 4 } as u64;
             if (XQ == QTC_X_I8) | (SPLIT == 1) {
                 if ((row as u64) + rb as u64 <= st.len() as u64) & ((rowt as u64) + rt as u64 <= st.len() as u64) & (xb0 < xs.len()) & (xb1 < xs.len()) & (xb0 + xe0 <= xs.len()) & (xb1 + xe1 <= xs.len()) & xs.is_aligned(xb0, 8) & xs.is_aligned(xb1, 16) {
-                    acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
+                    acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ, true>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
                 }
-            } else if ((row as u64) + rb as u64 <= st.len() as u64) & ((rowt as u64) + rt as u64 <= st.len() as u64) {
-                // `SPLIT` 3 reads `x` itself, with checks (`xs` is empty).
-                acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
+            } else {
+                // `SPLIT` 3 reads `x` itself, with checks (`xs` is empty), a pair at a time
+                // (unrolled, its registers would spill).
+                acc = tc_pairs::<FMT, MT, SB, NT, WARPS, SPLIT, XQ, false>(st, row, rowt, p, x, xs, xb0, xb1, z, kb, lane, acc);
             }
             sync_warp();
             c += WARPS;
@@ -553,9 +554,13 @@ ptx_kernel! {
 
     /// The pairs of blocks of a chunk of `qgemv_tc` (`tc_chunk / 64`) on the lane's row bases
     /// `row` and `rowt` in `st` and, for block `kb ..` of K, its B fragments' bases `xb0`,
-    /// `xb1` in `xs` (`tc_x_base`): every read at a constant offset of one of them, which
-    /// the caller proves once per chunk.
-    fn tc_pairs<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
+    /// `xb1` in `xs` (`tc_x_base`). `UNROLL`: the pairs unrolled, every read at a constant
+    /// offset of one of the bases, which the caller proves once per chunk; else a loop whose
+    /// pairs each prove their reads of `st` (each read's offset plus its bytes, in the last
+    /// row tile's second row, `8 · SB` below the first, of the pair's second block, below
+    /// these: Q4_0 / Q8_0 its scale and codes, BF16 its second step, Q4_K `d` and `dmin`, the
+    /// second step's codes and the odd sub-block's third scale byte).
+    fn tc_pairs<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32, const UNROLL: bool>(
         st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         row: u32,
         rowt: u32,
@@ -570,28 +575,65 @@ ptx_kernel! {
         acc_in: [[f32; 4]; MT * NT],
     ) -> [[f32; 4]; MT * NT] {
         let mut acc = acc_in;
-        #[unroll]
-        for jj in 0..4 {
-            if jj < tc_chunk::<FMT, SB>() / 64 {
-                // Pair `jj`'s bases: `b` its bytes of the lane's row `g`, `bt` the lane's bytes
-                // of a plane, `bq` Q4_K's scales of the pair (`4 + (2 jj) % 4 ..` of the head).
+        if UNROLL {
+            #[unroll]
+            for jj in 0..4 {
+                if jj < tc_chunk::<FMT, SB>() / 64 {
+                    let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
+                    acc = tc_pair::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, b, rowt + tc_pair_bytes::<FMT>() * jj, row + 2 * (jj % 2), p, x, xs, xb0, xb1, z, kb, jj, lane, acc);
+                }
+            }
+        } else {
+            let m1 = (16 * (MT - 1) + 8) * SB;
+            let rb = m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
+            let rt = m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
+            let rq = m1 + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
+            let mut jj = 0u32;
+            while jj < tc_chunk::<FMT, SB>() / 64 {
                 let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
                 let bt = rowt + tc_pair_bytes::<FMT>() * jj;
                 let bq = row + 2 * (jj % 2);
-                let x0 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj, 2 * jj, lane);
-                let x1 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj + 1, 2 * jj + 1, lane);
-                acc = if XQ == QTC_X_I8 {
-                    tc_block_i8::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, x0, 2 * jj, acc)
-                } else {
-                    tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, x0, 2 * jj, lane, acc)
-                };
-                acc = if XQ == QTC_X_I8 {
-                    tc_block_i8::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, acc)
-                } else {
-                    tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc)
-                };
+                if ((b as u64) + rb as u64 <= st.len() as u64) & ((bt as u64) + rt as u64 <= st.len() as u64) & ((bq as u64) + rq as u64 <= st.len() as u64) {
+                    acc = tc_pair::<FMT, MT, SB, NT, WARPS, SPLIT, XQ>(st, b, bt, bq, p, x, xs, xb0, xb1, z, kb, jj, lane, acc);
+                }
+                jj += 1;
             }
         }
+        acc
+    }
+
+    /// Pair `jj` of a chunk of `qgemv_tc` (its blocks `kb + 2 jj` and the next of K): `b` its
+    /// bytes of the lane's row `g`, `bt` the lane's bytes of a plane, `bq` Q4_K's scales of
+    /// the pair (`4 + (2 jj) % 4 ..` of the head).
+    fn tc_pair<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32>(
+        st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
+        b: u32,
+        bt: u32,
+        bq: u32,
+        p: GemmParams,
+        x: &[f32],
+        xs: &[u32],
+        xb0: u64,
+        xb1: u64,
+        z: u32,
+        kb: u32,
+        jj: u32,
+        lane: u32,
+        acc_in: [[f32; 4]; MT * NT],
+    ) -> [[f32; 4]; MT * NT] {
+        let mut acc = acc_in;
+        let x0 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj, 2 * jj, lane);
+        let x1 = tc_x_at::<NT, SPLIT, XQ>(p, x, xs, xb0, xb1, z, kb + 2 * jj + 1, 2 * jj + 1, lane);
+        acc = if XQ == QTC_X_I8 {
+            tc_block_i8::<FMT, MT, SB, NT, WARPS, 0>(st, b, bt, bq, x0, 2 * jj, acc)
+        } else {
+            tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 0>(st, b, bt, bq, x0, 2 * jj, lane, acc)
+        };
+        acc = if XQ == QTC_X_I8 {
+            tc_block_i8::<FMT, MT, SB, NT, WARPS, 1>(st, b, bt, bq, x1, 2 * jj + 1, acc)
+        } else {
+            tc_block::<FMT, MT, SB, NT, WARPS, SPLIT, 1>(st, b, bt, bq, x1, 2 * jj + 1, lane, acc)
+        };
         acc
     }
 
