@@ -438,16 +438,12 @@ ptx_kernel! {
             let xb = tc_x_base::<NT, XQ>(xz + kb, xsb, lane);
             let xb0 = xb[0];
             let xb1 = xb[1];
-            // Every read of the chunk lies at a constant offset from these, below these (each
-            // read's offset plus its bytes, in the last row tile's second row, `8 · SB` below
-            // the first, of the last pair): Q4_0 / Q8_0 the second block's scale (2 bytes) and
-            // its codes (2 bytes in; Q8_0's second step 16 further); BF16 the second block's
-            // second step, 64 + 32 + 8; Q4_K `d` and `dmin`, 4, the second step's codes, 16 +
-            // 4, and the odd sub-block's third scale byte, 2 + 12 + 1 + 1. Proven inside the
+            // Every read of the chunk lies at a constant offset from these, below the last
+            // pair's reach (`tc_reach`; Q4_K's scales past `bq = row + 2`). Proven inside the
             // buffer, and `xs`, once per chunk.
             let last = pairs - 1;
-            let rb = (16 * (MT - 1) + 8) * SB + if FMT == FMT_Q4_0 { tc_pair_bytes::<FMT>() * last + dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { tc_pair_bytes::<FMT>() * last + dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 2 + 12 + 1 + 1 };
-            let rt = (16 * (MT - 1) + 8) * SB + tc_pair_bytes::<FMT>() * last + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
+            let rb = if FMT == FMT_Q4K { 2 + tc_reach::<FMT, MT, SB, 2>() } else { tc_pair_bytes::<FMT>() * last + tc_reach::<FMT, MT, SB, 0>() };
+            let rt = tc_pair_bytes::<FMT>() * last + tc_reach::<FMT, MT, SB, 1>();
             // Past `xb0` and `xb1`: the ends of the chunk's last reads of `xs` (`tc_x_at`),
             // whose 16-byte reads (8 bytes of the int8 codes) are aligned with the bases. (The
             // bases first below the length: then their sums cannot wrap.)
@@ -556,10 +552,7 @@ ptx_kernel! {
     /// `row` and `rowt` in `st` and, for block `kb ..` of K, its B fragments' bases `xb0`,
     /// `xb1` in `xs` (`tc_x_base`). `UNROLL`: the pairs unrolled, every read at a constant
     /// offset of one of the bases, which the caller proves once per chunk; else a loop whose
-    /// pairs each prove their reads of `st` (each read's offset plus its bytes, in the last
-    /// row tile's second row, `8 · SB` below the first, of the pair's second block, below
-    /// these: Q4_0 / Q8_0 its scale and codes, BF16 its second step, Q4_K `d` and `dmin`, the
-    /// second step's codes and the odd sub-block's third scale byte).
+    /// pairs each prove their reads of `st` (`tc_reach`).
     fn tc_pairs<const FMT: u32, const MT: u32, const SB: u32, const NT: u32, const WARPS: u32, const SPLIT: u32, const XQ: u32, const UNROLL: bool>(
         st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         row: u32,
@@ -584,10 +577,9 @@ ptx_kernel! {
                 }
             }
         } else {
-            let m1 = (16 * (MT - 1) + 8) * SB;
-            let rb = m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 };
-            let rt = m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 };
-            let rq = m1 + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 };
+            let rb = tc_reach::<FMT, MT, SB, 0>();
+            let rt = tc_reach::<FMT, MT, SB, 1>();
+            let rq = tc_reach::<FMT, MT, SB, 2>();
             let mut jj = 0u32;
             while jj < tc_chunk::<FMT, SB>() / 64 {
                 let b = if FMT == FMT_Q4K { row } else { row + tc_pair_bytes::<FMT>() * jj };
@@ -600,6 +592,23 @@ ptx_kernel! {
             }
         }
         acc
+    }
+
+    /// How far the reads of a pair of `qgemv_tc` reach past its bases (`tc_pair`: `BASE` 0
+    /// `b`, 1 `bt`, 2 `bq`): each read's offset plus its bytes, in the last row tile's second
+    /// row (`8 · SB` below the first), of the pair's second block. Q4_0 / Q8_0 its scale (2
+    /// bytes) and codes (2 bytes in; Q8_0's second step 16 further); BF16 its second step, 64
+    /// + 32 + 8; Q4_K `d` and `dmin`, 4, the second step's codes, 16 + 4, and the odd
+    /// sub-block's third scale byte, 12 + 1 + 1.
+    fn tc_reach<const FMT: u32, const MT: u32, const SB: u32, const BASE: u32>() -> u32 {
+        let m1 = (16 * (MT - 1) + 8) * SB;
+        if BASE == 0 {
+            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 }
+        } else if BASE == 1 {
+            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 }
+        } else {
+            m1 + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 }
+        }
     }
 
     /// Pair `jj` of a chunk of `qgemv_tc` (its blocks `kb + 2 jj` and the next of K): `b` its
