@@ -13,7 +13,8 @@ use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::ops::gemm::F32_TILES;
 use pagesift_gpu::ops::quant::{
     format_code, group_elements, pick, pick_int8, qgemm, qgemm_with, tc_plan, tc_plan_int8,
-    tc_shape, tc_warp_options, QKernel, FORMATS, INT8_FORMATS, PREFILL_MIN_TOKENS,
+    tc_prefill_tiles, tc_shape, tc_warp_options, QKernel, FORMATS, INT8_FORMATS,
+    PREFILL_MIN_TOKENS, TC_PREFILL_TYPES,
 };
 use pagesift_gpu::quant::{dequantize, int8_activations, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -133,7 +134,7 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
         *v *= 1.0 + (i / 32 % 5) as f32;
     }
     let bytes = quantize(case.format, &values, n, k).map_err(|e| e.to_string())?;
-    let w_deq = dequantize(case.format, &bytes, n, k).map_err(|e| e.to_string())?;
+    let mut w_deq = dequantize(case.format, &bytes, n, k).map_err(|e| e.to_string())?;
     let mut x = random_f32_from(&mut rng, case.x_offset + (m - 1) * g.lda + k, -1.0..1.0);
     // Activations of several magnitudes per block, and a block of zeros, for the int8 scales.
     for (i, v) in x.iter_mut().enumerate() {
@@ -143,6 +144,14 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
         x[case.x_offset + 32..case.x_offset + 64].fill(0.0);
     }
     let mut x_ref = x.clone();
+    // The tensor-core prefill multiplies both operands rounded to its 16-bit type.
+    let mut input = Dtype::F32;
+    if let Some(QKernel::PrefillTc { half, .. }) = kernel {
+        input = half;
+        for v in x_ref.iter_mut().chain(w_deq.iter_mut()) {
+            *v = round_to(half, *v);
+        }
+    }
     if matches!(kernel, Some(QKernel::DecodeInt8 { .. })) {
         for t in 0..m {
             let row = case.x_offset + t * g.lda..case.x_offset + t * g.lda + k;
@@ -211,7 +220,7 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
                 (0, t, j),
             );
             let v = got[idx];
-            let tol = want.tolerance_for(&g, Dtype::F32, Dtype::F32);
+            let tol = want.tolerance_for(&g, input, Dtype::F32);
             let err = (f64::from(v) - want.value).abs();
             if err.is_nan() || err > tol {
                 return Err(format!(
@@ -229,6 +238,15 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
         }
     }
     Ok(())
+}
+
+/// `v` rounded to nearest even in `half` (F16 or BF16), as f32.
+fn round_to(half: Dtype, v: f32) -> f32 {
+    match half {
+        Dtype::F16 => half::f16::from_f32(v).to_f32(),
+        Dtype::Bf16 => half::bf16::from_f32(v).to_f32(),
+        _ => v,
+    }
 }
 
 /// Random cases of `format` at token counts from 1 to one block's chunk (16).
@@ -320,6 +338,41 @@ fn prefill_every_variant() {
                 case.w_offset = 4 * rng.gen_range(0..4);
                 if let Err(e) = check(&gpu, &case, Some(QKernel::Prefill { tile, splits })) {
                     panic!("quant_gpu::prefill_every_variant: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The tensor-core prefill kernel at every format, input type and tile, directly, from
+/// [`PREFILL_MIN_TOKENS`] tokens on, on weights whose view starts 4-byte aligned (16-byte
+/// aligned or not), against the reference on the inputs rounded as the kernel rounds them;
+/// and `qgemm_tc` picking it.
+#[test]
+fn prefill_tc_every_variant() {
+    let Some(gpu) = gpu_or_skip("quant_gpu::prefill_tc_every_variant") else {
+        return;
+    };
+    if gpu.compute_capability() < (8, 0) {
+        println!("SKIP quant_gpu::prefill_tc_every_variant: the device is below sm_80");
+        return;
+    }
+    let (max_tokens, max_out, max_in) = if is_emulated(&gpu) {
+        (80, 140, 512)
+    } else {
+        (300, 300, 1024)
+    };
+    for (f, format) in FORMATS.into_iter().enumerate() {
+        for (h, half) in TC_PREFILL_TYPES.into_iter().enumerate() {
+            for (t, tile) in tc_prefill_tiles().into_iter().enumerate() {
+                let seed = 9000 + 100 * f as u64 + 10 * h as u64 + t as u64;
+                let mut rng = StdRng::seed_from_u64(seed);
+                let tokens = rng.gen_range(PREFILL_MIN_TOKENS..=max_tokens);
+                let mut case = Case::random(format, tokens, seed, max_out, max_in);
+                case.w_offset = 4 * rng.gen_range(0..4);
+                let kernel = QKernel::PrefillTc { tile, half };
+                if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                    panic!("quant_gpu::prefill_tc_every_variant: {e}");
                 }
             }
         }

@@ -10,7 +10,8 @@
 //! tensor-core bar) and `cublasSgemm` in f32 (exact: the bar of our exact f32 mode), each as
 //! our speed over theirs (above 1: ours is faster). Where the int8 activations apply
 //! ([`crate::ops::quant::qgemm_int8`]: Q4_0, Q8_0, Q4_K up to 16 tokens) a second row
-//! gives them.
+//! gives them; from the prefill's token counts on, two more give the tensor-core prefill
+//! ([`crate::ops::quant::qgemm_tc`]) on f16 and on bf16 inputs.
 //!
 //! The weights are one row quantized by the host code, repeated for every row, in enough
 //! copies (used in turn) that each call reads them from device memory, not from L2; cuBLAS's
@@ -24,9 +25,21 @@ use super::cublas::{Cublas, CublasMath};
 use super::{BenchError, SplitMix64, Timing};
 use crate::gemm::{BLayout, Gemm};
 use crate::kernels::quant::QGEMV_MAX_TOKENS;
-use crate::ops::quant::{pick, pick_int8, qgemm, qgemm_int8, INT8_FORMATS};
+use crate::ops::quant::{
+    pick, pick_int8, pick_tc, qgemm, qgemm_int8, qgemm_tc, INT8_FORMATS, PREFILL_MIN_TOKENS,
+    TC_PREFILL_TYPES,
+};
 use crate::quant::{dequantize, quantize, WeightFormat};
-use crate::{timing, BackendKind, DeviceBuffer, Gpu, Stream};
+use crate::{timing, BackendKind, DeviceBuffer, Dtype, Gpu, Stream};
+
+/// The kernels a row of the bench times: [`qgemm`]'s exact ones, [`qgemm_int8`]'s, or
+/// [`qgemm_tc`]'s tensor-core prefill on inputs of a 16-bit type.
+#[derive(Clone, Copy)]
+enum Mode {
+    Exact,
+    Int8,
+    Tc(Dtype),
+}
 
 /// What `bench quant` measures.
 #[derive(Clone, Debug, PartialEq)]
@@ -272,14 +285,18 @@ pub fn run_quant(
                             })
                     })
                     .collect();
-                let int8 = INT8_FORMATS.contains(&format) && tokens <= QGEMV_MAX_TOKENS as usize;
-                for int8 in [false, true].into_iter().filter(|&i| !i || int8) {
-                    let call = |w: &DeviceBuffer<u8>, y: &mut DeviceBuffer<f32>| {
-                        if int8 {
-                            qgemm_int8(&stream, &g, format, w, &x, None, None, y)
-                        } else {
-                            qgemm(&stream, &g, format, w, &x, None, None, y)
-                        }
+                let mut modes = vec![Mode::Exact];
+                if INT8_FORMATS.contains(&format) && tokens <= QGEMV_MAX_TOKENS as usize {
+                    modes.push(Mode::Int8);
+                }
+                if tokens >= PREFILL_MIN_TOKENS && gpu.compute_capability() >= (8, 0) {
+                    modes.extend(TC_PREFILL_TYPES.map(Mode::Tc));
+                }
+                for mode in modes {
+                    let call = |w: &DeviceBuffer<u8>, y: &mut DeviceBuffer<f32>| match mode {
+                        Mode::Exact => qgemm(&stream, &g, format, w, &x, None, None, y),
+                        Mode::Int8 => qgemm_int8(&stream, &g, format, w, &x, None, None, y),
+                        Mode::Tc(half) => qgemm_tc(&stream, &g, format, half, w, &x, None, None, y),
                     };
                     let ms = timing.per_call_ms(&stream, || {
                         turn = (turn + 1) % copies;
@@ -298,10 +315,10 @@ pub fn run_quant(
                     let us = |ms: f64| format!("{:.1}", ms * 1e3);
                     let x = |theirs: f64| format!("{:.3}x", theirs / ms);
                     let ptr = weights[0].device_ptr();
-                    let kernel = if int8 {
-                        pick_int8(&stream, &g, format, ptr)?
-                    } else {
-                        pick(&stream, &g, format, ptr)?
+                    let kernel = match mode {
+                        Mode::Exact => pick(&stream, &g, format, ptr)?,
+                        Mode::Int8 => pick_int8(&stream, &g, format, ptr)?,
+                        Mode::Tc(half) => pick_tc(&stream, &g, format, half, ptr)?,
                     };
                     writeln!(
                         out,

@@ -255,6 +255,207 @@ ptx_kernel! {
         core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
+    /// The K step of [`gemm_mma_q`]: 128 bytes of each row of its 16-bit stages.
+    pub const Q_BK: u32 = 64;
+
+    /// `x` (`m` rows of `k` f32 at `lda`) rounded to nearest even into `T` (f16 or bf16),
+    /// rows `ldh` apart (elements `k .. ldh` of a row left as they are): the activations of
+    /// [`gemm_mma_q`]. Each thread takes 8 consecutive elements of a row per turn of a
+    /// grid-stride loop (one 16-byte store where the row allows it).
+    #[variants(T in [f16, bf16])]
+    #[launch(block = 256)]
+    pub fn x_to_half<T: ActElement>(m: u32, k: u32, lda: u32, ldh: u32, x: &[f32], h: &mut [T]) {
+        let per_row = (k + 7) / 8;
+        let total = m as u64 * per_row as u64;
+        let mut t = (block_idx_x() * block_dim_x() + thread_idx_x()) as u64;
+        let step = (grid_dim_x() * block_dim_x()) as u64;
+        while t < total {
+            let row = t / per_row as u64;
+            let c = (t % per_row as u64) as u32 * 8;
+            let src = row * lda as u64 + c as u64;
+            let dst = row * ldh as u64 + c as u64;
+            let mut v = [0.0f32 as T; 8];
+            #[unroll]
+            for l in 0..8 {
+                if c + l < k {
+                    v[l] = x.load_nc(src + l as u64) as T;
+                }
+            }
+            if (c + 8 <= k) & (ldh % 8 == 0) {
+                h.store_vec::<16>(dst, v);
+            } else {
+                #[unroll]
+                for l in 0..8 {
+                    if c + l < k {
+                        h[dst + l as u64] = v[l];
+                    }
+                }
+            }
+            t += step;
+        }
+    }
+
+    /// `y = act(alpha · x · Wᵀ + beta · y + bias[col]) + residual` on tensor cores with f32
+    /// accumulators, the weights `W` `[n_out, n_in]` in the GGUF / ggml format `FMT`
+    /// (`dq::FMT_*`; rows of `p.ldb` bytes, read as they are) and the activations `x` in `T`
+    /// (f16 or bf16, rounded from f32 by [`x_to_half`]): [`gemm_mma`]'s `BM × BN` tiles of
+    /// `WM × WN` warps and its `mma` steps (`core::tc_step`) on stages of [`Q_BK`] of K. A is
+    /// copied as in [`gemm_mma`] (`cp.async`, [`STAGES`] deep); the weights go through
+    /// registers: each thread loads the bytes of one run of 32 weights of one row a step
+    /// ahead (`dq::q_raw`), and after the step's `mma`s dequantizes them to `T` (each the f32
+    /// value of ggml's dequantization rounded once, `dq::q_pairs`) into the next stage. The
+    /// prefill path of [`crate::ops::quant::qgemm_tc`].
+    ///
+    /// # Safety
+    ///
+    /// As for [`gemm_mma`], for `x` (`a`, `T`): `p` describes it (every element of the `m ×
+    /// k` rows at `lda` inside `a`, `vec_a` only where the rows are multiples of 16 bytes and
+    /// the slice starts 16-byte aligned), `kc` a multiple of [`Q_BK`], the grid's z extent
+    /// `splits`. The weights are read with bounds and alignment checks.
+    #[target(sm_80)]
+    #[variants(
+        FMT in [0, 1, 2, 3, 4],
+        T in [f16, bf16],
+        (BM, BN, WM, WN) in [(128, 128, 2, 4), (64, 64, 2, 2)]
+    )]
+    #[launch(block = WM * WN * 32, max_regs = 255)]
+    pub fn gemm_mma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
+        p: GemmParams,
+        a: &[T],
+        w: &[u8],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[T; STAGES * BM * (Q_BK + Q_BK / 8)]> = dyn_shared(0);
+        let b_s: Shared<[T; STAGES * BN * (Q_BK + Q_BK / 8)]> = dyn_shared(STAGES * BM * TC_ROW);
+        // The stages of B as words, for the loader's 16-byte stores of pairs.
+        let b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]> = dyn_shared(STAGES * BM * TC_ROW);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let zs = block_idx_z();
+        let kbeg = zs * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let tid = thread_idx_x();
+        let acc = q_mainloop::<T, FMT, BM, BN, WM, WN>(a_s, b_s, b_w, a, w, p, m0, n0, kbeg, kend, tid);
+        cp_async_wait_all();
+        sync_threads();
+        core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
+        core::epi_prefetch::<f32, BM, BN, { WM * WN * 32 }>(p, res, c, 0, m0, n0, tid);
+        sync_threads();
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
+    }
+
+    /// The main loop of [`gemm_mma_q`] over the K steps of `kbeg..kend`: A through the
+    /// `cp.async` pipeline (`core::tc_load`'s copies of A), the weights through registers,
+    /// thread `tid` taking the run of 32 weights at `32 · (tid % 2)` of each step of row `n0
+    /// + tid / 2` (the tiles have `2 · BN` threads). Step `kt`: its copies of A waited for,
+    /// the barrier (which also shows its weights, stored during the step before), the copies
+    /// of A of step `kt + STAGES - 1`, the `mma`s, then the weights of step `kt + 1`
+    /// dequantized into their stage (last read by step `kt + 1 - STAGES`, before the
+    /// barrier) and those of step `kt + 2` loaded.
+    fn q_mainloop<T, const FMT: u32, const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
+        a_s: Shared<[T; STAGES * BM * (Q_BK + Q_BK / 8)]>,
+        b_s: Shared<[T; STAGES * BN * (Q_BK + Q_BK / 8)]>,
+        b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]>,
+        a: &[T],
+        w: &[u8],
+        p: GemmParams,
+        m0: u32,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [[f32; 4]; (BM / WM / 16) * (BN / WN / 8)] {
+        let mut acc = [[0.0f32; 4]; (BM / WM / 16) * (BN / WN / 8)];
+        let mut span = 0u32;
+        if kend > kbeg {
+            span = kend - kbeg;
+        }
+        let ktiles = (span + (Q_BK - 1)) / Q_BK;
+        let inner = (m0 + BM <= p.m) & p.vec_a;
+        #[unroll]
+        for s in 0..STAGES - 1 {
+            let k0 = kbeg + s * Q_BK;
+            if s < ktiles {
+                q_load_a::<T, BM, WM, WN>(a_s, s, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+            }
+            cp_async_commit();
+        }
+        // This thread's row of W and run of each step.
+        let row = n0 + tid / 2;
+        let ok = (row < p.n) & (tid < 2 * BN);
+        let wrow = row as u64 * p.ldb as u64;
+        let kq = kbeg + 32 * (tid % 2);
+        let st = (tid / 2) * ((Q_BK + Q_BK / 8) / 2) + 16 * (tid % 2);
+        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0));
+        q_store::<T, FMT, BN>(b_w, st, dq::q_pairs::<FMT, T>(raw, kq));
+        raw = dq::q_raw::<FMT>(w, wrow, kq + Q_BK, kend, ok & (ktiles > 1));
+        let reads = core::tc_reads::<T, BM, BN, WM, WN, true, { Q_BK + Q_BK / 8 }>(tid);
+        let a_end = core::tc_a_end::<T, BM, WM, true, Q_BK, { Q_BK + Q_BK / 8 }>();
+        let b_end = core::tc_b_end::<T, BN, WN, true, Q_BK, { Q_BK + Q_BK / 8 }>();
+        let mut kt = 0u32;
+        let mut stage = 0u32;
+        while kt < ktiles {
+            cp_async_wait(STAGES - 2);
+            sync_threads();
+            let next = kt + STAGES - 1;
+            if next < ktiles {
+                let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
+                let k0 = kbeg + next * Q_BK;
+                q_load_a::<T, BM, WM, WN>(a_s, ns, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+            }
+            cp_async_commit();
+            let ao = reads[0] + stage * (BM * (Q_BK + Q_BK / 8));
+            let bo = reads[1] + stage * (BN * (Q_BK + Q_BK / 8));
+            if (((ao as u64) + a_end as u64) <= (a_s.len() as u64)) & (((bo as u64) + b_end as u64) <= (b_s.len() as u64)) {
+                acc = core::tc_step::<T, BM, BN, WM, WN, true, Q_BK, { Q_BK + Q_BK / 8 }, false>(acc, a_s, b_s, a_s, b_s, ao, bo, 0);
+            }
+            stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
+            if kt + 1 < ktiles {
+                let kn = kq + (kt + 1) * Q_BK;
+                q_store::<T, FMT, BN>(b_w, st + stage * (BN * (Q_BK + Q_BK / 8) / 2), dq::q_pairs::<FMT, T>(raw, kn));
+                raw = dq::q_raw::<FMT>(w, wrow, kn + Q_BK, kend, ok & (kt + 2 < ktiles));
+            }
+            kt += 1;
+        }
+        acc
+    }
+
+    /// The copies of A of one K step at `k0` into stage `stage` (`core::copy_rows`, as
+    /// `core::tc_load` issues them; `fast`: the step lies inside A and its rows are 16-byte
+    /// aligned).
+    fn q_load_a<T, const BM: u32, const WM: u32, const WN: u32>(
+        a_s: Shared<[T; STAGES * BM * (Q_BK + Q_BK / 8)]>,
+        stage: u32,
+        a: &[T],
+        p: GemmParams,
+        m0: u32,
+        k0: u32,
+        kend: u32,
+        fast: bool,
+        tid: u32,
+    ) {
+        if fast {
+            core::copy_rows::<T, BM, Q_BK, { Q_BK + Q_BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (Q_BK + Q_BK / 8) }, true>(a_s, stage * BM * (Q_BK + Q_BK / 8), a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        } else {
+            core::copy_rows::<T, BM, Q_BK, { Q_BK + Q_BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (Q_BK + Q_BK / 8) }, false>(a_s, stage * BM * (Q_BK + Q_BK / 8), a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        }
+    }
+
+    /// A thread's 32 weights as pairs (`dq::q_pairs`) into the words of a stage of B from
+    /// word `at` (its row's run: four 16-byte stores; threads past `2 · BN` have none).
+    fn q_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]>, at: u32, v: [u32; 16]) {
+        if thread_idx_x() < 2 * BN {
+            #[unroll]
+            for j in 0..4 {
+                b_w.store4(at + 4 * j, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
+            }
+        }
+    }
+
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper's warpgroup tensor
     /// cores (`wgmma`, sm_90a), f16 and bf16 inputs, B `[N, K]`, f32 accumulators: `BM / 64`
     /// warpgroups, each `64 × BN` outputs. The loaders copy K steps of 128 bytes of each row

@@ -15,6 +15,8 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_f32::VARIANTS,
         gemm::gemm_f32_q::VARIANTS,
         gemm::gemm_mma::VARIANTS,
+        gemm::gemm_mma_q::VARIANTS,
+        gemm::x_to_half::VARIANTS,
         gemm::gemm_wgmma::VARIANTS,
         gemm::gemm_tma::VARIANTS,
         gemm::gemm_tma_x3::VARIANTS,
@@ -23,6 +25,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         quant::qgemv::VARIANTS,
         quant::qgemv_tc::VARIANTS,
         quant::qgemv_tc_x::VARIANTS,
+        quant::qgemv_tc_x8::VARIANTS,
     ];
     families.iter().flat_map(|f| f.iter()).collect()
 }

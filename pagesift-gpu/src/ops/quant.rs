@@ -16,18 +16,24 @@
 //! loader's reads are 2 and 4 bytes wide) take the decode kernel in chunks of
 //! [`QGEMV_MAX_TOKENS`] tokens, each chunk reading the weights again.
 
+use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
-use crate::kernels::gemm::{gemm_f32_q, GemmParams};
+use crate::kernels::gemm::{gemm_f32_q, gemm_mma_q, x_to_half, GemmParams, Q_BK};
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
     FMT_Q8_0, QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS,
     QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
-    f32_micro_cols, ffma_plan, params_at, shared_bytes, slice_len, with_splits, Tile, F32_TILES,
+    f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len, with_splits,
+    Tile, F32_TILES,
 };
 use crate::quant::WeightFormat;
-use crate::{error, DeviceRead, DeviceWrite, Dtype, Error, LaunchConfig, Result, Stream};
+use crate::{
+    error, DeviceBuffer, DeviceRead, DeviceRepr, DeviceWrite, Dtype, Error, LaunchConfig, Result,
+    Stream,
+};
+use half::{bf16, f16};
 
 /// From this many tokens on, [`qgemm`] runs the prefill kernel (one launch over all tokens,
 /// each tile of weights read once per block of tokens) instead of the decode kernel's chunks
@@ -189,6 +195,10 @@ pub enum QKernel {
     /// The prefill kernel (`gemm_f32_q`) on an FFMA tile (one of
     /// [`crate::ops::gemm::F32_TILES`]) over `splits` slices of K (1: no split).
     Prefill { tile: Tile, splits: u32 },
+    /// The tensor-core prefill kernel (`gemm_mma_q`) on a tile of [`tc_prefill_tiles`], the
+    /// activations rounded to `half` (F16 or BF16) and the weights dequantized to it
+    /// ([`qgemm_tc`]).
+    PrefillTc { tile: Tile, half: Dtype },
 }
 
 impl std::fmt::Display for QKernel {
@@ -201,6 +211,9 @@ impl std::fmt::Display for QKernel {
             QKernel::Prefill { tile, splits: 1 } => write!(f, "prefill{}x{}", tile.bm, tile.bn),
             QKernel::Prefill { tile, splits } => {
                 write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
+            }
+            QKernel::PrefillTc { tile, half } => {
+                write!(f, "prefill-{}{}x{}", half.name(), tile.bm, tile.bn)
             }
         }
     }
@@ -270,6 +283,120 @@ pub fn pick(stream: &Stream, g: &Gemm, format: WeightFormat, w_ptr: u64) -> Resu
         },
         _ => QKernel::Decode,
     })
+}
+
+/// [`qgemm`] with the prefill on tensor cores: from [`PREFILL_MIN_TOKENS`] tokens on, on sm_80
+/// or later and weights whose view starts 4-byte aligned, `x` is rounded to `half` (F16 or
+/// BF16, to nearest even) and each weight dequantized to it (the f32 value of ggml's
+/// dequantization rounded once), and `mma.sync` multiplies them with f32 sums
+/// ([`QKernel::PrefillTc`], `gemm_mma_q`). That is cuBLAS's bf16 / f16 GEMM on the dequantized
+/// weights: the price of the speed is the inputs' rounding, a relative error of up to 2^-9
+/// (BF16) or 2^-12 (F16) per operand, and F16 activations beyond ±65504 overflow. Fewer tokens,
+/// and products the tensor-core prefill cannot take, run [`qgemm`]'s exact kernels.
+///
+/// # Errors
+/// Those of [`qgemm`], and [`Error::InvalidArgument`] for a `half` other than F16 or BF16.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm_tc(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    half: Dtype,
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let kernel = pick_tc(stream, g, format, half, w.device_ptr())?;
+    qgemm_with(stream, g, format, kernel, w, x, bias, residual, y)
+}
+
+/// The 16-bit types the tensor-core prefill takes its inputs in.
+pub const TC_PREFILL_TYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
+
+/// The tiles of the tensor-core prefill kernel (`gemm_mma_q`), read from its compiled
+/// variants, largest first.
+pub fn tc_prefill_tiles() -> Vec<Tile> {
+    let mut tiles: Vec<Tile> = Vec::new();
+    for v in gemm_mma_q::VARIANTS {
+        let get = |name: &str| {
+            v.consts
+                .iter()
+                .find(|&&(k, _)| k == name)
+                .and_then(|(_, val)| val.parse::<u32>().ok())
+        };
+        if let (Some(bm), Some(bn)) = (get("BM"), get("BN")) {
+            let tile = Tile { bm, bn };
+            if !tiles.contains(&tile) {
+                tiles.push(tile);
+            }
+        }
+    }
+    tiles.sort_by_key(|t| std::cmp::Reverse(t.bm * t.bn));
+    tiles
+}
+
+/// The warps (`WM`, `WN`) of the tensor-core prefill kernel's `tile`, `None` where it has no
+/// such tile.
+fn tc_prefill_warps(tile: Tile) -> Option<(u32, u32)> {
+    gemm_mma_q::VARIANTS.iter().find_map(|v| {
+        let get = |name: &str| {
+            v.consts
+                .iter()
+                .find(|&&(k, _)| k == name)
+                .and_then(|(_, val)| val.parse::<u32>().ok())
+        };
+        (get("BM")? == tile.bm && get("BN")? == tile.bn).then_some((get("WM")?, get("WN")?))
+    })
+}
+
+/// The kernel [`qgemm_tc`] runs: [`QKernel::PrefillTc`] from [`PREFILL_MIN_TOKENS`] tokens on
+/// sm_80 or later where the weights' view starts 4-byte aligned, on the largest tile of
+/// [`tc_prefill_tiles`] that still gives every multiprocessor a block (else the smallest);
+/// else [`pick`]'s.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a `half` other than F16 or BF16; those of [`pick`].
+pub fn pick_tc(
+    stream: &Stream,
+    g: &Gemm,
+    format: WeightFormat,
+    half: Dtype,
+    w_ptr: u64,
+) -> Result<QKernel> {
+    check_half(half)?;
+    let props = stream.gpu().props();
+    if g.m >= PREFILL_MIN_TOKENS
+        && g.n > 0
+        && g.k > 0
+        && w_ptr % 4 == 0
+        && props.compute_capability >= (8, 0)
+    {
+        let tiles = tc_prefill_tiles();
+        let fills = |t: &Tile| {
+            g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) >= props.sm_count as usize
+        };
+        if let Some(&tile) = tiles.iter().find(|t| fills(t)).or(tiles.last()) {
+            return Ok(QKernel::PrefillTc { tile, half });
+        }
+    }
+    pick(stream, g, format, w_ptr)
+}
+
+/// `half` if the tensor-core prefill takes it ([`TC_PREFILL_TYPES`]).
+fn check_half(half: Dtype) -> Result<()> {
+    if TC_PREFILL_TYPES.contains(&half) {
+        Ok(())
+    } else {
+        Err(Error::from(error::InvalidArgument {
+            op: "ops::quant::qgemm_tc",
+            message: format!(
+                "the tensor-core prefill rounds its inputs to f16 or bf16, not {}",
+                half.name()
+            ),
+        }))
+    }
 }
 
 /// [`qgemm`] with the activations quantized to int8: `x` in blocks of 32 along `n_in`, each
@@ -427,6 +554,43 @@ pub fn qgemm_with(
             prefill(
                 stream, g, fmt, row_bytes, tile, splits, w, x, bias, residual, y,
             )
+        };
+    }
+    if let QKernel::PrefillTc { tile, half } = kernel {
+        check_half(half)?;
+        if w.device_ptr() % 4 != 0 {
+            return Err(invalid(format!(
+                "the prefill kernel {kernel} reads the weights 2 and 4 bytes at a time: their view must start 4-byte aligned, not at address {:#x}",
+                w.device_ptr()
+            )));
+        }
+        let Some(warps) = tc_prefill_warps(tile) else {
+            return Err(invalid(format!(
+                "the tensor-core prefill kernel has no {}x{} tile (it has {:?})",
+                tile.bm,
+                tile.bn,
+                tc_prefill_tiles()
+            )));
+        };
+        let cc = stream.gpu().props().compute_capability;
+        if cc < (8, 0) {
+            return Err(invalid(format!(
+                "the tensor-core prefill kernel needs compute capability 8.0 or later, not {}.{}",
+                cc.0, cc.1
+            )));
+        }
+        // SAFETY: `g` and the operands passed the checks above (`validate`, the weights'
+        // length, a batch of 1), the tile and its warps are a compiled variant's.
+        return unsafe {
+            if half == Dtype::F16 {
+                prefill_tc::<f16>(
+                    stream, g, fmt, row_bytes, tile, warps, w, x, bias, residual, y,
+                )
+            } else {
+                prefill_tc::<bf16>(
+                    stream, g, fmt, row_bytes, tile, warps, w, x, bias, residual, y,
+                )
+            }
         };
     }
     let tc = match kernel {
@@ -790,6 +954,97 @@ fn operand_params(
         [x.device_ptr(), w.device_ptr(), y.device_ptr()],
         residual.map(|r| r.device_ptr()),
     )
+}
+
+/// The tensor-core prefill (`gemm_mma_q`) for `g` with weights of format code `fmt`, rows of
+/// `row_bytes`, on `tile` of `warps`: `x` rounded into `T` in a buffer of its own
+/// (`x_to_half`, rows of a multiple of 8 elements), then the GEMM.
+///
+/// # Safety
+///
+/// As for [`prefill`]; `tile` and `warps` are those of a compiled variant. (The kernel's copies
+/// of the rounded `x` lie inside the buffer this function allocates.)
+#[allow(clippy::too_many_arguments)]
+unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
+    stream: &Stream,
+    g: &Gemm,
+    fmt: u32,
+    row_bytes: usize,
+    tile: Tile,
+    (wm, wn): (u32, u32),
+    w: &impl DeviceRead<u8>,
+    x: &impl DeviceRead<f32>,
+    bias: Option<&dyn DeviceRead<f32>>,
+    residual: Option<&dyn DeviceRead<f32>>,
+    y: &mut impl DeviceWrite<f32>,
+) -> Result<()> {
+    let variant = gemm_mma_q::variant::<T>(fmt, tile.bm, tile.bn, wm, wn).ok_or_else(|| {
+        crate::__private::variant_not_compiled(
+            "gemm_mma_q",
+            format!(
+                "T={}, FMT={fmt}, BM={}, BN={}",
+                T::DTYPE.name(),
+                tile.bm,
+                tile.bn
+            ),
+        )
+    })?;
+    let ldh = g.k.next_multiple_of(8);
+    let mut xh = DeviceBuffer::<T>::alloc(stream.gpu(), g.m * ldh)?;
+    let units = (g.m * g.k.div_ceil(8)) as u64;
+    let blocks = units
+        .div_ceil(256)
+        .min(u64::from(stream.gpu().props().sm_count) * 8)
+        .max(1);
+    x_to_half::launch::<T>(
+        stream,
+        LaunchConfig::grid_1d(blocks as u32),
+        g.m as u32,
+        g.k as u32,
+        g.lda as u32,
+        ldh as u32,
+        x,
+        &mut xh,
+    )?;
+    let p = GemmParams {
+        lda: ldh as u32,
+        batch_a: 0,
+        // The buffer starts aligned and its rows are whole 16-byte vectors.
+        vec_a: true,
+        ldb: row_bytes as u32,
+        batch_b: 0,
+        // The weights are read with checks, whatever the tile.
+        vec_b: true,
+        splits: 1,
+        kc: slice_len(g.k, 1, Q_BK),
+        ..operand_params(g, w, x, residual, &*y)
+    };
+    super::log_dispatch(|| {
+        format!(
+            "qgemm tokens={} n_out={} n_in={} fmt={fmt} -> {}: tensor-core prefill on {}x{} tiles, inputs in {}",
+            g.m,
+            g.n,
+            g.k,
+            variant.entry,
+            tile.bm,
+            tile.bn,
+            T::DTYPE.name()
+        )
+    });
+    let grid = [
+        (g.n as u32).div_ceil(tile.bn),
+        (g.m as u32).div_ceil(tile.bm),
+        1,
+    ];
+    let cfg = LaunchConfig::grid(grid).with_shared_mem(mma_shared_bytes(tile, false));
+    // SAFETY: `p` comes from the validated `g` with `x` replaced by `xh`, which holds its `m`
+    // rows of `k` elements at `ldh` (a multiple of 8) from an aligned start; `kc` is a
+    // multiple of `Q_BK` and the grid's z extent 1; the weights are read with checks.
+    unsafe {
+        gemm_mma_q::launch::<T>(
+            stream, cfg, fmt, tile.bm, tile.bn, wm, wn, p, &xh, w, bias, residual, y, None,
+        )
+    }
 }
 
 /// The prefill kernel (`gemm_f32_q`) for `g` with weights of format code `fmt`, rows of

@@ -119,3 +119,128 @@ fn dequant4<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32) -> [f32; 4] {
     }
     v
 }
+
+/// The bytes of the 32 weights `k .. k + 32` (`k` a multiple of 32) of the row at byte
+/// `row` of `w` in format `FMT`, as the tensor-core prefill's loader holds them between its
+/// loads and `q_pairs` (0 where `!ok` or past `kend`; the block formats' rows hold whole
+/// blocks, so that such a run lies inside one block, all in or all past `kend`):
+/// - Q8_0 / Q4_0: word 0 the block's f16 scale, words 1.. its 32 code bytes (Q4_0: 16);
+/// - Q4_K: word 0 the super-block's `d | dmin << 16`, word 1 the scale bytes `j`, `j + 4`
+///   and `j + 8` of sub-block `s = k % 256 / 32` (`j = s % 4`) in bytes 0, 1, 2, words
+///   2 .. 10 the 32 code bytes of the sub-block (its nibbles: `s % 2`);
+/// - BF16 / F16: the 32 elements, two to a word (0 past `kend`).
+///
+/// Reads 2 bytes at a time (4 for Q4_K's): `w`'s start and `row` even (Q4_K: multiples of
+/// 4), which the rows of a format have where the view starts 4-byte aligned.
+fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool) -> [u32; 16] {
+    let mut r = [0u32; 16];
+    if ok & (k < kend) {
+        if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+            let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
+            let off = row + (k / 32 * bytes) as u64;
+            r[0] = w.read::<u16>(off) as u32;
+            #[unroll]
+            for i in 0..8 {
+                if (FMT == FMT_Q8_0) | (i < 4) {
+                    let at = off + 2 + 4 * i as u64;
+                    r[1 + i] = (w.read::<u16>(at) as u32) | ((w.read::<u16>(at + 2) as u32) << 16);
+                }
+            }
+        } else if FMT == FMT_Q4K {
+            let off = row + (k / 256 * Q4K_BYTES) as u64;
+            let s = k % 256 / 32;
+            let j = (s % 4) as u64;
+            r[0] = w.read::<u32>(off);
+            r[1] = (w[off + 4 + j] as u32) | ((w[off + 8 + j] as u32) << 8) | ((w[off + 12 + j] as u32) << 16);
+            #[unroll]
+            for i in 0..8 {
+                r[2 + i] = w.read::<u32>(off + 16 + (32 * (s / 2) + 4 * i) as u64);
+            }
+        } else {
+            #[unroll]
+            for i in 0..16 {
+                let e = k + 2 * i;
+                let mut lo = 0u32;
+                let mut hi = 0u32;
+                if e < kend {
+                    lo = w.read::<u16>(row + 2 * e as u64) as u32;
+                }
+                if e + 1 < kend {
+                    hi = w.read::<u16>(row + 2 * (e + 1) as u64) as u32;
+                }
+                r[i] = lo | (hi << 16);
+            }
+        }
+    }
+    r
+}
+
+/// Two f32 rounded to nearest even into a pair of `T` (f16 or bf16), `lo` in the low half.
+fn pack_pair<T>(lo: f32, hi: f32) -> u32 {
+    let mut v = 0u32;
+    if T == f16 {
+        v = f16x2::from_f32s(lo, hi).to_bits();
+    } else {
+        v = bf16x2::from_f32s(lo, hi).to_bits();
+    }
+    v
+}
+
+/// The weights of `q_raw(.., k, ..)` as 16 pairs of `T` (f16 or bf16; weight `2i` in the low
+/// half of word `i`): each the f32 value of `dequant4` (ggml's dequantization) rounded once
+/// to nearest even, the float formats passed as they are where their type is `T`.
+fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
+    let mut v = [0u32; 16];
+    if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+        let d = f16::from_bits(r[0] as u16) as f32;
+        #[unroll]
+        for i in 0..16 {
+            let mut x = [0.0f32; 2];
+            #[unroll]
+            for h in 0..2 {
+                let e = 2 * i + h;
+                if FMT == FMT_Q8_0 {
+                    let byte = (r[1 + e / 4] >> (8 * (e % 4))) & 0xFF;
+                    x[h] = d * (code_f32(byte ^ 0x80) - 128.0);
+                } else {
+                    // Elements 0-15: low nibbles of bytes 0-15; 16-31: their high nibbles.
+                    let byte = e % 16;
+                    let nib = (r[1 + byte / 4] >> (8 * (byte % 4) + 4 * (e / 16))) & 0xF;
+                    x[h] = d * (code_f32(nib) - 8.0);
+                }
+            }
+            v[i] = pack_pair::<T>(x[0], x[1]);
+        }
+    } else if FMT == FMT_Q4K {
+        let s = k % 256 / 32;
+        let sm = q4k_scale_and_min(f16::from_bits(r[0] as u16) as f32, f16::from_bits((r[0] >> 16) as u16) as f32, r[1] & 0xFF, (r[1] >> 8) & 0xFF, (r[1] >> 16) & 0xFF, s);
+        #[unroll]
+        for i in 0..16 {
+            let mut x = [0.0f32; 2];
+            #[unroll]
+            for h in 0..2 {
+                let e = 2 * i + h;
+                x[h] = q4k_value(sm, (r[2 + e / 4] >> (8 * (e % 4) + 4 * (s % 2))) & 0xF);
+            }
+            v[i] = pack_pair::<T>(x[0], x[1]);
+        }
+    } else if ((FMT == FMT_BF16) & (T == bf16)) | ((FMT == FMT_F16) & (T == f16)) {
+        v = r;
+    } else {
+        #[unroll]
+        for i in 0..16 {
+            let mut x = [0.0f32; 2];
+            #[unroll]
+            for h in 0..2 {
+                let bits = (r[i] >> (16 * h)) & 0xFFFF;
+                if FMT == FMT_BF16 {
+                    x[h] = f32::from_bits(bits << 16);
+                } else {
+                    x[h] = f16::from_bits(bits as u16) as f32;
+                }
+            }
+            v[i] = pack_pair::<T>(x[0], x[1]);
+        }
+    }
+    v
+}
