@@ -10,11 +10,12 @@
 //! kernel's up to 40 × 256).
 
 use pagesift_gpu::cpu::gemm::output;
-use pagesift_gpu::ops::gemm::F32_TILES;
+use pagesift_gpu::emulator::EmulatorConfig;
+use pagesift_gpu::ops::gemm::{F32_TILES, WGMMA_CC};
 use pagesift_gpu::ops::quant::{
     format_code, group_elements, pick, pick_int8, qgemm, qgemm_with, tc_plan, tc_plan_int8,
-    tc_prefill_tiles, tc_shape, tc_warp_options, QKernel, FORMATS, INT8_FORMATS,
-    PREFILL_MIN_TOKENS, TC_PREFILL_TYPES,
+    tc_prefill_tiles, tc_shape, tc_warp_options, wgmma_prefill_tiles, QKernel, FORMATS,
+    INT8_FORMATS, PREFILL_MIN_TOKENS, TC_PREFILL_TYPES,
 };
 use pagesift_gpu::quant::{dequantize, int8_activations, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, DeviceSlice, Dtype, Error, Gemm, Gpu};
@@ -146,7 +147,7 @@ fn check(gpu: &Gpu, case: &Case, kernel: Option<QKernel>) -> Result<(), String> 
     let mut x_ref = x.clone();
     // The tensor-core prefill multiplies both operands rounded to its 16-bit type.
     let mut input = Dtype::F32;
-    if let Some(QKernel::PrefillTc { half, .. }) = kernel {
+    if let Some(QKernel::PrefillTc { half, .. } | QKernel::PrefillWgmma { half, .. }) = kernel {
         input = half;
         for v in x_ref.iter_mut().chain(w_deq.iter_mut()) {
             *v = round_to(half, *v);
@@ -373,6 +374,67 @@ fn prefill_tc_every_variant() {
                 let kernel = QKernel::PrefillTc { tile, half };
                 if let Err(e) = check(&gpu, &case, Some(kernel)) {
                     panic!("quant_gpu::prefill_tc_every_variant: {e}");
+                }
+            }
+        }
+    }
+}
+
+/// The Hopper prefill kernel (`gemm_wgmma_q`) at every format, input type and tile,
+/// directly, as `prefill_tc_every_variant` runs the `mma.sync` one; on the emulated device
+/// first refused on compute capability 8.0 with an error naming what it needs, then run on an
+/// emulated Hopper.
+#[test]
+fn prefill_wgmma_every_variant() {
+    let name = "quant_gpu::prefill_wgmma_every_variant";
+    let Some(gpu) = gpu_or_skip(name) else {
+        return;
+    };
+    let tile = wgmma_prefill_tiles()[0];
+    let gpu = if gpu.compute_capability() == WGMMA_CC {
+        gpu
+    } else if is_emulated(&gpu) {
+        let case = Case::random(WeightFormat::Q4_0, PREFILL_MIN_TOKENS, 1, 16, 64);
+        let kernel = QKernel::PrefillWgmma {
+            tile,
+            half: Dtype::F16,
+        };
+        match check(&gpu, &case, Some(kernel)) {
+            Err(e) if e.contains("needs compute capability 9.0") => {}
+            other => panic!(
+                "{name}: the wgmma prefill on {:?} must be refused, got {other:?}",
+                gpu.compute_capability()
+            ),
+        }
+        let hopper = EmulatorConfig {
+            compute_capability: WGMMA_CC,
+            max_shared_per_block_optin: 227 * 1024,
+            ..EmulatorConfig::default()
+        };
+        Gpu::emulated(hopper).expect("the emulated device opens")
+    } else {
+        println!(
+            "SKIP {name}: the Hopper kernels need compute capability 9.0, the device has {:?}",
+            gpu.compute_capability()
+        );
+        return;
+    };
+    let (max_tokens, max_out, max_in) = if is_emulated(&gpu) {
+        (80, 140, 512)
+    } else {
+        (300, 300, 1024)
+    };
+    for (f, format) in FORMATS.into_iter().enumerate() {
+        for (h, half) in TC_PREFILL_TYPES.into_iter().enumerate() {
+            for (t, tile) in wgmma_prefill_tiles().into_iter().enumerate() {
+                let seed = 9500 + 100 * f as u64 + 10 * h as u64 + t as u64;
+                let mut rng = StdRng::seed_from_u64(seed);
+                let tokens = rng.gen_range(PREFILL_MIN_TOKENS..=max_tokens);
+                let mut case = Case::random(format, tokens, seed, max_out, max_in);
+                case.w_offset = 4 * rng.gen_range(0..4);
+                let kernel = QKernel::PrefillWgmma { tile, half };
+                if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                    panic!("{name}: {e}");
                 }
             }
         }

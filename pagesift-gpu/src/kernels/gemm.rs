@@ -318,7 +318,7 @@ ptx_kernel! {
         T in [f16, bf16],
         (BM, BN, WM, WN) in [(128, 128, 2, 4), (64, 64, 2, 2)]
     )]
-    #[launch(block = WM * WN * 32, max_regs = 255)]
+    #[launch(block = WM * WN * 32, max_regs = 128)]
     pub fn gemm_mma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
         p: GemmParams,
         a: &[T],
@@ -503,6 +503,168 @@ ptx_kernel! {
         core::wg_to_shared::<BM, BN>(acc, t_s);
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
+    }
+
+    /// [`gemm_mma_q`] on Hopper's warpgroup tensor cores (`wgmma`, sm_90a): [`gemm_wgmma`]'s
+    /// `BM × BN` tiles of `BM / 64` warpgroups, each `64 × BN` outputs, A (`x` in `T`)
+    /// copied as there (`core::wg_copy`, 128-byte swizzle, [`WG_STAGES`] buffers). The
+    /// weights go through registers as in [`gemm_mma_q`] (each thread a run of 32 weights of
+    /// one row per step, `2 · BN` threads), dequantized into the swizzled layout while the
+    /// step's `wgmma`s run (`wq_mainloop`). The prefill path of
+    /// [`crate::ops::quant::qgemm_tc`] on compute capability 9.0.
+    ///
+    /// # Safety
+    ///
+    /// As for [`gemm_mma_q`].
+    #[target(sm_90a)]
+    #[variants(
+        FMT in [0, 1, 2, 3, 4],
+        T in [f16, bf16],
+        (BM, BN) in [(128, 128)]
+    )]
+    #[launch(block = BM / 64 * 128, max_regs = 168)]
+    pub fn gemm_wgmma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32>(
+        p: GemmParams,
+        a: &[T],
+        w: &[u8],
+        bias: Option<&[f32]>,
+        res: Option<&[f32]>,
+        c: &mut [f32],
+        ws: Option<&mut [f32]>,
+    ) {
+        let a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
+        let b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(WG_STAGES * BM * 128);
+        let b_w: Shared<[u32; WG_STAGES * BN * 32]> = dyn_shared(WG_STAGES * BM * 128);
+        let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let zs = block_idx_z();
+        let kbeg = zs * p.kc;
+        let kend = (kbeg + p.kc).min(p.k);
+        let m0 = block_idx_y() * BM;
+        let n0 = block_idx_x() * BN;
+        let tid = thread_idx_x();
+        let acc = wq_mainloop::<T, FMT, BM, BN>(a_s, b_s, b_w, a, w, p, m0, n0, kbeg, kend, tid);
+        cp_async_wait_all();
+        sync_threads();
+        core::wg_to_shared::<BM, BN>(acc, t_s);
+        sync_threads();
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
+    }
+
+    /// The main loop of [`gemm_wgmma_q`]: `core::wg_mainloop`'s pipeline for A (copies of
+    /// step `kt + WG_STAGES - 2` issued at step `kt`), the weights of step `kt + 1`
+    /// dequantized into their stage after step `kt`'s `wgmma`s are issued (the stage that
+    /// step `kt - 3` read, whose `wgmma`s every warp waited for in step `kt - 1`), those of
+    /// step `kt + 2` then loaded, and step `kt - 1`'s `wgmma`s waited for.
+    fn wq_mainloop<T, const FMT: u32, const BM: u32, const BN: u32>(
+        a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]>,
+        b_w: Shared<[u32; WG_STAGES * BN * 32]>,
+        a: &[T],
+        w: &[u8],
+        p: GemmParams,
+        m0: u32,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        tid: u32,
+    ) -> [f32; BN / 2] {
+        let row = Q_BK;
+        let mut acc = [0.0f32; BN / 2];
+        let mut span = 0u32;
+        if kend > kbeg {
+            span = kend - kbeg;
+        }
+        let ktiles = (span + (row - 1)) / row;
+        let inner = (m0 + BM <= p.m) & p.vec_a;
+        #[unroll]
+        for s in 0..WG_STAGES - 2 {
+            let k0 = kbeg + s * row;
+            if s < ktiles {
+                wq_load_a::<T, BM>(a_s, s, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
+            }
+            cp_async_commit();
+        }
+        // This thread's row of W and run of each step (chunks `4 · (tid % 2) ..` of its
+        // 128-byte row, each at its swizzled place).
+        let wrow_i = tid / 2;
+        let ok = (n0 + wrow_i < p.n) & (tid < 2 * BN);
+        let wrow = (n0 + wrow_i) as u64 * p.ldb as u64;
+        let kq = kbeg + 32 * (tid % 2);
+        let st = wrow_i * 32;
+        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0));
+        wq_store::<T, FMT, BN>(b_w, st, wrow_i, dq::q_pairs::<FMT, T>(raw, kq));
+        raw = dq::q_raw::<FMT>(w, wrow, kq + row, kend, ok & (ktiles > 1));
+        let wg = tid / 128;
+        let mut kt = 0u32;
+        while kt < ktiles {
+            let stage = kt % WG_STAGES;
+            cp_async_wait(WG_STAGES - 3);
+            fence_proxy_async();
+            sync_threads();
+            let next = kt + WG_STAGES - 2;
+            if next < ktiles {
+                let k0 = kbeg + next * row;
+                wq_load_a::<T, BM>(a_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
+            }
+            cp_async_commit();
+            let ab = (stage * BM + wg * 64) * row;
+            let bb = stage * BN * row;
+            if (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
+                wgmma_fence();
+                #[unroll]
+                for ks in 0..4 {
+                    if T == bf16 {
+                        acc = wgmma_bf16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                    } else {
+                        acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                    }
+                }
+                wgmma_commit();
+            }
+            if kt + 1 < ktiles {
+                let kn = kq + (kt + 1) * row;
+                wq_store::<T, FMT, BN>(b_w, st + (kt + 1) % WG_STAGES * (BN * 32), wrow_i, dq::q_pairs::<FMT, T>(raw, kn));
+                raw = dq::q_raw::<FMT>(w, wrow, kn + row, kend, ok & (kt + 2 < ktiles));
+            }
+            wgmma_wait(1);
+            kt += 1;
+        }
+        wgmma_wait(0);
+        acc
+    }
+
+    /// The copies of A of one K step at `k0` into buffer `stage` (`core::wg_copy`; `fast`:
+    /// the step lies inside A and its rows are 16-byte aligned).
+    fn wq_load_a<T, const BM: u32>(
+        a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        stage: u32,
+        a: &[T],
+        p: GemmParams,
+        m0: u32,
+        k0: u32,
+        kend: u32,
+        fast: bool,
+        tid: u32,
+    ) {
+        if fast {
+            core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, true>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        } else {
+            core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, false>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
+        }
+    }
+
+    /// A thread's 32 weights as pairs into a stage of B laid out for `wgmma`'s 128-byte
+    /// swizzle, row `r` (`tid / 2`) from word `at`: its four 16-byte chunks `4 · (tid % 2) + j`
+    /// each at chunk `(4 · (tid % 2) + j) ^ (r % 8)` of the row.
+    fn wq_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; WG_STAGES * BN * 32]>, at: u32, r: u32, v: [u32; 16]) {
+        let tid = thread_idx_x();
+        if tid < 2 * BN {
+            #[unroll]
+            for j in 0..4 {
+                let ch = (4 * (tid % 2) + j) ^ (r % 8);
+                b_w.store4(at + 4 * ch, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
+            }
+        }
     }
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper with the tensor

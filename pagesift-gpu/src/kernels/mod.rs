@@ -18,6 +18,7 @@ pub fn registry() -> Vec<&'static KernelVariant> {
         gemm::gemm_mma_q::VARIANTS,
         gemm::x_to_half::VARIANTS,
         gemm::gemm_wgmma::VARIANTS,
+        gemm::gemm_wgmma_q::VARIANTS,
         gemm::gemm_tma::VARIANTS,
         gemm::gemm_tma_x3::VARIANTS,
         gemm::gemm_splitk_reduce::VARIANTS,

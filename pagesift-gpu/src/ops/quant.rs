@@ -18,15 +18,15 @@
 
 use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
-use crate::kernels::gemm::{gemm_f32_q, gemm_mma_q, x_to_half, GemmParams, Q_BK};
+use crate::kernels::gemm::{gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK};
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
     FMT_Q8_0, QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS,
     QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
-    f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len, with_splits,
-    Tile, F32_TILES,
+    f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len,
+    wgmma_shared_bytes, with_splits, Tile, F32_TILES, WGMMA_CC,
 };
 use crate::quant::WeightFormat;
 use crate::{
@@ -199,6 +199,9 @@ pub enum QKernel {
     /// activations rounded to `half` (F16 or BF16) and the weights dequantized to it
     /// ([`qgemm_tc`]).
     PrefillTc { tile: Tile, half: Dtype },
+    /// The tensor-core prefill on Hopper's `wgmma` (`gemm_wgmma_q`, compute capability 9.0)
+    /// on a tile of [`wgmma_prefill_tiles`], inputs as for [`QKernel::PrefillTc`].
+    PrefillWgmma { tile: Tile, half: Dtype },
 }
 
 impl std::fmt::Display for QKernel {
@@ -214,6 +217,9 @@ impl std::fmt::Display for QKernel {
             }
             QKernel::PrefillTc { tile, half } => {
                 write!(f, "prefill-{}{}x{}", half.name(), tile.bm, tile.bn)
+            }
+            QKernel::PrefillWgmma { tile, half } => {
+                write!(f, "prefill-wgmma-{}{}x{}", half.name(), tile.bm, tile.bn)
             }
         }
     }
@@ -318,8 +324,18 @@ pub const TC_PREFILL_TYPES: [Dtype; 2] = [Dtype::F16, Dtype::Bf16];
 /// The tiles of the tensor-core prefill kernel (`gemm_mma_q`), read from its compiled
 /// variants, largest first.
 pub fn tc_prefill_tiles() -> Vec<Tile> {
+    tiles_of(gemm_mma_q::VARIANTS)
+}
+
+/// The tiles of the Hopper prefill kernel (`gemm_wgmma_q`), largest first.
+pub fn wgmma_prefill_tiles() -> Vec<Tile> {
+    tiles_of(gemm_wgmma_q::VARIANTS)
+}
+
+/// The `BM × BN` tiles of `variants`, largest first.
+fn tiles_of(variants: &[crate::KernelVariant]) -> Vec<Tile> {
     let mut tiles: Vec<Tile> = Vec::new();
-    for v in gemm_mma_q::VARIANTS {
+    for v in variants {
         let get = |name: &str| {
             v.consts
                 .iter()
@@ -351,10 +367,11 @@ fn tc_prefill_warps(tile: Tile) -> Option<(u32, u32)> {
     })
 }
 
-/// The kernel [`qgemm_tc`] runs: [`QKernel::PrefillTc`] from [`PREFILL_MIN_TOKENS`] tokens on
-/// sm_80 or later where the weights' view starts 4-byte aligned, on the largest tile of
-/// [`tc_prefill_tiles`] that still gives every multiprocessor a block (else the smallest);
-/// else [`pick`]'s.
+/// The kernel [`qgemm_tc`] runs: from [`PREFILL_MIN_TOKENS`] tokens on sm_80 or later where
+/// the weights' view starts 4-byte aligned, on compute capability 9.0
+/// [`QKernel::PrefillWgmma`] on its tile where that gives at least half the multiprocessors
+/// a block, elsewhere [`QKernel::PrefillTc`] on the largest tile of [`tc_prefill_tiles`] that
+/// gives every multiprocessor a block (else the smallest); else [`pick`]'s.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a `half` other than F16 or BF16; those of [`pick`].
@@ -373,11 +390,15 @@ pub fn pick_tc(
         && w_ptr % 4 == 0
         && props.compute_capability >= (8, 0)
     {
+        let sms = props.sm_count as usize;
+        let blocks = |t: &Tile| g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
+        if props.compute_capability == WGMMA_CC {
+            if let Some(&tile) = wgmma_prefill_tiles().iter().find(|t| 2 * blocks(t) >= sms) {
+                return Ok(QKernel::PrefillWgmma { tile, half });
+            }
+        }
         let tiles = tc_prefill_tiles();
-        let fills = |t: &Tile| {
-            g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize) >= props.sm_count as usize
-        };
-        if let Some(&tile) = tiles.iter().find(|t| fills(t)).or(tiles.last()) {
+        if let Some(&tile) = tiles.iter().find(|t| blocks(t) >= sms).or(tiles.last()) {
             return Ok(QKernel::PrefillTc { tile, half });
         }
     }
@@ -556,7 +577,12 @@ pub fn qgemm_with(
             )
         };
     }
-    if let QKernel::PrefillTc { tile, half } = kernel {
+    let tc = match kernel {
+        QKernel::PrefillTc { tile, half } => Some((tile, half, false)),
+        QKernel::PrefillWgmma { tile, half } => Some((tile, half, true)),
+        _ => None,
+    };
+    if let Some((tile, half, wgmma)) = tc {
         check_half(half)?;
         if w.device_ptr() % 4 != 0 {
             return Err(invalid(format!(
@@ -564,31 +590,40 @@ pub fn qgemm_with(
                 w.device_ptr()
             )));
         }
-        let Some(warps) = tc_prefill_warps(tile) else {
+        let (warps, tiles, needs) = if wgmma {
+            let ok = wgmma_prefill_tiles().contains(&tile);
+            (ok.then_some((0, 0)), wgmma_prefill_tiles(), WGMMA_CC)
+        } else {
+            (tc_prefill_warps(tile), tc_prefill_tiles(), (8, 0))
+        };
+        let Some(warps) = warps else {
             return Err(invalid(format!(
-                "the tensor-core prefill kernel has no {}x{} tile (it has {:?})",
-                tile.bm,
-                tile.bn,
-                tc_prefill_tiles()
+                "the prefill kernel {kernel} has no {}x{} tile (it has {tiles:?})",
+                tile.bm, tile.bn
             )));
         };
         let cc = stream.gpu().props().compute_capability;
-        if cc < (8, 0) {
+        if cc < (8, 0) || (wgmma && cc != needs) {
             return Err(invalid(format!(
-                "the tensor-core prefill kernel needs compute capability 8.0 or later, not {}.{}",
-                cc.0, cc.1
+                "the prefill kernel {kernel} needs compute capability {}.{}{}, not {}.{}",
+                needs.0,
+                needs.1,
+                if wgmma { "" } else { " or later" },
+                cc.0,
+                cc.1
             )));
         }
+        let kind = if wgmma { None } else { Some(warps) };
         // SAFETY: `g` and the operands passed the checks above (`validate`, the weights'
-        // length, a batch of 1), the tile and its warps are a compiled variant's.
+        // length, a batch of 1), the tile (and its warps) are a compiled variant's.
         return unsafe {
             if half == Dtype::F16 {
                 prefill_tc::<f16>(
-                    stream, g, fmt, row_bytes, tile, warps, w, x, bias, residual, y,
+                    stream, g, fmt, row_bytes, tile, kind, w, x, bias, residual, y,
                 )
             } else {
                 prefill_tc::<bf16>(
-                    stream, g, fmt, row_bytes, tile, warps, w, x, bias, residual, y,
+                    stream, g, fmt, row_bytes, tile, kind, w, x, bias, residual, y,
                 )
             }
         };
@@ -956,9 +991,10 @@ fn operand_params(
     )
 }
 
-/// The tensor-core prefill (`gemm_mma_q`) for `g` with weights of format code `fmt`, rows of
-/// `row_bytes`, on `tile` of `warps`: `x` rounded into `T` in a buffer of its own
-/// (`x_to_half`, rows of a multiple of 8 elements), then the GEMM.
+/// The tensor-core prefill for `g` with weights of format code `fmt`, rows of `row_bytes`, on
+/// `tile`: `gemm_mma_q` on `warps` (`Some((WM, WN))`), or `gemm_wgmma_q` (`None`). `x` is
+/// first rounded into `T` in a buffer of its own (`x_to_half`, rows of a multiple of 8
+/// elements).
 ///
 /// # Safety
 ///
@@ -971,16 +1007,24 @@ unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
     fmt: u32,
     row_bytes: usize,
     tile: Tile,
-    (wm, wn): (u32, u32),
+    warps: Option<(u32, u32)>,
     w: &impl DeviceRead<u8>,
     x: &impl DeviceRead<f32>,
     bias: Option<&dyn DeviceRead<f32>>,
     residual: Option<&dyn DeviceRead<f32>>,
     y: &mut impl DeviceWrite<f32>,
 ) -> Result<()> {
-    let variant = gemm_mma_q::variant::<T>(fmt, tile.bm, tile.bn, wm, wn).ok_or_else(|| {
+    let variant = match warps {
+        Some((wm, wn)) => gemm_mma_q::variant::<T>(fmt, tile.bm, tile.bn, wm, wn),
+        None => gemm_wgmma_q::variant::<T>(fmt, tile.bm, tile.bn),
+    }
+    .ok_or_else(|| {
         crate::__private::variant_not_compiled(
-            "gemm_mma_q",
+            if warps.is_some() {
+                "gemm_mma_q"
+            } else {
+                "gemm_wgmma_q"
+            },
             format!(
                 "T={}, FMT={fmt}, BM={}, BN={}",
                 T::DTYPE.name(),
@@ -1036,14 +1080,24 @@ unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
         (g.m as u32).div_ceil(tile.bm),
         1,
     ];
-    let cfg = LaunchConfig::grid(grid).with_shared_mem(mma_shared_bytes(tile, false));
     // SAFETY: `p` comes from the validated `g` with `x` replaced by `xh`, which holds its `m`
     // rows of `k` elements at `ldh` (a multiple of 8) from an aligned start; `kc` is a
     // multiple of `Q_BK` and the grid's z extent 1; the weights are read with checks.
     unsafe {
-        gemm_mma_q::launch::<T>(
-            stream, cfg, fmt, tile.bm, tile.bn, wm, wn, p, &xh, w, bias, residual, y, None,
-        )
+        match warps {
+            Some((wm, wn)) => {
+                let cfg = LaunchConfig::grid(grid).with_shared_mem(mma_shared_bytes(tile, false));
+                gemm_mma_q::launch::<T>(
+                    stream, cfg, fmt, tile.bm, tile.bn, wm, wn, p, &xh, w, bias, residual, y, None,
+                )
+            }
+            None => {
+                let cfg = LaunchConfig::grid(grid).with_shared_mem(wgmma_shared_bytes(tile));
+                gemm_wgmma_q::launch::<T>(
+                    stream, cfg, fmt, tile.bm, tile.bn, p, &xh, w, bias, residual, y, None,
+                )
+            }
+        }
     }
 }
 
