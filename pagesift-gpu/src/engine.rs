@@ -31,7 +31,7 @@
 
 use crate::error::{self, Error, Result};
 use crate::quant::{QuantMatrix, WeightFormat};
-use crate::{BLayout, DeviceBuffer, Gemm, Gpu, Stream};
+use crate::{BLayout, DeviceBuffer, Dtype, Gemm, Gpu, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -183,6 +183,7 @@ pub struct Adapter {
     gpu: Gpu,
     stream: Stream,
     offload: Offload,
+    prefill_half: Option<Dtype>,
     staging: Mutex<Staging>,
     counters: Counters,
 }
@@ -212,6 +213,7 @@ impl Adapter {
             stream: gpu.default_stream(),
             gpu,
             offload: Offload::default(),
+            prefill_half: None,
             staging: Mutex::new(Staging { x: None, y: None }),
             counters: Counters::default(),
         })
@@ -230,6 +232,32 @@ impl Adapter {
     /// Replaces the thresholds of [`Adapter::wants`].
     pub fn set_offload(&mut self, offload: Offload) {
         self.offload = offload;
+    }
+
+    /// The 16-bit type in which [`Adapter::matmul`] multiplies on tensor cores from
+    /// [`crate::ops::quant::PREFILL_MIN_TOKENS`] tokens on (`None`, the default: every
+    /// product exact).
+    pub fn prefill_half(&self) -> Option<Dtype> {
+        self.prefill_half
+    }
+
+    /// Sets [`Adapter::prefill_half`]: `Some(Dtype::F16)` or `Some(Dtype::Bf16)` has the
+    /// products of prefill-sized calls round the activations and the weights to that type on
+    /// tensor cores ([`crate::ops::quant::qgemm_tc`], which states the accuracy), `None`
+    /// keeps them exact. F32 weights stay exact either way.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for another type.
+    pub fn set_prefill_half(&mut self, half: Option<Dtype>) -> Result<()> {
+        if let Some(h) = half {
+            if !crate::ops::quant::TC_PREFILL_TYPES.contains(&h) {
+                return Err(invalid(format!(
+                    "the tensor-core prefill rounds its inputs to f16 or bf16, not {}",
+                    h.name()
+                )));
+            }
+        }
+        self.prefill_half = half;
+        Ok(())
     }
 
     /// Whether a product of `tokens` rows against an `n_out × n_in` matrix is worth a call
@@ -280,7 +308,8 @@ impl Adapter {
 
     /// `job.y[t, n_out] = x[t, n_in] · job.weightᵀ` for every job, from one upload of the
     /// activations `x` (the first `tokens · n_in` elements, row after row). The products are
-    /// exact and summed in f32 (the decode kernel's, or for F32 weights the exact GEMM).
+    /// exact and summed in f32 (the decode kernel's, or for F32 weights the exact GEMM), or
+    /// from the prefill's token counts on in [`Adapter::prefill_half`] where that is set.
     ///
     /// Errors: [`Error::InvalidArgument`] for a weight of another `n_in` or device, or
     /// `tokens` 0; [`Error::LengthMismatch`] for `x` or an output too short; the driver's.
@@ -354,9 +383,22 @@ impl Adapter {
             let mut ys = yd.slice_mut(off..off + n)?;
             let g = Gemm::new(tokens, w.n_out, n_in, BLayout::NK);
             match &w.storage {
-                Storage::Bytes(b) => {
-                    crate::ops::qgemm(&self.stream, &g, w.format, b, &xs, None, None, &mut ys)?
-                }
+                Storage::Bytes(b) => match self.prefill_half {
+                    Some(half) => crate::ops::quant::qgemm_tc(
+                        &self.stream,
+                        &g,
+                        w.format,
+                        half,
+                        b,
+                        &xs,
+                        None,
+                        None,
+                        &mut ys,
+                    )?,
+                    None => {
+                        crate::ops::qgemm(&self.stream, &g, w.format, b, &xs, None, None, &mut ys)?
+                    }
+                },
                 Storage::F32(b) => {
                     crate::ops::gemm::<f32, f32>(&self.stream, &g, &xs, b, None, None, &mut ys)?
                 }

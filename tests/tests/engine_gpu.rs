@@ -6,6 +6,7 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::engine::{Adapter, Job, Offload};
+use pagesift_gpu::ops::quant::PREFILL_MIN_TOKENS;
 use pagesift_gpu::quant::{dequantize, quantize, QuantMatrix, WeightFormat};
 use pagesift_gpu::{BLayout, Dtype, Error, Gemm};
 use pagesift_tests::util::{poison_f32, random_f32_from};
@@ -42,11 +43,26 @@ fn matrix(
 
 /// Checks `y` (`tokens × n_out`) against the f64 reference of `x · wᵀ`.
 fn check(tag: &str, x: &[f32], w: &[f32], y: &[f32], tokens: usize, n_out: usize, n_in: usize) {
+    check_in(tag, x, w, y, tokens, n_out, n_in, Dtype::F32);
+}
+
+/// [`check`] for inputs of `input` (their values in `x` and `w`).
+#[allow(clippy::too_many_arguments)]
+fn check_in(
+    tag: &str,
+    x: &[f32],
+    w: &[f32],
+    y: &[f32],
+    tokens: usize,
+    n_out: usize,
+    n_in: usize,
+    input: Dtype,
+) {
     let g = Gemm::new(tokens, n_out, n_in, BLayout::NK);
     for t in 0..tokens {
         for j in 0..n_out {
             let want = output(&g, x, w, None, None, &[], (0, t, j));
-            let tol = want.tolerance_for(&g, Dtype::F32, Dtype::F32);
+            let tol = want.tolerance_for(&g, input, Dtype::F32);
             let v = y[t * n_out + j];
             let err = (f64::from(v) - want.value).abs();
             assert!(
@@ -123,6 +139,57 @@ fn jobs_of_every_format_share_one_activation_upload() {
         "{s}"
     );
     assert!(s.kernel_ns > 0, "{s}");
+}
+
+/// With `set_prefill_half`, prefill-sized calls multiply on tensor cores in that type (the
+/// reference takes the activations and weights rounded to it), smaller ones stay exact; a
+/// type the tensor cores do not take is refused.
+#[test]
+fn prefill_half_rounds_prefill_calls_to_it() {
+    let _shared = RESERVE.read().unwrap_or_else(|e| e.into_inner());
+    let Some(gpu) = gpu_or_skip("prefill_half_rounds_prefill_calls_to_it") else {
+        return;
+    };
+    if gpu.compute_capability() < (8, 0) {
+        println!("SKIP prefill_half_rounds_prefill_calls_to_it: the device is below sm_80");
+        return;
+    }
+    let emulated = is_emulated(&gpu);
+    let mut adapter = Adapter::with_gpu(gpu).expect("adapter");
+    assert_eq!(adapter.prefill_half(), None);
+    match adapter.set_prefill_half(Some(Dtype::F32)) {
+        Err(Error::InvalidArgument(a)) if a.message.contains("f16 or bf16") => {}
+        other => panic!("an f32 prefill type must be refused, got {other:?}"),
+    }
+    let mut rng = StdRng::seed_from_u64(23);
+    let (n_out, n_in) = if emulated { (70, 256) } else { (300, 1024) };
+    for half in [Dtype::Bf16, Dtype::F16] {
+        adapter.set_prefill_half(Some(half)).expect("a 16-bit type");
+        for tokens in [3, PREFILL_MIN_TOKENS + 4] {
+            let x = random_f32_from(&mut rng, tokens * n_in, -1.0..1.0);
+            let (bytes, w) = matrix(WeightFormat::Q4_0, n_out, n_in, &mut rng);
+            let m = QuantMatrix::new(WeightFormat::Q4_0, &bytes, n_out, n_in).expect("view");
+            let d = adapter.upload(&m).expect("upload").expect("fits");
+            let mut y = vec![poison_f32(); tokens * n_out];
+            adapter
+                .matmul(&x, tokens, n_in, &mut [Job::new(&d, &mut y)])
+                .expect("matmul");
+            let tag = format!("{} {tokens} tokens", half.name());
+            if tokens >= PREFILL_MIN_TOKENS {
+                let round = |v: &[f32]| -> Vec<f32> {
+                    v.iter()
+                        .map(|&v| match half {
+                            Dtype::F16 => half::f16::from_f32(v).to_f32(),
+                            _ => half::bf16::from_f32(v).to_f32(),
+                        })
+                        .collect()
+                };
+                check_in(&tag, &round(&x), &round(&w), &y, tokens, n_out, n_in, half);
+            } else {
+                check(&tag, &x, &w, &y, tokens, n_out, n_in);
+            }
+        }
+    }
 }
 
 #[test]
