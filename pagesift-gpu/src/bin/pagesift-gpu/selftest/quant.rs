@@ -1,6 +1,7 @@
 //! The quantized-weight family: every kernel of [`pagesift_gpu::ops::quant`] (the FFMA and
 //! tensor-core decode kernels, the latter also on int8 activations, the prefill kernel on each
-//! FFMA tile) for every weight format it takes, on random weights quantized by the host code and shapes that are multiples of no
+//! FFMA tile, the tensor-core prefill on each of its tiles (and on Hopper its `wgmma` one), in
+//! f16 or bf16, against the reference on the inputs rounded alike) for every weight format it takes, on random weights quantized by the host code and shapes that are multiples of no
 //! tile (`n_in` whole chunks of the tensor-core kernel, `n_out` and the tokens anything), with
 //! bias, activation and residual, against the f64 reference on the dequantized weights and its
 //! tolerance; on a GPU also the GB/s of Q4_0 at 1 token on 14336 × 4096 against a copy of the
@@ -8,10 +9,10 @@
 
 use pagesift_gpu::bench::Timing;
 use pagesift_gpu::cpu::gemm::output;
-use pagesift_gpu::ops::gemm::F32_TILES;
+use pagesift_gpu::ops::gemm::{F32_TILES, WGMMA_CC};
 use pagesift_gpu::ops::quant::{
-    qgemm, qgemm_with, tc_plan, tc_plan_int8, tc_shape, tc_warp_options, QKernel, FORMATS,
-    INT8_FORMATS, PREFILL_MIN_TOKENS,
+    qgemm, qgemm_with, tc_plan, tc_plan_int8, tc_prefill_tiles, tc_shape, tc_warp_options,
+    wgmma_prefill_tiles, QKernel, FORMATS, INT8_FORMATS, PREFILL_MIN_TOKENS, TC_PREFILL_TYPES,
 };
 use pagesift_gpu::quant::{dequantize, int8_activations, quantize, WeightFormat};
 use pagesift_gpu::{Act, BLayout, DeviceBuffer, DeviceRead, Dtype, Gemm, Gpu, Result};
@@ -52,9 +53,21 @@ impl Family for Quants {
                     }
                 }
             }
+            let tokens = PREFILL_MIN_TOKENS + if small { 2 } else { 40 };
             for tile in F32_TILES {
-                let tokens = PREFILL_MIN_TOKENS + if small { 2 } else { 40 };
                 kernels.push((QKernel::Prefill { tile, splits: 1 }, tokens));
+            }
+            if gpu.compute_capability() >= (8, 0) {
+                let half = TC_PREFILL_TYPES[i % TC_PREFILL_TYPES.len()];
+                for tile in tc_prefill_tiles() {
+                    kernels.push((QKernel::PrefillTc { tile, half }, tokens));
+                }
+            }
+            if gpu.compute_capability() == WGMMA_CC {
+                let half = TC_PREFILL_TYPES[(i + 1) % TC_PREFILL_TYPES.len()];
+                for tile in wgmma_prefill_tiles() {
+                    kernels.push((QKernel::PrefillWgmma { tile, half }, tokens));
+                }
             }
             for (kernel, tokens) in kernels {
                 let g = Gemm::new(tokens, n_out, n_in, BLayout::NK)
@@ -110,8 +123,20 @@ fn check(
     let bytes = quantize(format, &values, n, k)?;
     let w = dequantize(format, &bytes, n, k)?;
     let x = host(m * k, false);
+    let mut w = w;
+    let mut input = Dtype::F32;
     let x_ref = match kernel {
         QKernel::DecodeInt8 { .. } => int8_activations(&x, k)?,
+        // The tensor-core prefill multiplies both operands rounded to its 16-bit type.
+        QKernel::PrefillTc { half, .. } | QKernel::PrefillWgmma { half, .. } => {
+            input = half;
+            let round = |v: &f32| match half {
+                Dtype::F16 => half::f16::from_f32(*v).to_f32(),
+                _ => half::bf16::from_f32(*v).to_f32(),
+            };
+            w = w.iter().map(round).collect();
+            x.iter().map(round).collect()
+        }
         _ => x.clone(),
     };
     let bias = host(n, false);
@@ -152,7 +177,7 @@ fn check(
             let ratio = if err.is_nan() {
                 f64::INFINITY
             } else {
-                err / want.tolerance_for(g, Dtype::F32, Dtype::F32)
+                err / want.tolerance_for(g, input, Dtype::F32)
             };
             report.error(ratio, || format!("{what} y[{t}][{j}]"));
         }
