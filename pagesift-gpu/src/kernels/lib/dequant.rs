@@ -175,6 +175,14 @@ fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool) -> [u3
     r
 }
 
+/// f16 pairs of 1024, 1032 (Q4_0's codes' offset 8 above it) and 1152 (Q8_0's 128).
+const F16_1024_PAIR: u32 = 0x6400_6400;
+const F16_1032_PAIR: u32 = 0x6408_6408;
+const F16_1152_PAIR: u32 = 0x6480_6480;
+/// `lop3` tables: `(a & b) | c` and `(a ^ b) | c`.
+const LUT_AND_OR: u32 = 0xEA;
+const LUT_XOR_OR: u32 = 0xBE;
+
 /// Two f32 rounded to nearest even into a pair of `T` (f16 or bf16), `lo` in the low half.
 fn pack_pair<T>(lo: f32, hi: f32) -> u32 {
     let mut v = 0u32;
@@ -191,7 +199,30 @@ fn pack_pair<T>(lo: f32, hi: f32) -> u32 {
 /// to nearest even, the float formats passed as they are where their type is `T`.
 fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
     let mut v = [0u32; 16];
-    if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+    if ((FMT == FMT_Q8_0) | (FMT == FMT_Q4_0)) & (T == f16) {
+        // In f16 pairs: the two code bytes `e`, `e + 1` of a pair moved to bytes 0 and 2
+        // (`prmt`, zeros between), each code made the f16 `1024 + u` (`u` its nibble, or its
+        // byte with the sign bit flipped: the code + 128), which takes the offset off exactly,
+        // and the scale's product rounded once to nearest even: the f16 of ggml's value.
+        let d = f16x2::from_bits(r[0] | (r[0] << 16));
+        #[unroll]
+        for i in 0..16 {
+            let e = 2 * i;
+            let mut x = 0u32;
+            if FMT == FMT_Q8_0 {
+                let at = e % 4;
+                x = r[1 + e / 4].prmt(0u32, at | (4 << 4) | ((at + 1) << 8) | (4 << 12));
+                x = x.lop3(0x0080_0080u32, F16_1024_PAIR, LUT_XOR_OR);
+                v[i] = ((f16x2::from_bits(x) - f16x2::from_bits(F16_1152_PAIR)) * d).to_bits();
+            } else {
+                let byte = e % 16;
+                let at = byte % 4;
+                x = r[1 + byte / 4].prmt(0u32, at | (4 << 4) | ((at + 1) << 8) | (4 << 12));
+                x = (x >> (4 * (e / 16))).lop3(0x000F_000Fu32, F16_1024_PAIR, LUT_AND_OR);
+                v[i] = ((f16x2::from_bits(x) - f16x2::from_bits(F16_1032_PAIR)) * d).to_bits();
+            }
+        }
+    } else if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
         let d = f16::from_bits(r[0] as u16) as f32;
         #[unroll]
         for i in 0..16 {
