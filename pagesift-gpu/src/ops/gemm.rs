@@ -945,7 +945,8 @@ pub fn mma_variant<T: ActElement, O: ActElement>(
 /// memory speed, exact products and f32 sums whatever the precision), split along K where
 /// its blocks do not fill the device ([`gemv_splits`]); else for f32 inputs the tile of
 /// [`pick_tile`] beyond [`FFMA_ONLY_ROWS`] rows among the Hopper tiles for TF32 and 3xTF32
-/// with B `[N, K]` on a device of compute capability [`WGMMA_CC`], among the tensor-core tiles for TF32
+/// with B `[N, K]` on a device of compute capability [`WGMMA_CC`] (3xTF32: the 128 × 128
+/// TMA tile), among the tensor-core tiles for TF32
 /// and 3xTF32 on a device that has them (compute capability 8.0 or later), the FFMA tiles
 /// otherwise; f16 and bf16 inputs take the Hopper tiles (B `[N, K]` on [`WGMMA_CC`]) or the
 /// tensor-core tiles (an error on a device without them).
@@ -987,10 +988,11 @@ fn pick<T: ActElement, O: ActElement>(stream: &Stream, g: &Gemm) -> Result<Kerne
         }
         return pick_tile::<T, O>(stream, g, Family::Mma);
     }
-    // TF32 on Hopper takes `wgmma` (4096³ on an H200: 0.53x cuBLAS's TF32 against the
-    // `mma.sync` tiles' 0.39x); 3xTF32 keeps the `mma.sync` tiles there (1.10x cuBLAS SGEMM
-    // against `gemm_tma_x3`'s 0.75x).
-    if g.precision == Precision::Tf32
+    // TF32 and 3xTF32 on Hopper take `wgmma` (4096³ on an H200: TF32 0.53x cuBLAS's TF32
+    // against the `mma.sync` tiles' 0.39x; on an H100 3xTF32's `gemm_tma_x3` 1.66 ms against
+    // the best `mma.sync` tile's 2.33 ms, 1.64x cuBLAS SGEMM). Where the operands cannot go
+    // through the tensor memory accelerator, `gemm_with` falls back to the `mma.sync` tile.
+    if matches!(g.precision, Precision::Tf32 | Precision::Tf32x3)
         && stream.gpu().props().compute_capability == WGMMA_CC
         && g.b_layout == BLayout::NK
         && g.m > FFMA_ONLY_ROWS
@@ -1299,7 +1301,7 @@ mod tests {
 
     #[cfg(feature = "emulator")]
     #[test]
-    fn on_hopper_tf32_takes_wgmma_and_3xtf32_the_mma_sync_tiles() {
+    fn on_hopper_tf32_and_3xtf32_take_wgmma() {
         use crate::emulator::EmulatorConfig;
         let gpu = crate::Gpu::emulated(EmulatorConfig {
             compute_capability: WGMMA_CC,
@@ -1318,7 +1320,7 @@ mod tests {
         let k = at(Precision::Tf32);
         assert!(matches!(k, Kernel::Wgmma { .. }), "Tf32: {k}");
         let k = at(Precision::Tf32x3);
-        assert!(matches!(k, Kernel::Mma { .. }), "Tf32x3: {k}");
+        assert!(matches!(k, Kernel::Wgmma { .. }), "Tf32x3: {k}");
     }
 
     #[test]
