@@ -350,8 +350,8 @@ ptx_kernel! {
 
     /// The main loop of [`gemm_mma_q`] over the K steps of `kbeg..kend`: A through the
     /// `cp.async` pipeline (`core::tc_load`'s copies of A), the weights through registers,
-    /// thread `tid` taking the run of 32 weights at `32 · (tid % 2)` of each step of row `n0
-    /// + tid / 2` (the tiles have `2 · BN` threads). Step `kt`: its copies of A waited for,
+    /// thread `tid` taking one run of 32 weights of one row of each step (`q_lane`; the tiles
+    /// have `2 · BN` threads). Step `kt`: its copies of A waited for,
     /// the barrier (which also shows its weights, stored during the step before), the copies
     /// of A of step `kt + STAGES - 1`, the `mma`s, then the weights of step `kt + 1`
     /// dequantized into their stage (last read by step `kt + 1 - STAGES`, before the
@@ -384,15 +384,17 @@ ptx_kernel! {
             }
             cp_async_commit();
         }
-        // This thread's row of W and run of each step.
-        let row = n0 + tid / 2;
+        // This thread's row of W and run of each step (`q_lane`).
+        let lane = q_lane(tid);
+        let row = n0 + lane[0];
         let ok = (row < p.n) & (tid < 2 * BN);
         let wrow = row as u64 * p.ldb as u64;
-        let kq = kbeg + 32 * (tid % 2);
-        let st = (tid / 2) * ((Q_BK + Q_BK / 8) / 2) + 16 * (tid % 2);
-        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0));
+        let kq = kbeg + 32 * lane[1];
+        let al4 = p.ldb % 4 == 0;
+        let st = lane[0] * ((Q_BK + Q_BK / 8) / 2) + 16 * lane[1];
+        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0), al4);
         q_store::<T, FMT, BN>(b_w, st, dq::q_pairs::<FMT, T>(raw, kq));
-        raw = dq::q_raw::<FMT>(w, wrow, kq + Q_BK, kend, ok & (ktiles > 1));
+        raw = dq::q_raw::<FMT>(w, wrow, kq + Q_BK, kend, ok & (ktiles > 1), al4);
         let reads = core::tc_reads::<T, BM, BN, WM, WN, true, { Q_BK + Q_BK / 8 }>(tid);
         let a_end = core::tc_a_end::<T, BM, WM, true, Q_BK, { Q_BK + Q_BK / 8 }>();
         let b_end = core::tc_b_end::<T, BN, WN, true, Q_BK, { Q_BK + Q_BK / 8 }>();
@@ -417,7 +419,7 @@ ptx_kernel! {
             if kt + 1 < ktiles {
                 let kn = kq + (kt + 1) * Q_BK;
                 q_store::<T, FMT, BN>(b_w, st + stage * (BN * (Q_BK + Q_BK / 8) / 2), dq::q_pairs::<FMT, T>(raw, kn));
-                raw = dq::q_raw::<FMT>(w, wrow, kn + Q_BK, kend, ok & (kt + 2 < ktiles));
+                raw = dq::q_raw::<FMT>(w, wrow, kn + Q_BK, kend, ok & (kt + 2 < ktiles), al4);
             }
             kt += 1;
         }
@@ -443,6 +445,15 @@ ptx_kernel! {
         } else {
             core::copy_rows::<T, BM, Q_BK, { Q_BK + Q_BK / 8 }, { WM * WN * 32 }, { STAGES * BM * (Q_BK + Q_BK / 8) }, false>(a_s, stage * BM * (Q_BK + Q_BK / 8), a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
         }
+    }
+
+    /// Which run of the weights' steps thread `tid` loads: `[row, half]`, row `row` of the
+    /// tile and weights `32 · half ..` of each step. A warp takes one half of 32 rows, so that
+    /// the half (odd or even block of Q8_0 and Q4_0, read from different places of their
+    /// pair's words: `dq::q_raw`) is the same across it; warps `2i` and `2i + 1` take the two
+    /// halves of rows `32 i ..`.
+    fn q_lane(tid: u32) -> [u32; 2] {
+        [tid / 64 * 32 + tid % 32, tid / 32 % 2]
     }
 
     /// A thread's 32 weights as pairs (`dq::q_pairs`) into the words of a stage of B from
@@ -584,16 +595,18 @@ ptx_kernel! {
             }
             cp_async_commit();
         }
-        // This thread's row of W and run of each step (chunks `4 · (tid % 2) ..` of its
+        // This thread's row of W and run of each step (`q_lane`; chunks `4 · half ..` of its
         // 128-byte row, each at its swizzled place).
-        let wrow_i = tid / 2;
+        let lane = q_lane(tid);
+        let wrow_i = lane[0];
         let ok = (n0 + wrow_i < p.n) & (tid < 2 * BN);
         let wrow = (n0 + wrow_i) as u64 * p.ldb as u64;
-        let kq = kbeg + 32 * (tid % 2);
+        let kq = kbeg + 32 * lane[1];
+        let al4 = p.ldb % 4 == 0;
         let st = wrow_i * 32;
-        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0));
-        wq_store::<T, FMT, BN>(b_w, st, wrow_i, dq::q_pairs::<FMT, T>(raw, kq));
-        raw = dq::q_raw::<FMT>(w, wrow, kq + row, kend, ok & (ktiles > 1));
+        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0), al4);
+        wq_store::<T, FMT, BN>(b_w, st, lane, dq::q_pairs::<FMT, T>(raw, kq));
+        raw = dq::q_raw::<FMT>(w, wrow, kq + row, kend, ok & (ktiles > 1), al4);
         let wg = tid / 128;
         let mut kt = 0u32;
         while kt < ktiles {
@@ -623,8 +636,8 @@ ptx_kernel! {
             }
             if kt + 1 < ktiles {
                 let kn = kq + (kt + 1) * row;
-                wq_store::<T, FMT, BN>(b_w, st + (kt + 1) % WG_STAGES * (BN * 32), wrow_i, dq::q_pairs::<FMT, T>(raw, kn));
-                raw = dq::q_raw::<FMT>(w, wrow, kn + row, kend, ok & (kt + 2 < ktiles));
+                wq_store::<T, FMT, BN>(b_w, st + (kt + 1) % WG_STAGES * (BN * 32), lane, dq::q_pairs::<FMT, T>(raw, kn));
+                raw = dq::q_raw::<FMT>(w, wrow, kn + row, kend, ok & (kt + 2 < ktiles), al4);
             }
             wgmma_wait(1);
             kt += 1;
@@ -654,14 +667,13 @@ ptx_kernel! {
     }
 
     /// A thread's 32 weights as pairs into a stage of B laid out for `wgmma`'s 128-byte
-    /// swizzle, row `r` (`tid / 2`) from word `at`: its four 16-byte chunks `4 · (tid % 2) + j`
-    /// each at chunk `(4 · (tid % 2) + j) ^ (r % 8)` of the row.
-    fn wq_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; WG_STAGES * BN * 32]>, at: u32, r: u32, v: [u32; 16]) {
-        let tid = thread_idx_x();
-        if tid < 2 * BN {
+    /// swizzle, row `lane[0]` from word `at`: its four 16-byte chunks `4 · lane[1] + j` each
+    /// at chunk `(4 · lane[1] + j) ^ (lane[0] % 8)` of the row.
+    fn wq_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; WG_STAGES * BN * 32]>, at: u32, lane: [u32; 2], v: [u32; 16]) {
+        if thread_idx_x() < 2 * BN {
             #[unroll]
             for j in 0..4 {
-                let ch = (4 * (tid % 2) + j) ^ (r % 8);
+                let ch = (4 * lane[1] + j) ^ (lane[0] % 8);
                 b_w.store4(at + 4 * ch, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
             }
         }

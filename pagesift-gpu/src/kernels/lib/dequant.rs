@@ -73,13 +73,18 @@ fn dequant4<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32) -> [f32; 4] {
     let mut v = [0.0f32; 4];
     if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
         if k < kend {
-            let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
+            let bytes = if FMT == FMT_Q8_0 {
+                Q8_0_BYTES
+            } else {
+                Q4_0_BYTES
+            };
             let off = row + (k / 32 * bytes) as u64;
             let d = f16_read(w, off);
             // The 4 code bytes: Q8_0 `k % 32 ..`, Q4_0 `k % 16 ..` (nibbles of the second half
             // in the high halves).
             let at = if FMT == FMT_Q8_0 { k % 32 } else { k % 16 };
-            let c = (w.read::<u16>(off + 2 + at as u64) as u32) | ((w.read::<u16>(off + 4 + at as u64) as u32) << 16);
+            let c = (w.read::<u16>(off + 2 + at as u64) as u32)
+                | ((w.read::<u16>(off + 4 + at as u64) as u32) << 16);
             #[unroll]
             for l in 0..4 {
                 let byte = (c >> (8 * l)) & 0xFF;
@@ -97,7 +102,14 @@ fn dequant4<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32) -> [f32; 4] {
             let i = k % 256;
             let s = i / 32;
             let j = (s % 4) as u64;
-            let sm = q4k_scale_and_min(f16_read(w, off), f16_read(w, off + 2), w[off + 4 + j] as u32, w[off + 8 + j] as u32, w[off + 12 + j] as u32, s);
+            let sm = q4k_scale_and_min(
+                f16_read(w, off),
+                f16_read(w, off + 2),
+                w[off + 4 + j] as u32,
+                w[off + 8 + j] as u32,
+                w[off + 12 + j] as u32,
+                s,
+            );
             let c = w.read::<u32>(off + 16 + (32 * (s / 2) + i % 32) as u64);
             #[unroll]
             for l in 0..4 {
@@ -130,20 +142,38 @@ fn dequant4<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32) -> [f32; 4] {
 ///   2 .. 10 the 32 code bytes of the sub-block (its nibbles: `s % 2`);
 /// - BF16 / F16: the 32 elements, two to a word (0 past `kend`).
 ///
-/// Reads 2 bytes at a time (4 for Q4_K's): `w`'s start and `row` even (Q4_K: multiples of
-/// 4), which the rows of a format have where the view starts 4-byte aligned.
-fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool) -> [u32; 16] {
+/// With `al4` (rows and `w`'s start 4-byte aligned) the reads are words: a pair of Q8_0 or
+/// Q4_0 blocks (`k / 32` even, then odd) starts 4-byte aligned, so that each block's bytes
+/// lie in a window of words from its pair's start (the even block) or 16 / 32 bytes on (the
+/// odd one), its scale in the low or high half of the window's first word and its codes 2 or
+/// 4 bytes on (`q_window`). Else they are 2 bytes at a time (Q4_K's 4: its rows are whole
+/// 144-byte super-blocks), which rows of a format have where the view starts 4-byte aligned.
+fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool, al4: bool) -> [u32; 16] {
     let mut r = [0u32; 16];
     if ok & (k < kend) {
         if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
-            let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
-            let off = row + (k / 32 * bytes) as u64;
-            r[0] = w.read::<u16>(off) as u32;
-            #[unroll]
-            for i in 0..8 {
-                if (FMT == FMT_Q8_0) | (i < 4) {
-                    let at = off + 2 + 4 * i as u64;
-                    r[1 + i] = (w.read::<u16>(at) as u32) | ((w.read::<u16>(at + 2) as u32) << 16);
+            let bytes = if FMT == FMT_Q8_0 {
+                Q8_0_BYTES
+            } else {
+                Q4_0_BYTES
+            };
+            if al4 {
+                let pair = row + (k / 64 * 2 * bytes) as u64;
+                if k / 32 % 2 == 0 {
+                    r = q_window::<FMT, false>(w, pair);
+                } else {
+                    r = q_window::<FMT, true>(w, pair + (bytes - 2) as u64);
+                }
+            } else {
+                let off = row + (k / 32 * bytes) as u64;
+                r[0] = w.read::<u16>(off) as u32;
+                #[unroll]
+                for i in 0..8 {
+                    if (FMT == FMT_Q8_0) | (i < 4) {
+                        let at = off + 2 + 4 * i as u64;
+                        r[1 + i] =
+                            (w.read::<u16>(at) as u32) | ((w.read::<u16>(at + 2) as u32) << 16);
+                    }
                 }
             }
         } else if FMT == FMT_Q4K {
@@ -151,10 +181,17 @@ fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool) -> [u3
             let s = k % 256 / 32;
             let j = (s % 4) as u64;
             r[0] = w.read::<u32>(off);
-            r[1] = (w[off + 4 + j] as u32) | ((w[off + 8 + j] as u32) << 8) | ((w[off + 12 + j] as u32) << 16);
+            r[1] = (w[off + 4 + j] as u32)
+                | ((w[off + 8 + j] as u32) << 8)
+                | ((w[off + 12 + j] as u32) << 16);
             #[unroll]
             for i in 0..8 {
                 r[2 + i] = w.read::<u32>(off + 16 + (32 * (s / 2) + 4 * i) as u64);
+            }
+        } else if al4 & (k + 32 <= kend) {
+            #[unroll]
+            for i in 0..16 {
+                r[i] = w.read::<u32>(row + 2 * (k + 2 * i) as u64);
             }
         } else {
             #[unroll]
@@ -169,6 +206,39 @@ fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool) -> [u3
                     hi = w.read::<u16>(row + 2 * (e + 1) as u64) as u32;
                 }
                 r[i] = lo | (hi << 16);
+            }
+        }
+    }
+    r
+}
+
+/// A Q8_0 or Q4_0 block as `q_raw` lays it out, read as words from the window at byte `at`
+/// (4-byte aligned): the block itself there (`ODD` false: scale at byte 0, codes at 2), or 2
+/// bytes on (`ODD`: scale at byte 2, codes at 4, whole words).
+fn q_window<const FMT: u32, const ODD: bool>(w: &[u8], at: u64) -> [u32; 16] {
+    let mut r = [0u32; 16];
+    let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
+    let mut v = [0u32; 9];
+    #[unroll]
+    for i in 0..9 {
+        if i < words {
+            v[i] = w.read::<u32>(at + 4 * i as u64);
+        }
+    }
+    if ODD {
+        r[0] = v[0] >> 16;
+        #[unroll]
+        for i in 0..8 {
+            if i + 1 < words {
+                r[1 + i] = v[1 + i];
+            }
+        }
+    } else {
+        r[0] = v[0] & 0xFFFF;
+        #[unroll]
+        for i in 0..8 {
+            if i + 1 < words {
+                r[1 + i] = (v[i] >> 16) | (v[i + 1] << 16);
             }
         }
     }
@@ -244,7 +314,14 @@ fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
         }
     } else if FMT == FMT_Q4K {
         let s = k % 256 / 32;
-        let sm = q4k_scale_and_min(f16::from_bits(r[0] as u16) as f32, f16::from_bits((r[0] >> 16) as u16) as f32, r[1] & 0xFF, (r[1] >> 8) & 0xFF, (r[1] >> 16) & 0xFF, s);
+        let sm = q4k_scale_and_min(
+            f16::from_bits(r[0] as u16) as f32,
+            f16::from_bits((r[0] >> 16) as u16) as f32,
+            r[1] & 0xFF,
+            (r[1] >> 8) & 0xFF,
+            (r[1] >> 16) & 0xFF,
+            s,
+        );
         #[unroll]
         for i in 0..16 {
             let mut x = [0.0f32; 2];
