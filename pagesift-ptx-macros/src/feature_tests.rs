@@ -573,6 +573,94 @@ fn wgmma_needs_sm_90a_and_an_in_place_update_of_the_right_shapes() {
     }
 }
 
+/// `wgmma` with A in registers: a `[u32; 4]` first operand is the thread's fragment of A,
+/// named directly as a vector of four `.b32` registers, with B's descriptor; 16-bit inputs
+/// keep only `imm-trans-b`, TF32 has no transpose immediates.
+#[test]
+fn wgmma_takes_a_from_registers() {
+    let out = ptx_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a_s: Shared<[bf16; 64 * 64]>;
+            let b_s: Shared<[bf16; 64 * 64]>;
+            let t_s: Shared<[f32; 32 * 64]>;
+            let tid = thread_idx_x();
+            let mut acc = [0.0f32; 32];
+            let mut acc_t = [0.0f32; 8];
+            let a = a_s.ldmatrix_x4(8 * (tid % 64));
+            let at = [t_s[tid].to_tf32(), t_s[tid + 1].to_tf32(), t_s[tid + 2].to_tf32(), t_s[tid + 3].to_tf32()];
+            fence_proxy_async();
+            sync_threads();
+            wgmma_fence();
+            acc = wgmma_bf16(acc, a, b_s.wgmma_desc(0, 0, 64), false);
+            acc_t = wgmma_tf32(acc_t, at, t_s.wgmma_desc(0, 0, 16), false);
+            wgmma_commit();
+            wgmma_wait(0);
+            y[tid] = acc[0] + acc[31] + acc_t[7];
+        }
+    });
+    let ptx = &out[0].1;
+    assert!(ptx.contains(".target sm_90a"), "{ptx}");
+    let line = |pat: &str| {
+        ptx.lines()
+            .find(|l| l.contains(pat))
+            .unwrap_or_else(|| panic!("{pat} in\n{ptx}"))
+            .trim()
+            .to_string()
+    };
+    // After the accumulators: `{a0, a1, a2, a3}, b-desc, scale-d, 1, 1[, 0]`.
+    let after_acc = |l: &str| l.split_once("}, ").map(|(_, r)| r.to_string()).unwrap();
+    let bf = after_acc(&line(
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+    ));
+    let tf = after_acc(&line("wgmma.mma_async.sync.aligned.m64n16k8.f32.tf32.tf32"));
+    for (l, imms) in [(&bf, ", 1, 1, 0;"), (&tf, ", 1, 1;")] {
+        let (a, rest) = l.split_once('}').unwrap();
+        assert_eq!(a.matches("%r").count(), 4, "{l}");
+        assert!(a.starts_with("{%r"), "{l}");
+        assert!(rest.starts_with(", %rd") && rest.ends_with(imms), "{l}");
+        assert_eq!(
+            rest.matches(", ").count(),
+            imms.matches(", ").count() + 2,
+            "{l}"
+        );
+    }
+}
+
+#[test]
+fn wgmma_with_a_in_registers_needs_a_u32_array_of_four() {
+    let errs = errors_of(quote! {
+        #[target(sm_90a)]
+        #[launch(block = 128)]
+        pub fn k(y: &mut [f32]) {
+            let a_s: Shared<[bf16; 64 * 64]>;
+            let mut acc = [0.0f32; 32];
+            let a = a_s.ldmatrix_x4(0);
+            let a2 = a_s.ldmatrix_x2(0);
+            let af = [1.0f32, 2.0, 3.0, 4.0];
+            wgmma_fence();
+            acc = wgmma_bf16(acc, a2, a_s.wgmma_desc(0, 0, 64), true);
+            acc = wgmma_bf16(acc, af, a_s.wgmma_desc(0, 0, 64), true);
+            // Only A may be in registers.
+            acc = wgmma_bf16(acc, a, a, true);
+            wgmma_commit();
+            wgmma_wait(0);
+            y[0] = acc[0];
+        }
+    });
+    for needle in [
+        "`wgmma_bf16` takes `MatrixDesc<bf16, 64>` here (from `wgmma_desc`) or `[u32; 4]` (A's fragment in registers), not `[u32; 2]`",
+        "`wgmma_bf16` takes `MatrixDesc<bf16, 64>` here (from `wgmma_desc`) or `[u32; 4]` (A's fragment in registers), not `[f32; 4]`",
+        "`wgmma_bf16` takes `MatrixDesc<bf16, 64>` here (from `wgmma_desc`), not `[u32; 4]`",
+    ] {
+        assert!(
+            errs.iter().any(|e| e.contains(needle)),
+            "{needle}: {errs:?}"
+        );
+    }
+}
+
 #[test]
 fn tma_copies_complete_on_mbarriers_from_proven_ranges() {
     let out = ptx_of(quote! {

@@ -16,6 +16,7 @@ pub mod hand_ptx;
 pub mod intrinsic_kernels;
 pub mod language_kernels;
 pub mod util;
+pub mod wgmma_kernels;
 
 use pagesift_gpu::Gpu;
 use std::io::Write;

@@ -1,12 +1,12 @@
-//! Every kernel variant (the runtime crate's registry, the example kernels and the intrinsic
-//! kernels of `pagesift_tests`) assembled by NVIDIA's `ptxas` for its own target and for sm_90,
+//! Every kernel variant (the runtime crate's registry, the example kernels, the intrinsic
+//! kernels and the `wgmma` kernels of `pagesift_tests`) assembled by NVIDIA's `ptxas` for its own target and for sm_90,
 //! with the register report checked: no errors, no spills.
 //!
 //! `ptxas` is found at `PAGESIFT_PTXAS`, else `target/ptxas/ptxas` in the workspace, else on
 //! `PATH`. Without it the test prints why it skipped, and fails when `PAGESIFT_REQUIRE_PTXAS=1`.
 
 use pagesift_gpu::KernelVariant;
-use pagesift_tests::{example_kernels, intrinsic_kernels};
+use pagesift_tests::{example_kernels, intrinsic_kernels, wgmma_kernels};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,6 +29,7 @@ fn find_ptxas() -> Option<PathBuf> {
 fn example_variants() -> Vec<&'static KernelVariant> {
     let mut v = example_kernels::all_variants();
     v.extend(intrinsic_kernels::all_variants());
+    v.extend(wgmma_kernels::all_variants());
     v
 }
 

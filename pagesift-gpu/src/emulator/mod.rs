@@ -16,8 +16,9 @@
 //! completed (copies run asynchronously, as on the hardware). `wgmma` (sm_90a, on a device of
 //! compute capability 9.0) is asynchronous too, with the hardware's rules checked: no access to
 //! the accumulators of a `wgmma.mma_async` before its `wgmma.wait_group`, a `wgmma.fence`
-//! before it, its shared operands unchanged until it completes and made visible to the async
-//! proxy by `fence.proxy.async` (`exec/wgmma.rs`). `mbarrier` objects and the tensor memory
+//! before it, its shared operands (and the registers it takes A from, when A is in
+//! registers) unchanged until it completes, shared ones made visible to the async proxy by
+//! `fence.proxy.async` (`exec/wgmma.rs`). `mbarrier` objects and the tensor memory
 //! accelerator (`cp.async.bulk.tensor`, sm_90) follow the PTX ISA, their copies in flight until
 //! a thread waits on their `mbarrier`, with the hardware's rules checked: no access to an
 //! `mbarrier`'s bytes or to a copy's destination in flight, no arrival beyond a phase's count,

@@ -178,8 +178,37 @@ pub(super) fn to_tf32(bits: u64) -> u64 {
     (x.wrapping_add(0x1000) & 0xffff_e000) as u64
 }
 
-/// One decoded `wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<atype>.<btype>` with A and B in
-/// shared memory, both K-major.
+/// Where a `wgmma.mma_async` takes its A operand from.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum WgmmaA {
+    /// A shared-memory matrix descriptor (the register holding it).
+    Desc(Slot),
+    /// Four `.b32` registers per thread holding the thread's fragment of A (PTX ISA, "Register
+    /// Fragments" of `wgmma.mma_async`, the same placement as CUTLASS's register-sourced A
+    /// layouts): warp `q` of the warpgroup holds rows `16q .. 16q + 16` of the `64 × K` tile,
+    /// laid out within the warp as the A fragment of `mma.sync` is. With `g = lane / 4` and
+    /// `t = lane % 4`, for 16-bit inputs (K = 16) register `j` holds the pair of columns
+    /// `2t + 8·(j / 2)` and the next one (the lower column in the low half) of row
+    /// `g + 8·(j % 2)`; for TF32 (K = 8) register `j` holds column `t + 4·(j / 2)` of row
+    /// `g + 8·(j % 2)`. See [`wgmma_a_reg_pos`].
+    Regs([Slot; 4]),
+}
+
+/// The place (row within the warp's 16 rows, column) of element `e` of A register `j` of
+/// `lane`, for a `wgmma.mma_async` with A in registers ([`WgmmaA::Regs`]); `e` is 0 or 1 for
+/// 16-bit inputs (low and high half), 0 for TF32.
+pub(super) fn wgmma_a_reg_pos(kind: MmaKind, lane: usize, j: usize, e: usize) -> (usize, usize) {
+    let (g, t) = (lane / 4, lane % 4);
+    let row = g + 8 * (j % 2);
+    if kind == MmaKind::Tf32 {
+        (row, t + 4 * (j / 2))
+    } else {
+        (row, 2 * t + 8 * (j / 2) + e)
+    }
+}
+
+/// One decoded `wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<atype>.<btype>` with B in shared
+/// memory and A in shared memory or in registers, both K-major.
 #[derive(Clone, Debug)]
 pub(super) struct WgmmaInst {
     /// The N of the shape (8..=256, a multiple of 8); M is 64.
@@ -188,7 +217,7 @@ pub(super) struct WgmmaInst {
     pub kind: MmaKind,
     /// The `n / 2` accumulator registers of each thread (read and written).
     pub d: Vec<Slot>,
-    pub a_desc: Slot,
+    pub a: WgmmaA,
     pub b_desc: Slot,
     /// The `scale-d` predicate (false: `D = A·B`, ignoring D's values) and its negation.
     pub scale_d: Slot,

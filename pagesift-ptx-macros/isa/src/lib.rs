@@ -327,6 +327,10 @@ pub struct Form {
     pub syntax: &'static str,
     /// The operands in order.
     pub operands: &'static [Operand],
+    /// A second operand signature of the same forms, or empty: `wgmma.mma_async` takes A
+    /// either from a shared-memory descriptor ([`Form::operands`]) or from registers (this
+    /// one), with the same opcode text.
+    pub alt_operands: &'static [Operand],
     /// The lowest target, sm × 10.
     pub sm: u32,
     /// The lowest PTX ISA version, (major, minor).
@@ -346,6 +350,7 @@ impl Form {
         Form {
             syntax,
             operands,
+            alt_operands: &[],
             sm: FLOOR.0,
             ptx: FLOOR.1,
             arch: false,
@@ -375,6 +380,14 @@ impl Form {
         format!("sm_{}{}", self.sm, if self.arch { "a" } else { "" })
     }
 
+    /// The same row with a second operand signature (see [`Form::alt_operands`]).
+    pub const fn or_operands(self, alt_operands: &'static [Operand]) -> Form {
+        Form {
+            alt_operands,
+            ..self
+        }
+    }
+
     /// The same row, produced by the emitter.
     pub const fn emitted(self) -> Form {
         Form {
@@ -388,13 +401,20 @@ impl Form {
         pattern::expand(self.syntax)
     }
 
-    /// The fewest and the most operands a form of the row takes.
+    /// The fewest and the most operands a form of the row takes (with either signature).
     pub fn operand_count(&self) -> (usize, usize) {
-        let all = self.operands.len();
-        (
-            all - self.operands.iter().filter(|o| o.optional).count(),
-            all,
-        )
+        let count = |ops: &[Operand]| {
+            (
+                ops.len() - ops.iter().filter(|o| o.optional).count(),
+                ops.len(),
+            )
+        };
+        let (fewest, most) = count(self.operands);
+        if self.alt_operands.is_empty() {
+            return (fewest, most);
+        }
+        let (f2, m2) = count(self.alt_operands);
+        (fewest.min(f2), most.max(m2))
     }
 }
 

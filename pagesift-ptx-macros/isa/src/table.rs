@@ -87,6 +87,27 @@ const WGMMA_SS_TF32: &[Operand] = &[
     imm(S32, "1"),
     imm(S32, "1"),
 ];
+/// `wgmma.mma_async` with A in registers (the same forms, the second operand signature of
+/// their rows): the accumulators, A's fragment in four `.b32` registers per thread, B's
+/// descriptor, `scale-d`, `imm-scale-a`, `imm-scale-b` and, for 16-bit inputs, `imm-trans-b`
+/// alone (A in registers has no transpose).
+const WGMMA_RS: &[Operand] = &[
+    dst_vec(Accum, T0),
+    src_vec(N(4), B32),
+    src(B64),
+    pred(),
+    imm(S32, "1"),
+    imm(S32, "1"),
+    imm(S32, "0"),
+];
+const WGMMA_RS_TF32: &[Operand] = &[
+    dst_vec(Accum, T0),
+    src_vec(N(4), B32),
+    src(B64),
+    pred(),
+    imm(S32, "1"),
+    imm(S32, "1"),
+];
 
 /// The table. Keep each family's rows together, the emitted ones first.
 pub(crate) static FORMS: &[Form] = &[
@@ -569,6 +590,7 @@ pub(crate) static FORMS: &[Form] = &[
         "wgmma.mma_async.sync.aligned.m64n{8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256}k16.f32.{f16.f16|bf16.bf16}",
         WGMMA_SS,
     )
+    .or_operands(WGMMA_RS)
     .min_arch(90, (8, 0))
     .emitted(),
     row(
@@ -576,6 +598,7 @@ pub(crate) static FORMS: &[Form] = &[
         "wgmma.mma_async.sync.aligned.m64n{8|16|24|32|40|48|56|64|72|80|88|96|104|112|120|128|136|144|152|160|168|176|184|192|200|208|216|224|232|240|248|256}k8.f32.tf32.tf32",
         WGMMA_SS_TF32,
     )
+    .or_operands(WGMMA_RS_TF32)
     .min_arch(90, (8, 0))
     .emitted(),
     row(Tensor, "wgmma.{fence|commit_group}.sync.aligned", NONE)

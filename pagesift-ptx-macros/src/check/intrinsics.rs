@@ -286,10 +286,12 @@ pub enum Intr {
     /// `cp_async_wait(N)`: wait until at most N groups are pending.
     CpAsyncWait(u32),
     /// `acc = wgmma_bf16(acc, a, b, accumulate)`: one warpgroup-wide asynchronous
-    /// `64 × n × k` product of the descriptors `a` and `b` into the accumulators, in place.
+    /// `64 × n × k` product of the descriptors `a` and `b` into the accumulators, in place;
+    /// with `a_regs`, `a` is the thread's `[u32; 4]` fragment of A in registers.
     Wgmma {
         ty: MmaType,
         n: u32,
+        a_regs: bool,
     },
     WgmmaFence,
     WgmmaCommit,

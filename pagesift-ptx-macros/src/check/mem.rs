@@ -309,7 +309,9 @@ impl Checker<'_> {
 
     /// `acc = wgmma_T(acc, a, b, accumulate)`: `acc` the `[f32; n / 2]` accumulators of a
     /// `64 × n` tile, `a` and `b` descriptors of 64 and `n` rows of the input type (f16,
-    /// bf16; f32 for TF32), `accumulate` false to ignore the accumulators' values.
+    /// bf16; f32 for TF32), `accumulate` false to ignore the accumulators' values. `a` may
+    /// instead be a `[u32; 4]`: the thread's fragment of A in registers (`wgmma.mma_async`
+    /// with A in registers).
     pub(super) fn check_wgmma(
         &mut self,
         name: &str,
@@ -339,20 +341,31 @@ impl Checker<'_> {
             _ => Scalar::F32,
         };
         let mut targs = vec![acc];
-        for (a, rows) in args[1..3].iter().zip([64, n]) {
+        let mut a_regs = false;
+        for (i, (a, rows)) in args[1..3].iter().zip([64, n]).enumerate() {
             let want = Ty::Desc { elem, rows };
             let t = self.check_expr(a, Some(&want));
             let fits = match (&t.ty, elem) {
+                // A in registers: the thread's four `.b32` words of A's fragment.
+                (Ty::Array(Scalar::U32, 4), _) if i == 0 => {
+                    a_regs = true;
+                    true
+                }
                 (Ty::Desc { elem: e, rows: r }, Scalar::F32) => {
                     *r == rows && matches!(e, Scalar::F32 | Scalar::U32)
                 }
                 (other, _) => *other == want,
             };
             if !fits && t.ty != Ty::Never {
+                let regs = if i == 0 {
+                    " or `[u32; 4]` (A's fragment in registers)"
+                } else {
+                    ""
+                };
                 self.cx.error(
                     a.span,
                     format!(
-                        "`{name}` takes `{want}` here (from `wgmma_desc`), not `{}`",
+                        "`{name}` takes `{want}` here (from `wgmma_desc`){regs}, not `{}`",
                         t.ty
                     ),
                 );
@@ -364,7 +377,7 @@ impl Checker<'_> {
         self.expect_ty(&acc_flag, &b, args[3].span);
         targs.push(acc_flag);
         self.intr(
-            Intr::Wgmma { ty, n },
+            Intr::Wgmma { ty, n, a_regs },
             targs,
             Ty::Array(Scalar::F32, n / 2),
             span,

@@ -136,13 +136,13 @@ impl Lower<'_> {
                 if let (
                     None,
                     TKind::Intr {
-                        intr: Intr::Wgmma { ty, n },
+                        intr: Intr::Wgmma { ty, n, a_regs },
                         args,
                     },
                 ) = (op, &value.kind)
                 {
                     if matches!(&args[0].kind, TKind::Var(a) if a == id) {
-                        self.wgmma_in_place(&dst, *ty, *n, args, span);
+                        self.wgmma_in_place(&dst, *ty, *n, *a_regs, args, span);
                         return;
                     }
                 }
@@ -193,8 +193,17 @@ impl Lower<'_> {
 
     /// `acc = wgmma_T(acc, a, b, accumulate)`: the instruction reads and writes the registers
     /// of the mutable array `acc` (`dst`) themselves, so that nothing copies them while the
-    /// product is in flight.
-    fn wgmma_in_place(&mut self, dst: &Val, ty: MmaType, n: u32, args: &[TExpr], span: Span) {
+    /// product is in flight. With `a_regs`, `a` is A's fragment in four registers, which the
+    /// instruction names directly as well (they must not change until its `wgmma_wait`).
+    fn wgmma_in_place(
+        &mut self,
+        dst: &Val,
+        ty: MmaType,
+        n: u32,
+        a_regs: bool,
+        args: &[TExpr],
+        span: Span,
+    ) {
         let regs: Option<Vec<Operand>> = match dst {
             Val::Arr(items) => items
                 .iter()
@@ -215,7 +224,12 @@ impl Lower<'_> {
         let da = self.expr(&args[1]);
         let db = self.expr(&args[2]);
         let scale = self.expr(&args[3]);
-        let da = self.operand_reg(&da, span);
+        let da = match (&da, a_regs) {
+            (Val::Arr(items), true) => {
+                Operand::Vec(items.iter().map(|x| self.operand_reg(x, span)).collect())
+            }
+            _ => self.operand_reg(&da, span),
+        };
         let db = self.operand_reg(&db, span);
         let scale = self.operand_reg(&scale, span);
         let mut ops = vec![
@@ -227,8 +241,11 @@ impl Lower<'_> {
             Operand::Int(1),
         ];
         if ty != MmaType::Tf32 {
-            // K-major A and B.
-            ops.extend([Operand::Int(0), Operand::Int(0)]);
+            // K-major A (a descriptor's `imm-trans-a`; A in registers has none) and B.
+            if !a_regs {
+                ops.push(Operand::Int(0));
+            }
+            ops.push(Operand::Int(0));
         }
         self.emit(Op::Wgmma { ty, n }, ops, span);
     }

@@ -10,7 +10,7 @@
 
 use super::num::{Cmp, FMode, FOp1, FOp2, IOp2, Rnd, Ty};
 use super::ptx::{parse_int, Entry, Operand, RawInst, Space, Stmt, VarDecl};
-use super::tensor::{operand_regs, MmaInst, MmaKind, WgmmaInst};
+use super::tensor::{operand_regs, MmaInst, MmaKind, WgmmaA, WgmmaInst};
 use std::collections::HashMap;
 
 mod arith;
@@ -617,7 +617,8 @@ pub(super) struct Inst {
 }
 
 /// An instruction (not a `wgmma`) that names registers a `wgmma.mma_async` of its kernel uses
-/// as accumulators: those it reads and writes, and its own guard.
+/// as accumulators (those it reads and writes) or writes registers one reads A from (in
+/// `writes` too), and its own guard.
 #[derive(Clone, Debug)]
 pub(super) struct AccUse {
     pub reads: Vec<Slot>,

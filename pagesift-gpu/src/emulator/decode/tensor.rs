@@ -207,7 +207,8 @@ fn wgmma_imm(op: &Operand, what: &str) -> Result<i128, String> {
 
 /// `wgmma.{fence|commit_group}.sync.aligned`, `wgmma.wait_group.sync.aligned N` and
 /// `wgmma.mma_async.sync.aligned.m64n<n>k<k>.f32.<t>.<t> d, a-desc, b-desc, scale-d,
-/// imm-scale-a, imm-scale-b{, imm-trans-a, imm-trans-b}`.
+/// imm-scale-a, imm-scale-b{, imm-trans-a, imm-trans-b}`, or with A in registers
+/// `d, {a0, a1, a2, a3}, b-desc, scale-d, imm-scale-a, imm-scale-b{, imm-trans-b}`.
 fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<Op, String> {
     if !(m.take("sync") && m.take("aligned")) {
         return Err("wgmma needs .sync.aligned".into());
@@ -261,10 +262,11 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
     };
     m.parts.clear();
     m.used.clear();
-    let (want_k, n_ops) = if kind == MmaKind::Tf32 {
-        (8, 6)
-    } else {
-        (16, 8)
+    let a_regs = matches!(&ops.get(1), Some(Operand::Vector(_)));
+    let (want_k, n_ops) = match (kind == MmaKind::Tf32, a_regs) {
+        (true, _) => (8, 6),
+        (false, false) => (16, 8),
+        (false, true) => (16, 7),
     };
     if k != want_k {
         return Err(format!("wgmma.mma_async with these types needs k{want_k}"));
@@ -291,7 +293,22 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
             s => d.push(s),
         }
     }
-    let a_desc = ctx.src(&ops[1], Ty::B64)?;
+    let a = match &ops[1] {
+        Operand::Vector(v) if v.len() == 4 => {
+            let mut regs = [S_SINK; 4];
+            for (r, op) in regs.iter_mut().zip(v) {
+                *r = ctx.src(op, Ty::B32)?;
+            }
+            WgmmaA::Regs(regs)
+        }
+        Operand::Vector(v) => {
+            return Err(format!(
+                "wgmma.mma_async with A in registers takes 4 .b32 registers of A, found {}",
+                v.len()
+            ))
+        }
+        op => WgmmaA::Desc(ctx.src(op, Ty::B64)?),
+    };
     let b_desc = ctx.src(&ops[2], Ty::B64)?;
     let (scale_d, scale_d_neg) = ctx.pred(&ops[3])?;
     let mut neg = [false; 2];
@@ -302,7 +319,12 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
             v => return Err(format!("{name} must be 1 or -1, found {v}")),
         };
     }
-    for (i, name) in ["imm-trans-a", "imm-trans-b"].into_iter().enumerate() {
+    let trans: &[&str] = if a_regs {
+        &["imm-trans-b"]
+    } else {
+        &["imm-trans-a", "imm-trans-b"]
+    };
+    for (i, &name) in trans.iter().enumerate() {
         if let Some(op) = ops.get(6 + i) {
             match wgmma_imm(op, name)? {
                 0 => {}
@@ -319,7 +341,7 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
         n,
         kind,
         d,
-        a_desc,
+        a,
         b_desc,
         scale_d,
         scale_d_neg,
@@ -334,8 +356,9 @@ fn decode_wgmma(ctx: &mut Ctx<'_>, m: &mut Mods<'_>, ops: &[Operand]) -> Result<
 
 /// For a kernel with `wgmma.mma_async` instructions: every other instruction (`code[i]`,
 /// decoded from the `i`-th instruction statement of `body`) that names one of their
-/// accumulator registers, with the accumulators it reads and writes and its guard, which
-/// becomes `S_ACC` (the interpreter checks the accesses then).
+/// accumulator registers or writes one of their registers of A (A in registers), with those it
+/// reads and writes and its guard, which becomes `S_ACC` (the interpreter checks the accesses
+/// then).
 /// A register is written when it is (part of) the first operand of a form whose first operand
 /// is a destination; every other register operand, address base and guard is read.
 pub(super) fn accumulator_uses(
@@ -351,6 +374,15 @@ pub(super) fn accumulator_uses(
         .wgmmas
         .iter()
         .flat_map(|w| w.d.iter().copied())
+        .collect();
+    let a_regs: std::collections::HashSet<Slot> = ctx
+        .wgmmas
+        .iter()
+        .filter_map(|w| match w.a {
+            WgmmaA::Regs(r) => Some(r),
+            WgmmaA::Desc(_) => None,
+        })
+        .flatten()
         .collect();
     let raws = body.iter().filter_map(|s| match s {
         Stmt::Inst(raw) => Some(raw),
@@ -372,6 +404,8 @@ pub(super) fn accumulator_uses(
         let mut add = |name: &str, write: bool| {
             if let Some(s) = ctx.regs.get(name).filter(|s| acc.contains(s)) {
                 if write { &mut u.writes } else { &mut u.reads }.push(*s);
+            } else if let Some(s) = ctx.regs.get(name).filter(|s| write && a_regs.contains(s)) {
+                u.writes.push(*s);
             }
         };
         if let Some((_, p)) = &raw.guard {

@@ -12,7 +12,9 @@
 //! results, as on the hardware), and written to the accumulator registers at once: the program
 //! cannot tell, since until its group completes
 //! - any other instruction's access to its accumulator registers is an error (read or write
-//!   of a wgmma accumulator before its `wgmma.wait_group`),
+//!   of a wgmma accumulator before its `wgmma.wait_group`), and so is a write to the registers
+//!   it took A from (A in registers, read when it issues: the hardware may read them until
+//!   the op completes),
 //! - any write of the shared memory it read is an error (`exec/mem.rs`), so its operands stay
 //!   what they were when it issued.
 //!
@@ -21,11 +23,14 @@
 //! be initialized, free of races with its writers (as a read by lane 0 of the warp), and, if
 //! written through the generic proxy, fenced by the writer with `fence.proxy.async`
 //! (`exec/mem.rs`); a warp may not exit with `wgmma.mma_async` not completed; the warp's lanes
-//! must agree on the matrix descriptors, and the block must hold the whole warpgroup.
+//! must agree on the matrix descriptors, and the block must hold the whole warpgroup. With A in
+//! registers, each warp's 16 rows of A come from its own lanes' four registers
+//! ([`WgmmaA::Regs`]) instead of a descriptor.
 
 use super::super::decode::{Kernel, MemSpace, Slot, S_SINK};
 use super::super::tensor::{
-    element, f32_accumulate, wgmma_acc_pos, MatrixDesc, WgmmaInst, WGMMA_ROW_BYTES,
+    element, f32_accumulate, wgmma_a_reg_pos, wgmma_acc_pos, MatrixDesc, MmaKind, WgmmaA,
+    WgmmaInst, WGMMA_ROW_BYTES,
 };
 use super::mem::{AsyncRead, Where};
 use super::{Fail, Launch, Runner};
@@ -80,10 +85,11 @@ impl WarpWg {
         }
     }
 
-    /// An instruction (not a `wgmma`) at `pc` that names accumulator registers, of a thread
-    /// whose registers are `r`: whether it executes (its own guard); an error if so and one of
-    /// the registers is an accumulator of a pending `wgmma.mma_async` of the warp; else they
-    /// count as accessed since the last `wgmma.fence`.
+    /// An instruction (not a `wgmma`) at `pc` that names accumulator registers (or writes A
+    /// registers), of a thread whose registers are `r`: whether it executes (its own guard); an
+    /// error if so and one of the registers is an accumulator of a pending `wgmma.mma_async`
+    /// of the warp, or one it writes holds A of one; else they count as accessed since the
+    /// last `wgmma.fence`.
     #[cold]
     #[inline(never)]
     pub(super) fn access(&mut self, k: &Kernel, pc: usize, r: &[u64]) -> Result<bool, String> {
@@ -106,6 +112,17 @@ impl WarpWg {
                             k.lines[o.pc as usize]
                         ));
                     }
+                }
+            }
+            for s in &u.writes {
+                let owner = self.ops.iter().find(
+                    |o| matches!(k.wgmmas[o.idx as usize].a, WgmmaA::Regs(a) if a.contains(s)),
+                );
+                if let Some(o) = owner {
+                    return Err(format!(
+                        "write to a wgmma A register before its wgmma.wait_group: the register holds matrix A of the wgmma.mma_async of PTX line {}, which no wgmma.wait_group has completed yet",
+                        k.lines[o.pc as usize]
+                    ));
                 }
             }
         }
@@ -251,26 +268,60 @@ impl Runner {
             }));
         }
         let reg = |r: &Runner, lane: usize, s: Slot| r.regs[(lo + lane) * ns + s as usize];
-        let (ad, bd) = (reg(self, 0, wi.a_desc), reg(self, 0, wi.b_desc));
-        if let Some(lane) =
-            (1..32).find(|&i| reg(self, i, wi.a_desc) != ad || reg(self, i, wi.b_desc) != bd)
-        {
+        // The descriptors the lanes must agree on: A's (if A is in shared memory) and B's.
+        let descs: Vec<Slot> = match wi.a {
+            WgmmaA::Desc(a) => vec![a, wi.b_desc],
+            WgmmaA::Regs(_) => vec![wi.b_desc],
+        };
+        let at = |r: &Runner, lane: usize| -> Vec<u64> {
+            descs.iter().map(|&s| reg(r, lane, s)).collect()
+        };
+        let first = at(self, 0);
+        if let Some(lane) = (1..32).find(|&i| at(self, i) != first) {
+            let hex = |v: Vec<u64>| {
+                v.iter()
+                    .map(|x| format!("{x:#x}"))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            };
             return Err(fail(format!(
-                "wgmma.mma_async matrix descriptors differ between the lanes of the warp: lane 0 has {ad:#x} / {bd:#x}, lane {lane} has {:#x} / {:#x}",
-                reg(self, lane, wi.a_desc),
-                reg(self, lane, wi.b_desc)
+                "wgmma.mma_async matrix descriptors differ between the lanes of the warp: lane 0 has {}, lane {lane} has {}",
+                hex(first.clone()),
+                hex(at(self, lane))
             )));
         }
-        let a_desc = MatrixDesc::decode(ad).map_err(|m| fail(format!("wgmma.mma_async A: {m}")))?;
-        let b_desc = MatrixDesc::decode(bd).map_err(|m| fail(format!("wgmma.mma_async B: {m}")))?;
+        let b_desc = MatrixDesc::decode(reg(self, 0, wi.b_desc))
+            .map_err(|m| fail(format!("wgmma.mma_async B: {m}")))?;
         // The operands as f64, K contiguous per row: this warp's 16 rows of A, the n rows of B.
         let kk = wi.k();
         let mut a = std::mem::take(&mut self.wg_a);
         let mut b = std::mem::take(&mut self.wg_b);
         let chunks_start = self.wg[w].chunks.len();
-        let a_rows = 16 * (w % 4)..16 * (w % 4) + 16;
-        self.wgmma_operand(l, lo, wi, &a_desc, a_rows, wi.neg_a, "A", &mut a)
-            .map_err(fail)?;
+        match wi.a {
+            WgmmaA::Desc(ad) => {
+                let a_desc = MatrixDesc::decode(reg(self, 0, ad))
+                    .map_err(|m| fail(format!("wgmma.mma_async A: {m}")))?;
+                let a_rows = 16 * (w % 4)..16 * (w % 4) + 16;
+                self.wgmma_operand(l, lo, wi, &a_desc, a_rows, wi.neg_a, "A", &mut a)
+                    .map_err(fail)?;
+            }
+            WgmmaA::Regs(regs) => {
+                // The warp's 16 rows of A from its lanes' registers, read now (at issue).
+                a.clear();
+                a.resize(16 * kk, 0.0);
+                let per = if wi.kind == MmaKind::Tf32 { 1 } else { 2 };
+                for lane in 0..32 {
+                    for (j, &s) in regs.iter().enumerate() {
+                        let v = reg(self, lane, s);
+                        for e in 0..per {
+                            let (row, col) = wgmma_a_reg_pos(wi.kind, lane, j, e);
+                            let x = element(wi.kind, false, v, e);
+                            a[row * kk + col] = if wi.neg_a { -x } else { x };
+                        }
+                    }
+                }
+            }
+        }
         self.wgmma_operand(l, lo, wi, &b_desc, 0..wi.n, wi.neg_b, "B", &mut b)
             .map_err(fail)?;
         for lane in 0..32 {
