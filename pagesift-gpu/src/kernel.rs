@@ -50,6 +50,20 @@ impl KernelVariant {
         format!("{}[{}]", self.kernel, consts.join(","))
     }
 
+    /// The value of the variant's parameter `name` as written in [`KernelVariant::consts`]
+    /// (`"128"`, `"f16"`), `None` where it has no such parameter.
+    pub fn const_str(&self, name: &str) -> Option<&'static str> {
+        self.consts
+            .iter()
+            .find(|&&(k, _)| k == name)
+            .map(|&(_, v)| v)
+    }
+
+    /// The value of the variant's integer parameter `name`, `None` where it has none.
+    pub fn const_u32(&self, name: &str) -> Option<u32> {
+        self.const_str(name)?.parse().ok()
+    }
+
     /// The compute capability the target needs, e.g. (9, 0) for `sm_90a`.
     pub fn min_compute_capability(&self) -> (u32, u32) {
         let digits: String = self

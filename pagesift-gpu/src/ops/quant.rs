@@ -107,14 +107,8 @@ pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
     let fmt = format_code(format)?.to_string();
     let v = qgemv_tc::VARIANTS
         .iter()
-        .find(|v| v.consts.iter().any(|&(k, val)| k == "FMT" && val == fmt))?;
-    let get = |name: &str| {
-        v.consts
-            .iter()
-            .find(|&&(k, _)| k == name)
-            .and_then(|(_, val)| val.parse::<u32>().ok())
-    };
-    let chunk_bytes = get("SB")?;
+        .find(|v| v.const_str("FMT") == Some(fmt.as_str()))?;
+    let chunk_bytes = v.const_u32("SB")?;
     let blocks = chunk_bytes as usize / format.block_bytes();
     let chunk = blocks * format.block_elements();
     Some(TcShape { chunk_bytes, chunk })
@@ -134,14 +128,11 @@ pub fn tc_row_tiles(format: WeightFormat, plan: TcPlan) -> Option<u32> {
         ("XQ", u32::from(plan.int8).to_string()),
     ];
     qgemv_tc::VARIANTS.iter().find_map(|v| {
-        let get = |name: &str| {
-            v.consts
-                .iter()
-                .find(|&&(k, _)| k == name)
-                .map(|(_, val)| *val)
-        };
-        if want.iter().all(|(k, val)| get(k) == Some(val.as_str())) {
-            get("MT")?.parse().ok()
+        if want
+            .iter()
+            .all(|(k, val)| v.const_str(k) == Some(val.as_str()))
+        {
+            v.const_u32("MT")
         } else {
             None
         }
@@ -336,13 +327,7 @@ pub fn wgmma_prefill_tiles() -> Vec<Tile> {
 fn tiles_of(variants: &[crate::KernelVariant]) -> Vec<Tile> {
     let mut tiles: Vec<Tile> = Vec::new();
     for v in variants {
-        let get = |name: &str| {
-            v.consts
-                .iter()
-                .find(|&&(k, _)| k == name)
-                .and_then(|(_, val)| val.parse::<u32>().ok())
-        };
-        if let (Some(bm), Some(bn)) = (get("BM"), get("BN")) {
+        if let (Some(bm), Some(bn)) = (v.const_u32("BM"), v.const_u32("BN")) {
             let tile = Tile { bm, bn };
             if !tiles.contains(&tile) {
                 tiles.push(tile);
@@ -357,13 +342,8 @@ fn tiles_of(variants: &[crate::KernelVariant]) -> Vec<Tile> {
 /// such tile.
 fn tc_prefill_warps(tile: Tile) -> Option<(u32, u32)> {
     gemm_mma_q::VARIANTS.iter().find_map(|v| {
-        let get = |name: &str| {
-            v.consts
-                .iter()
-                .find(|&&(k, _)| k == name)
-                .and_then(|(_, val)| val.parse::<u32>().ok())
-        };
-        (get("BM")? == tile.bm && get("BN")? == tile.bn).then_some((get("WM")?, get("WN")?))
+        (v.const_u32("BM")? == tile.bm && v.const_u32("BN")? == tile.bn)
+            .then_some((v.const_u32("WM")?, v.const_u32("WN")?))
     })
 }
 
