@@ -196,7 +196,8 @@ pub enum QKernel {
 }
 
 impl std::fmt::Display for QKernel {
-    /// `decode`, `prefill128x128`, `prefill64x64/k3`.
+    /// `decode`, `prefill128x128`, `prefill64x64/k3`, `prefill-bf16/128x128`,
+    /// `prefill-wgmma-f16/128x128`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             QKernel::Decode => write!(f, "decode"),
@@ -207,10 +208,10 @@ impl std::fmt::Display for QKernel {
                 write!(f, "prefill{}x{}/k{splits}", tile.bm, tile.bn)
             }
             QKernel::PrefillTc { tile, half } => {
-                write!(f, "prefill-{}{}x{}", half.name(), tile.bm, tile.bn)
+                write!(f, "prefill-{}/{}x{}", half.name(), tile.bm, tile.bn)
             }
             QKernel::PrefillWgmma { tile, half } => {
-                write!(f, "prefill-wgmma-{}{}x{}", half.name(), tile.bm, tile.bn)
+                write!(f, "prefill-wgmma-{}/{}x{}", half.name(), tile.bm, tile.bn)
             }
         }
     }
