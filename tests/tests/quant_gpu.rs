@@ -439,6 +439,37 @@ fn prefill_wgmma_every_variant() {
             }
         }
     }
+    // The edges of the ring of raw weights: rows that are not 4-byte aligned (an odd number
+    // of blocks or of 16-bit elements, read 2 bytes at a time), a last K step of one block
+    // or of fewer than 64 elements, more K steps than the ring has stages, and a last tile
+    // of 3 rows.
+    for (f, format) in FORMATS.into_iter().enumerate() {
+        let n_in = match format {
+            WeightFormat::Q4K => 3 * 256,
+            WeightFormat::Bf16 | WeightFormat::F16 => 389,
+            _ => 13 * format.block_elements(),
+        };
+        let tile = wgmma_prefill_tiles()[0];
+        let n_out = tile.bn as usize + 3;
+        let g = Gemm::new(PREFILL_MIN_TOKENS + 5, n_out, n_in, BLayout::NK)
+            .with_lds(n_in + 1, n_in, n_out)
+            .with_act(Act::Silu);
+        let case = Case {
+            format,
+            g,
+            bias: true,
+            residual: f % 2 == 0,
+            w_offset: 4 * (f % 3),
+            x_offset: 1,
+            seed: 9900 + f as u64,
+        };
+        for half in TC_PREFILL_TYPES {
+            let kernel = QKernel::PrefillWgmma { tile, half };
+            if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                panic!("{name}: edge case {n_out} x {n_in}: {e}");
+            }
+        }
+    }
 }
 
 /// The tensor-core decode kernel directly at each format it has and every column tiling (1

@@ -516,13 +516,19 @@ ptx_kernel! {
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
+    /// The words per row of a stage of [`gemm_wgmma_q`]'s ring of raw weight bytes: the most
+    /// of any format (`dq::q_step_stride`, BF16 and F16's 32 words and one more).
+    pub const Q_RING_ROW: u32 = 33;
+
     /// [`gemm_mma_q`] on Hopper's warpgroup tensor cores (`wgmma`, sm_90a): [`gemm_wgmma`]'s
     /// `BM × BN` tiles of `BM / 64` warpgroups, each `64 × BN` outputs, A (`x` in `T`)
     /// copied as there (`core::wg_copy`, 128-byte swizzle, [`WG_STAGES`] buffers). The
-    /// weights go through registers as in [`gemm_mma_q`] (each thread a run of 32 weights of
-    /// one row per step, `2 · BN` threads), dequantized into the swizzled layout while the
-    /// step's `wgmma`s run (`wq_mainloop`). The prefill path of
-    /// [`crate::ops::quant::qgemm_tc`] on compute capability 9.0.
+    /// weights' bytes of each K step are copied as they lie in the rows (`cp.async`, one step
+    /// further ahead than A) into a ring of [`WG_STAGES`] stages past A and B (rows of
+    /// [`Q_RING_ROW`] words); from there each thread dequantizes a run of 32 weights of one
+    /// row of the next step into B's swizzled layout while the step's `wgmma`s run
+    /// (`wq_mainloop`). The prefill path of [`crate::ops::quant::qgemm_tc`] on compute
+    /// capability 9.0.
     ///
     /// # Safety
     ///
@@ -546,6 +552,7 @@ ptx_kernel! {
         let a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
         let b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(WG_STAGES * BM * 128);
         let b_w: Shared<[u32; WG_STAGES * BN * 32]> = dyn_shared(WG_STAGES * BM * 128);
+        let ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]> = dyn_shared(WG_STAGES * (BM + BN) * 128);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let zs = block_idx_z();
         let kbeg = zs * p.kc;
@@ -553,7 +560,7 @@ ptx_kernel! {
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
-        let acc = wq_mainloop::<T, FMT, BM, BN>(a_s, b_s, b_w, a, w, p, m0, n0, kbeg, kend, tid);
+        let acc = wq_mainloop::<T, FMT, BM, BN>(a_s, b_s, b_w, ring, a, w, p, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         core::wg_to_shared::<BM, BN>(acc, t_s);
@@ -561,15 +568,19 @@ ptx_kernel! {
         core::write_rows::<f32, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
     }
 
-    /// The main loop of [`gemm_wgmma_q`]: `core::wg_mainloop`'s pipeline for A (copies of
-    /// step `kt + WG_STAGES - 2` issued at step `kt`), the weights of step `kt + 1`
-    /// dequantized into their stage after step `kt`'s `wgmma`s are issued (the stage that
-    /// step `kt - 3` read, whose `wgmma`s every warp waited for in step `kt - 1`), those of
-    /// step `kt + 2` then loaded, and step `kt - 1`'s `wgmma`s waited for.
+    /// The main loop of [`gemm_wgmma_q`]. Copy group `g` holds A of step `g` and the raw
+    /// weights of step `g + 1` (the first also step 0's), so that after step `kt`'s wait
+    /// both A of `kt` and the weights of `kt + 1` have landed. Step `kt`: the wait and the
+    /// barrier (which also show B of `kt`, dequantized during step `kt - 1`); the copies of
+    /// A of step `kt + WG_STAGES - 2` and of the weights of `kt + WG_STAGES - 1` (into the
+    /// ring stage that step `kt - 2` dequantized from); the `wgmma`s; the weights of step
+    /// `kt + 1` dequantized into their stage of B (read by the `wgmma`s of step `kt + 1 -
+    /// WG_STAGES`, waited for in step `kt - 2`); step `kt - 1`'s `wgmma`s waited for.
     fn wq_mainloop<T, const FMT: u32, const BM: u32, const BN: u32>(
         a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
         b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]>,
         b_w: Shared<[u32; WG_STAGES * BN * 32]>,
+        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
         a: &[T],
         w: &[u8],
         p: GemmParams,
@@ -587,26 +598,31 @@ ptx_kernel! {
         }
         let ktiles = (span + (row - 1)) / row;
         let inner = (m0 + BM <= p.m) & p.vec_a;
+        let al4 = p.ldb % 4 == 0;
         #[unroll]
         for s in 0..WG_STAGES - 2 {
             let k0 = kbeg + s * row;
             if s < ktiles {
                 wq_load_a::<T, BM>(a_s, s, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
             }
+            if (s == 0) & (ktiles > 0) {
+                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
+            }
+            if s + 1 < ktiles {
+                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
+            }
             cp_async_commit();
         }
         // This thread's row of W and run of each step (`q_lane`; chunks `4 · half ..` of its
         // 128-byte row, each at its swizzled place).
         let lane = q_lane(tid);
-        let wrow_i = lane[0];
-        let ok = (n0 + wrow_i < p.n) & (tid < 2 * BN);
-        let wrow = (n0 + wrow_i) as u64 * p.ldb as u64;
+        let ok = (n0 + lane[0] < p.n) & (tid < 2 * BN);
         let kq = kbeg + 32 * lane[1];
-        let al4 = p.ldb % 4 == 0;
-        let st = wrow_i * 32;
-        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0), al4);
-        wq_store::<T, FMT, BN>(b_w, st, lane, dq::q_pairs::<FMT, T>(raw, kq));
-        raw = dq::q_raw::<FMT>(w, wrow, kq + row, kend, ok & (ktiles > 1), al4);
+        cp_async_wait(WG_STAGES - 3);
+        sync_threads();
+        if ktiles > 0 {
+            wq_dequant::<T, FMT, BN>(ring, b_w, 0, lane, kq, kend, ok);
+        }
         let wg = tid / 128;
         let mut kt = 0u32;
         while kt < ktiles {
@@ -618,6 +634,9 @@ ptx_kernel! {
             if next < ktiles {
                 let k0 = kbeg + next * row;
                 wq_load_a::<T, BM>(a_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
+            }
+            if next + 1 < ktiles {
+                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
             }
             cp_async_commit();
             let ab = (stage * BM + wg * 64) * row;
@@ -635,15 +654,81 @@ ptx_kernel! {
                 wgmma_commit();
             }
             if kt + 1 < ktiles {
-                let kn = kq + (kt + 1) * row;
-                wq_store::<T, FMT, BN>(b_w, st + (kt + 1) % WG_STAGES * (BN * 32), lane, dq::q_pairs::<FMT, T>(raw, kn));
-                raw = dq::q_raw::<FMT>(w, wrow, kn + row, kend, ok & (kt + 2 < ktiles), al4);
+                wq_dequant::<T, FMT, BN>(ring, b_w, (kt + 1) % WG_STAGES, lane, kq + (kt + 1) * row, kend, ok);
             }
             wgmma_wait(1);
             kt += 1;
         }
         wgmma_wait(0);
         acc
+    }
+
+    /// The copies of the weights' bytes of rows `n0 .. n0 + BN` (those inside W) of the K
+    /// step at `k0` into ring stage `stage` (`dq::q_step_src`: word `j` of row `r` at
+    /// `(stage · BN + r) · dq::q_step_stride + j`), `cp.async` of 4 bytes where the rows are
+    /// 4-byte aligned (`al4`), else read 2 bytes at a time and stored (rows of these formats
+    /// are whole 2-byte units).
+    fn wq_ring_copy<const FMT: u32, const BN: u32, const THREADS: u32>(
+        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
+        stage: u32,
+        w: &[u8],
+        p: GemmParams,
+        n0: u32,
+        k0: u32,
+        kend: u32,
+        al4: bool,
+        tid: u32,
+    ) {
+        let words = dq::q_step_words::<FMT>();
+        #[unroll]
+        for q in 0..(BN * 32 + THREADS - 1) / THREADS {
+            let i = tid + q * THREADS;
+            // (The first test is known after unrolling: only the format's turns remain.)
+            if q * THREADS >= BN * words {
+                break;
+            }
+            if i < BN * words {
+                let r = i / words;
+                let j = i % words;
+                let at = (stage * BN + r) * dq::q_step_stride::<FMT>() + j;
+                let mut src = dq::q_step_src::<FMT>(k0, kend, j);
+                if n0 + r >= p.n {
+                    src[1] = 0;
+                }
+                let e = (n0 + r) as u64 * p.ldb as u64 + src[0] as u64;
+                if al4 {
+                    ring.cp_async4_partial(at, w, if src[1] == 0 { 0u64 } else { e }, src[1]);
+                } else {
+                    let mut v = 0u32;
+                    if src[1] > 0 {
+                        v = w.read::<u16>(e) as u32;
+                    }
+                    if src[1] > 2 {
+                        v |= (w.read::<u16>(e + 2) as u32) << 16;
+                    }
+                    ring[at] = v;
+                }
+            }
+        }
+    }
+
+    /// The weights at `k` of this thread's row (`lane`, from ring stage `stage`) as pairs of
+    /// `T` (`dq::q_pairs`, 0 outside W) into the same stage of B (`wq_store`).
+    fn wq_dequant<T, const FMT: u32, const BN: u32>(
+        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
+        b_w: Shared<[u32; WG_STAGES * BN * 32]>,
+        stage: u32,
+        lane: [u32; 2],
+        k: u32,
+        kend: u32,
+        ok: bool,
+    ) {
+        let mut v = [0u32; 16];
+        if ok & (k < kend) {
+            let at = (stage * BN + lane[0]) * dq::q_step_stride::<FMT>();
+            v = dq::q_pairs::<FMT, T>(dq::q_ring::<FMT, { WG_STAGES * BN * Q_RING_ROW }>(ring, at, k), k);
+        }
+        wq_store::<T, FMT, BN>(b_w, lane[0] * 32 + stage * (BN * 32), lane, v);
     }
 
     /// The copies of A of one K step at `k0` into buffer `stage` (`core::wg_copy`; `fast`:

@@ -18,7 +18,9 @@
 
 use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
-use crate::kernels::gemm::{gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK};
+use crate::kernels::gemm::{
+    gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, WG_STAGES,
+};
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
     FMT_Q8_0, QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS,
@@ -972,6 +974,14 @@ fn operand_params(
     )
 }
 
+/// The dynamic shared memory of `gemm_wgmma_q` on `tile`: [`wgmma_shared_bytes`]'s stages of
+/// A and B, then the ring of raw weights ([`WG_STAGES`] stages of `tile.bn` rows of
+/// [`Q_RING_ROW`] words).
+pub fn wgmma_q_shared_bytes(tile: Tile) -> u32 {
+    let ring = WG_STAGES * tile.bn * Q_RING_ROW * std::mem::size_of::<u32>() as u32;
+    wgmma_shared_bytes(tile).max(WG_STAGES * (tile.bm + tile.bn) * 128 + ring)
+}
+
 /// The tensor-core prefill for `g` with weights of format code `fmt`, rows of `row_bytes`, on
 /// `tile`: `gemm_mma_q` on `warps` (`Some((WM, WN))`), or `gemm_wgmma_q` (`None`). `x` is
 /// first rounded into `T` in a buffer of its own (`x_to_half`, rows of a multiple of 8
@@ -1073,7 +1083,7 @@ unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
                 )
             }
             None => {
-                let cfg = LaunchConfig::grid(grid).with_shared_mem(wgmma_shared_bytes(tile));
+                let cfg = LaunchConfig::grid(grid).with_shared_mem(wgmma_q_shared_bytes(tile));
                 gemm_wgmma_q::launch::<T>(
                     stream, cfg, fmt, tile.bm, tile.bn, p, &xh, w, bias, residual, y, None,
                 )

@@ -216,7 +216,6 @@ fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool, al4: b
 /// (4-byte aligned): the block itself there (`ODD` false: scale at byte 0, codes at 2), or 2
 /// bytes on (`ODD`: scale at byte 2, codes at 4, whole words).
 fn q_window<const FMT: u32, const ODD: bool>(w: &[u8], at: u64) -> [u32; 16] {
-    let mut r = [0u32; 16];
     let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
     let mut v = [0u32; 9];
     #[unroll]
@@ -225,6 +224,13 @@ fn q_window<const FMT: u32, const ODD: bool>(w: &[u8], at: u64) -> [u32; 16] {
             v[i] = w.read::<u32>(at + 4 * i as u64);
         }
     }
+    q_window_words::<FMT, ODD>(v)
+}
+
+/// `q_window` on its words `v` (Q4_0 the first 5).
+fn q_window_words<const FMT: u32, const ODD: bool>(v: [u32; 9]) -> [u32; 16] {
+    let mut r = [0u32; 16];
+    let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
     if ODD {
         r[0] = v[0] >> 16;
         #[unroll]
@@ -240,6 +246,101 @@ fn q_window<const FMT: u32, const ODD: bool>(w: &[u8], at: u64) -> [u32; 16] {
             if i + 1 < words {
                 r[1 + i] = (v[i] >> 16) | (v[i + 1] << 16);
             }
+        }
+    }
+    r
+}
+
+/// The words of a row's bytes of one K step of 64 (`k0` a multiple of 64) as the prefill's
+/// ring of raw weights holds them (`q_step_src`), and the words that keeps per row: odd, so
+/// that one word of 32 consecutive rows lies on 32 banks.
+/// - Q8_0, Q4_0: the step's two blocks as they lie in the row (68 or 36 bytes from the
+///   first block's start, 4-byte aligned where the row is: `q_raw`'s pair window);
+/// - Q4_K: the super-block's head (`d`, `dmin`, the 12 scale bytes; words 0 .. 4) and the
+///   32 code bytes of the step's two sub-blocks (words 4 .. 12);
+/// - BF16 / F16: the 64 elements.
+fn q_step_words<const FMT: u32>() -> u32 {
+    if FMT == FMT_Q8_0 {
+        2 * Q8_0_BYTES / 4
+    } else if FMT == FMT_Q4_0 {
+        2 * Q4_0_BYTES / 4
+    } else if FMT == FMT_Q4K {
+        12
+    } else {
+        32
+    }
+}
+
+/// `q_step_words`, and one more where that is even.
+fn q_step_stride<const FMT: u32>() -> u32 {
+    q_step_words::<FMT>() | 1
+}
+
+/// Where word `j` of a row's step at `k0` comes from: `[byte in the row, its bytes]`, the
+/// bytes 0 to 4 (0 past `kend`: the copy zero-fills the rest of the word).
+fn q_step_src<const FMT: u32>(k0: u32, kend: u32, j: u32) -> [u32; 2] {
+    let mut src = [0u32; 2];
+    if k0 < kend {
+        if FMT == FMT_Q4K {
+            let head = k0 / 256 * Q4K_BYTES;
+            src[0] = if j < 4 { head + 4 * j } else { head + 16 + k0 % 256 / 2 + 4 * (j - 4) };
+            src[1] = 4;
+        } else {
+            let mut start = 0u32;
+            let mut len = 0u32;
+            if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+                let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
+                start = k0 / 32 * bytes;
+                len = ((kend - k0 + 31) / 32).min(2) * bytes;
+            } else {
+                start = 2 * k0;
+                len = 2 * (kend - k0).min(64);
+            }
+            src[0] = start + 4 * j;
+            if 4 * j < len {
+                src[1] = (len - 4 * j).min(4);
+            }
+        }
+    }
+    src
+}
+
+/// The words of `q_raw(.., k, ..)` from a row's step in the ring (`q_step_words` from word
+/// `at` of `s`): the same as `q_raw` reads from the row, for the 32 elements at `k` of the
+/// step (`k / 32 % 2` its block of Q8_0 and Q4_0, or half).
+fn q_ring<const FMT: u32, const LEN: u32>(s: Shared<[u32; LEN]>, at: u32, k: u32) -> [u32; 16] {
+    let mut r = [0u32; 16];
+    let half = k / 32 % 2;
+    if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+        let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
+        // The odd block's window starts 2 bytes before it, at word `(bytes - 2) / 4`.
+        let from = at + half * ((if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES } - 2) / 4);
+        let mut v = [0u32; 9];
+        #[unroll]
+        for i in 0..9 {
+            if i < words {
+                v[i] = s[from + i];
+            }
+        }
+        r = if half == 0 {
+            q_window_words::<FMT, false>(v)
+        } else {
+            q_window_words::<FMT, true>(v)
+        };
+    } else if FMT == FMT_Q4K {
+        // The scale bytes `j`, `j + 4`, `j + 8` of sub-block `k % 256 / 32` (`j` its
+        // index mod 4): byte `j` of the head's words 1, 2 and 3.
+        r[0] = s[at];
+        let j = k % 256 / 32 % 4;
+        r[1] = ((s[at + 1] >> (8 * j)) & 0xFF) | (((s[at + 2] >> (8 * j)) & 0xFF) << 8) | (((s[at + 3] >> (8 * j)) & 0xFF) << 16);
+        #[unroll]
+        for i in 0..8 {
+            r[2 + i] = s[at + 4 + i];
+        }
+    } else {
+        #[unroll]
+        for i in 0..16 {
+            r[i] = s[at + 16 * half + i];
         }
     }
     r
