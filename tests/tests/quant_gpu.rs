@@ -11,7 +11,7 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::emulator::EmulatorConfig;
-use pagesift_gpu::ops::gemm::{F32_TILES, WGMMA_CC};
+use pagesift_gpu::ops::gemm::{Tile, F32_TILES, WGMMA_CC};
 use pagesift_gpu::ops::quant::{
     format_code, group_elements, pick, pick_int8, qgemm, qgemm_with, tc_plan, tc_plan_int8,
     tc_prefill_tiles, tc_shape, tc_warp_options, wgmma_prefill_tiles, QKernel, FORMATS,
@@ -378,6 +378,14 @@ fn prefill_tc_every_variant() {
             }
         }
     }
+    for tile in tc_prefill_tiles() {
+        ring_edges(
+            &gpu,
+            "quant_gpu::prefill_tc_every_variant",
+            tile,
+            |tile, half| QKernel::PrefillTc { tile, half },
+        );
+    }
 }
 
 /// The Hopper prefill kernel (`gemm_wgmma_q`) at every format, input type and tile,
@@ -439,17 +447,22 @@ fn prefill_wgmma_every_variant() {
             }
         }
     }
-    // The edges of the ring of raw weights: rows that are not 4-byte aligned (an odd number
-    // of blocks or of 16-bit elements, read 2 bytes at a time), a last K step of one block
-    // or of fewer than 64 elements, more K steps than the ring has stages, and a last tile
-    // of 3 rows.
+    ring_edges(&gpu, name, wgmma_prefill_tiles()[0], |tile, half| {
+        QKernel::PrefillWgmma { tile, half }
+    });
+}
+
+/// The edges of the prefill kernels' ring of raw weights on `tile`, for each format and input
+/// type (`kernel` of the tile and type): rows that are not 4-byte aligned (an odd number of
+/// blocks or of 16-bit elements, read 2 bytes at a time), a last K step of one block or of
+/// fewer than 64 elements, more K steps than the ring has stages, and a last tile of 3 rows.
+fn ring_edges(gpu: &Gpu, name: &str, tile: Tile, kernel: impl Fn(Tile, Dtype) -> QKernel) {
     for (f, format) in FORMATS.into_iter().enumerate() {
         let n_in = match format {
             WeightFormat::Q4K => 3 * 256,
             WeightFormat::Bf16 | WeightFormat::F16 => 389,
             _ => 13 * format.block_elements(),
         };
-        let tile = wgmma_prefill_tiles()[0];
         let n_out = tile.bn as usize + 3;
         let g = Gemm::new(PREFILL_MIN_TOKENS + 5, n_out, n_in, BLayout::NK)
             .with_lds(n_in + 1, n_in, n_out)
@@ -464,8 +477,7 @@ fn prefill_wgmma_every_variant() {
             seed: 9900 + f as u64,
         };
         for half in TC_PREFILL_TYPES {
-            let kernel = QKernel::PrefillWgmma { tile, half };
-            if let Err(e) = check(&gpu, &case, Some(kernel)) {
+            if let Err(e) = check(gpu, &case, Some(kernel(tile, half))) {
                 panic!("{name}: edge case {n_out} x {n_in}: {e}");
             }
         }

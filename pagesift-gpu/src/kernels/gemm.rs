@@ -257,6 +257,10 @@ ptx_kernel! {
 
     /// The K step of [`gemm_mma_q`]: 128 bytes of each row of its 16-bit stages.
     pub const Q_BK: u32 = 64;
+    /// The words per row of a stage of the prefill kernels' rings of raw weight bytes
+    /// ([`gemm_mma_q`], [`gemm_wgmma_q`]): the most of any format (`dq::q_step_stride`, BF16
+    /// and F16's 32 words and one more).
+    pub const Q_RING_ROW: u32 = 33;
 
     /// `x` (`m` rows of `k` f32 at `lda`) rounded to nearest even into `T` (f16 or bf16),
     /// rows `ldh` apart (elements `k .. ldh` of a row left as they are): the activations of
@@ -300,11 +304,12 @@ ptx_kernel! {
     /// (`dq::FMT_*`; rows of `p.ldb` bytes, read as they are) and the activations `x` in `T`
     /// (f16 or bf16, rounded from f32 by [`x_to_half`]): [`gemm_mma`]'s `BM × BN` tiles of
     /// `WM × WN` warps and its `mma` steps (`core::tc_step`) on stages of [`Q_BK`] of K. A is
-    /// copied as in [`gemm_mma`] (`cp.async`, [`STAGES`] deep); the weights go through
-    /// registers: each thread loads the bytes of one run of 32 weights of one row a step
-    /// ahead (`dq::q_raw`), and after the step's `mma`s dequantizes them to `T` (each the f32
-    /// value of ggml's dequantization rounded once, `dq::q_pairs`) into the next stage. The
-    /// prefill path of [`crate::ops::quant::qgemm_tc`].
+    /// copied as in [`gemm_mma`] (`cp.async`, [`STAGES`] deep); the weights' bytes of each K
+    /// step are copied as they lie in the rows (`cp.async`, one step further ahead than A)
+    /// into a ring of [`STAGES`] stages past A and B (rows of [`Q_RING_ROW`] words), from
+    /// where each thread dequantizes a run of 32 weights of one row of the next step to `T`
+    /// (each the f32 value of ggml's dequantization rounded once, `dq::q_pairs`) after the
+    /// step's `mma`s. The prefill path of [`crate::ops::quant::qgemm_tc`].
     ///
     /// # Safety
     ///
@@ -332,6 +337,7 @@ ptx_kernel! {
         let b_s: Shared<[T; STAGES * BN * (Q_BK + Q_BK / 8)]> = dyn_shared(STAGES * BM * TC_ROW);
         // The stages of B as words, for the loader's 16-byte stores of pairs.
         let b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]> = dyn_shared(STAGES * BM * TC_ROW);
+        let ring: Shared<[u32; STAGES * BN * Q_RING_ROW]> = dyn_shared(STAGES * (BM + BN) * TC_ROW);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let zs = block_idx_z();
         let kbeg = zs * p.kc;
@@ -339,7 +345,7 @@ ptx_kernel! {
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
-        let acc = q_mainloop::<T, FMT, BM, BN, WM, WN>(a_s, b_s, b_w, a, w, p, m0, n0, kbeg, kend, tid);
+        let acc = q_mainloop::<T, FMT, BM, BN, WM, WN>(a_s, b_s, b_w, ring, a, w, p, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
@@ -349,17 +355,21 @@ ptx_kernel! {
     }
 
     /// The main loop of [`gemm_mma_q`] over the K steps of `kbeg..kend`: A through the
-    /// `cp.async` pipeline (`core::tc_load`'s copies of A), the weights through registers,
-    /// thread `tid` taking one run of 32 weights of one row of each step (`q_lane`; the tiles
-    /// have `2 · BN` threads). Step `kt`: its copies of A waited for,
-    /// the barrier (which also shows its weights, stored during the step before), the copies
-    /// of A of step `kt + STAGES - 1`, the `mma`s, then the weights of step `kt + 1`
-    /// dequantized into their stage (last read by step `kt + 1 - STAGES`, before the
-    /// barrier) and those of step `kt + 2` loaded.
+    /// `cp.async` pipeline (`core::tc_load`'s copies of A), the weights' bytes through a ring
+    /// of [`STAGES`] stages of raw weights (`q_ring_copy`, one step further ahead than A),
+    /// thread `tid` dequantizing one run of 32 weights of one row of each step (`q_lane`;
+    /// the tiles have `2 · BN` threads). Copy group `g` holds A of step `g` and the weights
+    /// of step `g + 1` (the first also step 0's). Step `kt`: its copies waited for, the
+    /// barrier (which also shows B of `kt`, dequantized during the step before), the copies
+    /// of A of step `kt + STAGES - 1` and of the weights of `kt + STAGES` (into the ring
+    /// stage step `kt - 1` dequantized from), the `mma`s, then the weights of step `kt + 1`
+    /// dequantized into their stage of B (last read by step `kt + 1 - STAGES`, before the
+    /// barrier).
     fn q_mainloop<T, const FMT: u32, const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
         a_s: Shared<[T; STAGES * BM * (Q_BK + Q_BK / 8)]>,
         b_s: Shared<[T; STAGES * BN * (Q_BK + Q_BK / 8)]>,
         b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]>,
+        ring: Shared<[u32; STAGES * BN * Q_RING_ROW]>,
         a: &[T],
         w: &[u8],
         p: GemmParams,
@@ -376,25 +386,31 @@ ptx_kernel! {
         }
         let ktiles = (span + (Q_BK - 1)) / Q_BK;
         let inner = (m0 + BM <= p.m) & p.vec_a;
+        let al4 = p.ldb % 4 == 0;
         #[unroll]
         for s in 0..STAGES - 1 {
             let k0 = kbeg + s * Q_BK;
             if s < ktiles {
                 q_load_a::<T, BM, WM, WN>(a_s, s, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
             }
+            if (s == 0) & (ktiles > 0) {
+                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
+            }
+            if s + 1 < ktiles {
+                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + Q_BK, kend, al4, tid);
+            }
             cp_async_commit();
         }
         // This thread's row of W and run of each step (`q_lane`).
         let lane = q_lane(tid);
-        let row = n0 + lane[0];
-        let ok = (row < p.n) & (tid < 2 * BN);
-        let wrow = row as u64 * p.ldb as u64;
+        let ok = (n0 + lane[0] < p.n) & (tid < 2 * BN);
         let kq = kbeg + 32 * lane[1];
-        let al4 = p.ldb % 4 == 0;
         let st = lane[0] * ((Q_BK + Q_BK / 8) / 2) + 16 * lane[1];
-        let mut raw = dq::q_raw::<FMT>(w, wrow, kq, kend, ok & (ktiles > 0), al4);
-        q_store::<T, FMT, BN>(b_w, st, dq::q_pairs::<FMT, T>(raw, kq));
-        raw = dq::q_raw::<FMT>(w, wrow, kq + Q_BK, kend, ok & (ktiles > 1), al4);
+        cp_async_wait(STAGES - 2);
+        sync_threads();
+        if ktiles > 0 {
+            q_store::<T, FMT, BN>(b_w, st, q_ring_pairs::<T, FMT, BN, { STAGES * BN * Q_RING_ROW }>(ring, 0, lane[0], kq, kend, ok));
+        }
         let reads = core::tc_reads::<T, BM, BN, WM, WN, true, { Q_BK + Q_BK / 8 }>(tid);
         let a_end = core::tc_a_end::<T, BM, WM, true, Q_BK, { Q_BK + Q_BK / 8 }>();
         let b_end = core::tc_b_end::<T, BN, WN, true, Q_BK, { Q_BK + Q_BK / 8 }>();
@@ -404,10 +420,14 @@ ptx_kernel! {
             cp_async_wait(STAGES - 2);
             sync_threads();
             let next = kt + STAGES - 1;
+            // The stage before this one: A's of step `kt + STAGES - 1`.
+            let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
             if next < ktiles {
-                let ns = if stage == 0 { STAGES - 1 } else { stage - 1 };
                 let k0 = kbeg + next * Q_BK;
                 q_load_a::<T, BM, WM, WN>(a_s, ns, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+            }
+            if next + 1 < ktiles {
+                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, stage, w, p, n0, kbeg + (next + 1) * Q_BK, kend, al4, tid);
             }
             cp_async_commit();
             let ao = reads[0] + stage * (BM * (Q_BK + Q_BK / 8));
@@ -417,9 +437,8 @@ ptx_kernel! {
             }
             stage = if stage == STAGES - 1 { 0 } else { stage + 1 };
             if kt + 1 < ktiles {
-                let kn = kq + (kt + 1) * Q_BK;
-                q_store::<T, FMT, BN>(b_w, st + stage * (BN * (Q_BK + Q_BK / 8) / 2), dq::q_pairs::<FMT, T>(raw, kn));
-                raw = dq::q_raw::<FMT>(w, wrow, kn + Q_BK, kend, ok & (kt + 2 < ktiles), al4);
+                let v = q_ring_pairs::<T, FMT, BN, { STAGES * BN * Q_RING_ROW }>(ring, stage, lane[0], kq + (kt + 1) * Q_BK, kend, ok);
+                q_store::<T, FMT, BN>(b_w, st + stage * (BN * (Q_BK + Q_BK / 8) / 2), v);
             }
             kt += 1;
         }
@@ -450,7 +469,7 @@ ptx_kernel! {
     /// Which run of the weights' steps thread `tid` loads: `[row, half]`, row `row` of the
     /// tile and weights `32 · half ..` of each step. A warp takes one half of 32 rows, so that
     /// the half (odd or even block of Q8_0 and Q4_0, read from different places of their
-    /// pair's words: `dq::q_raw`) is the same across it; warps `2i` and `2i + 1` take the two
+    /// pair's words: `dq::q_ring`) is the same across it; warps `2i` and `2i + 1` take the two
     /// halves of rows `32 i ..`.
     fn q_lane(tid: u32) -> [u32; 2] {
         [tid / 64 * 32 + tid % 32, tid / 32 % 2]
@@ -515,10 +534,6 @@ ptx_kernel! {
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
-
-    /// The words per row of a stage of [`gemm_wgmma_q`]'s ring of raw weight bytes: the most
-    /// of any format (`dq::q_step_stride`, BF16 and F16's 32 words and one more).
-    pub const Q_RING_ROW: u32 = 33;
 
     /// [`gemm_mma_q`] on Hopper's warpgroup tensor cores (`wgmma`, sm_90a): [`gemm_wgmma`]'s
     /// `BM × BN` tiles of `BM / 64` warpgroups, each `64 × BN` outputs, A (`x` in `T`)
@@ -606,10 +621,10 @@ ptx_kernel! {
                 wq_load_a::<T, BM>(a_s, s, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
             }
             if (s == 0) & (ktiles > 0) {
-                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
             }
             if s + 1 < ktiles {
-                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
             }
             cp_async_commit();
         }
@@ -621,7 +636,7 @@ ptx_kernel! {
         cp_async_wait(WG_STAGES - 3);
         sync_threads();
         if ktiles > 0 {
-            wq_dequant::<T, FMT, BN>(ring, b_w, 0, lane, kq, kend, ok);
+            wq_store::<T, FMT, BN>(b_w, lane[0] * 32, lane, q_ring_pairs::<T, FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, lane[0], kq, kend, ok));
         }
         let wg = tid / 128;
         let mut kt = 0u32;
@@ -636,7 +651,7 @@ ptx_kernel! {
                 wq_load_a::<T, BM>(a_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
             }
             if next + 1 < ktiles {
-                wq_ring_copy::<FMT, BN, { BM / 64 * 128 }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
             }
             cp_async_commit();
             let ab = (stage * BM + wg * 64) * row;
@@ -654,7 +669,9 @@ ptx_kernel! {
                 wgmma_commit();
             }
             if kt + 1 < ktiles {
-                wq_dequant::<T, FMT, BN>(ring, b_w, (kt + 1) % WG_STAGES, lane, kq + (kt + 1) * row, kend, ok);
+                let sn = (kt + 1) % WG_STAGES;
+                let v = q_ring_pairs::<T, FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, sn, lane[0], kq + (kt + 1) * row, kend, ok);
+                wq_store::<T, FMT, BN>(b_w, lane[0] * 32 + sn * (BN * 32), lane, v);
             }
             wgmma_wait(1);
             kt += 1;
@@ -664,12 +681,12 @@ ptx_kernel! {
     }
 
     /// The copies of the weights' bytes of rows `n0 .. n0 + BN` (those inside W) of the K
-    /// step at `k0` into ring stage `stage` (`dq::q_step_src`: word `j` of row `r` at
-    /// `(stage · BN + r) · dq::q_step_stride + j`), `cp.async` of 4 bytes where the rows are
-    /// 4-byte aligned (`al4`), else read 2 bytes at a time and stored (rows of these formats
-    /// are whole 2-byte units).
-    fn wq_ring_copy<const FMT: u32, const BN: u32, const THREADS: u32>(
-        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
+    /// step at `k0` into stage `stage` of a prefill kernel's ring of raw weights
+    /// (`dq::q_step_src`: word `j` of row `r` at `(stage · BN + r) · dq::q_step_stride + j`),
+    /// `cp.async` of 4 bytes where the rows are 4-byte aligned (`al4`), else read 2 bytes at
+    /// a time and stored (rows of these formats are whole 2-byte units).
+    fn q_ring_copy<const FMT: u32, const BN: u32, const THREADS: u32, const LEN: u32>(
+        ring: Shared<[u32; LEN]>,
         stage: u32,
         w: &[u8],
         p: GemmParams,
@@ -712,23 +729,15 @@ ptx_kernel! {
         }
     }
 
-    /// The weights at `k` of this thread's row (`lane`, from ring stage `stage`) as pairs of
-    /// `T` (`dq::q_pairs`, 0 outside W) into the same stage of B (`wq_store`).
-    fn wq_dequant<T, const FMT: u32, const BN: u32>(
-        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
-        b_w: Shared<[u32; WG_STAGES * BN * 32]>,
-        stage: u32,
-        lane: [u32; 2],
-        k: u32,
-        kend: u32,
-        ok: bool,
-    ) {
+    /// The 32 weights at `k` of row `row` of ring stage `stage` as 16 pairs of `T`
+    /// (`dq::q_pairs`; 0 where not `ok` or past `kend`).
+    fn q_ring_pairs<T, const FMT: u32, const BN: u32, const LEN: u32>(ring: Shared<[u32; LEN]>, stage: u32, row: u32, k: u32, kend: u32, ok: bool) -> [u32; 16] {
         let mut v = [0u32; 16];
         if ok & (k < kend) {
-            let at = (stage * BN + lane[0]) * dq::q_step_stride::<FMT>();
-            v = dq::q_pairs::<FMT, T>(dq::q_ring::<FMT, { WG_STAGES * BN * Q_RING_ROW }>(ring, at, k), k);
+            let at = (stage * BN + row) * dq::q_step_stride::<FMT>();
+            v = dq::q_pairs::<FMT, T>(dq::q_ring::<FMT, LEN>(ring, at, k), k);
         }
-        wq_store::<T, FMT, BN>(b_w, lane[0] * 32 + stage * (BN * 32), lane, v);
+        v
     }
 
     /// The copies of A of one K step at `k0` into buffer `stage` (`core::wg_copy`; `fast`:

@@ -19,7 +19,8 @@
 use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{
-    gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, WG_STAGES,
+    gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, STAGES, TC_ROW,
+    WG_STAGES,
 };
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
@@ -354,7 +355,8 @@ fn tc_prefill_warps(tile: Tile) -> Option<(u32, u32)> {
 /// the weights' view starts 4-byte aligned, on compute capability 9.0
 /// [`QKernel::PrefillWgmma`] on its tile where that gives at least half the multiprocessors
 /// a block, elsewhere [`QKernel::PrefillTc`] on the largest tile of [`tc_prefill_tiles`] that
-/// gives every multiprocessor a block (else the smallest); else [`pick`]'s.
+/// gives every multiprocessor a block (else the smallest); of the tiles whose shared memory
+/// the device allows a block; else [`pick`]'s.
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for a `half` other than F16 or BF16; those of [`pick`].
@@ -374,13 +376,18 @@ pub fn pick_tc(
         && props.compute_capability >= (8, 0)
     {
         let sms = props.sm_count as usize;
+        let optin = props.max_shared_per_block_optin;
         let blocks = |t: &Tile| g.m.div_ceil(t.bm as usize) * g.n.div_ceil(t.bn as usize);
         if props.compute_capability == WGMMA_CC {
-            if let Some(&tile) = wgmma_prefill_tiles().iter().find(|t| 2 * blocks(t) >= sms) {
+            if let Some(&tile) = wgmma_prefill_tiles()
+                .iter()
+                .find(|t| 2 * blocks(t) >= sms && wgmma_q_shared_bytes(**t) <= optin)
+            {
                 return Ok(QKernel::PrefillWgmma { tile, half });
             }
         }
-        let tiles = tc_prefill_tiles();
+        let mut tiles = tc_prefill_tiles();
+        tiles.retain(|t| mma_q_shared_bytes(*t) <= optin);
         if let Some(&tile) = tiles.iter().find(|t| blocks(t) >= sms).or(tiles.last()) {
             return Ok(QKernel::PrefillTc { tile, half });
         }
@@ -595,6 +602,20 @@ pub fn qgemm_with(
                 cc.0,
                 cc.1
             )));
+        }
+        let shared = if wgmma {
+            wgmma_q_shared_bytes(tile)
+        } else {
+            mma_q_shared_bytes(tile)
+        };
+        let optin = stream.gpu().props().max_shared_per_block_optin;
+        if shared > optin {
+            return Err(Error::from(error::Unsupported {
+                kernel: kernel.to_string(),
+                reason: format!(
+                    "it needs {shared} bytes of shared memory per block, the device allows {optin}"
+                ),
+            }));
         }
         let kind = if wgmma { None } else { Some(warps) };
         // SAFETY: `g` and the operands passed the checks above (`validate`, the weights'
@@ -974,12 +995,24 @@ fn operand_params(
     )
 }
 
+/// The bytes of a prefill kernel's ring of raw weights: `stages` stages of `tile.bn` rows
+/// of [`Q_RING_ROW`] words.
+fn ring_bytes(tile: Tile, stages: u32) -> u32 {
+    stages * tile.bn * Q_RING_ROW * std::mem::size_of::<u32>() as u32
+}
+
+/// The dynamic shared memory of `gemm_mma_q` on `tile`: [`mma_shared_bytes`]'s stages of A
+/// and B, then the ring of raw weights ([`STAGES`] stages).
+pub fn mma_q_shared_bytes(tile: Tile) -> u32 {
+    mma_shared_bytes(tile, false)
+        .max(STAGES * (tile.bm + tile.bn) * TC_ROW + ring_bytes(tile, STAGES))
+}
+
 /// The dynamic shared memory of `gemm_wgmma_q` on `tile`: [`wgmma_shared_bytes`]'s stages of
-/// A and B, then the ring of raw weights ([`WG_STAGES`] stages of `tile.bn` rows of
-/// [`Q_RING_ROW`] words).
+/// A and B, then the ring of raw weights ([`WG_STAGES`] stages).
 pub fn wgmma_q_shared_bytes(tile: Tile) -> u32 {
-    let ring = WG_STAGES * tile.bn * Q_RING_ROW * std::mem::size_of::<u32>() as u32;
-    wgmma_shared_bytes(tile).max(WG_STAGES * (tile.bm + tile.bn) * 128 + ring)
+    wgmma_shared_bytes(tile)
+        .max(WG_STAGES * (tile.bm + tile.bn) * 128 + ring_bytes(tile, WG_STAGES))
 }
 
 /// The tensor-core prefill for `g` with weights of format code `fmt`, rows of `row_bytes`, on
@@ -1077,7 +1110,7 @@ unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
     unsafe {
         match warps {
             Some((wm, wn)) => {
-                let cfg = LaunchConfig::grid(grid).with_shared_mem(mma_shared_bytes(tile, false));
+                let cfg = LaunchConfig::grid(grid).with_shared_mem(mma_q_shared_bytes(tile));
                 gemm_mma_q::launch::<T>(
                     stream, cfg, fmt, tile.bm, tile.bn, wm, wn, p, &xh, w, bias, residual, y, None,
                 )

@@ -132,102 +132,9 @@ fn dequant4<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32) -> [f32; 4] {
     v
 }
 
-/// The bytes of the 32 weights `k .. k + 32` (`k` a multiple of 32) of the row at byte
-/// `row` of `w` in format `FMT`, as the tensor-core prefill's loader holds them between its
-/// loads and `q_pairs` (0 where `!ok` or past `kend`; the block formats' rows hold whole
-/// blocks, so that such a run lies inside one block, all in or all past `kend`):
-/// - Q8_0 / Q4_0: word 0 the block's f16 scale, words 1.. its 32 code bytes (Q4_0: 16);
-/// - Q4_K: word 0 the super-block's `d | dmin << 16`, word 1 the scale bytes `j`, `j + 4`
-///   and `j + 8` of sub-block `s = k % 256 / 32` (`j = s % 4`) in bytes 0, 1, 2, words
-///   2 .. 10 the 32 code bytes of the sub-block (its nibbles: `s % 2`);
-/// - BF16 / F16: the 32 elements, two to a word (0 past `kend`).
-///
-/// With `al4` (rows and `w`'s start 4-byte aligned) the reads are words: a pair of Q8_0 or
-/// Q4_0 blocks (`k / 32` even, then odd) starts 4-byte aligned, so that each block's bytes
-/// lie in a window of words from its pair's start (the even block) or 16 / 32 bytes on (the
-/// odd one), its scale in the low or high half of the window's first word and its codes 2 or
-/// 4 bytes on (`q_window`). Else they are 2 bytes at a time (Q4_K's 4: its rows are whole
-/// 144-byte super-blocks), which rows of a format have where the view starts 4-byte aligned.
-fn q_raw<const FMT: u32>(w: &[u8], row: u64, k: u32, kend: u32, ok: bool, al4: bool) -> [u32; 16] {
-    let mut r = [0u32; 16];
-    if ok & (k < kend) {
-        if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
-            let bytes = if FMT == FMT_Q8_0 {
-                Q8_0_BYTES
-            } else {
-                Q4_0_BYTES
-            };
-            if al4 {
-                let pair = row + (k / 64 * 2 * bytes) as u64;
-                if k / 32 % 2 == 0 {
-                    r = q_window::<FMT, false>(w, pair);
-                } else {
-                    r = q_window::<FMT, true>(w, pair + (bytes - 2) as u64);
-                }
-            } else {
-                let off = row + (k / 32 * bytes) as u64;
-                r[0] = w.read::<u16>(off) as u32;
-                #[unroll]
-                for i in 0..8 {
-                    if (FMT == FMT_Q8_0) | (i < 4) {
-                        let at = off + 2 + 4 * i as u64;
-                        r[1 + i] =
-                            (w.read::<u16>(at) as u32) | ((w.read::<u16>(at + 2) as u32) << 16);
-                    }
-                }
-            }
-        } else if FMT == FMT_Q4K {
-            let off = row + (k / 256 * Q4K_BYTES) as u64;
-            let s = k % 256 / 32;
-            let j = (s % 4) as u64;
-            r[0] = w.read::<u32>(off);
-            r[1] = (w[off + 4 + j] as u32)
-                | ((w[off + 8 + j] as u32) << 8)
-                | ((w[off + 12 + j] as u32) << 16);
-            #[unroll]
-            for i in 0..8 {
-                r[2 + i] = w.read::<u32>(off + 16 + (32 * (s / 2) + 4 * i) as u64);
-            }
-        } else if al4 & (k + 32 <= kend) {
-            #[unroll]
-            for i in 0..16 {
-                r[i] = w.read::<u32>(row + 2 * (k + 2 * i) as u64);
-            }
-        } else {
-            #[unroll]
-            for i in 0..16 {
-                let e = k + 2 * i;
-                let mut lo = 0u32;
-                let mut hi = 0u32;
-                if e < kend {
-                    lo = w.read::<u16>(row + 2 * e as u64) as u32;
-                }
-                if e + 1 < kend {
-                    hi = w.read::<u16>(row + 2 * (e + 1) as u64) as u32;
-                }
-                r[i] = lo | (hi << 16);
-            }
-        }
-    }
-    r
-}
-
-/// A Q8_0 or Q4_0 block as `q_raw` lays it out, read as words from the window at byte `at`
-/// (4-byte aligned): the block itself there (`ODD` false: scale at byte 0, codes at 2), or 2
-/// bytes on (`ODD`: scale at byte 2, codes at 4, whole words).
-fn q_window<const FMT: u32, const ODD: bool>(w: &[u8], at: u64) -> [u32; 16] {
-    let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
-    let mut v = [0u32; 9];
-    #[unroll]
-    for i in 0..9 {
-        if i < words {
-            v[i] = w.read::<u32>(at + 4 * i as u64);
-        }
-    }
-    q_window_words::<FMT, ODD>(v)
-}
-
-/// `q_window` on its words `v` (Q4_0 the first 5).
+/// A Q8_0 or Q4_0 block from the words `v` of its window (Q4_0 the first 5; 4-byte aligned):
+/// the block itself there (`ODD` false: scale at byte 0, codes at 2), or 2 bytes on (`ODD`:
+/// scale at byte 2, codes at 4, whole words); as `q_ring` lays it out for `q_pairs`.
 fn q_window_words<const FMT: u32, const ODD: bool>(v: [u32; 9]) -> [u32; 16] {
     let mut r = [0u32; 16];
     let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
@@ -255,7 +162,8 @@ fn q_window_words<const FMT: u32, const ODD: bool>(v: [u32; 9]) -> [u32; 16] {
 /// ring of raw weights holds them (`q_step_src`), and the words that keeps per row: odd, so
 /// that one word of 32 consecutive rows lies on 32 banks.
 /// - Q8_0, Q4_0: the step's two blocks as they lie in the row (68 or 36 bytes from the
-///   first block's start, 4-byte aligned where the row is: `q_raw`'s pair window);
+///   first block's start, 4-byte aligned where the row is: a pair of blocks starts at a
+///   multiple of 4 bytes);
 /// - Q4_K: the super-block's head (`d`, `dmin`, the 12 scale bytes; words 0 .. 4) and the
 ///   32 code bytes of the step's two sub-blocks (words 4 .. 12);
 /// - BF16 / F16: the 64 elements.
@@ -305,9 +213,16 @@ fn q_step_src<const FMT: u32>(k0: u32, kend: u32, j: u32) -> [u32; 2] {
     src
 }
 
-/// The words of `q_raw(.., k, ..)` from a row's step in the ring (`q_step_words` from word
-/// `at` of `s`): the same as `q_raw` reads from the row, for the 32 elements at `k` of the
-/// step (`k / 32 % 2` its block of Q8_0 and Q4_0, or half).
+/// The bytes of the 32 weights `k .. k + 32` (`k` a multiple of 32) of a row's step in the
+/// ring (`q_step_words` from word `at` of `s`) as `q_pairs` takes them (the block formats'
+/// rows hold whole blocks, so that such a run lies inside one block):
+/// - Q8_0 / Q4_0: word 0 the block's f16 scale, words 1.. its 32 code bytes (Q4_0: 16),
+///   from the window of the block `k / 32 % 2` of the step's pair: the even block at the
+///   pair's start, the odd one 2 bytes before its own start (`q_window_words`);
+/// - Q4_K: word 0 the super-block's `d | dmin << 16`, word 1 the scale bytes `j`, `j + 4`
+///   and `j + 8` of sub-block `s = k % 256 / 32` (`j = s % 4`) in bytes 0, 1, 2, words
+///   2 .. 10 the 32 code bytes of the sub-block (its nibbles: `s % 2`);
+/// - BF16 / F16: the 32 elements, two to a word (0 past the row's end: the copies zero-fill).
 fn q_ring<const FMT: u32, const LEN: u32>(s: Shared<[u32; LEN]>, at: u32, k: u32) -> [u32; 16] {
     let mut r = [0u32; 16];
     let half = k / 32 % 2;
@@ -365,7 +280,7 @@ fn pack_pair<T>(lo: f32, hi: f32) -> u32 {
     v
 }
 
-/// The weights of `q_raw(.., k, ..)` as 16 pairs of `T` (f16 or bf16; weight `2i` in the low
+/// The weights of `q_ring(.., k)` as 16 pairs of `T` (f16 or bf16; weight `2i` in the low
 /// half of word `i`): each the f32 value of `dequant4` (ggml's dequantization) rounded once
 /// to nearest even, the float formats passed as they are where their type is `T`.
 fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
