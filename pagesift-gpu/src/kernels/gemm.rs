@@ -394,10 +394,10 @@ ptx_kernel! {
                 q_load_a::<T, BM, WM, WN>(a_s, s, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
             }
             if (s == 0) & (ktiles > 0) {
-                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
             }
             if s + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + Q_BK, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + Q_BK, kend, al4, tid);
             }
             cp_async_commit();
         }
@@ -427,7 +427,7 @@ ptx_kernel! {
                 q_load_a::<T, BM, WM, WN>(a_s, ns, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
             }
             if next + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { WM * WN * 32 }, { STAGES * BN * Q_RING_ROW }>(ring, stage, w, p, n0, kbeg + (next + 1) * Q_BK, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { STAGES * BN * Q_RING_ROW }>(ring, stage, w, p, n0, kbeg + (next + 1) * Q_BK, kend, al4, tid);
             }
             cp_async_commit();
             let ao = reads[0] + stage * (BM * (Q_BK + Q_BK / 8));
@@ -478,7 +478,7 @@ ptx_kernel! {
     /// A thread's 32 weights as pairs (`dq::q_pairs`) into the words of a stage of B from
     /// word `at` (its row's run: four 16-byte stores; threads past `2 · BN` have none).
     fn q_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; STAGES * BN * (Q_BK + Q_BK / 8) / 2]>, at: u32, v: [u32; 16]) {
-        if thread_idx_x() < 2 * BN {
+        if (thread_idx_x() < 2 * BN) & ((at as u64) + 16 <= b_w.len() as u64) {
             #[unroll]
             for j in 0..4 {
                 b_w.store4(at + 4 * j, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
@@ -621,10 +621,10 @@ ptx_kernel! {
                 wq_load_a::<T, BM>(a_s, s, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
             }
             if (s == 0) & (ktiles > 0) {
-                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
             }
             if s + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
             }
             cp_async_commit();
         }
@@ -651,7 +651,7 @@ ptx_kernel! {
                 wq_load_a::<T, BM>(a_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
             }
             if next + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { BM / 64 * 128 }, { WG_STAGES * BN * Q_RING_ROW }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
+                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
             }
             cp_async_commit();
             let ab = (stage * BM + wg * 64) * row;
@@ -681,11 +681,15 @@ ptx_kernel! {
     }
 
     /// The copies of the weights' bytes of rows `n0 .. n0 + BN` (those inside W) of the K
-    /// step at `k0` into stage `stage` of a prefill kernel's ring of raw weights
-    /// (`dq::q_step_src`: word `j` of row `r` at `(stage · BN + r) · dq::q_step_stride + j`),
-    /// `cp.async` of 4 bytes where the rows are 4-byte aligned (`al4`), else read 2 bytes at
-    /// a time and stored (rows of these formats are whole 2-byte units).
-    fn q_ring_copy<const FMT: u32, const BN: u32, const THREADS: u32, const LEN: u32>(
+    /// step at `k0` into stage `stage` of a prefill kernel's ring of raw weights, `2 · BN`
+    /// threads: thread `tid` copies part `tid / BN` of row `tid % BN` (`dq::q_step_src`:
+    /// word `j` of the part at `(stage · BN + row) · dq::q_step_stride + part ·
+    /// dq::q_part_words + j`). Where the rows are 4-byte aligned (`al4`) and the part lies
+    /// inside W and the step inside K, its words go by `cp.async` of 4 bytes from one run of
+    /// the row; else word by word, each `cp.async` shrunk to the bytes inside the step (or,
+    /// without `al4`, read 2 bytes at a time and stored: rows of these formats are whole
+    /// 2-byte units).
+    fn q_ring_copy<const FMT: u32, const BN: u32, const LEN: u32>(
         ring: Shared<[u32; LEN]>,
         stage: u32,
         w: &[u8],
@@ -696,34 +700,47 @@ ptx_kernel! {
         al4: bool,
         tid: u32,
     ) {
-        let words = dq::q_step_words::<FMT>();
-        #[unroll]
-        for q in 0..(BN * 32 + THREADS - 1) / THREADS {
-            let i = tid + q * THREADS;
-            // (The first test is known after unrolling: only the format's turns remain.)
-            if q * THREADS >= BN * words {
-                break;
+        let r = tid % BN;
+        let part = tid / BN;
+        let words = dq::q_part_words::<FMT>();
+        let at = (stage * BN + r) * dq::q_step_stride::<FMT>() + part * words;
+        let row_ok = (n0 + r < p.n) & (part < 2);
+        let first = dq::q_step_src::<FMT>(k0, kend, part, 0);
+        let e = (n0 + r) as u64 * p.ldb as u64 + first[0] as u64;
+        let whole = al4 & row_ok & (k0 + Q_BK <= kend);
+        // (`e` first below the length, so that `e + 4 · words` cannot wrap: the test proves
+        // the copies inside `w`.)
+        if whole & (e < w.len()) & (e + (4 * words) as u64 <= w.len()) & w.is_aligned(e, 4) & ((at as u64) + words as u64 <= ring.len() as u64) {
+            #[unroll]
+            for j in 0..16 {
+                // (Known after unrolling: only the format's words remain.)
+                if j >= words {
+                    break;
+                }
+                ring.cp_async4(at + j, w, e + (4 * j) as u64);
             }
-            if i < BN * words {
-                let r = i / words;
-                let j = i % words;
-                let at = (stage * BN + r) * dq::q_step_stride::<FMT>() + j;
-                let mut src = dq::q_step_src::<FMT>(k0, kend, j);
-                if n0 + r >= p.n {
+        } else {
+            #[unroll]
+            for j in 0..16 {
+                if j >= words {
+                    break;
+                }
+                let mut src = dq::q_step_src::<FMT>(k0, kend, part, j);
+                if !row_ok {
                     src[1] = 0;
                 }
-                let e = (n0 + r) as u64 * p.ldb as u64 + src[0] as u64;
+                let ej = (n0 + r) as u64 * p.ldb as u64 + src[0] as u64;
                 if al4 {
-                    ring.cp_async4_partial(at, w, if src[1] == 0 { 0u64 } else { e }, src[1]);
+                    ring.cp_async4_partial(at + j, w, if src[1] == 0 { 0u64 } else { ej }, src[1]);
                 } else {
                     let mut v = 0u32;
                     if src[1] > 0 {
-                        v = w.read::<u16>(e) as u32;
+                        v = w.read::<u16>(ej) as u32;
                     }
                     if src[1] > 2 {
-                        v |= (w.read::<u16>(e + 2) as u32) << 16;
+                        v |= (w.read::<u16>(ej + 2) as u32) << 16;
                     }
-                    ring[at] = v;
+                    ring[at + j] = v;
                 }
             }
         }
@@ -764,11 +781,15 @@ ptx_kernel! {
     /// swizzle, row `lane[0]` from word `at`: its four 16-byte chunks `4 · lane[1] + j` each
     /// at chunk `(4 · lane[1] + j) ^ (lane[0] % 8)` of the row.
     fn wq_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; WG_STAGES * BN * 32]>, at: u32, lane: [u32; 2], v: [u32; 16]) {
-        if thread_idx_x() < 2 * BN {
+        if (thread_idx_x() < 2 * BN) & ((at as u64) + 32 <= b_w.len() as u64) {
             #[unroll]
             for j in 0..4 {
-                let ch = (4 * lane[1] + j) ^ (lane[0] % 8);
-                b_w.store4(at + 4 * ch, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
+                let ch = ((4 * lane[1] + j) ^ lane[0]) % 8;
+                // SAFETY: `ch < 8`, and the row's 8 chunks of 4 words from `at` lie in `b_w`
+                // (tested above).
+                unsafe {
+                    b_w.store4_unchecked(at + 4 * ch, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
+                }
             }
         }
     }

@@ -158,40 +158,42 @@ fn q_window_words<const FMT: u32, const ODD: bool>(v: [u32; 9]) -> [u32; 16] {
     r
 }
 
-/// The words of a row's bytes of one K step of 64 (`k0` a multiple of 64) as the prefill's
-/// ring of raw weights holds them (`q_step_src`), and the words that keeps per row: odd, so
-/// that one word of 32 consecutive rows lies on 32 banks.
-/// - Q8_0, Q4_0: the step's two blocks as they lie in the row (68 or 36 bytes from the
-///   first block's start, 4-byte aligned where the row is: a pair of blocks starts at a
-///   multiple of 4 bytes);
-/// - Q4_K: the super-block's head (`d`, `dmin`, the 12 scale bytes; words 0 .. 4) and the
-///   32 code bytes of the step's two sub-blocks (words 4 .. 12);
+/// The prefill's ring of raw weights holds each row's bytes of a K step of 64 (`k0` a
+/// multiple of 64) in two parts of this many words, each a run of whole words as they lie in
+/// the row (copied by one thread: `q_step_src`):
+/// - Q8_0, Q4_0: from the start of the step's two blocks (68 or 36 bytes; 4-byte aligned
+///   where the row is, a pair of blocks starting at a multiple of 4 bytes), 72 or 40 bytes
+///   (the last word past the pair unused);
+/// - Q4_K: the super-block's first 32 bytes (`d`, `dmin`, the 12 scale bytes, 16 unused
+///   code bytes), then the 32 code bytes of the step's two sub-blocks;
 /// - BF16 / F16: the 64 elements.
-fn q_step_words<const FMT: u32>() -> u32 {
+fn q_part_words<const FMT: u32>() -> u32 {
     if FMT == FMT_Q8_0 {
-        2 * Q8_0_BYTES / 4
+        9
     } else if FMT == FMT_Q4_0 {
-        2 * Q4_0_BYTES / 4
+        5
     } else if FMT == FMT_Q4K {
-        12
+        8
     } else {
-        32
+        16
     }
 }
 
-/// `q_step_words`, and one more where that is even.
+/// The words between rows of the ring: both parts and one more, an odd number, so that one
+/// word of 32 consecutive rows lies on 32 banks.
 fn q_step_stride<const FMT: u32>() -> u32 {
-    q_step_words::<FMT>() | 1
+    2 * q_part_words::<FMT>() + 1
 }
 
-/// Where word `j` of a row's step at `k0` comes from: `[byte in the row, its bytes]`, the
-/// bytes 0 to 4 (0 past `kend`: the copy zero-fills the rest of the word).
-fn q_step_src<const FMT: u32>(k0: u32, kend: u32, j: u32) -> [u32; 2] {
+/// Where word `j` of part `part` (0 or 1) of a row's step at `k0` comes from: `[byte in the
+/// row, its bytes]`, those 0 to 4 (0 past `kend` and past the step's bytes: the copy
+/// zero-fills the rest of the word). Words `j` of a part lie 4 bytes apart in the row.
+fn q_step_src<const FMT: u32>(k0: u32, kend: u32, part: u32, j: u32) -> [u32; 2] {
     let mut src = [0u32; 2];
     if k0 < kend {
         if FMT == FMT_Q4K {
             let head = k0 / 256 * Q4K_BYTES;
-            src[0] = if j < 4 { head + 4 * j } else { head + 16 + k0 % 256 / 2 + 4 * (j - 4) };
+            src[0] = if part == 0 { head + 4 * j } else { head + 16 + k0 % 256 / 2 + 4 * j };
             src[1] = 4;
         } else {
             let mut start = 0u32;
@@ -204,9 +206,10 @@ fn q_step_src<const FMT: u32>(k0: u32, kend: u32, j: u32) -> [u32; 2] {
                 start = 2 * k0;
                 len = 2 * (kend - k0).min(64);
             }
-            src[0] = start + 4 * j;
-            if 4 * j < len {
-                src[1] = (len - 4 * j).min(4);
+            let at = 4 * (part * q_part_words::<FMT>() + j);
+            src[0] = start + at;
+            if at < len {
+                src[1] = (len - at).min(4);
             }
         }
     }
@@ -214,8 +217,9 @@ fn q_step_src<const FMT: u32>(k0: u32, kend: u32, j: u32) -> [u32; 2] {
 }
 
 /// The bytes of the 32 weights `k .. k + 32` (`k` a multiple of 32) of a row's step in the
-/// ring (`q_step_words` from word `at` of `s`) as `q_pairs` takes them (the block formats'
-/// rows hold whole blocks, so that such a run lies inside one block):
+/// ring (from word `at` of `s`, as `q_part_words` lays it out) as `q_pairs` takes them (the
+/// block formats' rows hold whole blocks, so that such a run lies inside one block; 0 where
+/// the step would not fit in `s` from `at`):
 /// - Q8_0 / Q4_0: word 0 the block's f16 scale, words 1.. its 32 code bytes (Q4_0: 16),
 ///   from the window of the block `k / 32 % 2` of the step's pair: the even block at the
 ///   pair's start, the odd one 2 bytes before its own start (`q_window_words`);
@@ -230,32 +234,40 @@ fn q_ring<const FMT: u32, const LEN: u32>(s: Shared<[u32; LEN]>, at: u32, k: u32
         let words = if FMT == FMT_Q8_0 { 9 } else { 5 };
         // The odd block's window starts 2 bytes before it, at word `(bytes - 2) / 4`.
         let from = at + half * ((if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES } - 2) / 4);
-        let mut v = [0u32; 9];
-        #[unroll]
-        for i in 0..9 {
-            if i < words {
-                v[i] = s[from + i];
+        if (from as u64) + 9 <= s.len() as u64 {
+            let mut v = [0u32; 9];
+            #[unroll]
+            for i in 0..9 {
+                if i < words {
+                    v[i] = s[from + i];
+                }
+            }
+            r = if half == 0 {
+                q_window_words::<FMT, false>(v)
+            } else {
+                q_window_words::<FMT, true>(v)
+            };
+        }
+    } else if FMT == FMT_Q4K {
+        if (at as u64) + (2 * q_part_words::<FMT>()) as u64 <= s.len() as u64 {
+            // The scale bytes `j`, `j + 4`, `j + 8` of sub-block `k % 256 / 32` (`j` its
+            // index mod 4): byte `j` of the head's words 1, 2 and 3; the codes in the second
+            // part.
+            r[0] = s[at];
+            let j = k % 256 / 32 % 4;
+            r[1] = ((s[at + 1] >> (8 * j)) & 0xFF) | (((s[at + 2] >> (8 * j)) & 0xFF) << 8) | (((s[at + 3] >> (8 * j)) & 0xFF) << 16);
+            #[unroll]
+            for i in 0..8 {
+                r[2 + i] = s[at + q_part_words::<FMT>() + i];
             }
         }
-        r = if half == 0 {
-            q_window_words::<FMT, false>(v)
-        } else {
-            q_window_words::<FMT, true>(v)
-        };
-    } else if FMT == FMT_Q4K {
-        // The scale bytes `j`, `j + 4`, `j + 8` of sub-block `k % 256 / 32` (`j` its
-        // index mod 4): byte `j` of the head's words 1, 2 and 3.
-        r[0] = s[at];
-        let j = k % 256 / 32 % 4;
-        r[1] = ((s[at + 1] >> (8 * j)) & 0xFF) | (((s[at + 2] >> (8 * j)) & 0xFF) << 8) | (((s[at + 3] >> (8 * j)) & 0xFF) << 16);
-        #[unroll]
-        for i in 0..8 {
-            r[2 + i] = s[at + 4 + i];
-        }
     } else {
-        #[unroll]
-        for i in 0..16 {
-            r[i] = s[at + 16 * half + i];
+        let from = at + 16 * half;
+        if (from as u64) + 16 <= s.len() as u64 {
+            #[unroll]
+            for i in 0..16 {
+                r[i] = s[from + i];
+            }
         }
     }
     r
