@@ -453,32 +453,36 @@ fn prefill_wgmma_every_variant() {
 }
 
 /// The edges of the prefill kernels' ring of raw weights on `tile`, for each format and input
-/// type (`kernel` of the tile and type): rows that are not 4-byte aligned (an odd number of
-/// blocks or of 16-bit elements, read 2 bytes at a time), a last K step of one block or of
-/// fewer than 64 elements, more K steps than the ring has stages, and a last tile of 3 rows.
+/// type (`kernel` of the tile and type), each with more chunks of K than the ring holds at
+/// once: rows that are not 4-byte aligned (an odd number of blocks or of 16-bit elements,
+/// read 2 bytes at a time), rows 4-byte but not 16-byte aligned (4-byte copies), 16-byte
+/// aligned ones; a last chunk or K step of a few blocks or elements; a last tile of 3 rows.
 fn ring_edges(gpu: &Gpu, name: &str, tile: Tile, kernel: impl Fn(Tile, Dtype) -> QKernel) {
     for (f, format) in FORMATS.into_iter().enumerate() {
-        let n_in = match format {
-            WeightFormat::Q4K => 3 * 256,
-            WeightFormat::Bf16 | WeightFormat::F16 => 389,
-            _ => 13 * format.block_elements(),
+        // (n_in, the weights' byte offset in their buffer)
+        let shapes: &[(usize, usize)] = match format {
+            WeightFormat::Q4K => &[(3 * 256, 4), (5 * 256, 0)],
+            WeightFormat::Bf16 | WeightFormat::F16 => &[(389, 4), (390, 4), (392, 0)],
+            _ => &[(27 * 32, 4), (26 * 32, 4)],
         };
-        let n_out = tile.bn as usize + 3;
-        let g = Gemm::new(PREFILL_MIN_TOKENS + 5, n_out, n_in, BLayout::NK)
-            .with_lds(n_in + 1, n_in, n_out)
-            .with_act(Act::Silu);
-        let case = Case {
-            format,
-            g,
-            bias: true,
-            residual: f % 2 == 0,
-            w_offset: 4 * (f % 3),
-            x_offset: 1,
-            seed: 9900 + f as u64,
-        };
-        for half in TC_PREFILL_TYPES {
-            if let Err(e) = check(gpu, &case, Some(kernel(tile, half))) {
-                panic!("{name}: edge case {n_out} x {n_in}: {e}");
+        for (i, &(n_in, w_offset)) in shapes.iter().enumerate() {
+            let n_out = tile.bn as usize + 3;
+            let g = Gemm::new(PREFILL_MIN_TOKENS + 5, n_out, n_in, BLayout::NK)
+                .with_lds(n_in + 1, n_in, n_out)
+                .with_act(Act::Silu);
+            let case = Case {
+                format,
+                g,
+                bias: true,
+                residual: (f + i) % 2 == 0,
+                w_offset,
+                x_offset: 1,
+                seed: 9900 + 10 * f as u64 + i as u64,
+            };
+            for half in TC_PREFILL_TYPES {
+                if let Err(e) = check(gpu, &case, Some(kernel(tile, half))) {
+                    panic!("{name}: edge case {n_out} x {n_in}: {e}");
+                }
             }
         }
     }

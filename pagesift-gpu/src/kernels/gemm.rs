@@ -535,26 +535,30 @@ ptx_kernel! {
         core::write_rows::<O, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
 
-    /// [`gemm_mma_q`] on Hopper's warpgroup tensor cores (`wgmma`, sm_90a): [`gemm_wgmma`]'s
-    /// `BM × BN` tiles of `BM / 64` warpgroups, each `64 × BN` outputs, A (`x` in `T`)
-    /// copied as there (`core::wg_copy`, 128-byte swizzle, [`WG_STAGES`] buffers). The
-    /// weights' bytes of each K step are copied as they lie in the rows (`cp.async`, one step
-    /// further ahead than A) into a ring of [`WG_STAGES`] stages past A and B (rows of
-    /// [`Q_RING_ROW`] words); from there each thread dequantizes a run of 32 weights of one
-    /// row of the next step into B's swizzled layout while the step's `wgmma`s run
-    /// (`wq_mainloop`). The prefill path of [`crate::ops::quant::qgemm_tc`] on compute
+    /// `y = act(alpha · x · Wᵀ + beta · y + bias[col]) + residual` on Hopper's warpgroup
+    /// tensor cores (`wgmma`, sm_90a) with the weights as the product's A operand, taken from
+    /// registers: the block computes `yᵀ` for `BN` rows of W (`BN / 64` warpgroups of 64
+    /// rows) and `BM` tokens (the `wgmma`s' N). The weights' bytes go as they lie in the rows
+    /// (`cp.async` of 16-byte pieces, whole rows' runs of a warp) into a ring of chunks of K
+    /// (`dq::q_chunk_steps`; [`Q_RING_WORDS`] words per row in all), from where each thread
+    /// dequantizes its share of `wgmma`'s A fragments straight into registers (`dq::q_frag`,
+    /// each weight the f32 of ggml's dequantization rounded once to `T`) while the step
+    /// before is multiplied. `x` (in `T`, rounded from f32 by [`x_to_half`]) is B, copied as
+    /// [`gemm_wgmma`] copies its operands (`core::wg_copy`, 128-byte swizzle, [`WG_STAGES`]
+    /// buffers). The results go through shared memory transposed (tokens × rows) to the
+    /// shared epilogue. The prefill path of [`crate::ops::quant::qgemm_tc`] on compute
     /// capability 9.0.
     ///
     /// # Safety
     ///
-    /// As for [`gemm_mma_q`].
+    /// As for [`gemm_mma_q`], with `kc` a multiple of 256 (a chunk of K of every format).
     #[target(sm_90a)]
     #[variants(
         FMT in [0, 1, 2, 3, 4],
         T in [f16, bf16],
         (BM, BN) in [(128, 128)]
     )]
-    #[launch(block = BM / 64 * 128, max_regs = 168)]
+    #[launch(block = BN / 64 * 128, max_regs = 168)]
     pub fn gemm_wgmma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32>(
         p: GemmParams,
         a: &[T],
@@ -564,10 +568,8 @@ ptx_kernel! {
         c: &mut [f32],
         ws: Option<&mut [f32]>,
     ) {
-        let a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
-        let b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]> = dyn_shared(WG_STAGES * BM * 128);
-        let b_w: Shared<[u32; WG_STAGES * BN * 32]> = dyn_shared(WG_STAGES * BM * 128);
-        let ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]> = dyn_shared(WG_STAGES * (BM + BN) * 128);
+        let x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
+        let ring: Shared<[u32; BN * Q_RING_WORDS]> = dyn_shared(WG_STAGES * BM * 128);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let zs = block_idx_z();
         let kbeg = zs * p.kc;
@@ -575,27 +577,29 @@ ptx_kernel! {
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
-        let acc = wq_mainloop::<T, FMT, BM, BN>(a_s, b_s, b_w, ring, a, w, p, m0, n0, kbeg, kend, tid);
+        let acc = wq_mainloop::<T, FMT, BM, BN>(x_s, ring, a, w, p, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
-        core::wg_to_shared::<BM, BN>(acc, t_s);
+        wq_to_shared::<BM, BN>(acc, t_s);
         sync_threads();
-        core::write_rows::<f32, BM, BN, { BN + 4 }, { BM / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
+        core::write_rows::<f32, BM, BN, { BN + 4 }, { BN / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
     }
 
-    /// The main loop of [`gemm_wgmma_q`]. Copy group `g` holds A of step `g` and the raw
-    /// weights of step `g + 1` (the first also step 0's), so that after step `kt`'s wait
-    /// both A of `kt` and the weights of `kt + 1` have landed. Step `kt`: the wait and the
-    /// barrier (which also show B of `kt`, dequantized during step `kt - 1`); the copies of
-    /// A of step `kt + WG_STAGES - 2` and of the weights of `kt + WG_STAGES - 1` (into the
-    /// ring stage that step `kt - 2` dequantized from); the `wgmma`s; the weights of step
-    /// `kt + 1` dequantized into their stage of B (read by the `wgmma`s of step `kt + 1 -
-    /// WG_STAGES`, waited for in step `kt - 2`); step `kt - 1`'s `wgmma`s waited for.
+    /// The words per row of W of [`gemm_wgmma_q`]'s ring of raw weights: its slots of chunks
+    /// of K (`dq::q_ring_slots` × `dq::q_chunk_row`), the most of any format (Q8_0: 2 × 68;
+    /// BF16 / F16 3 × 36; Q4_0 and Q4_K 2 × 36).
+    pub const Q_RING_WORDS: u32 = 136;
+
+    /// The main loop of [`gemm_wgmma_q`], two K steps a turn so that the weights' fragments
+    /// alternate between two sets of registers: the `wgmma`s of step `kt` read one set
+    /// while step `kt + 1`'s weights are dequantized into the other (whose `wgmma`s, step
+    /// `kt - 1`'s, `wq_step` has waited for). Copy group `g` holds x of step `g` and the
+    /// chunks of the weights whose first step is `g + 3` (the first group every chunk that
+    /// starts before step 3), so that after step `kt`'s wait the chunk of step `kt + 1` has
+    /// landed.
     fn wq_mainloop<T, const FMT: u32, const BM: u32, const BN: u32>(
-        a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
-        b_s: Shared<[T; WG_STAGES * BN * (128 / size_of::<T>())]>,
-        b_w: Shared<[u32; WG_STAGES * BN * 32]>,
-        ring: Shared<[u32; WG_STAGES * BN * Q_RING_ROW]>,
+        x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        ring: Shared<[u32; BN * Q_RING_WORDS]>,
         a: &[T],
         w: &[u8],
         p: GemmParams,
@@ -604,82 +608,221 @@ ptx_kernel! {
         kbeg: u32,
         kend: u32,
         tid: u32,
-    ) -> [f32; BN / 2] {
-        let row = Q_BK;
-        let mut acc = [0.0f32; BN / 2];
+    ) -> [f32; BM / 2] {
+        let mut acc = [0.0f32; BM / 2];
         let mut span = 0u32;
         if kend > kbeg {
             span = kend - kbeg;
         }
-        let ktiles = (span + (row - 1)) / row;
+        let ktiles = (span + (Q_BK - 1)) / Q_BK;
         let inner = (m0 + BM <= p.m) & p.vec_a;
-        let al4 = p.ldb % 4 == 0;
+        let al = [(p.ldb % 16 == 0) & w.is_aligned(0, 16), (p.ldb % 4 == 0) & w.is_aligned(0, 4)];
         #[unroll]
         for s in 0..WG_STAGES - 2 {
-            let k0 = kbeg + s * row;
+            let k0 = kbeg + s * Q_BK;
             if s < ktiles {
-                wq_load_a::<T, BM>(a_s, s, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
+                wq_load_a::<T, BM>(x_s, s, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
             }
-            if (s == 0) & (ktiles > 0) {
-                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, w, p, n0, kbeg, kend, al4, tid);
-            }
-            if s + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, s + 1, w, p, n0, k0 + row, kend, al4, tid);
-            }
-            cp_async_commit();
-        }
-        // This thread's row of W and run of each step (`q_lane`; chunks `4 · half ..` of its
-        // 128-byte row, each at its swizzled place).
-        let lane = q_lane(tid);
-        let ok = (n0 + lane[0] < p.n) & (tid < 2 * BN);
-        let kq = kbeg + 32 * lane[1];
-        cp_async_wait(WG_STAGES - 3);
-        sync_threads();
-        if ktiles > 0 {
-            wq_store::<T, FMT, BN>(b_w, lane[0] * 32, lane, q_ring_pairs::<T, FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, 0, lane[0], kq, kend, ok));
-        }
-        let wg = tid / 128;
-        let mut kt = 0u32;
-        while kt < ktiles {
-            let stage = kt % WG_STAGES;
-            cp_async_wait(WG_STAGES - 3);
-            fence_proxy_async();
-            sync_threads();
-            let next = kt + WG_STAGES - 2;
-            if next < ktiles {
-                let k0 = kbeg + next * row;
-                wq_load_a::<T, BM>(a_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + row <= kend), tid);
-            }
-            if next + 1 < ktiles {
-                q_ring_copy::<FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, (next + 1) % WG_STAGES, w, p, n0, kbeg + (next + 1) * row, kend, al4, tid);
-            }
-            cp_async_commit();
-            let ab = (stage * BM + wg * 64) * row;
-            let bb = stage * BN * row;
-            if (((ab as u64) + (64 * row) as u64) <= (a_s.len() as u64)) & (((bb as u64) + (BN * row) as u64) <= (b_s.len() as u64)) {
-                wgmma_fence();
+            if s == 0 {
                 #[unroll]
-                for ks in 0..4 {
-                    if T == bf16 {
-                        acc = wgmma_bf16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
-                    } else {
-                        acc = wgmma_f16(acc, a_s.wgmma_desc(ab, ks * (row / 4), 64), b_s.wgmma_desc(bb, ks * (row / 4), BN), true);
+                for ch in 0..3 {
+                    if (ch * dq::q_chunk_steps::<FMT>() < 3) & (ch * dq::q_chunk_steps::<FMT>() < ktiles) {
+                        wq_chunk::<FMT, BN>(ring, ch, w, p, n0, kbeg, kend, al, tid);
                     }
                 }
-                wgmma_commit();
             }
+            cp_async_commit();
+        }
+        // The thread's rows of W (`r0`, `r0 + 8`) and column pair in the A fragments.
+        let warp = tid / 32;
+        let r0 = warp / 4 * 64 + warp % 4 * 16 + tid % 32 / 4;
+        let lane = dq::q_frag_lane::<FMT>(tid % 4);
+        cp_async_wait(WG_STAGES - 3);
+        sync_threads();
+        let mut fa = [0u32; 16];
+        let mut fb = [0u32; 16];
+        if ktiles > 0 {
+            fa = wq_frag::<T, FMT, BN>(ring, 0, r0, lane);
+        }
+        let mut kt = 0u32;
+        while kt < ktiles {
+            acc = wq_step::<T, FMT, BM, BN>(acc, fa, x_s, ring, a, w, p, m0, n0, kbeg, kend, kt, ktiles, inner, al, tid);
             if kt + 1 < ktiles {
-                let sn = (kt + 1) % WG_STAGES;
-                let v = q_ring_pairs::<T, FMT, BN, { WG_STAGES * BN * Q_RING_ROW }>(ring, sn, lane[0], kq + (kt + 1) * row, kend, ok);
-                wq_store::<T, FMT, BN>(b_w, lane[0] * 32 + sn * (BN * 32), lane, v);
+                fb = wq_frag::<T, FMT, BN>(ring, kt + 1, r0, lane);
+                acc = wq_step::<T, FMT, BM, BN>(acc, fb, x_s, ring, a, w, p, m0, n0, kbeg, kend, kt + 1, ktiles, inner, al, tid);
+                if kt + 2 < ktiles {
+                    fa = wq_frag::<T, FMT, BN>(ring, kt + 2, r0, lane);
+                }
             }
-            wgmma_wait(1);
-            kt += 1;
+            kt += 2;
         }
         wgmma_wait(0);
         acc
     }
 
+    /// Step `kt` of [`wq_mainloop`] with its weights' fragments `f`: the wait and the barrier
+    /// (x of step `kt` and the weights of step `kt + 1` landed, and every thread's reads of
+    /// the ring for step `kt` done); the copies of x of step `kt + WG_STAGES - 2` (into the
+    /// buffer of step `kt - 2`, whose `wgmma`s are over) and of the chunk that starts at
+    /// step `kt + 3`, if any; the step's `wgmma`s; the wait for step `kt - 1`'s.
+    fn wq_step<T, const FMT: u32, const BM: u32, const BN: u32>(
+        acc: [f32; BM / 2],
+        f: [u32; 16],
+        x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        ring: Shared<[u32; BN * Q_RING_WORDS]>,
+        a: &[T],
+        w: &[u8],
+        p: GemmParams,
+        m0: u32,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        kt: u32,
+        ktiles: u32,
+        inner: bool,
+        al: [bool; 2],
+        tid: u32,
+    ) -> [f32; BM / 2] {
+        let mut d = acc;
+        cp_async_wait(WG_STAGES - 3);
+        fence_proxy_async();
+        sync_threads();
+        let next = kt + WG_STAGES - 2;
+        if next < ktiles {
+            let k0 = kbeg + next * Q_BK;
+            wq_load_a::<T, BM>(x_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+        }
+        let cs = dq::q_chunk_steps::<FMT>();
+        if ((kt + 3) % cs == 0) & (kt + 3 < ktiles) {
+            wq_chunk::<FMT, BN>(ring, (kt + 3) / cs, w, p, n0, kbeg, kend, al, tid);
+        }
+        cp_async_commit();
+        let xb = kt % WG_STAGES * BM * Q_BK;
+        if ((xb as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64) {
+            wgmma_fence();
+            #[unroll]
+            for ks in 0..4 {
+                let fr = [f[4 * ks], f[4 * ks + 1], f[4 * ks + 2], f[4 * ks + 3]];
+                if T == bf16 {
+                    d = wgmma_bf16(d, fr, x_s.wgmma_desc(xb, ks * (Q_BK / 4), BM), true);
+                } else {
+                    d = wgmma_f16(d, fr, x_s.wgmma_desc(xb, ks * (Q_BK / 4), BM), true);
+                }
+            }
+            wgmma_commit();
+        }
+        wgmma_wait(1);
+        d
+    }
+
+    /// The thread's A fragments of K step `kt` (from `kbeg`): four words for each 16 of K,
+    /// `wgmma`'s order (rows `r0` and `r0 + 8` of the block's W, K `2 c ..` and `2 c + 8 ..`
+    /// of the 16; `dq::q_frag`).
+    fn wq_frag<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, kt: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
+        let cs = dq::q_chunk_steps::<FMT>();
+        let row = dq::q_chunk_row::<FMT>();
+        let at = (kt / cs % dq::q_ring_slots::<FMT>() * BN + r0) * row;
+        let lo = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at, kt % cs, lane);
+        let hi = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at + 8 * row, kt % cs, lane);
+        let mut f = [0u32; 16];
+        #[unroll]
+        for ks in 0..4 {
+            f[4 * ks] = lo[2 * ks];
+            f[4 * ks + 1] = hi[2 * ks];
+            f[4 * ks + 2] = lo[2 * ks + 1];
+            f[4 * ks + 3] = hi[2 * ks + 1];
+        }
+        f
+    }
+
+    /// The copies of chunk `ch` of K (from `kbeg`; `dq::q_chunk_steps` steps) of the rows `n0
+    /// .. n0 + BN` of W into its slot of the ring (`ch % dq::q_ring_slots`, rows of
+    /// `dq::q_chunk_row` words): 16-byte pieces, piece `i = tid + q · threads` of the slot
+    /// piece `i % pieces` of row `i / pieces`, so that a warp's copies are runs of whole
+    /// rows. Each copy is shrunk to the bytes of the row before `kend` (and to none past
+    /// `n`: the copies zero-fill the rest); rows that are not 16-byte aligned (`al[0]`) go by
+    /// 4-byte copies (`al[1]`), else by 2-byte reads stored through registers (rows of these
+    /// formats are whole 2-byte units).
+    fn wq_chunk<const FMT: u32, const BN: u32>(
+        ring: Shared<[u32; BN * Q_RING_WORDS]>,
+        ch: u32,
+        w: &[u8],
+        p: GemmParams,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        al: [bool; 2],
+        tid: u32,
+    ) {
+        let threads = BN / 64 * 128;
+        let pieces = dq::q_chunk_bytes::<FMT>() / 16;
+        let k0 = kbeg + ch * dq::q_chunk_steps::<FMT>() * Q_BK;
+        let span = dq::q_chunk_span::<FMT>(k0, kend);
+        let from = dq::q_row_byte::<FMT>(k0);
+        let slot = ch % dq::q_ring_slots::<FMT>() * BN;
+        #[unroll]
+        for q in 0..9 {
+            // (Known after unrolling: only the turns the format's pieces need remain.)
+            if q * threads >= BN * pieces {
+                break;
+            }
+            let i = tid + q * threads;
+            let r = i / pieces;
+            let pc = i % pieces;
+            if i < BN * pieces {
+                let at = (slot + r) * dq::q_chunk_row::<FMT>() + 4 * pc;
+                let mut nb = 0u32;
+                if (n0 + r < p.n) & (16 * pc < span) {
+                    nb = (span - 16 * pc).min(16);
+                }
+                let e = (n0 + r) as u64 * p.ldb as u64 + (from + 16 * pc) as u64;
+                if al[0] {
+                    ring.cp_async16_partial(at, w, if nb == 0 { 0u64 } else { e }, nb);
+                } else if al[1] {
+                    #[unroll]
+                    for j in 0..4 {
+                        let mut n = 0u32;
+                        if nb > 4 * j {
+                            n = (nb - 4 * j).min(4);
+                        }
+                        ring.cp_async4_partial(at + j, w, if n == 0 { 0u64 } else { e + (4 * j) as u64 }, n);
+                    }
+                } else {
+                    #[unroll]
+                    for j in 0..4 {
+                        let mut v = 0u32;
+                        if nb > 4 * j {
+                            v = w.read::<u16>(e + (4 * j) as u64) as u32;
+                        }
+                        if nb > 4 * j + 2 {
+                            v |= (w.read::<u16>(e + (4 * j + 2) as u64) as u32) << 16;
+                        }
+                        ring[at + j] = v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The accumulators of [`gemm_wgmma_q`] (rows of W by tokens) to the padded tile of
+    /// tokens × rows `BM × (BN + 4)`: thread `(q, g, t)` (warp `q` of warpgroup `w`, lane `4 g
+    /// + t`) holds, in registers `4 j .. 4 j + 4`, rows `64 w + 16 q + g` and `+ 8` of W,
+    /// tokens `8 j + 2 t` and `+ 1`.
+    fn wq_to_shared<const BM: u32, const BN: u32>(acc: [f32; BM / 2], t_s: Shared<[f32; BM * (BN + 4)]>) {
+        let lane = lane_id();
+        let warp = warp_id();
+        let to = (lane % 4) * 2 * (BN + 4) + warp / 4 * 64 + warp % 4 * 16 + lane / 4;
+        if ((to as u64) + ((BM - 7) * (BN + 4) + 9) as u64) <= (t_s.len() as u64) {
+            #[unroll]
+            for j in 0..BM / 8 {
+                // Each index `to + (a constant)`, the form the range above proves.
+                t_s[to + j * 8 * (BN + 4)] = acc[4 * j];
+                t_s[to + (j * 8 + 1) * (BN + 4)] = acc[4 * j + 1];
+                t_s[to + (j * 8 * (BN + 4) + 8)] = acc[4 * j + 2];
+                t_s[to + ((j * 8 + 1) * (BN + 4) + 8)] = acc[4 * j + 3];
+            }
+        }
+    }
     /// The copies of the weights' bytes of rows `n0 .. n0 + BN` (those inside W) of the K
     /// step at `k0` into stage `stage` of a prefill kernel's ring of raw weights, `2 · BN`
     /// threads: thread `tid` copies part `tid / BN` of row `tid % BN` (`dq::q_step_src`:
@@ -774,23 +917,6 @@ ptx_kernel! {
             core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, true>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
         } else {
             core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, false>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
-        }
-    }
-
-    /// A thread's 32 weights as pairs into a stage of B laid out for `wgmma`'s 128-byte
-    /// swizzle, row `lane[0]` from word `at`: its four 16-byte chunks `4 · lane[1] + j` each
-    /// at chunk `(4 · lane[1] + j) ^ (lane[0] % 8)` of the row.
-    fn wq_store<T, const FMT: u32, const BN: u32>(b_w: Shared<[u32; WG_STAGES * BN * 32]>, at: u32, lane: [u32; 2], v: [u32; 16]) {
-        if (thread_idx_x() < 2 * BN) & ((at as u64) + 32 <= b_w.len() as u64) {
-            #[unroll]
-            for j in 0..4 {
-                let ch = ((4 * lane[1] + j) ^ lane[0]) % 8;
-                // SAFETY: `ch < 8`, and the row's 8 chunks of 4 words from `at` lie in `b_w`
-                // (tested above).
-                unsafe {
-                    b_w.store4_unchecked(at + 4 * ch, [v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]]);
-                }
-            }
         }
     }
 

@@ -19,8 +19,8 @@
 use crate::act::ActElement;
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{
-    gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, STAGES, TC_ROW,
-    WG_STAGES,
+    gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, Q_RING_WORDS,
+    STAGES, TC_ROW, WG_STAGES,
 };
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
@@ -28,8 +28,8 @@ use crate::kernels::quant::{
     QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
-    f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len,
-    wgmma_shared_bytes, with_splits, Tile, F32_TILES, WGMMA_CC,
+    f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len, with_splits,
+    Tile, F32_TILES, WGMMA_CC,
 };
 use crate::quant::WeightFormat;
 use crate::{
@@ -1008,11 +1008,13 @@ pub fn mma_q_shared_bytes(tile: Tile) -> u32 {
         .max(STAGES * (tile.bm + tile.bn) * TC_ROW + ring_bytes(tile, STAGES))
 }
 
-/// The dynamic shared memory of `gemm_wgmma_q` on `tile`: [`wgmma_shared_bytes`]'s stages of
-/// A and B, then the ring of raw weights ([`WG_STAGES`] stages).
+/// The dynamic shared memory of `gemm_wgmma_q` on `tile`: [`WG_STAGES`] buffers of the
+/// activations (`tile.bm` rows of 128 bytes), then the ring of raw weights ([`Q_RING_WORDS`]
+/// words for each of the `tile.bn` rows); the transposed output tile of the epilogue over
+/// them.
 pub fn wgmma_q_shared_bytes(tile: Tile) -> u32 {
-    wgmma_shared_bytes(tile)
-        .max(WG_STAGES * (tile.bm + tile.bn) * 128 + ring_bytes(tile, WG_STAGES))
+    let ring = tile.bn * Q_RING_WORDS * std::mem::size_of::<u32>() as u32;
+    (WG_STAGES * tile.bm * 128 + ring).max(tile.bm * (tile.bn + 4) * 4)
 }
 
 /// The tensor-core prefill for `g` with weights of format code `fmt`, rows of `row_bytes`, on

@@ -292,53 +292,87 @@ fn pack_pair<T>(lo: f32, hi: f32) -> u32 {
     v
 }
 
+/// Two Q8_0 codes, bytes 0 and 2 of `x` (zeros between), times the block's f16 scale `d`
+/// (in both halves) as a pair of `T`, each ggml's value rounded once to nearest even. In
+/// f16 each code is made the f16 `1024 + (code + 128)` by flipping its sign bit, and taking
+/// 1152 off gives the code exactly; the scale's product is the one rounding.
+fn q8_pair<T>(x: u32, d: u32) -> u32 {
+    let mut v = 0u32;
+    if T == f16 {
+        let y = x.lop3(0x0080_0080u32, F16_1024_PAIR, LUT_XOR_OR);
+        v = ((f16x2::from_bits(y) - f16x2::from_bits(F16_1152_PAIR)) * f16x2::from_bits(d)).to_bits();
+    } else {
+        let s = f16::from_bits(d as u16) as f32;
+        v = pack_pair::<T>(s * (code_f32((x & 0xFF) ^ 0x80) - 128.0), s * (code_f32(((x >> 16) & 0xFF) ^ 0x80) - 128.0));
+    }
+    v
+}
+
+/// Two Q4_0 codes, the low nibbles of bytes 0 and 2 of `x`, times the f16 scale `d` (in both
+/// halves) as a pair of `T` (in f16: `1024 + code` less 1032, exact, then the one rounding
+/// of the product).
+fn q4_pair<T>(x: u32, d: u32) -> u32 {
+    let mut v = 0u32;
+    if T == f16 {
+        let y = x.lop3(0x000F_000Fu32, F16_1024_PAIR, LUT_AND_OR);
+        v = ((f16x2::from_bits(y) - f16x2::from_bits(F16_1032_PAIR)) * f16x2::from_bits(d)).to_bits();
+    } else {
+        let s = f16::from_bits(d as u16) as f32;
+        v = pack_pair::<T>(s * (code_f32(x & 0xF) - 8.0), s * (code_f32((x >> 16) & 0xF) - 8.0));
+    }
+    v
+}
+
+/// Two Q4_K codes, the low nibbles of bytes 0 and 2 of `x`, of the sub-block of
+/// `q4k_scale_and_min` `sm`, as a pair of `T`.
+fn q4k_pair<T>(x: u32, sm: [f32; 2]) -> u32 {
+    pack_pair::<T>(q4k_value(sm, x & 0xF), q4k_value(sm, (x >> 16) & 0xF))
+}
+
+/// Two BF16 or F16 weights (the low half first) as a pair of `T`: as they are where the
+/// format is `T`, else widened exactly and rounded once.
+fn float_pair<const FMT: u32, T>(x: u32) -> u32 {
+    let mut v = x;
+    if !(((FMT == FMT_BF16) & (T == bf16)) | ((FMT == FMT_F16) & (T == f16))) {
+        let mut h = [0.0f32; 2];
+        #[unroll]
+        for i in 0..2 {
+            let bits = (x >> (16 * i)) & 0xFFFF;
+            if FMT == FMT_BF16 {
+                h[i] = f32::from_bits(bits << 16);
+            } else {
+                h[i] = f16::from_bits(bits as u16) as f32;
+            }
+        }
+        v = pack_pair::<T>(h[0], h[1]);
+    }
+    v
+}
+
+/// The `prmt` selector that moves bytes `at` and `at + 1` of a word to bytes 0 and 2, zeros
+/// between (byte 4 of the pair is the zero word's).
+fn pair_sel(at: u32) -> u32 {
+    at | (4 << 4) | ((at + 1) << 8) | (4 << 12)
+}
+
 /// The weights of `q_ring(.., k)` as 16 pairs of `T` (f16 or bf16; weight `2i` in the low
 /// half of word `i`): each the f32 value of `dequant4` (ggml's dequantization) rounded once
 /// to nearest even, the float formats passed as they are where their type is `T`.
 fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
     let mut v = [0u32; 16];
-    if ((FMT == FMT_Q8_0) | (FMT == FMT_Q4_0)) & (T == f16) {
-        // In f16 pairs: the two code bytes `e`, `e + 1` of a pair moved to bytes 0 and 2
-        // (`prmt`, zeros between), each code made the f16 `1024 + u` (`u` its nibble, or its
-        // byte with the sign bit flipped: the code + 128), which takes the offset off exactly,
-        // and the scale's product rounded once to nearest even: the f16 of ggml's value.
-        let d = f16x2::from_bits(r[0] | (r[0] << 16));
+    if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+        // Pair `i`: the code bytes `2 i`, `2 i + 1` (Q4_0: `2 i % 16`, their high nibbles
+        // from element 16 on) to bytes 0 and 2.
+        let d = r[0] | (r[0] << 16);
         #[unroll]
         for i in 0..16 {
             let e = 2 * i;
-            let mut x = 0u32;
             if FMT == FMT_Q8_0 {
-                let at = e % 4;
-                x = r[1 + e / 4].prmt(0u32, at | (4 << 4) | ((at + 1) << 8) | (4 << 12));
-                x = x.lop3(0x0080_0080u32, F16_1024_PAIR, LUT_XOR_OR);
-                v[i] = ((f16x2::from_bits(x) - f16x2::from_bits(F16_1152_PAIR)) * d).to_bits();
+                v[i] = q8_pair::<T>(r[1 + e / 4].prmt(0u32, pair_sel(e % 4)), d);
             } else {
                 let byte = e % 16;
-                let at = byte % 4;
-                x = r[1 + byte / 4].prmt(0u32, at | (4 << 4) | ((at + 1) << 8) | (4 << 12));
-                x = (x >> (4 * (e / 16))).lop3(0x000F_000Fu32, F16_1024_PAIR, LUT_AND_OR);
-                v[i] = ((f16x2::from_bits(x) - f16x2::from_bits(F16_1032_PAIR)) * d).to_bits();
+                v[i] = q4_pair::<T>(r[1 + byte / 4].prmt(0u32, pair_sel(byte % 4)) >> (4 * (e / 16)), d);
             }
-        }
-    } else if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
-        let d = f16::from_bits(r[0] as u16) as f32;
-        #[unroll]
-        for i in 0..16 {
-            let mut x = [0.0f32; 2];
-            #[unroll]
-            for h in 0..2 {
-                let e = 2 * i + h;
-                if FMT == FMT_Q8_0 {
-                    let byte = (r[1 + e / 4] >> (8 * (e % 4))) & 0xFF;
-                    x[h] = d * (code_f32(byte ^ 0x80) - 128.0);
-                } else {
-                    // Elements 0-15: low nibbles of bytes 0-15; 16-31: their high nibbles.
-                    let byte = e % 16;
-                    let nib = (r[1 + byte / 4] >> (8 * (byte % 4) + 4 * (e / 16))) & 0xF;
-                    x[h] = d * (code_f32(nib) - 8.0);
-                }
-            }
-            v[i] = pack_pair::<T>(x[0], x[1]);
         }
     } else if FMT == FMT_Q4K {
         let s = k % 256 / 32;
@@ -352,30 +386,194 @@ fn q_pairs<const FMT: u32, T>(r: [u32; 16], k: u32) -> [u32; 16] {
         );
         #[unroll]
         for i in 0..16 {
-            let mut x = [0.0f32; 2];
-            #[unroll]
-            for h in 0..2 {
-                let e = 2 * i + h;
-                x[h] = q4k_value(sm, (r[2 + e / 4] >> (8 * (e % 4) + 4 * (s % 2))) & 0xF);
-            }
-            v[i] = pack_pair::<T>(x[0], x[1]);
+            let e = 2 * i;
+            v[i] = q4k_pair::<T>(r[2 + e / 4].prmt(0u32, pair_sel(e % 4)) >> (4 * (s % 2)), sm);
         }
-    } else if ((FMT == FMT_BF16) & (T == bf16)) | ((FMT == FMT_F16) & (T == f16)) {
-        v = r;
     } else {
         #[unroll]
         for i in 0..16 {
-            let mut x = [0.0f32; 2];
-            #[unroll]
-            for h in 0..2 {
-                let bits = (r[i] >> (16 * h)) & 0xFFFF;
-                if FMT == FMT_BF16 {
-                    x[h] = f32::from_bits(bits << 16);
-                } else {
-                    x[h] = f16::from_bits(bits as u16) as f32;
+            v[i] = float_pair::<FMT, T>(r[i]);
+        }
+    }
+    v
+}
+
+/// The ring of raw weights of `gemm_wgmma_q` holds each row's bytes of a chunk of K as they
+/// lie in the row, in whole 16-byte pieces (16-byte aligned where the rows are): this many
+/// K steps of 64, four for the block formats (eight Q8_0 or Q4_0 blocks, 272 or 144 bytes;
+/// a Q4_K super-block, 144), one for BF16 / F16 (128 bytes).
+fn q_chunk_steps<const FMT: u32>() -> u32 {
+    if FMT == FMT_BF16 || FMT == FMT_F16 {
+        1
+    } else {
+        4
+    }
+}
+
+/// The bytes of a row's chunk (`q_chunk_steps`).
+fn q_chunk_bytes<const FMT: u32>() -> u32 {
+    if FMT == FMT_Q8_0 {
+        8 * Q8_0_BYTES
+    } else if FMT == FMT_Q4_0 {
+        8 * Q4_0_BYTES
+    } else if FMT == FMT_Q4K {
+        Q4K_BYTES
+    } else {
+        128
+    }
+}
+
+/// The words between rows of a chunk in the ring: the chunk's, and a 16-byte piece more
+/// where those are a multiple of 32, so that the reads of `q_frag` by the 8 rows of a warp
+/// fall on different banks (rows `4 r` banks apart).
+fn q_chunk_row<const FMT: u32>() -> u32 {
+    let words = q_chunk_bytes::<FMT>() / 4;
+    if words % 32 == 0 {
+        words + 4
+    } else {
+        words
+    }
+}
+
+/// The chunks the ring holds at once: chunk `c` goes into slot `c % q_ring_slots` three K
+/// steps before its first step is multiplied, when the dequantization of the chunk it
+/// replaces is over.
+fn q_ring_slots<const FMT: u32>() -> u32 {
+    if q_chunk_steps::<FMT>() == 1 {
+        3
+    } else {
+        2
+    }
+}
+
+/// The byte of a row at which weight `k` (a multiple of the format's block) starts.
+fn q_row_byte<const FMT: u32>(k: u32) -> u32 {
+    if FMT == FMT_Q8_0 {
+        k / 32 * Q8_0_BYTES
+    } else if FMT == FMT_Q4_0 {
+        k / 32 * Q4_0_BYTES
+    } else if FMT == FMT_Q4K {
+        k / 256 * Q4K_BYTES
+    } else {
+        2 * k
+    }
+}
+
+/// The bytes of a row's chunk at `k0` that hold weights before `kend` (whole blocks: `kend`
+/// ends a row of whole blocks, or a chunk).
+fn q_chunk_span<const FMT: u32>(k0: u32, kend: u32) -> u32 {
+    let mut n = 0u32;
+    if k0 < kend {
+        let block = if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+            32
+        } else if FMT == FMT_Q4K {
+            256
+        } else {
+            1
+        };
+        n = q_row_byte::<FMT>((kend - k0 + block - 1) / block * block).min(q_chunk_bytes::<FMT>());
+    }
+    n
+}
+
+/// A thread's place in `q_frag` from its column pair `c` (`lane % 4`): the word its two code
+/// bytes `2 c`, `2 c + 1` start in (Q8_0 / Q4_0: of each of a step's two blocks, from the
+/// step's start; Q4_K: of the super-block's codes, from the chunk's start; BF16 / F16: its
+/// first pair, from the step's start), and the `prmt` selectors (`pair_sel`) that take
+/// those two bytes out of the word.
+fn q_frag_lane<const FMT: u32>(c: u32) -> [u32; 4] {
+    let mut l = [0u32; 4];
+    if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+        let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
+        #[unroll]
+        for b in 0..2 {
+            let at = b * bytes + 2 + 2 * c;
+            l[b] = at / 4;
+            l[2 + b] = pair_sel(at % 4);
+        }
+    } else if FMT == FMT_Q4K {
+        l[0] = 4 + c / 2;
+        l[2] = pair_sel(2 * c % 4);
+    } else {
+        l[0] = c;
+    }
+    l
+}
+
+/// One row's share of a thread in the tensor cores' A fragments of K step `s` of the chunk
+/// at word `at` of the ring (rows of `q_chunk_row` words, `lane` from `q_frag_lane`): word
+/// `2 j + h` the weights `16 j + 8 h + 2 c` and `+ 1` of the step (`c` the lane's column
+/// pair) as a pair of `T`, each the f32 of ggml's dequantization (`dequant4`) rounded once
+/// to nearest even. The fragments of `mma.m16n8k16` and of `wgmma`'s A from registers take a
+/// row's weights in these pairs: `2 c`, `+ 1` and `2 c + 8`, `+ 9` of each 16 of K. All 0
+/// where the chunk does not fit in `ring` from `at`.
+///
+/// Q8_0 / Q4_0: step `s` is the chunk's blocks `2 s` and `2 s + 1`; the lane's two code bytes
+/// of each 8 (Q8_0: at 0, 8, 16, 24 of the block's codes; Q4_0: at 0 and 8, their low
+/// nibbles the weights of the block's first 16 and the high ones of its last 16). Q4_K: the
+/// super-block's sub-blocks `2 s` (the low nibbles of their 32 code bytes) and `2 s + 1` (the
+/// high ones). BF16 / F16: the step's 64 elements.
+fn q_frag<const FMT: u32, T, const LEN: u32>(ring: Shared<[u32; LEN]>, at: u32, s: u32, lane: [u32; 4]) -> [u32; 8] {
+    let mut v = [0u32; 8];
+    if (at as u64) + q_chunk_row::<FMT>() as u64 <= ring.len() as u64 {
+        // SAFETY (each read below): its word lies less than a chunk's words on from `at`
+        // (`s < q_chunk_steps`, the lane's words from `q_frag_lane`), inside `ring` by the
+        // test above.
+        unsafe {
+            if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
+                let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
+                let from = at + s * (bytes / 2);
+                #[unroll]
+                for b in 0..2 {
+                    // The block's f16 scale: 2 bytes into its word for the odd block.
+                    let sw = ring.get_unchecked(from + b * (bytes / 4));
+                    let d = sw.prmt(0u32, if b == 0 { 0x1010u32 } else { 0x3232u32 });
+                    let cw = from + lane[b];
+                    if FMT == FMT_Q4_0 {
+                        #[unroll]
+                        for h in 0..2 {
+                            let x = ring.get_unchecked(cw + 2 * h).prmt(0u32, lane[2 + b]);
+                            v[4 * b + h] = q4_pair::<T>(x, d);
+                            v[4 * b + 2 + h] = q4_pair::<T>(x >> 4, d);
+                        }
+                    } else {
+                        #[unroll]
+                        for i in 0..4 {
+                            let x = ring.get_unchecked(cw + 2 * i).prmt(0u32, lane[2 + b]);
+                            v[4 * b + i] = q8_pair::<T>(x, d);
+                        }
+                    }
+                }
+            } else if FMT == FMT_Q4K {
+                let head = ring.get_unchecked(at);
+                let d = f16::from_bits(head as u16) as f32;
+                let dmin = f16::from_bits((head >> 16) as u16) as f32;
+                let lo = ring.get_unchecked(at + 1);
+                let mid = ring.get_unchecked(at + 2);
+                let hi = ring.get_unchecked(at + 3);
+                let mut sm = [[0.0f32; 2]; 2];
+                #[unroll]
+                for b in 0..2 {
+                    let j = 2 * s + b;
+                    let sh = 8 * (j % 4);
+                    sm[b] = q4k_scale_and_min(d, dmin, (lo >> sh) & 0xFF, (mid >> sh) & 0xFF, (hi >> sh) & 0xFF, j);
+                }
+                let cw = at + lane[0] + 8 * s;
+                #[unroll]
+                for j in 0..2 {
+                    #[unroll]
+                    for h in 0..2 {
+                        let x = ring.get_unchecked(cw + 4 * j + 2 * h).prmt(0u32, lane[2]);
+                        v[2 * j + h] = q4k_pair::<T>(x, sm[0]);
+                        v[2 * (2 + j) + h] = q4k_pair::<T>(x >> 4, sm[1]);
+                    }
+                }
+            } else {
+                #[unroll]
+                for i in 0..8 {
+                    v[i] = float_pair::<FMT, T>(ring.get_unchecked(at + 4 * i + lane[0]));
                 }
             }
-            v[i] = pack_pair::<T>(x[0], x[1]);
         }
     }
     v
