@@ -543,15 +543,18 @@ ptx_kernel! {
     /// (`dq::q_chunk_steps`; [`Q_RING_WORDS`] words per row in all), from where each thread
     /// dequantizes its share of `wgmma`'s A fragments straight into registers (`dq::q_frag`,
     /// each weight the f32 of ggml's dequantization rounded once to `T`) while the step
-    /// before is multiplied. `x` (in `T`, rounded from f32 by [`x_to_half`]) is B, copied as
-    /// [`gemm_wgmma`] copies its operands (`core::wg_copy`, 128-byte swizzle, [`WG_STAGES`]
-    /// buffers). The results go through shared memory transposed (tokens × rows) to the
-    /// shared epilogue. The prefill path of [`crate::ops::quant::qgemm_tc`] on compute
-    /// capability 9.0.
+    /// before is multiplied. `x` (in `T`, rounded from f32 by [`x_to_half`]) is B: boxes of
+    /// `BM` tokens × 128 bytes of K that the tensor memory accelerator copies (`tx`: `[K,
+    /// tokens]`, 128-byte swizzle, zero-filled past the matrix) into [`WG_STAGES`] buffers,
+    /// each announced on an `mbarrier`. The results go through shared memory transposed
+    /// (tokens × rows) to the shared epilogue. The prefill path of
+    /// [`crate::ops::quant::qgemm_tc`] on compute capability 9.0.
     ///
     /// # Safety
     ///
-    /// As for [`gemm_mma_q`], with `kc` a multiple of 256 (a chunk of K of every format).
+    /// `p` describes the operands as for [`gemm_mma_q`] (its fields of A aside: `tx` holds
+    /// x), with `kc` a multiple of 256 (a chunk of K of every format) and the grid's z extent
+    /// `splits`.
     #[target(sm_90a)]
     #[variants(
         FMT in [0, 1, 2, 3, 4],
@@ -561,7 +564,7 @@ ptx_kernel! {
     #[launch(block = BN / 64 * 128, max_regs = 168)]
     pub fn gemm_wgmma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32>(
         p: GemmParams,
-        a: &[T],
+        tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
         w: &[u8],
         bias: Option<&[f32]>,
         res: Option<&[f32]>,
@@ -571,13 +574,23 @@ ptx_kernel! {
         let x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]> = dyn_shared(0);
         let ring: Shared<[u32; BN * Q_RING_WORDS]> = dyn_shared(WG_STAGES * BM * 128);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
+        let full: Shared<[u64; WG_STAGES]>;
         let zs = block_idx_z();
         let kbeg = zs * p.kc;
         let kend = (kbeg + p.kc).min(p.k);
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
-        let acc = wq_mainloop::<T, FMT, BM, BN>(x_s, ring, a, w, p, m0, n0, kbeg, kend, tid);
+        if tid == 0 {
+            prefetch_tensormap(tx);
+            #[unroll]
+            for s in 0..WG_STAGES {
+                full.mbar_init(s, 1);
+            }
+        }
+        fence_proxy_async();
+        sync_threads();
+        let acc = wq_mainloop::<T, FMT, BM, BN>(x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         wq_to_shared::<BM, BN>(acc, t_s);
@@ -593,14 +606,16 @@ ptx_kernel! {
     /// The main loop of [`gemm_wgmma_q`], two K steps a turn so that the weights' fragments
     /// alternate between two sets of registers: the `wgmma`s of step `kt` read one set
     /// while step `kt + 1`'s weights are dequantized into the other (whose `wgmma`s, step
-    /// `kt - 1`'s, `wq_step` has waited for). Copy group `g` holds x of step `g` and the
-    /// chunks of the weights whose first step is `g + 3` (the first group every chunk that
-    /// starts before step 3), so that after step `kt`'s wait the chunk of step `kt + 1` has
-    /// landed.
+    /// `kt - 1`'s, `wq_step` has waited for). x of step `kt` is a TMA box in buffer `kt %
+    /// WG_STAGES`, announced on its `full` barrier (`wq_load_x`, two steps ahead). Copy group
+    /// `g` holds the chunks of the weights whose first step is `g + 3` (the first group every
+    /// chunk that starts before step 3), so that after step `kt`'s wait the chunk of step
+    /// `kt + 1` has landed.
     fn wq_mainloop<T, const FMT: u32, const BM: u32, const BN: u32>(
         x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        full: Shared<[u64; WG_STAGES]>,
+        tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
         ring: Shared<[u32; BN * Q_RING_WORDS]>,
-        a: &[T],
         w: &[u8],
         p: GemmParams,
         m0: u32,
@@ -615,13 +630,11 @@ ptx_kernel! {
             span = kend - kbeg;
         }
         let ktiles = (span + (Q_BK - 1)) / Q_BK;
-        let inner = (m0 + BM <= p.m) & p.vec_a;
         let al = [(p.ldb % 16 == 0) & w.is_aligned(0, 16), (p.ldb % 4 == 0) & w.is_aligned(0, 4)];
         #[unroll]
         for s in 0..WG_STAGES - 2 {
-            let k0 = kbeg + s * Q_BK;
-            if s < ktiles {
-                wq_load_a::<T, BM>(x_s, s, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+            if (tid == 0) & (s < ktiles) {
+                wq_load_x::<T, BM>(x_s, full, tx, s, kbeg, m0);
             }
             if s == 0 {
                 #[unroll]
@@ -646,10 +659,10 @@ ptx_kernel! {
         }
         let mut kt = 0u32;
         while kt < ktiles {
-            acc = wq_step::<T, FMT, BM, BN>(acc, fa, x_s, ring, a, w, p, m0, n0, kbeg, kend, kt, ktiles, inner, al, tid);
+            acc = wq_step::<T, FMT, BM, BN>(acc, fa, x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, kt, ktiles, al, tid);
             if kt + 1 < ktiles {
                 fb = wq_frag::<T, FMT, BN>(ring, kt + 1, r0, lane);
-                acc = wq_step::<T, FMT, BM, BN>(acc, fb, x_s, ring, a, w, p, m0, n0, kbeg, kend, kt + 1, ktiles, inner, al, tid);
+                acc = wq_step::<T, FMT, BM, BN>(acc, fb, x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, kt + 1, ktiles, al, tid);
                 if kt + 2 < ktiles {
                     fa = wq_frag::<T, FMT, BN>(ring, kt + 2, r0, lane);
                 }
@@ -661,16 +674,19 @@ ptx_kernel! {
     }
 
     /// Step `kt` of [`wq_mainloop`] with its weights' fragments `f`: the wait and the barrier
-    /// (x of step `kt` and the weights of step `kt + 1` landed, and every thread's reads of
-    /// the ring for step `kt` done); the copies of x of step `kt + WG_STAGES - 2` (into the
-    /// buffer of step `kt - 2`, whose `wgmma`s are over) and of the chunk that starts at
-    /// step `kt + 3`, if any; the step's `wgmma`s; the wait for step `kt - 1`'s.
+    /// (the weights of step `kt + 1` landed, every thread's reads of the ring for step `kt`
+    /// done, and every warpgroup past the wait for the `wgmma`s of step `kt - 2`); thread 0
+    /// has the TMA load x of step `kt + WG_STAGES - 2` (into the buffer of step `kt - 2`);
+    /// the copies of the chunk that starts at step `kt + 3`, if any; the wait for x of step
+    /// `kt` (its `full` barrier, parity `kt / WG_STAGES % 2`), its `wgmma`s, and the wait for
+    /// step `kt - 1`'s.
     fn wq_step<T, const FMT: u32, const BM: u32, const BN: u32>(
         acc: [f32; BM / 2],
         f: [u32; 16],
         x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
+        full: Shared<[u64; WG_STAGES]>,
+        tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
         ring: Shared<[u32; BN * Q_RING_WORDS]>,
-        a: &[T],
         w: &[u8],
         p: GemmParams,
         m0: u32,
@@ -679,26 +695,26 @@ ptx_kernel! {
         kend: u32,
         kt: u32,
         ktiles: u32,
-        inner: bool,
         al: [bool; 2],
         tid: u32,
     ) -> [f32; BM / 2] {
         let mut d = acc;
         cp_async_wait(WG_STAGES - 3);
-        fence_proxy_async();
         sync_threads();
         let next = kt + WG_STAGES - 2;
-        if next < ktiles {
-            let k0 = kbeg + next * Q_BK;
-            wq_load_a::<T, BM>(x_s, next % WG_STAGES, a, p, m0, k0, kend, inner & (k0 + Q_BK <= kend), tid);
+        if (tid == 0) & (next < ktiles) {
+            wq_load_x::<T, BM>(x_s, full, tx, next, kbeg, m0);
         }
         let cs = dq::q_chunk_steps::<FMT>();
         if ((kt + 3) % cs == 0) & (kt + 3 < ktiles) {
             wq_chunk::<FMT, BN>(ring, (kt + 3) / cs, w, p, n0, kbeg, kend, al, tid);
         }
         cp_async_commit();
-        let xb = kt % WG_STAGES * BM * Q_BK;
-        if ((xb as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64) {
+        let s = kt % WG_STAGES;
+        let xb = s * BM * Q_BK;
+        // Always true (`s < WG_STAGES`): proves the barrier and the descriptors.
+        if (s < WG_STAGES) & (((xb as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64)) {
+            full.mbar_wait(s, kt / WG_STAGES % 2);
             wgmma_fence();
             #[unroll]
             for ks in 0..4 {
@@ -713,6 +729,19 @@ ptx_kernel! {
         }
         wgmma_wait(1);
         d
+    }
+
+    /// Has the tensor memory accelerator copy x of K step `kt` (from `kbeg`; `BM` tokens from
+    /// `m0` by 128 bytes of K, zero-filled past the matrix, 128-byte swizzled: `wgmma`'s B)
+    /// into buffer `kt % WG_STAGES`, announced on its `full` barrier by its bytes.
+    fn wq_load_x<T, const BM: u32>(x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>, kt: u32, kbeg: u32, m0: u32) {
+        let s = kt % WG_STAGES;
+        let xi = s * (BM * Q_BK);
+        // Always true (`s < WG_STAGES`): proves the box and the barrier.
+        if (s < WG_STAGES) & (((xi as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64)) {
+            full.mbar_arrive_expect_tx(s, BM * 128);
+            x_s.tma_load(xi, tx, (kbeg + kt * Q_BK) as i32, m0 as i32, 0, full, s);
+        }
     }
 
     /// The thread's A fragments of K step `kt` (from `kbeg`): four words for each 16 of K,
@@ -760,47 +789,42 @@ ptx_kernel! {
         let span = dq::q_chunk_span::<FMT>(k0, kend);
         let from = dq::q_row_byte::<FMT>(k0);
         let slot = ch % dq::q_ring_slots::<FMT>() * BN;
-        #[unroll]
-        for q in 0..9 {
-            // (Known after unrolling: only the turns the format's pieces need remain.)
-            if q * threads >= BN * pieces {
-                break;
-            }
-            let i = tid + q * threads;
+        // A loop, not unrolled: its body is there once (the copies of one piece).
+        let mut i = tid;
+        while i < BN * pieces {
             let r = i / pieces;
             let pc = i % pieces;
-            if i < BN * pieces {
-                let at = (slot + r) * dq::q_chunk_row::<FMT>() + 4 * pc;
-                let mut nb = 0u32;
-                if (n0 + r < p.n) & (16 * pc < span) {
-                    nb = (span - 16 * pc).min(16);
+            let at = (slot + r) * dq::q_chunk_row::<FMT>() + 4 * pc;
+            let mut nb = 0u32;
+            if (n0 + r < p.n) & (16 * pc < span) {
+                nb = (span - 16 * pc).min(16);
+            }
+            let e = (n0 + r) as u64 * p.ldb as u64 + (from + 16 * pc) as u64;
+            if al[0] {
+                ring.cp_async16_partial(at, w, if nb == 0 { 0u64 } else { e }, nb);
+            } else if al[1] {
+                #[unroll]
+                for j in 0..4 {
+                    let mut n = 0u32;
+                    if nb > 4 * j {
+                        n = (nb - 4 * j).min(4);
+                    }
+                    ring.cp_async4_partial(at + j, w, if n == 0 { 0u64 } else { e + (4 * j) as u64 }, n);
                 }
-                let e = (n0 + r) as u64 * p.ldb as u64 + (from + 16 * pc) as u64;
-                if al[0] {
-                    ring.cp_async16_partial(at, w, if nb == 0 { 0u64 } else { e }, nb);
-                } else if al[1] {
-                    #[unroll]
-                    for j in 0..4 {
-                        let mut n = 0u32;
-                        if nb > 4 * j {
-                            n = (nb - 4 * j).min(4);
-                        }
-                        ring.cp_async4_partial(at + j, w, if n == 0 { 0u64 } else { e + (4 * j) as u64 }, n);
+            } else {
+                #[unroll]
+                for j in 0..4 {
+                    let mut v = 0u32;
+                    if nb > 4 * j {
+                        v = w.read::<u16>(e + (4 * j) as u64) as u32;
                     }
-                } else {
-                    #[unroll]
-                    for j in 0..4 {
-                        let mut v = 0u32;
-                        if nb > 4 * j {
-                            v = w.read::<u16>(e + (4 * j) as u64) as u32;
-                        }
-                        if nb > 4 * j + 2 {
-                            v |= (w.read::<u16>(e + (4 * j + 2) as u64) as u32) << 16;
-                        }
-                        ring[at + j] = v;
+                    if nb > 4 * j + 2 {
+                        v |= (w.read::<u16>(e + (4 * j + 2) as u64) as u32) << 16;
                     }
+                    ring[at + j] = v;
                 }
             }
+            i += threads;
         }
     }
 
@@ -898,26 +922,6 @@ ptx_kernel! {
             v = dq::q_pairs::<FMT, T>(dq::q_ring::<FMT, LEN>(ring, at, k), k);
         }
         v
-    }
-
-    /// The copies of A of one K step at `k0` into buffer `stage` (`core::wg_copy`; `fast`:
-    /// the step lies inside A and its rows are 16-byte aligned).
-    fn wq_load_a<T, const BM: u32>(
-        a_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
-        stage: u32,
-        a: &[T],
-        p: GemmParams,
-        m0: u32,
-        k0: u32,
-        kend: u32,
-        fast: bool,
-        tid: u32,
-    ) {
-        if fast {
-            core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, true>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
-        } else {
-            core::wg_copy::<T, BM, { BM / 64 * 128 }, { WG_STAGES * BM * (128 / size_of::<T>()) }, false>(a_s, stage * BM * Q_BK, a, 0, m0, p.m, k0, kend, p.lda, p.vec_a, tid);
-        }
     }
 
     /// `C = act(alpha · A·B + beta · C + bias[col]) + residual` on Hopper with the tensor

@@ -17,6 +17,7 @@
 //! [`QGEMV_MAX_TOKENS`] tokens, each chunk reading the weights again.
 
 use crate::act::ActElement;
+use crate::driver::{Swizzle, TensorMap};
 use crate::gemm::{BLayout, Gemm, Precision, MAX_BATCH};
 use crate::kernels::gemm::{
     gemm_f32_q, gemm_mma_q, gemm_wgmma_q, x_to_half, GemmParams, Q_BK, Q_RING_ROW, Q_RING_WORDS,
@@ -1118,9 +1119,17 @@ unsafe fn prefill_tc<T: ActElement + DeviceRepr>(
                 )
             }
             None => {
+                // x as `[K, tokens]` in boxes of 128 bytes of K by the tile's tokens.
+                let tx = TensorMap::tiled(
+                    &xh,
+                    &[g.k as u64, g.m as u64, 1],
+                    &[ldh as u64, (ldh * g.m) as u64],
+                    &[128 / T::DTYPE.size() as u32, tile.bm, 1],
+                    Swizzle::B128,
+                )?;
                 let cfg = LaunchConfig::grid(grid).with_shared_mem(wgmma_q_shared_bytes(tile));
                 gemm_wgmma_q::launch::<T>(
-                    stream, cfg, fmt, tile.bm, tile.bn, p, &xh, w, bias, residual, y, None,
+                    stream, cfg, fmt, tile.bm, tile.bn, p, &tx, w, bias, residual, y, None,
                 )
             }
         }
