@@ -463,7 +463,7 @@ fn ring_edges(gpu: &Gpu, name: &str, tile: Tile, kernel: impl Fn(Tile, Dtype) ->
         let shapes: &[(usize, usize)] = match format {
             WeightFormat::Q4K => &[(3 * 256, 4), (5 * 256, 0)],
             WeightFormat::Bf16 | WeightFormat::F16 => &[(389, 4), (390, 4), (392, 0)],
-            _ => &[(27 * 32, 4), (26 * 32, 4)],
+            _ => &[(27 * 32, 4), (26 * 32, 4), (32 * 32, 0)],
         };
         for (i, &(n_in, w_offset)) in shapes.iter().enumerate() {
             let n_out = tile.bn as usize + 3;
