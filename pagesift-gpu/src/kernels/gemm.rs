@@ -537,18 +537,22 @@ ptx_kernel! {
 
     /// `y = act(alpha · x · Wᵀ + beta · y + bias[col]) + residual` on Hopper's warpgroup
     /// tensor cores (`wgmma`, sm_90a) with the weights as the product's A operand, taken from
-    /// registers: the block computes `yᵀ` for `BN` rows of W (`BN / 64` warpgroups of 64
-    /// rows) and `BM` tokens (the `wgmma`s' N). The weights' bytes go as they lie in the rows
-    /// (`cp.async` of 16-byte pieces, whole rows' runs of a warp) into a ring of chunks of K
-    /// (`dq::q_chunk_steps`; [`Q_RING_WORDS`] words per row in all), from where each thread
-    /// dequantizes its share of `wgmma`'s A fragments straight into registers (`dq::q_frag`,
-    /// each weight the f32 of ggml's dequantization rounded once to `T`) while the step
-    /// before is multiplied. `x` (in `T`, rounded from f32 by [`x_to_half`]) is B: boxes of
-    /// `BM` tokens × 128 bytes of K that the tensor memory accelerator copies (`tx`: `[K,
-    /// tokens]`, 128-byte swizzle, zero-filled past the matrix) into [`WG_STAGES`] buffers,
-    /// each announced on an `mbarrier`. The results go through shared memory transposed
-    /// (tokens × rows) to the shared epilogue. The prefill path of
-    /// [`crate::ops::quant::qgemm_tc`] on compute capability 9.0.
+    /// registers: the block computes `yᵀ` for `BN` rows of W (`BN / 64` consumer warpgroups
+    /// of 64 rows) and `BM` tokens (the `wgmma`s' N), with a producer warpgroup beside them.
+    /// The producer's first warp has the tensor memory accelerator copy x (in `T`, rounded
+    /// from f32 by [`x_to_half`]; `wgmma`'s B) as boxes of `BM` tokens × 128 bytes of K
+    /// (`tx`: `[K, tokens]`, 128-byte swizzle, zero-filled past the matrix) into
+    /// [`WG_STAGES`] buffers (`wq_produce_x`); its other three warps copy the weights' bytes
+    /// as they lie in the rows into a ring of chunks of K (`dq::q_chunk_steps`;
+    /// [`Q_RING_WORDS`] words per row in all; `wq_produce_w`). Each buffer and ring slot is
+    /// announced on an `mbarrier` when it has landed and released on another when every
+    /// consumer is done with it, so the warps run out of step, with no barrier of the whole
+    /// block in the main loop. Each consumer thread dequantizes its share of `wgmma`'s A
+    /// fragments straight from the ring into registers (`dq::q_frag`, each weight the f32 of
+    /// ggml's dequantization rounded once to `T`) while the step before is multiplied
+    /// (`wq_consume`). The results go through shared memory transposed (tokens × rows) to
+    /// the shared epilogue. The prefill path of [`crate::ops::quant::qgemm_tc`] on compute
+    /// capability 9.0.
     ///
     /// # Safety
     ///
@@ -561,7 +565,7 @@ ptx_kernel! {
         T in [f16, bf16],
         (BM, BN) in [(128, 128)]
     )]
-    #[launch(block = BN / 64 * 128, max_regs = 168)]
+    #[launch(block = BN / 64 * 128 + 128, max_regs = 168)]
     pub fn gemm_wgmma_q<T: ActElement, const FMT: u32, const BM: u32, const BN: u32>(
         p: GemmParams,
         tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
@@ -575,27 +579,52 @@ ptx_kernel! {
         let ring: Shared<[u32; BN * Q_RING_WORDS]> = dyn_shared(WG_STAGES * BM * 128);
         let t_s: Shared<[f32; BM * (BN + 4)]> = dyn_shared(0);
         let full: Shared<[u64; WG_STAGES]>;
+        let empty: Shared<[u64; WG_STAGES]>;
+        let landed: Shared<[u64; Q_RING_SLOTS]>;
+        let freed: Shared<[u64; Q_RING_SLOTS]>;
         let zs = block_idx_z();
         let kbeg = zs * p.kc;
         let kend = (kbeg + p.kc).min(p.k);
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
+        let consumers = BN / 64 * 128;
+        let mut span = 0u32;
+        if kend > kbeg {
+            span = kend - kbeg;
+        }
+        let ktiles = (span + (Q_BK - 1)) / Q_BK;
         if tid == 0 {
             prefetch_tensormap(tx);
             #[unroll]
             for s in 0..WG_STAGES {
                 full.mbar_init(s, 1);
+                empty.mbar_init(s, consumers / 32);
+            }
+            #[unroll]
+            for s in 0..Q_RING_SLOTS {
+                landed.mbar_init(s, WQ_COPIERS);
+                freed.mbar_init(s, consumers);
             }
         }
         fence_proxy_async();
         sync_threads();
-        let acc = wq_mainloop::<T, FMT, BM, BN>(x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, tid);
-        cp_async_wait_all();
+        let mut acc = [0.0f32; BM / 2];
+        if tid < consumers {
+            acc = wq_consume::<T, FMT, BM, BN>(x_s, full, empty, ring, landed, freed, ktiles, tid);
+        } else if tid == consumers {
+            wq_produce_x::<T, BM>(x_s, full, empty, tx, kbeg, ktiles, m0);
+        } else if tid >= consumers + 32 {
+            wq_produce_w::<FMT, BN>(ring, landed, freed, w, p, n0, kbeg, kend, ktiles, tid - consumers - 32);
+        }
         sync_threads();
-        wq_to_shared::<BM, BN>(acc, t_s);
+        if tid < consumers {
+            wq_to_shared::<BM, BN>(acc, t_s);
+        }
         sync_threads();
-        core::write_rows::<f32, BM, BN, { BN + 4 }, { BN / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
+        if tid < consumers {
+            core::write_rows::<f32, BM, BN, { BN + 4 }, { BN / 64 * 128 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
+        }
     }
 
     /// The words per row of W of [`gemm_wgmma_q`]'s ring of raw weights: its slots of chunks
@@ -603,113 +632,80 @@ ptx_kernel! {
     /// BF16 / F16 3 × 36; Q4_0 and Q4_K 2 × 36).
     pub const Q_RING_WORDS: u32 = 136;
 
-    /// The main loop of [`gemm_wgmma_q`], two K steps a turn so that the weights' fragments
-    /// alternate between two sets of registers: the `wgmma`s of step `kt` read one set
-    /// while step `kt + 1`'s weights are dequantized into the other (whose `wgmma`s, step
-    /// `kt - 1`'s, `wq_step` has waited for). x of step `kt` is a TMA box in buffer `kt %
-    /// WG_STAGES`, announced on its `full` barrier (`wq_load_x`, two steps ahead). Copy group
-    /// `g` holds the chunks of the weights whose first step is `g + 3` (the first group every
-    /// chunk that starts before step 3), so that after step `kt`'s wait the chunk of step
-    /// `kt + 1` has landed.
-    fn wq_mainloop<T, const FMT: u32, const BM: u32, const BN: u32>(
+    /// The most slots of [`gemm_wgmma_q`]'s ring of any format (`dq::q_ring_slots`).
+    const Q_RING_SLOTS: u32 = 3;
+
+    /// The threads of [`gemm_wgmma_q`] that copy the weights into the ring: the producer
+    /// warpgroup's last three warps.
+    const WQ_COPIERS: u32 = 96;
+
+    /// The K steps of one turn of [`wq_consume`]'s loop: a chunk of the block formats, and an
+    /// even count, so that the two sets of fragment registers alternate in place.
+    const WQ_UNROLL: u32 = 4;
+
+    /// A consumer thread of [`gemm_wgmma_q`] (warpgroup `tid / 128`, rows `64 (tid / 128) ..`
+    /// of the block's W by its `BM` tokens), K steps `0 .. ktiles`. The A fragments of step
+    /// `kt` are in one of two sets of registers (`fa` for even steps, `fb` for odd ones):
+    /// step `kt`'s `wgmma`s (`wq_mma`) read one set while step `kt + 1`'s weights are
+    /// dequantized into the other (`wq_next`), whose `wgmma`s, step `kt - 1`'s, the
+    /// `wgmma_wait(1)` between them has completed. That wait also frees x of step `kt - 1`:
+    /// each warp's lane 0 then arrives on its buffer's `empty` barrier.
+    fn wq_consume<T, const FMT: u32, const BM: u32, const BN: u32>(
         x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
         full: Shared<[u64; WG_STAGES]>,
-        tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
+        empty: Shared<[u64; WG_STAGES]>,
         ring: Shared<[u32; BN * Q_RING_WORDS]>,
-        w: &[u8],
-        p: GemmParams,
-        m0: u32,
-        n0: u32,
-        kbeg: u32,
-        kend: u32,
+        landed: Shared<[u64; Q_RING_SLOTS]>,
+        freed: Shared<[u64; Q_RING_SLOTS]>,
+        ktiles: u32,
         tid: u32,
     ) -> [f32; BM / 2] {
-        let mut acc = [0.0f32; BM / 2];
-        let mut span = 0u32;
-        if kend > kbeg {
-            span = kend - kbeg;
-        }
-        let ktiles = (span + (Q_BK - 1)) / Q_BK;
-        let al = [(p.ldb % 16 == 0) & w.is_aligned(0, 16), (p.ldb % 4 == 0) & w.is_aligned(0, 4)];
-        #[unroll]
-        for s in 0..WG_STAGES - 2 {
-            if (tid == 0) & (s < ktiles) {
-                wq_load_x::<T, BM>(x_s, full, tx, s, kbeg, m0);
-            }
-            if s == 0 {
-                #[unroll]
-                for ch in 0..3 {
-                    if (ch * dq::q_chunk_steps::<FMT>() < 3) & (ch * dq::q_chunk_steps::<FMT>() < ktiles) {
-                        wq_chunk::<FMT, BN>(ring, ch, w, p, n0, kbeg, kend, al, tid);
-                    }
-                }
-            }
-            cp_async_commit();
-        }
         // The thread's rows of W (`r0`, `r0 + 8`) and column pair in the A fragments.
         let warp = tid / 32;
         let r0 = warp / 4 * 64 + warp % 4 * 16 + tid % 32 / 4;
         let lane = dq::q_frag_lane::<FMT>(tid % 4);
-        cp_async_wait(WG_STAGES - 3);
-        sync_threads();
+        let mut acc = [0.0f32; BM / 2];
         let mut fa = [0u32; 16];
         let mut fb = [0u32; 16];
         if ktiles > 0 {
-            fa = wq_frag::<T, FMT, BN>(ring, 0, r0, lane);
+            fa = wq_next::<T, FMT, BN>(ring, landed, freed, 0, r0, lane);
         }
         let mut kt = 0u32;
         while kt < ktiles {
-            acc = wq_step::<T, FMT, BM, BN>(acc, fa, x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, kt, ktiles, al, tid);
-            if kt + 1 < ktiles {
-                fb = wq_frag::<T, FMT, BN>(ring, kt + 1, r0, lane);
-                acc = wq_step::<T, FMT, BM, BN>(acc, fb, x_s, full, tx, ring, w, p, m0, n0, kbeg, kend, kt + 1, ktiles, al, tid);
-                if kt + 2 < ktiles {
-                    fa = wq_frag::<T, FMT, BN>(ring, kt + 2, r0, lane);
+            #[unroll]
+            for i in 0..WQ_UNROLL {
+                let s = kt + i;
+                if s < ktiles {
+                    if i % 2 == 0 {
+                        acc = wq_mma::<T, BM>(acc, fa, x_s, full, s);
+                    } else {
+                        acc = wq_mma::<T, BM>(acc, fb, x_s, full, s);
+                    }
+                    wgmma_wait(1);
+                    let ps = (s + WG_STAGES - 1) % WG_STAGES;
+                    if (s > 0) & (tid % 32 == 0) & (ps < WG_STAGES) {
+                        empty.mbar_arrive(ps);
+                    }
+                    if s + 1 < ktiles {
+                        if i % 2 == 0 {
+                            fb = wq_next::<T, FMT, BN>(ring, landed, freed, s + 1, r0, lane);
+                        } else {
+                            fa = wq_next::<T, FMT, BN>(ring, landed, freed, s + 1, r0, lane);
+                        }
+                    }
                 }
             }
-            kt += 2;
+            kt += WQ_UNROLL;
         }
         wgmma_wait(0);
         acc
     }
 
-    /// Step `kt` of [`wq_mainloop`] with its weights' fragments `f`: the wait and the barrier
-    /// (the weights of step `kt + 1` landed, every thread's reads of the ring for step `kt`
-    /// done, and every warpgroup past the wait for the `wgmma`s of step `kt - 2`); thread 0
-    /// has the TMA load x of step `kt + WG_STAGES - 2` (into the buffer of step `kt - 2`);
-    /// the copies of the chunk that starts at step `kt + 3`, if any; the wait for x of step
-    /// `kt` (its `full` barrier, parity `kt / WG_STAGES % 2`), its `wgmma`s, and the wait for
-    /// step `kt - 1`'s.
-    fn wq_step<T, const FMT: u32, const BM: u32, const BN: u32>(
-        acc: [f32; BM / 2],
-        f: [u32; 16],
-        x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>,
-        full: Shared<[u64; WG_STAGES]>,
-        tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>,
-        ring: Shared<[u32; BN * Q_RING_WORDS]>,
-        w: &[u8],
-        p: GemmParams,
-        m0: u32,
-        n0: u32,
-        kbeg: u32,
-        kend: u32,
-        kt: u32,
-        ktiles: u32,
-        al: [bool; 2],
-        tid: u32,
-    ) -> [f32; BM / 2] {
+    /// Step `kt`'s `wgmma`s with the A fragments `f`: the wait for x of the step (its
+    /// buffer's `full` barrier, parity `kt / WG_STAGES % 2`), then 4 `wgmma`s of 16 of K, one
+    /// commit group.
+    fn wq_mma<T, const BM: u32>(acc: [f32; BM / 2], f: [u32; 16], x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, kt: u32) -> [f32; BM / 2] {
         let mut d = acc;
-        cp_async_wait(WG_STAGES - 3);
-        sync_threads();
-        let next = kt + WG_STAGES - 2;
-        if (tid == 0) & (next < ktiles) {
-            wq_load_x::<T, BM>(x_s, full, tx, next, kbeg, m0);
-        }
-        let cs = dq::q_chunk_steps::<FMT>();
-        if ((kt + 3) % cs == 0) & (kt + 3 < ktiles) {
-            wq_chunk::<FMT, BN>(ring, (kt + 3) / cs, w, p, n0, kbeg, kend, al, tid);
-        }
-        cp_async_commit();
         let s = kt % WG_STAGES;
         let xb = s * BM * Q_BK;
         // Always true (`s < WG_STAGES`): proves the barrier and the descriptors.
@@ -727,20 +723,87 @@ ptx_kernel! {
             }
             wgmma_commit();
         }
-        wgmma_wait(1);
         d
     }
 
-    /// Has the tensor memory accelerator copy x of K step `kt` (from `kbeg`; `BM` tokens from
-    /// `m0` by 128 bytes of K, zero-filled past the matrix, 128-byte swizzled: `wgmma`'s B)
-    /// into buffer `kt % WG_STAGES`, announced on its `full` barrier by its bytes.
-    fn wq_load_x<T, const BM: u32>(x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>, kt: u32, kbeg: u32, m0: u32) {
-        let s = kt % WG_STAGES;
-        let xi = s * (BM * Q_BK);
-        // Always true (`s < WG_STAGES`): proves the box and the barrier.
-        if (s < WG_STAGES) & (((xi as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64)) {
-            full.mbar_arrive_expect_tx(s, BM * 128);
-            x_s.tma_load(xi, tx, (kbeg + kt * Q_BK) as i32, m0 as i32, 0, full, s);
+    /// The A fragments of K step `kt` (`wq_frag`): at the first step of a chunk, first the
+    /// wait for the chunk to land in its slot (`landed`, parity `chunk / slots % 2`); after
+    /// the chunk's last step, the thread's release of the slot (`freed`).
+    fn wq_next<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, landed: Shared<[u64; Q_RING_SLOTS]>, freed: Shared<[u64; Q_RING_SLOTS]>, kt: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
+        let cs = dq::q_chunk_steps::<FMT>();
+        let ch = kt / cs;
+        let slot = ch % dq::q_ring_slots::<FMT>();
+        let mut f = [0u32; 16];
+        // Always true (`dq::q_ring_slots` ≤ `Q_RING_SLOTS`): proves the barriers.
+        if slot < Q_RING_SLOTS {
+            if kt % cs == 0 {
+                landed.mbar_wait(slot, ch / dq::q_ring_slots::<FMT>() % 2);
+            }
+            f = wq_frag::<T, FMT, BN>(ring, kt, r0, lane);
+            if kt % cs == cs - 1 {
+                freed.mbar_arrive(slot);
+            }
+        }
+        f
+    }
+
+    /// The producer of x of [`gemm_wgmma_q`] (one thread): step `kt`'s box waits until its
+    /// buffer `kt % WG_STAGES` is free (`empty`: every consumer warp is done with step `kt -
+    /// WG_STAGES`, the phase of parity `(kt / WG_STAGES + 1) % 2`; at once in the first
+    /// round), then has the tensor memory accelerator copy `BM` tokens from `m0` by 128 bytes
+    /// of K at `kbeg + 64 kt` (zero-filled past the matrix, 128-byte swizzled: `wgmma`'s B),
+    /// announced on the buffer's `full` barrier by its bytes.
+    fn wq_produce_x<T, const BM: u32>(x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, empty: Shared<[u64; WG_STAGES]>, tx: TensorMap<T, { 128 / size_of::<T>() }, BM, 1>, kbeg: u32, ktiles: u32, m0: u32) {
+        let mut kt = 0u32;
+        while kt < ktiles {
+            let s = kt % WG_STAGES;
+            let xi = s * (BM * Q_BK);
+            // Always true (`s < WG_STAGES`): proves the box and the barriers.
+            if (s < WG_STAGES) & (((xi as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64)) {
+                empty.mbar_wait(s, (kt / WG_STAGES + 1) % 2);
+                full.mbar_arrive_expect_tx(s, BM * 128);
+                x_s.tma_load(xi, tx, (kbeg + kt * Q_BK) as i32, m0 as i32, 0, full, s);
+            }
+            kt += 1;
+        }
+    }
+
+    /// A producer thread of the weights of [`gemm_wgmma_q`] (copier `ct` of [`WQ_COPIERS`]):
+    /// chunk `ch` waits until its slot `ch % dq::q_ring_slots` is free (`freed`: every
+    /// consumer thread is done with the chunk `dq::q_ring_slots` before, the phase of parity
+    /// `(ch / slots + 1) % 2`; at once in the first round), then the thread copies its share
+    /// (`wq_chunk`) and arrives on the slot's `landed` barrier once its copies have landed.
+    fn wq_produce_w<const FMT: u32, const BN: u32>(
+        ring: Shared<[u32; BN * Q_RING_WORDS]>,
+        landed: Shared<[u64; Q_RING_SLOTS]>,
+        freed: Shared<[u64; Q_RING_SLOTS]>,
+        w: &[u8],
+        p: GemmParams,
+        n0: u32,
+        kbeg: u32,
+        kend: u32,
+        ktiles: u32,
+        ct: u32,
+    ) {
+        let cs = dq::q_chunk_steps::<FMT>();
+        let slots = dq::q_ring_slots::<FMT>();
+        let al = [(p.ldb % 16 == 0) & w.is_aligned(0, 16), (p.ldb % 4 == 0) & w.is_aligned(0, 4)];
+        let chunks = (ktiles + cs - 1) / cs;
+        let mut ch = 0u32;
+        while ch < chunks {
+            let slot = ch % slots;
+            // Always true (`slots` ≤ `Q_RING_SLOTS`): proves the barriers.
+            if slot < Q_RING_SLOTS {
+                freed.mbar_wait(slot, (ch / slots + 1) % 2);
+                wq_chunk::<FMT, BN>(ring, ch, w, p, n0, kbeg, kend, al, ct);
+                if al[1] {
+                    landed.mbar_arrive_cp_async(slot);
+                } else {
+                    // The 2-byte path stores through registers: a plain arrival releases them.
+                    landed.mbar_arrive(slot);
+                }
+            }
+            ch += 1;
         }
     }
 
@@ -764,14 +827,17 @@ ptx_kernel! {
         f
     }
 
-    /// The copies of chunk `ch` of K (from `kbeg`; `dq::q_chunk_steps` steps) of the rows `n0
-    /// .. n0 + BN` of W into its slot of the ring (`ch % dq::q_ring_slots`, rows of
-    /// `dq::q_chunk_row` words): 16-byte pieces, piece `i = tid + q · threads` of the slot
-    /// piece `i % pieces` of row `i / pieces`, so that a warp's copies are runs of whole
-    /// rows. Each copy is shrunk to the bytes of the row before `kend` (and to none past
-    /// `n`: the copies zero-fill the rest); rows that are not 16-byte aligned (`al[0]`) go by
-    /// 4-byte copies (`al[1]`), else by 2-byte reads stored through registers (rows of these
-    /// formats are whole 2-byte units).
+    /// Copier `tid`'s copies of chunk `ch` of K (from `kbeg`; `dq::q_chunk_steps` steps) of the
+    /// rows `n0 .. n0 + BN` of W into its slot of the ring (`ch % dq::q_ring_slots`, rows of
+    /// `dq::q_chunk_row` words). Where the rows are 16-byte aligned (`al[0]`) and the chunk
+    /// lies before `kend`, the thread copies whole rows' chunks (rows `tid + q ·
+    /// WQ_COPIERS`), its 16-byte pieces unrolled, each row proven inside W by one test (rows
+    /// past `n` zero-filled). Else the slot's pieces are shared out one by one, piece `i =
+    /// tid + q · WQ_COPIERS` of the slot piece `i % pieces` of row `i / pieces`; each copy
+    /// is shrunk to the bytes of the row before `kend` (and to none past `n`: the copies
+    /// zero-fill the rest); rows that are not 16-byte aligned go by 4-byte copies (`al[1]`),
+    /// else by 2-byte reads stored through registers (rows of these formats are whole 2-byte
+    /// units).
     fn wq_chunk<const FMT: u32, const BN: u32>(
         ring: Shared<[u32; BN * Q_RING_WORDS]>,
         ch: u32,
@@ -783,12 +849,33 @@ ptx_kernel! {
         al: [bool; 2],
         tid: u32,
     ) {
-        let threads = BN / 64 * 128;
         let pieces = dq::q_chunk_bytes::<FMT>() / 16;
         let k0 = kbeg + ch * dq::q_chunk_steps::<FMT>() * Q_BK;
         let span = dq::q_chunk_span::<FMT>(k0, kend);
         let from = dq::q_row_byte::<FMT>(k0);
         let slot = ch % dq::q_ring_slots::<FMT>() * BN;
+        if al[0] & (span == dq::q_chunk_bytes::<FMT>()) {
+            let mut r = tid;
+            while r < BN {
+                let at = (slot + r) * dq::q_chunk_row::<FMT>();
+                let e = (n0 + r) as u64 * p.ldb as u64 + from as u64;
+                // `e` first below the length, so that `e + bytes` cannot wrap: the test proves
+                // every copy of the row inside W.
+                if (n0 + r < p.n) & (e < w.len()) & (e + dq::q_chunk_bytes::<FMT>() as u64 <= w.len()) & w.is_aligned(e, 16) & (((at as u64) + (4 * pieces) as u64) <= (ring.len() as u64)) {
+                    #[unroll]
+                    for pc in 0..dq::q_chunk_bytes::<FMT>() / 16 {
+                        ring.cp_async16(at + 4 * pc, w, e + (16 * pc) as u64);
+                    }
+                } else if ((at as u64) + (4 * pieces) as u64) <= (ring.len() as u64) {
+                    #[unroll]
+                    for pc in 0..dq::q_chunk_bytes::<FMT>() / 16 {
+                        ring.cp_async16_partial(at + 4 * pc, w, 0u64, 0);
+                    }
+                }
+                r += WQ_COPIERS;
+            }
+            return;
+        }
         // A loop, not unrolled: its body is there once (the copies of one piece).
         let mut i = tid;
         while i < BN * pieces {
@@ -824,7 +911,7 @@ ptx_kernel! {
                     ring[at + j] = v;
                 }
             }
-            i += threads;
+            i += WQ_COPIERS;
         }
     }
 

@@ -628,6 +628,15 @@ pub(crate) static FORMS: &[Form] = &[
     row(Tensor, "mbarrier.arrive.shared::cta.b64", &[dst(B64), shared_addr()])
         .min(80, (7, 8))
         .emitted(),
+    // One arrival once the thread's `cp.async` copies before it have landed, counted among
+    // those the phase expects (`.noinc`).
+    row(
+        Tensor,
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
+        &[shared_addr()],
+    )
+    .min(80, (7, 0))
+    .emitted(),
     row(
         Tensor,
         "mbarrier.arrive.expect_tx.shared::cta.b64",

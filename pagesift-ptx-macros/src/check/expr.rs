@@ -318,7 +318,7 @@ impl Checker<'_> {
                 body,
                 unroll,
             } => {
-                let (s, en) = if Self::untyped(start) && !Self::untyped(end) {
+                let (mut s, mut en) = if Self::untyped(start) && !Self::untyped(end) {
                     let en = self.check_expr(end, None);
                     (self.check_expr(start, Some(&en.ty)), en)
                 } else {
@@ -347,6 +347,14 @@ impl Checker<'_> {
                     );
                 }
                 if *unroll {
+                    // Bounds that are helper calls of constants become constants here.
+                    for b in [&mut s, &mut en] {
+                        if !matches!(b.kind, TKind::Const(_)) {
+                            if let Some(v) = super::fold::const_value(b) {
+                                b.kind = TKind::Const(v);
+                            }
+                        }
+                    }
                     match (&s.kind, &en.kind) {
                         (TKind::Const(ConstVal::Int(a)), TKind::Const(ConstVal::Int(b))) => {
                             let trips = b - a + if *inclusive { 1 } else { 0 };

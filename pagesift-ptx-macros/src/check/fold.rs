@@ -190,3 +190,74 @@ pub(crate) fn fold_binary(
         _ => return Ok(None),
     }))
 }
+
+/// The constant value of a checked expression that the checker did not fold: a helper call
+/// inlined with constant arguments (`q_chunk_bytes::<FMT>() / 16`), whose body is `let`s of
+/// constants, `if`s on constant conditions and arithmetic on them. `None` where any part
+/// is left to run time or has an effect.
+pub(super) fn const_value(e: &super::TExpr) -> Option<ConstVal> {
+    const_in(e, &mut Vec::new())
+}
+
+fn const_in(e: &super::TExpr, env: &mut Vec<(super::VarId, ConstVal)>) -> Option<ConstVal> {
+    use super::TKind;
+    match &e.kind {
+        TKind::Const(v) => Some(v.clone()),
+        TKind::Var(id) => env
+            .iter()
+            .rev()
+            .find(|(v, _)| v == id)
+            .map(|(_, c)| c.clone()),
+        TKind::Binary(op, a, b) => {
+            let (a, b) = (const_in(a, env)?, const_in(b, env)?);
+            fold_binary(*op, &e.ty, &a, &b).ok().flatten()
+        }
+        TKind::If { cond, then, els } => match const_in(cond, env)? {
+            ConstVal::Bool(true) => const_block(then, env),
+            ConstVal::Bool(false) => const_in(els.as_ref()?, env),
+            _ => None,
+        },
+        TKind::Block(b) => const_block(b, env),
+        TKind::Inline { binds, body } => {
+            let depth = env.len();
+            for (id, init) in binds {
+                let v = const_in(init, env)?;
+                env.push((*id, v));
+            }
+            let v = const_block(body, env);
+            env.truncate(depth);
+            v
+        }
+        _ => None,
+    }
+}
+
+fn const_block(b: &super::TBlock, env: &mut Vec<(super::VarId, ConstVal)>) -> Option<ConstVal> {
+    let depth = env.len();
+    let mut ok = true;
+    for st in &b.stmts {
+        match st {
+            super::TStmt::Let {
+                var,
+                init: Some(init),
+            } => match const_in(init, env) {
+                Some(v) => env.push((*var, v)),
+                None => {
+                    ok = false;
+                    break;
+                }
+            },
+            _ => {
+                ok = false;
+                break;
+            }
+        }
+    }
+    let v = if ok {
+        b.tail.as_ref().and_then(|t| const_in(t, env))
+    } else {
+        None
+    };
+    env.truncate(depth);
+    v
+}

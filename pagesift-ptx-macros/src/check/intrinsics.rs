@@ -161,6 +161,9 @@ pub enum MbarOp {
     /// `bars.mbar_wait(j, parity)`: waits until the phase of parity `parity` (0 or 1) has
     /// completed.
     Wait,
+    /// `bars.mbar_arrive_cp_async(j)`: one arrival, made once the thread's `cp.async` copies
+    /// issued before it have landed (the phase's count includes it).
+    ArriveCpAsync,
 }
 
 impl MbarOp {
@@ -171,14 +174,16 @@ impl MbarOp {
             MbarOp::Arrive => ("mbar_arrive", 0),
             MbarOp::ArriveExpectTx => ("mbar_arrive_expect_tx", 1),
             MbarOp::Wait => ("mbar_wait", 1),
+            MbarOp::ArriveCpAsync => ("mbar_arrive_cp_async", 0),
         }
     }
 
-    pub const ALL: [MbarOp; 4] = [
+    pub const ALL: [MbarOp; 5] = [
         MbarOp::Init,
         MbarOp::Arrive,
         MbarOp::ArriveExpectTx,
         MbarOp::Wait,
+        MbarOp::ArriveCpAsync,
     ];
 }
 

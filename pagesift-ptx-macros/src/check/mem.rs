@@ -505,6 +505,7 @@ impl Checker<'_> {
                     MbarOp::Arrive => Op::MbarArrive,
                     MbarOp::ArriveExpectTx => Op::MbarArriveTx,
                     MbarOp::Wait => Op::MbarTryWait,
+                    MbarOp::ArriveCpAsync => Op::MbarArriveCpAsync,
                 };
                 self.needs_op(&ptx_op, m, span);
                 if elem != Scalar::U64 {

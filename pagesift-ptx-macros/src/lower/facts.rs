@@ -55,6 +55,7 @@ impl Lower<'_> {
             | Op::SetMaxNReg { .. }
             | Op::PrefetchL2
             | Op::MbarInit
+            | Op::MbarArriveCpAsync
             | Op::TmaLoad
             | Op::PrefetchTensormap => {}
             Op::Asm { outs, .. } => {

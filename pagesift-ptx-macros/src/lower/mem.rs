@@ -377,6 +377,9 @@ impl Lower<'_> {
                 };
                 self.emit(op, ops, span);
             }
+            MbarOp::ArriveCpAsync => {
+                self.emit(Op::MbarArriveCpAsync, vec![a], span);
+            }
             MbarOp::Wait => {
                 let top = self.label();
                 self.body.push(crate::ptx::Item::Label(top));

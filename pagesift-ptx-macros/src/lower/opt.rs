@@ -372,6 +372,7 @@ fn has_dest(op: &Op) -> bool {
             | Op::SetMaxNReg { .. }
             | Op::PrefetchL2
             | Op::MbarInit
+            | Op::MbarArriveCpAsync
             | Op::TmaLoad
             | Op::PrefetchTensormap
             | Op::Asm { .. }

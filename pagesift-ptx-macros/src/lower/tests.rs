@@ -633,6 +633,92 @@ fn checked_async_copies_matrices_atomics_and_dynamic_shared_assemble() {
 }
 
 #[test]
+fn unrolled_loops_take_their_bounds_from_helpers_of_constants() {
+    let ptx = ptx_of(quote! {
+        #[variants(N in [3, 5])]
+        #[launch(block = 32)]
+        pub fn k<const N: u32>(x: &[u32], y: &mut [u32]) {
+            let mut s = 0u32;
+            #[unroll]
+            for i in 0..pieces::<N>() / 2 {
+                s += x[i] * 7;
+            }
+            y[thread_idx_x()] = s;
+        }
+
+        fn pieces<const N: u32>() -> u32 {
+            let twice = 2 * N;
+            if N > 4 {
+                twice + 2
+            } else {
+                twice
+            }
+        }
+    });
+    // N = 3: 6 / 2 = 3 trips; N = 5: 12 / 2 = 6, each a load of x, no loop.
+    for ((_, text), trips) in ptx.iter().zip([3, 6]) {
+        assert_eq!(text.matches("ld.global").count(), trips, "{text}");
+    }
+    // A bound left to run time is still an error.
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32], n: u32) {
+            #[unroll]
+            for i in 0..half(n) {
+                y[i] = 1;
+            }
+        }
+
+        fn half(n: u32) -> u32 {
+            n / 2
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("constant range bounds")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn async_copies_arrive_on_an_mbarrier_once_landed() {
+    let ptx = ptx_of(quote! {
+        #[launch(block = 64)]
+        #[target(sm_90)]
+        pub fn k(x: &[f32], y: &mut [f32]) {
+            let tile: Shared<[f32; 128]>;
+            let landed: Shared<[u64; 1]>;
+            let t = thread_idx_x();
+            if t == 0 {
+                landed.mbar_init(0, 64);
+            }
+            sync_threads();
+            tile.cp_async4(t, x, t);
+            landed.mbar_arrive_cp_async(0);
+            landed.mbar_wait(0, 0);
+            y[t] = tile[(t + 1) % 64];
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(
+        text.contains("cp.async.mbarrier.arrive.noinc.shared::cta.b64 ["),
+        "{text}"
+    );
+    assert!(!text.contains("cp.async.wait"), "{text}");
+    assemble("cp-async-arrive", &ptx);
+    // The arrival needs sm_80 (the wait above, sm_90).
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        #[target(sm_75)]
+        pub fn k(y: &mut [u32]) {
+            let landed: Shared<[u64; 1]>;
+            landed.mbar_arrive_cp_async(0);
+            y[0] = 1;
+        }
+    });
+    assert!(errs.iter().any(|e| e.contains("sm_80")), "{errs:?}");
+}
+
+#[test]
 fn an_early_return_proves_the_rest_of_its_block() {
     let (_, faults, text) = checks_of(quote! {
         #[launch(block = 32)]

@@ -254,6 +254,8 @@ pub enum Op {
     MbarInit,
     /// `mbarrier.arrive.shared::cta.b64 state, [a]`.
     MbarArrive,
+    /// `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [a]`.
+    MbarArriveCpAsync,
     /// `mbarrier.arrive.expect_tx.shared::cta.b64 state, [a], bytes`.
     MbarArriveTx,
     /// `mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity`: whether the phase of that

@@ -317,6 +317,7 @@ fn lowering(op: &Op) -> Result<String, String> {
         Op::MbarInit => "mbarrier.init.shared::cta.b64".into(),
         Op::MbarArrive => "mbarrier.arrive.shared::cta.b64".into(),
         Op::MbarArriveTx => "mbarrier.arrive.expect_tx.shared::cta.b64".into(),
+        Op::MbarArriveCpAsync => "cp.async.mbarrier.arrive.noinc.shared::cta.b64".into(),
         Op::MbarTryWait => "mbarrier.try_wait.parity.shared::cta.b64".into(),
         Op::TmaLoad => {
             "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"

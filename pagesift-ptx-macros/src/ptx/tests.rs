@@ -276,6 +276,7 @@ fn all_ops() -> Vec<Op> {
         Op::MbarInit,
         Op::MbarArrive,
         Op::MbarArriveTx,
+        Op::MbarArriveCpAsync,
         Op::MbarTryWait,
         Op::TmaLoad,
         Op::CvtaParam,

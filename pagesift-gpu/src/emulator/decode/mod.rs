@@ -513,6 +513,13 @@ pub(super) enum Op {
         off: i64,
         tx: Slot,
     },
+    /// `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [a]`: the emulator lands the thread's
+    /// copies issued so far at once (as a `cp.async.wait_all`), then arrives; a read of them
+    /// not ordered after the phase is still a race (`exec/tma.rs`).
+    CpAsyncArrive {
+        base: Slot,
+        off: i64,
+    },
     /// `mbarrier.try_wait.parity.shared::cta.b64 p, [a], parity`.
     MbarTryWait {
         p: Slot,

@@ -144,6 +144,9 @@ pub(super) fn decode(
             if m.take("bulk") {
                 return tma::decode_tma(ctx, m, ops);
             }
+            if m.take("mbarrier") {
+                return tma::decode_cp_async_arrive(ctx, m, ops);
+            }
             // The copies of a thread are queued (`exec/mem.rs`): `commit_group` closes its open
             // group, `wait_group N` completes all but the N most recent committed groups, and
             // `wait_all` commits and completes everything.

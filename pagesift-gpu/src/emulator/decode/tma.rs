@@ -68,6 +68,21 @@ pub(super) fn decode_mbarrier(
     Err("only mbarrier.init, arrive, arrive.expect_tx and try_wait.parity are supported".into())
 }
 
+/// `cp.async.mbarrier.arrive.noinc.shared::cta.b64 [a]` (opcode base `cp.async.mbarrier`):
+/// one arrival on the `mbarrier` once the thread's `cp.async` copies issued before it have
+/// landed, counted among the arrivals its phase expects (`.noinc`).
+pub(super) fn decode_cp_async_arrive(
+    ctx: &mut Ctx<'_>,
+    m: &mut Mods<'_>,
+    ops: &[Operand],
+) -> Result<Op, String> {
+    if !(m.take("arrive") && m.take("noinc") && m.take("shared::cta") && m.take("b64")) {
+        return Err("only cp.async.mbarrier.arrive.noinc.shared::cta.b64 is supported".into());
+    }
+    let (base, off) = shared_addr(ctx, &ops[0])?;
+    Ok(Op::CpAsyncArrive { base, off })
+}
+
 /// `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 /// [dst], [map, {c0, ..}], [mbar]` (the `cp.async.bulk` already taken).
 pub(super) fn decode_tma(

@@ -39,8 +39,11 @@ pub(super) struct Shadow {
     pub(super) r_epoch: u32,
     /// The latest stamp of the interval's reads.
     r_stamp: u32,
-    /// The single reader's clock at its read.
+    /// The single reader's clock at its read; for readers all in one warp, the latest of
+    /// their clocks at their reads.
     r_clock: u32,
+    /// For readers all in one warp, their lanes (bit `l`: lane `l` read it).
+    r_lanes: u32,
 }
 
 /// The `w_epoch` of a byte that a `cp.async` of thread `writer` will write, not completed yet
@@ -227,12 +230,20 @@ impl Mem<'_, '_> {
     }
 
     /// Whether the interval's earlier reads of a byte (`reader`, at `stamp` the latest; a
-    /// single reader at its `clock`) are ordered before an access of this thread.
-    fn reads_ordered(&self, reader: u32, stamp: u32, clock: u32) -> bool {
+    /// single reader at its `clock`; readers in one warp, `lanes` of it, at `clock` the
+    /// latest of theirs) are ordered before an access of this thread: by a warp barrier of
+    /// the whole warp, or by `mbarrier` phases that each reader arrived on after `clock`.
+    fn reads_ordered(&self, reader: u32, stamp: u32, clock: u32, lanes: u32) -> bool {
         let warp = (self.me - 1) / 32;
         match reader {
             MANY_READERS => false,
-            r if r & MANY_IN_WARP != 0 => r & !MANY_IN_WARP == warp && self.met_all > stamp,
+            r if r & MANY_IN_WARP != 0 => {
+                let w = r & !MANY_IN_WARP;
+                (w == warp && self.met_all > stamp)
+                    || (0..32)
+                        .filter(|l| lanes >> l & 1 != 0)
+                        .all(|l| self.tma.ordered(self.me, w * 32 + l + 1, clock))
+            }
             r => {
                 r == self.me
                     || Self::warp_ordered(self.me, self.met, r, stamp)
@@ -319,13 +330,18 @@ impl Mem<'_, '_> {
                 let same_warp = match s.reader {
                     MANY_READERS => false,
                     r if r & MANY_IN_WARP != 0 => r & !MANY_IN_WARP == warp,
-                    r => (r - 1) / 32 == warp,
+                    r => {
+                        s.r_lanes = 1 << ((r - 1) % 32);
+                        (r - 1) / 32 == warp
+                    }
                 };
-                s.reader = if same_warp {
-                    MANY_IN_WARP | warp
+                if same_warp {
+                    s.reader = MANY_IN_WARP | warp;
+                    s.r_lanes |= 1 << ((me - 1) % 32);
+                    s.r_clock = s.r_clock.max(clock);
                 } else {
-                    MANY_READERS
-                };
+                    s.reader = MANY_READERS;
+                }
                 s.r_stamp = s.r_stamp.max(stamp);
             } else {
                 s.reader = me;
@@ -362,7 +378,7 @@ impl Mem<'_, '_> {
             }
             if s.r_epoch == self.epoch
                 && s.reader != me
-                && !self.reads_ordered(s.reader, s.r_stamp, s.r_clock)
+                && !self.reads_ordered(s.reader, s.r_stamp, s.r_clock, s.r_lanes)
             {
                 let who = if s.reader & MANY_IN_WARP != 0 {
                     "other threads".to_string()

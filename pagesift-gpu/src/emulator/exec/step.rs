@@ -423,6 +423,10 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
                 g!(d) = token;
             }
         }
+        Op::CpAsyncArrive { base, off } => {
+            mem.cp_wait(0, true);
+            mem.mbar_arrive(addr_of(r, base, off), 0)?;
+        }
         Op::MbarTryWait {
             p,
             base,

@@ -107,9 +107,13 @@ pub(super) struct TmaState {
     /// The threads of the block, once it initialized an `mbarrier` (0 before).
     threads: usize,
     /// Their vector clocks, `threads × threads` (thread `t`'s at `t · threads`): entry `u`
-    /// of thread `t`'s is the number of arrivals of thread `u` ordered before `t`'s next
-    /// access, its own entry its own arrivals.
+    /// of thread `t`'s is the time of the latest arrival of thread `u` ordered before `t`'s
+    /// next access, its own entry that of its own latest arrival. The times are the block's
+    /// count of arrivals ([`TmaState::ticks`]), so that the clocks of different threads
+    /// compare: several readers of a byte keep the latest of theirs.
     clocks: Vec<u32>,
+    /// The block's arrivals so far: the time of the next one.
+    ticks: u32,
 }
 
 impl TmaState {
@@ -126,9 +130,10 @@ impl TmaState {
         self.events = 0;
         self.threads = 0;
         self.clocks.clear();
+        self.ticks = 0;
     }
 
-    /// Thread `me`'s own clock (threads numbered from 1): its arrivals so far.
+    /// Thread `me`'s own clock (threads numbered from 1): the time of its latest arrival.
     pub(super) fn own_clock(&self, me: u32) -> u32 {
         match self.threads {
             0 => 0,
@@ -270,11 +275,12 @@ impl Mem<'_, '_> {
         // phase carries what the thread's clock orders.
         let me = self.me;
         let st = &mut *self.tma;
+        st.ticks += 1;
         let clock = {
             let n = st.threads;
             &mut st.clocks[(me as usize - 1) * n..me as usize * n]
         };
-        clock[me as usize - 1] += 1;
+        clock[me as usize - 1] = st.ticks;
         let b = &mut st.mbars[i];
         for (r, &c) in b.released.iter_mut().zip(clock.iter()) {
             *r = (*r).max(c);

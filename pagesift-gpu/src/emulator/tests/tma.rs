@@ -470,6 +470,7 @@ fn tma_and_mbarrier_forms_decode() {
         "mbarrier.arrive.shared::cta.b64",
         "mbarrier.arrive.expect_tx.shared::cta.b64",
         "mbarrier.try_wait.parity.shared::cta.b64",
+        "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
         "cp.async.bulk.tensor.1d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
         "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
@@ -779,6 +780,112 @@ fn stores_after_the_arrival_or_by_a_thread_that_never_arrived_are_races() {
                 "{h:?}: {}",
                 m.message
             ),
+            other => panic!("{h:?}: expected an emulator error, got {other:?}"),
+        }
+    }
+}
+
+/// How [`copy_arrive_kernel`] hands its buffer back and forth.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CopyArrive {
+    /// Every reader arrives on `freed`; the copier arrives on `landed` by
+    /// `cp.async.mbarrier.arrive.noinc`; the readers wait for it.
+    Proper,
+    /// Only lane 0 of the readers arrives on `freed` (count 1): the other lanes' reads are not
+    /// ordered before the copy.
+    OneReaderArrives,
+    /// The readers read the buffer again without waiting on `landed`.
+    NoWait,
+    /// The copier never arrives on `landed`.
+    NoArrive,
+}
+
+/// A ring of one slot between warp 0 (readers) and thread 32 (copier), no `bar.sync` after
+/// the initialization: lane 0 first arrives on an unrelated `mbarrier` (so its clock runs
+/// ahead of its warp's); every lane of warp 0 reads the 16-byte buffer (lanes sharing its
+/// words), releases it on `freed`; thread 32 waits for that, copies 16 bytes from `src` over
+/// it by `cp.async` and arrives on `landed` once the copy has landed; warp 0 waits and copies
+/// word `lane % 4` of the buffer to `out[lane]`.
+fn copy_arrive_kernel(h: CopyArrive) -> String {
+    let freed_count = if h == CopyArrive::OneReaderArrives {
+        1
+    } else {
+        32
+    };
+    let release = if h == CopyArrive::OneReaderArrives {
+        " @%p0 bra $released;\n mbarrier.arrive.shared::cta.b64 %rd4, [bars];\n$released:\n"
+    } else {
+        " mbarrier.arrive.shared::cta.b64 %rd4, [bars];\n"
+    };
+    let wait = if h == CopyArrive::NoWait {
+        ""
+    } else {
+        "$w0:\n mbarrier.try_wait.parity.shared::cta.b64 %p2, [bars+8], 0;\n @!%p2 bra $w0;\n"
+    };
+    let arrive = if h == CopyArrive::NoArrive {
+        ""
+    } else {
+        " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n"
+    };
+    format!(
+        ".version 8.0\n.target sm_90a\n.address_size 64\n\
+         .visible .entry copy_arrive(.param .u64 src, .param .u64 out)\n{{\n\
+         .shared .align 16 .b8 buf[16];\n .shared .align 8 .b8 bars[24];\n\
+         .reg .pred %p<4>;\n .reg .b32 %r<12>;\n .reg .b64 %rd<8>;\n\
+         mov.u32 %r0, %tid.x;\n setp.ne.u32 %p0, %r0, 0;\n @%p0 bra $inited;\n\
+         mbarrier.init.shared::cta.b64 [bars], {freed_count};\n\
+         mbarrier.init.shared::cta.b64 [bars+8], 1;\n\
+         mbarrier.init.shared::cta.b64 [bars+16], 1;\n\
+         st.shared.v4.u32 [buf], {{1, 2, 3, 4}};\n\
+         $inited:\n bar.sync 0;\n setp.ge.u32 %p1, %r0, 32;\n @%p1 bra $copier;\n\
+         @%p0 bra $read;\n mbarrier.arrive.shared::cta.b64 %rd4, [bars+16];\n\
+         $read:\n and.b32 %r1, %r0, 3;\n shl.b32 %r2, %r1, 2;\n mov.u32 %r3, buf;\n\
+         add.u32 %r3, %r3, %r2;\n ld.shared.u32 %r4, [%r3];\n\
+         {release}{wait}\
+         ld.shared.u32 %r5, [%r3];\n add.u32 %r5, %r5, %r4;\n\
+         ld.param.u64 %rd1, [out];\n mul.wide.u32 %rd2, %r0, 4;\n add.s64 %rd3, %rd1, %rd2;\n\
+         st.global.u32 [%rd3], %r5;\n bra $exit;\n\
+         $copier:\n setp.ne.u32 %p1, %r0, 32;\n @%p1 bra $exit;\n\
+         $w1:\n mbarrier.try_wait.parity.shared::cta.b64 %p2, [bars], 0;\n @!%p2 bra $w1;\n\
+         ld.param.u64 %rd1, [src];\n mov.u32 %r6, buf;\n\
+         cp.async.cg.shared.global [%r6], [%rd1], 16;\n{arrive}\
+         $exit:\n ret;\n}}\n"
+    )
+}
+
+fn run_copy_arrive(h: CopyArrive) -> (Result<()>, Vec<u32>) {
+    let e = emu90();
+    let src = upload_u32(&e, &[11, 22, 33, 44]);
+    let out = upload_u32(&e, &[0; 32]);
+    let r = launch(
+        &e,
+        &copy_arrive_kernel(h),
+        "copy_arrive",
+        1,
+        64,
+        0,
+        &[&src.to_le_bytes(), &out.to_le_bytes()],
+    );
+    (r, download_u32(&e, out, 32))
+}
+
+#[test]
+fn cp_async_arrivals_hand_a_buffer_between_warps_read_by_many_lanes() {
+    let (r, got) = run_copy_arrive(CopyArrive::Proper);
+    r.expect("the hand-off runs without a race");
+    let want: Vec<u32> = (0..32).map(|l| [12, 24, 36, 48][l % 4]).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn a_reader_that_never_released_a_missing_wait_or_a_missing_arrival_fail() {
+    for (h, want) in [
+        (CopyArrive::OneReaderArrives, "shared memory data race"),
+        (CopyArrive::NoWait, "shared memory"),
+        (CopyArrive::NoArrive, "mbarrier deadlock"),
+    ] {
+        match run_copy_arrive(h).0 {
+            Err(Error::Emulator(m)) => assert!(m.message.contains(want), "{h:?}: {}", m.message),
             other => panic!("{h:?}: expected an emulator error, got {other:?}"),
         }
     }

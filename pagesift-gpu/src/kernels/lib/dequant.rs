@@ -505,8 +505,9 @@ fn q_frag_lane<const FMT: u32>(c: u32) -> [u32; 4] {
 /// `2 j + h` the weights `16 j + 8 h + 2 c` and `+ 1` of the step (`c` the lane's column
 /// pair) as a pair of `T`, each the f32 of ggml's dequantization (`dequant4`) rounded once
 /// to nearest even. The fragments of `mma.m16n8k16` and of `wgmma`'s A from registers take a
-/// row's weights in these pairs: `2 c`, `+ 1` and `2 c + 8`, `+ 9` of each 16 of K. All 0
-/// where the chunk does not fit in `ring` from `at`.
+/// row's weights in these pairs: `2 c`, `+ 1` and `2 c + 8`, `+ 9` of each 16 of K. The
+/// chunk is read from the last place it fits in `ring` where it does not fit from `at`
+/// (all 0 where `ring` is shorter than a chunk's row).
 ///
 /// Q8_0 / Q4_0: step `s` is the chunk's blocks `2 s` and `2 s + 1`; the lane's two code bytes
 /// of each 8 (Q8_0: at 0, 8, 16, 24 of the block's codes; Q4_0: at 0 and 8, their low
@@ -515,10 +516,13 @@ fn q_frag_lane<const FMT: u32>(c: u32) -> [u32; 4] {
 /// high ones). BF16 / F16: the step's 64 elements.
 fn q_frag<const FMT: u32, T, const LEN: u32>(ring: Shared<[u32; LEN]>, at: u32, s: u32, lane: [u32; 4]) -> [u32; 8] {
     let mut v = [0u32; 8];
-    if (at as u64) + q_chunk_row::<FMT>() as u64 <= ring.len() as u64 {
+    if LEN >= q_chunk_row::<FMT>() {
+        // The chunk at `at` where it fits in `ring` (every caller's case: no test, no branch
+        // in the hot loop), else the last one that does.
+        let at = at.min(LEN - q_chunk_row::<FMT>());
         // SAFETY (each read below): its word lies less than a chunk's words on from `at`
-        // (`s < q_chunk_steps`, the lane's words from `q_frag_lane`), inside `ring` by the
-        // test above.
+        // (`s < q_chunk_steps`, the lane's words from `q_frag_lane`), inside `ring` as `at +
+        // q_chunk_row ≤ LEN`.
         unsafe {
             if FMT == FMT_Q8_0 || FMT == FMT_Q4_0 {
                 let bytes = if FMT == FMT_Q8_0 { Q8_0_BYTES } else { Q4_0_BYTES };
