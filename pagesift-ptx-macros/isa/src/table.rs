@@ -635,7 +635,7 @@ pub(crate) static FORMS: &[Form] = &[
         "cp.async.mbarrier.arrive.noinc.shared::cta.b64",
         &[shared_addr()],
     )
-    .min(80, (7, 0))
+    .min(80, (7, 8))
     .emitted(),
     row(
         Tensor,
