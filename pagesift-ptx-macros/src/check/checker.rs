@@ -526,9 +526,15 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Evaluates `e` as a constant u32 (block dimensions, array lengths).
+    /// Evaluates `e` as a constant u32 (block dimensions, array lengths, tensor map boxes):
+    /// an expression of constants, or a helper call whose value follows from constants.
     pub(super) fn const_u32(&mut self, e: &Expr, what: &str) -> Option<u32> {
-        let t = self.check_expr(e, Some(&Ty::Scalar(Scalar::U32)));
+        let mut t = self.check_expr(e, Some(&Ty::Scalar(Scalar::U32)));
+        if !matches!(resolved(&t.kind), TKind::Const(_)) {
+            if let Some(v) = super::fold::const_value(&t) {
+                t.kind = TKind::Const(v);
+            }
+        }
         match resolved(&t.kind) {
             TKind::Const(ConstVal::Int(v)) if (0..=u32::MAX as i128).contains(v) => Some(*v as u32),
             _ if t.ty == Ty::Never => None,

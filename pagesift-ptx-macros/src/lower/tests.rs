@@ -680,6 +680,38 @@ fn unrolled_loops_take_their_bounds_from_helpers_of_constants() {
 }
 
 #[test]
+fn array_lengths_take_helpers_of_constants() {
+    let ptx = ptx_of(quote! {
+        #[variants(N in [3, 5])]
+        #[launch(block = 32)]
+        pub fn k<const N: u32>(y: &mut [u32]) {
+            let s: Shared<[u32; 32 * words::<N>()]>;
+            let t = thread_idx_x();
+            s[t] = t;
+            sync_threads();
+            y[t] = s[(t + 1) % 32] + s.len() as u32;
+        }
+
+        fn words<const N: u32>() -> u32 {
+            let w = N + 1;
+            if w % 2 == 0 {
+                w
+            } else {
+                w + 1
+            }
+        }
+    });
+    // N = 3: 32 · 4 words; N = 5: 32 · 6.
+    for ((_, text), len) in ptx.iter().zip([128, 192]) {
+        let decl = text
+            .lines()
+            .find(|l| l.contains(".shared") && l.contains("smem_s_"))
+            .unwrap_or_else(|| panic!("no shared array in\n{text}"));
+        assert!(decl.contains(&format!("[{}]", 4 * len)), "{decl}");
+    }
+}
+
+#[test]
 fn async_copies_arrive_on_an_mbarrier_once_landed() {
     let ptx = ptx_of(quote! {
         #[launch(block = 64)]
