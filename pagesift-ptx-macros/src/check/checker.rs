@@ -531,9 +531,7 @@ impl<'a> Checker<'a> {
     pub(super) fn const_u32(&mut self, e: &Expr, what: &str) -> Option<u32> {
         let mut t = self.check_expr(e, Some(&Ty::Scalar(Scalar::U32)));
         if !matches!(resolved(&t.kind), TKind::Const(_)) {
-            if let Some(v) = super::fold::const_value(&t) {
-                t.kind = TKind::Const(v);
-            }
+            super::fold::fold_helper_call(&mut t);
         }
         match resolved(&t.kind) {
             TKind::Const(ConstVal::Int(v)) if (0..=u32::MAX as i128).contains(v) => Some(*v as u32),

@@ -349,11 +349,7 @@ impl Checker<'_> {
                 if *unroll {
                     // Bounds that are helper calls of constants become constants here.
                     for b in [&mut s, &mut en] {
-                        if !matches!(b.kind, TKind::Const(_)) {
-                            if let Some(v) = super::fold::const_value(b) {
-                                b.kind = TKind::Const(v);
-                            }
-                        }
+                        super::fold::fold_helper_call(b);
                     }
                     match (&s.kind, &en.kind) {
                         (TKind::Const(ConstVal::Int(a)), TKind::Const(ConstVal::Int(b))) => {

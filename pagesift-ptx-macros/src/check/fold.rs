@@ -199,6 +199,15 @@ pub(super) fn const_value(e: &super::TExpr) -> Option<ConstVal> {
     const_in(e, &mut Vec::new())
 }
 
+/// Replaces `e` by its constant where [`const_value`] finds one (constants stay as they are).
+pub(super) fn fold_helper_call(e: &mut super::TExpr) {
+    if !matches!(e.kind, super::TKind::Const(_)) {
+        if let Some(v) = const_value(e) {
+            e.kind = super::TKind::Const(v);
+        }
+    }
+}
+
 fn const_in(e: &super::TExpr, env: &mut Vec<(super::VarId, ConstVal)>) -> Option<ConstVal> {
     use super::TKind;
     match &e.kind {

@@ -4,7 +4,8 @@
 //!
 //! `cp.async` reads its global source when it executes, but writes its shared destination only
 //! when a `cp.async.wait_group` / `wait_all` of the issuing thread (or its exit) completes it,
-//! as the hardware may. Until then the destination bytes are pending (`PENDING` in their
+//! or, for the copies a `cp.async.mbarrier.arrive` waits for, when the emulator lets that
+//! arrival happen (as late as it can: `exec/tma.rs`), as the hardware may. Until then the destination bytes are pending (`PENDING` in their
 //! shadow) and any access to them by any thread of the block is an error; once completed they
 //! count as written by the issuing thread at that moment, so the race checks apply to them as
 //! to a store.
@@ -73,6 +74,9 @@ pub(super) struct AsyncQueue {
     /// Per committed group not completed yet, oldest first: the number of `copies` up to its
     /// end (the copies after the last hold the open group).
     groups: Vec<u32>,
+    /// The thread's copies completed so far in this block: `copies[i]` is its copy number
+    /// `done + i` (what a `cp.async.mbarrier.arrive` waits for, `exec/tma.rs`).
+    pub(super) done: u64,
 }
 
 impl AsyncQueue {
@@ -83,6 +87,12 @@ impl AsyncQueue {
             shadow[at..at + c.len as usize].fill(Shadow::default());
         }
         self.groups.clear();
+        self.done = 0;
+    }
+
+    /// The number of the thread's next copy.
+    pub(super) fn issued(&self) -> u64 {
+        self.done + self.copies.len() as u64
     }
 }
 
@@ -518,30 +528,36 @@ impl Mem<'_, '_> {
 
     /// `cp.async.wait_group n`: completes the oldest committed groups until at most `n` remain
     /// (`all`, for `wait_all` and the thread's exit: commits first, `n` 0, completing every copy).
+    /// The thread's `cp.async.mbarrier.arrive`s whose copies have all completed arrive.
     #[inline]
-    pub(super) fn cp_wait(&mut self, n: u32, all: bool) {
+    pub(super) fn cp_wait(&mut self, n: u32, all: bool) -> Result<(), String> {
         if all {
             if self.queue.copies.is_empty() {
                 self.queue.groups.clear();
-                return;
+                return self.cp_arrivals_fire();
             }
             self.cp_commit();
         }
         if self.queue.groups.len() > n as usize {
-            self.cp_complete(self.queue.groups.len() - n as usize);
+            let upto = self.queue.groups[self.queue.groups.len() - n as usize - 1];
+            self.cp_complete(upto as usize)?;
         }
+        Ok(())
     }
 
-    /// Completes the `groups` oldest committed groups: writes their destinations, which count
-    /// as written by this thread now.
+    /// Completes the `upto` oldest copies: writes their destinations, which count as written by
+    /// this thread now, at its clock (or, for a copy that a `cp.async.mbarrier.arrive` of the
+    /// thread waits for, at its clock before that arrival, which the arrival releases); then
+    /// the arrivals whose copies have all completed arrive.
     #[inline(never)]
-    fn cp_complete(&mut self, groups: usize) {
-        let q = &mut *self.queue;
-        let upto = q.groups[groups - 1];
-        let (me, epoch, stamp) = (self.me, self.epoch, self.warp_syncs);
-        let clock = self.tma.own_clock(me);
+    pub(super) fn cp_complete(&mut self, upto: usize) -> Result<(), String> {
+        let me = self.me;
+        let (epoch, stamp) = (self.epoch, self.warp_syncs);
+        let own = self.tma.own_clock(me);
         let fences = self.proxy_fences[me as usize - 1];
-        for c in &q.copies[..upto as usize] {
+        let q = &mut *self.queue;
+        for (i, c) in q.copies[..upto].iter().enumerate() {
+            let clock = self.tma.copy_clock(me, q.done + i as u64).unwrap_or(own);
             let (at, len) = (c.at as usize, c.len as usize);
             self.shared[at..at + len].copy_from_slice(&c.bytes[..len]);
             for s in &mut self.shadow[at..at + len] {
@@ -556,11 +572,14 @@ impl Mem<'_, '_> {
                 self.proxy[at..at + len].fill(ProxyByte { writer: me, fences });
             }
         }
-        q.copies.drain(..upto as usize);
-        q.groups.drain(..groups);
-        for g in &mut q.groups {
-            *g -= upto;
-        }
+        q.copies.drain(..upto);
+        q.done += upto as u64;
+        let upto = upto as u32;
+        q.groups.retain_mut(|g| {
+            *g = g.saturating_sub(upto);
+            *g > 0
+        });
+        self.cp_arrivals_fire()
     }
 }
 

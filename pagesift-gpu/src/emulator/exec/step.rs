@@ -234,8 +234,9 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         }
         Op::Bra { target } => return Ok(Flow::Jump(target)),
         Op::Exit => {
-            // Copies never waited for complete at the exit.
-            mem.cp_wait(0, true);
+            // Copies never waited for complete at the exit (and the arrivals that wait for
+            // them arrive).
+            mem.cp_wait(0, true)?;
             return Ok(Flow::Stop(TState::Done));
         }
         Op::Bar { .. } => return Ok(Flow::Stop(TState::Bar)),
@@ -423,10 +424,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
                 g!(d) = token;
             }
         }
-        Op::CpAsyncArrive { base, off } => {
-            mem.cp_wait(0, true);
-            mem.mbar_arrive(addr_of(r, base, off), 0)?;
-        }
+        Op::CpAsyncArrive { base, off } => mem.cp_arrive(addr_of(r, base, off))?,
         Op::MbarTryWait {
             p,
             base,
@@ -446,7 +444,7 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
         Op::PrefetchTensormap { base, off } => mem.prefetch_tensormap(addr_of(r, base, off))?,
         Op::CpAsyncCommit => mem.cp_commit(),
         Op::ProxyFence => mem.proxy_fence(),
-        Op::CpAsyncWait { n, all } => mem.cp_wait(n, all),
+        Op::CpAsyncWait { n, all } => mem.cp_wait(n, all)?,
         Op::Dot {
             two,
             hi,

@@ -22,6 +22,13 @@
 //! byte remembers its writer's clock at the write (`mem.rs`), so a thread that reads it after
 //! waiting for a phase the writer arrived on later reads it ordered, without a `bar.sync`.
 //!
+//! `cp.async.mbarrier.arrive.noinc` arrives once every `cp.async` its thread issued before it
+//! has landed. The thread's clock ticks at the instruction (it releases what the thread did
+//! before, nothing after), but the copies land, and the arrival counts, only when a thread
+//! waits on that `mbarrier` and the block cannot proceed otherwise, or when the issuing thread
+//! waits for its copies or exits: a read of the copies not ordered after that phase finds them
+//! pending.
+//!
 //! A `try_wait` that returns false also suspends its thread ([`MbarWait`]): the scheduler
 //! (`exec/mod.rs`) lets the other threads run and wakes it once the phase it waits for has
 //! completed, so a spin loop costs nothing. When every thread is blocked and no copy is in
@@ -96,11 +103,29 @@ struct TmaCopy {
     issuer: u32,
 }
 
+/// A `cp.async.mbarrier.arrive.noinc` whose thread's copies have not all landed: it arrives
+/// once they have, which the emulator puts off as long as it can (`cp_arrivals_land`), so that
+/// a read of the copies not ordered after the arrival meets them pending.
+struct CpArrival {
+    /// The shared offset of its `mbarrier`.
+    mbar: u32,
+    /// The arriving thread, numbered from 1.
+    thread: u32,
+    /// The thread's copies it waits for: those numbered below this (`AsyncQueue::done`).
+    upto: u64,
+    /// The thread's own clock before the arrival: the clock of the copies it releases.
+    copy_clock: u32,
+    /// The thread's vector clock at the instruction (its tick included): what it releases.
+    release: Vec<u32>,
+}
+
 /// The block's `mbarrier` objects and the copies in flight.
 #[derive(Default)]
 pub(super) struct TmaState {
     mbars: Vec<Mbarrier>,
     copies: Vec<TmaCopy>,
+    /// The `cp.async.mbarrier.arrive`s waiting for their copies, in issue order.
+    cp_arrivals: Vec<CpArrival>,
     /// Counts every change of an `mbarrier` and every copy issued: the scheduler's test of
     /// progress.
     events: u64,
@@ -127,10 +152,50 @@ impl TmaState {
             let at = c.dst as usize;
             shadow[at..at + c.data.len()].fill(Shadow::default());
         }
+        self.cp_arrivals.clear();
         self.events = 0;
         self.threads = 0;
         self.clocks.clear();
         self.ticks = 0;
+    }
+
+    /// The clock at which thread `me`'s copy number `copy` lands: that of the first of its
+    /// `cp.async.mbarrier.arrive`s that waits for it, if any.
+    pub(super) fn copy_clock(&self, me: u32, copy: u64) -> Option<u32> {
+        self.cp_arrivals
+            .iter()
+            .find(|a| a.thread == me && copy < a.upto)
+            .map(|a| a.copy_clock)
+    }
+
+    /// Thread `me`'s arrival: the block's time moves on and becomes its own clock; its vector
+    /// clock, which the arrival releases.
+    fn tick(&mut self, me: u32) -> &[u32] {
+        self.ticks += 1;
+        let n = self.threads;
+        let clock = &mut self.clocks[(me as usize - 1) * n..me as usize * n];
+        clock[me as usize - 1] = self.ticks;
+        clock
+    }
+
+    /// One arrival on `mbars[i]` that releases the vector clock `clock`; the phase completes
+    /// if it was the last.
+    fn release(&mut self, i: usize, clock: &[u32]) {
+        let b = &mut self.mbars[i];
+        b.pending -= 1;
+        for (r, &c) in b.released.iter_mut().zip(clock) {
+            *r = (*r).max(c);
+        }
+        b.settle();
+        self.events += 1;
+    }
+
+    /// Whether thread `t` (numbered from 0) has `cp.async.mbarrier.arrive`s waiting, on the
+    /// `mbarrier` at `only` if given.
+    pub(super) fn cp_arrivals_of(&self, t: usize, only: Option<u32>) -> bool {
+        self.cp_arrivals
+            .iter()
+            .any(|a| a.thread as usize == t + 1 && only.is_none_or(|m| a.mbar == m))
     }
 
     /// Thread `me`'s own clock (threads numbered from 1): the time of its latest arrival.
@@ -270,24 +335,77 @@ impl Mem<'_, '_> {
         }
         let token = b.phases;
         b.tx = new_tx;
-        b.pending -= 1;
         // The arrival releases this thread's accesses before it: its clock ticks, and the
         // phase carries what the thread's clock orders.
         let me = self.me;
         let st = &mut *self.tma;
-        st.ticks += 1;
-        let clock = {
-            let n = st.threads;
-            &mut st.clocks[(me as usize - 1) * n..me as usize * n]
-        };
-        clock[me as usize - 1] = st.ticks;
-        let b = &mut st.mbars[i];
-        for (r, &c) in b.released.iter_mut().zip(clock.iter()) {
-            *r = (*r).max(c);
-        }
-        b.settle();
-        st.events += 1;
+        let clock = st.tick(me).to_vec();
+        st.release(i, &clock);
         Ok(token)
+    }
+
+    /// `cp.async.mbarrier.arrive.noinc [at]`: one arrival on the `mbarrier` at `at` once every
+    /// `cp.async` this thread issued so far has landed. The thread's clock ticks now (what it
+    /// did before is released, nothing after); the arrival waits (`CpArrival`).
+    pub(super) fn cp_arrive(&mut self, at: u64) -> Result<(), String> {
+        self.mbar(at, "cp.async.mbarrier.arrive.noinc")?;
+        let me = self.me;
+        let upto = self.queue.issued();
+        let st = &mut *self.tma;
+        let copy_clock = st.own_clock(me);
+        let release = st.tick(me).to_vec();
+        st.cp_arrivals.push(CpArrival {
+            mbar: at as u32,
+            thread: me,
+            upto,
+            copy_clock,
+            release,
+        });
+        st.events += 1;
+        Ok(())
+    }
+
+    /// The arrivals of this thread's `cp.async.mbarrier.arrive`s whose copies have all landed.
+    pub(super) fn cp_arrivals_fire(&mut self) -> Result<(), String> {
+        let (me, done) = (self.me, self.queue.done);
+        while let Some(k) = self
+            .tma
+            .cp_arrivals
+            .iter()
+            .position(|a| a.thread == me && a.upto <= done)
+        {
+            let a = self.tma.cp_arrivals.remove(k);
+            let what = "cp.async.mbarrier.arrive.noinc";
+            let i = self.mbar(a.mbar as u64, what)?;
+            let b = &self.tma.mbars[i];
+            if b.pending == 0 {
+                return Err(format!(
+                    "too many arrivals: {what} on the mbarrier at shared offset {:#x}, whose current phase had all its {} arrivals when the thread's copies landed ({})",
+                    a.mbar,
+                    b.count,
+                    b.describe()
+                ));
+            }
+            self.tma.release(i, &a.release);
+        }
+        Ok(())
+    }
+
+    /// Lands this thread's copies that its `cp.async.mbarrier.arrive`s (on the `mbarrier` at
+    /// `only`, if given) wait for, and so makes them arrive.
+    pub(super) fn cp_arrivals_land(&mut self, only: Option<u32>) -> Result<(), String> {
+        let me = self.me;
+        let upto = self
+            .tma
+            .cp_arrivals
+            .iter()
+            .filter(|a| a.thread == me && only.is_none_or(|m| a.mbar == m))
+            .map(|a| a.upto)
+            .max();
+        match upto {
+            Some(upto) => self.cp_complete(upto.saturating_sub(self.queue.done) as usize),
+            None => Ok(()),
+        }
     }
 
     /// `mbarrier.try_wait.parity`: whether the phase of parity `parity` has completed. If not,
@@ -517,6 +635,16 @@ impl Runner {
             }
             let w = self.waits[t];
             if !self.tma.phase_done(w.at, w.parity) {
+                // The `cp.async` copies that arrive on it land (each thread's own), then the
+                // tensor copies on it.
+                for u in 0..nt {
+                    if self.tma.cp_arrivals_of(u, Some(w.at)) {
+                        let pc = self.pc[u] as usize;
+                        let mut mem = self.mem_for(l, u);
+                        mem.cp_arrivals_land(Some(w.at))
+                            .map_err(|msg| Fail { msg, t: u, pc })?;
+                    }
+                }
                 let mut mem = self.mem_for(l, t);
                 mem.tma_complete(Some(w.at)).map_err(|msg| Fail {
                     msg,
@@ -530,6 +658,13 @@ impl Runner {
             }
         }
         if woke {
+            return Ok(true);
+        }
+        if let Some(u) = (0..nt).find(|&u| self.tma.cp_arrivals_of(u, None)) {
+            let pc = self.pc[u] as usize;
+            let mut mem = self.mem_for(l, u);
+            mem.cp_arrivals_land(None)
+                .map_err(|msg| Fail { msg, t: u, pc })?;
             return Ok(true);
         }
         if let Some(c) = self.tma.copies.first() {

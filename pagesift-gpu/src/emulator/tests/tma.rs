@@ -798,6 +798,14 @@ enum CopyArrive {
     NoWait,
     /// The copier never arrives on `landed`.
     NoArrive,
+    /// The copier waits for its own copies (`cp.async.wait_all`) after its arrival: the
+    /// copies are still the arrival's, released by it.
+    WaitAfterArrive,
+    /// The copier reads the buffer right after its arrival, before its copy need have landed.
+    CopierReads,
+    /// The copier copies only the buffer's first 8 bytes and stores to its last word after its
+    /// arrival, which does not release that store.
+    StoreAfterArrive,
 }
 
 /// A ring of one slot between warp 0 (readers) and thread 32 (copier), no `bar.sync` after
@@ -822,10 +830,23 @@ fn copy_arrive_kernel(h: CopyArrive) -> String {
     } else {
         "$w0:\n mbarrier.try_wait.parity.shared::cta.b64 %p2, [bars+8], 0;\n @!%p2 bra $w0;\n"
     };
-    let arrive = if h == CopyArrive::NoArrive {
-        ""
+    let copy = if h == CopyArrive::StoreAfterArrive {
+        " cp.async.ca.shared.global [%r6], [%rd1], 8;\n"
     } else {
-        " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n"
+        " cp.async.cg.shared.global [%r6], [%rd1], 16;\n"
+    };
+    let arrive = match h {
+        CopyArrive::NoArrive => "",
+        CopyArrive::WaitAfterArrive => {
+            " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n cp.async.wait_all;\n"
+        }
+        CopyArrive::CopierReads => {
+            " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n ld.shared.u32 %r7, [%r6];\n"
+        }
+        CopyArrive::StoreAfterArrive => {
+            " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n st.shared.u32 [%r6+12], 7;\n"
+        }
+        _ => " cp.async.mbarrier.arrive.noinc.shared::cta.b64 [bars+8];\n",
     };
     format!(
         ".version 8.0\n.target sm_90a\n.address_size 64\n\
@@ -848,7 +869,7 @@ fn copy_arrive_kernel(h: CopyArrive) -> String {
          $copier:\n setp.ne.u32 %p1, %r0, 32;\n @%p1 bra $exit;\n\
          $w1:\n mbarrier.try_wait.parity.shared::cta.b64 %p2, [bars], 0;\n @!%p2 bra $w1;\n\
          ld.param.u64 %rd1, [src];\n mov.u32 %r6, buf;\n\
-         cp.async.cg.shared.global [%r6], [%rd1], 16;\n{arrive}\
+         {copy}{arrive}\
          $exit:\n ret;\n}}\n"
     )
 }
@@ -871,10 +892,25 @@ fn run_copy_arrive(h: CopyArrive) -> (Result<()>, Vec<u32>) {
 
 #[test]
 fn cp_async_arrivals_hand_a_buffer_between_warps_read_by_many_lanes() {
-    let (r, got) = run_copy_arrive(CopyArrive::Proper);
-    r.expect("the hand-off runs without a race");
-    let want: Vec<u32> = (0..32).map(|l| [12, 24, 36, 48][l % 4]).collect();
-    assert_eq!(got, want);
+    for h in [CopyArrive::Proper, CopyArrive::WaitAfterArrive] {
+        let (r, got) = run_copy_arrive(h);
+        r.unwrap_or_else(|e| panic!("{h:?}: the hand-off runs without a race: {e}"));
+        let want: Vec<u32> = (0..32).map(|l| [12, 24, 36, 48][l % 4]).collect();
+        assert_eq!(got, want, "{h:?}");
+    }
+}
+
+#[test]
+fn the_copier_s_accesses_after_its_cp_async_arrival_are_not_released_by_it() {
+    for (h, want) in [
+        (CopyArrive::CopierReads, "cp.async"),
+        (CopyArrive::StoreAfterArrive, "shared memory data race"),
+    ] {
+        match run_copy_arrive(h).0 {
+            Err(Error::Emulator(m)) => assert!(m.message.contains(want), "{h:?}: {}", m.message),
+            other => panic!("{h:?}: expected an emulator error, got {other:?}"),
+        }
+    }
 }
 
 #[test]
