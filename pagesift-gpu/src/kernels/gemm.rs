@@ -639,9 +639,12 @@ ptx_kernel! {
     /// warpgroup's last three warps.
     const WQ_COPIERS: u32 = 96;
 
-    /// The K steps of one turn of [`wq_consume`]'s loop: a chunk of the block formats, and an
-    /// even count, so that the two sets of fragment registers alternate in place.
-    const WQ_UNROLL: u32 = 4;
+    /// The K steps of one turn of [`wq_consume`]'s loop: once around the stages of x, a chunk
+    /// of the block formats, and an even count, so that the two sets of fragment registers
+    /// alternate in place. Step `i` of turn `t` (`kt = WQ_UNROLL · t + i`) thus uses x's stage
+    /// `i`, the phase of parity `t % 2`, and is step `i` of chunk `t` of the block formats:
+    /// all but `t` constants of the unrolled code.
+    const WQ_UNROLL: u32 = WG_STAGES;
 
     /// A consumer thread of [`gemm_wgmma_q`] (warpgroup `tid / 128`, rows `64 (tid / 128) ..`
     /// of the block's W by its `BM` tokens), K steps `0 .. ktiles`. The A fragments of step
@@ -668,49 +671,51 @@ ptx_kernel! {
         let mut fa = [0u32; 16];
         let mut fb = [0u32; 16];
         if ktiles > 0 {
-            fa = wq_next::<T, FMT, BN>(ring, landed, freed, 0, r0, lane);
+            fa = wq_next::<T, FMT, BN>(ring, landed, freed, 0, 0, r0, lane);
         }
-        let mut kt = 0u32;
-        while kt < ktiles {
+        let mut turn = 0u32;
+        while turn * WQ_UNROLL < ktiles {
+            let kt = turn * WQ_UNROLL;
             #[unroll]
             for i in 0..WQ_UNROLL {
-                let s = kt + i;
-                if s < ktiles {
+                if kt + i < ktiles {
                     if i % 2 == 0 {
-                        acc = wq_mma::<T, BM>(acc, fa, x_s, full, s);
+                        acc = wq_mma::<T, BM>(acc, fa, x_s, full, i, turn % 2);
                     } else {
-                        acc = wq_mma::<T, BM>(acc, fb, x_s, full, s);
+                        acc = wq_mma::<T, BM>(acc, fb, x_s, full, i, turn % 2);
                     }
                     wgmma_wait(1);
-                    let ps = (s + WG_STAGES - 1) % WG_STAGES;
-                    if (s > 0) & (tid % 32 == 0) & (ps < WG_STAGES) {
-                        empty.mbar_arrive(ps);
+                    // x of the step before: stage `i - 1`, or the last one of the turn before.
+                    if ((turn > 0) | (i > 0)) & (tid % 32 == 0) {
+                        empty.mbar_arrive((i + WG_STAGES - 1) % WG_STAGES);
                     }
-                    if s + 1 < ktiles {
+                    if kt + i + 1 < ktiles {
+                        // The next step: step `i + 1` of this turn, or the first of the next.
+                        let nt = turn + (i + 1) / WQ_UNROLL;
+                        let ni = (i + 1) % WQ_UNROLL;
                         if i % 2 == 0 {
-                            fb = wq_next::<T, FMT, BN>(ring, landed, freed, s + 1, r0, lane);
+                            fb = wq_next::<T, FMT, BN>(ring, landed, freed, nt, ni, r0, lane);
                         } else {
-                            fa = wq_next::<T, FMT, BN>(ring, landed, freed, s + 1, r0, lane);
+                            fa = wq_next::<T, FMT, BN>(ring, landed, freed, nt, ni, r0, lane);
                         }
                     }
                 }
             }
-            kt += WQ_UNROLL;
+            turn += 1;
         }
         wgmma_wait(0);
         acc
     }
 
-    /// Step `kt`'s `wgmma`s with the A fragments `f`: the wait for x of the step (its
-    /// buffer's `full` barrier, parity `kt / WG_STAGES % 2`), then 4 `wgmma`s of 16 of K, one
+    /// The `wgmma`s of a step on x's stage `s` with the A fragments `f`: the wait for the
+    /// stage (its `full` barrier, phase of parity `parity`), then 4 `wgmma`s of 16 of K, one
     /// commit group.
-    fn wq_mma<T, const BM: u32>(acc: [f32; BM / 2], f: [u32; 16], x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, kt: u32) -> [f32; BM / 2] {
+    fn wq_mma<T, const BM: u32>(acc: [f32; BM / 2], f: [u32; 16], x_s: Shared<[T; WG_STAGES * BM * (128 / size_of::<T>())]>, full: Shared<[u64; WG_STAGES]>, s: u32, parity: u32) -> [f32; BM / 2] {
         let mut d = acc;
-        let s = kt % WG_STAGES;
         let xb = s * BM * Q_BK;
         // Always true (`s < WG_STAGES`): proves the barrier and the descriptors.
         if (s < WG_STAGES) & (((xb as u64) + (BM * Q_BK) as u64) <= (x_s.len() as u64)) {
-            full.mbar_wait(s, kt / WG_STAGES % 2);
+            full.mbar_wait(s, parity);
             wgmma_fence();
             #[unroll]
             for ks in 0..4 {
@@ -726,21 +731,30 @@ ptx_kernel! {
         d
     }
 
-    /// The A fragments of K step `kt` (`wq_frag`): at the first step of a chunk, first the
-    /// wait for the chunk to land in its slot (`landed`, parity `chunk / slots % 2`); after
-    /// the chunk's last step, the thread's release of the slot (`freed`).
-    fn wq_next<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, landed: Shared<[u64; Q_RING_SLOTS]>, freed: Shared<[u64; Q_RING_SLOTS]>, kt: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
+    /// The A fragments (`wq_frag`) of step `i` of turn `turn` (`i` a constant of the unrolled
+    /// turn): its chunk and its step in the chunk (`turn` and `i` for the block formats, whose
+    /// chunks are turns; step `WQ_UNROLL · turn + i` and 0 for the float ones, a step a
+    /// chunk). At the first step of a chunk, first the wait for the chunk to land in its slot
+    /// (`landed`, parity `chunk / slots % 2`); after the chunk's last step, the thread's
+    /// release of the slot (`freed`).
+    fn wq_next<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, landed: Shared<[u64; Q_RING_SLOTS]>, freed: Shared<[u64; Q_RING_SLOTS]>, turn: u32, i: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
         let cs = dq::q_chunk_steps::<FMT>();
-        let ch = kt / cs;
-        let slot = ch % dq::q_ring_slots::<FMT>();
+        let mut ch = turn;
+        let mut sc = i;
+        if cs != WQ_UNROLL {
+            ch = (WQ_UNROLL * turn + i) / cs;
+            sc = (WQ_UNROLL * turn + i) % cs;
+        }
+        let slots = dq::q_ring_slots::<FMT>();
+        let slot = ch % slots;
         let mut f = [0u32; 16];
         // Always true (`dq::q_ring_slots` ≤ `Q_RING_SLOTS`): proves the barriers.
         if slot < Q_RING_SLOTS {
-            if kt % cs == 0 {
-                landed.mbar_wait(slot, ch / dq::q_ring_slots::<FMT>() % 2);
+            if sc == 0 {
+                landed.mbar_wait(slot, ch / slots % 2);
             }
-            f = wq_frag::<T, FMT, BN>(ring, kt, r0, lane);
-            if kt % cs == cs - 1 {
+            f = wq_frag::<T, FMT, BN>(ring, slot, sc, r0, lane);
+            if sc == cs - 1 {
                 freed.mbar_arrive(slot);
             }
         }
@@ -807,15 +821,14 @@ ptx_kernel! {
         }
     }
 
-    /// The thread's A fragments of K step `kt` (from `kbeg`): four words for each 16 of K,
-    /// `wgmma`'s order (rows `r0` and `r0 + 8` of the block's W, K `2 c ..` and `2 c + 8 ..`
-    /// of the 16; `dq::q_frag`).
-    fn wq_frag<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, kt: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
-        let cs = dq::q_chunk_steps::<FMT>();
+    /// The thread's A fragments of step `sc` of the chunk in ring slot `slot`: four words for
+    /// each 16 of K, `wgmma`'s order (rows `r0` and `r0 + 8` of the block's W, K `2 c ..` and
+    /// `2 c + 8 ..` of the 16; `dq::q_frag`).
+    fn wq_frag<T, const FMT: u32, const BN: u32>(ring: Shared<[u32; BN * Q_RING_WORDS]>, slot: u32, sc: u32, r0: u32, lane: [u32; 4]) -> [u32; 16] {
         let row = dq::q_chunk_row::<FMT>();
-        let at = (kt / cs % dq::q_ring_slots::<FMT>() * BN + r0) * row;
-        let lo = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at, kt % cs, lane);
-        let hi = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at + 8 * row, kt % cs, lane);
+        let at = (slot * BN + r0) * row;
+        let lo = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at, sc, lane);
+        let hi = dq::q_frag::<FMT, T, { BN * Q_RING_WORDS }>(ring, at + 8 * row, sc, lane);
         let mut f = [0u32; 16];
         #[unroll]
         for ks in 0..4 {
