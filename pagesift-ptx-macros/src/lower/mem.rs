@@ -251,15 +251,31 @@ impl Lower<'_> {
     /// `k` bytes into the row: start address `(a + k) >> 4` (bits 0-13), leading byte offset
     /// 16 (unused by swizzled K-major layouts, bits 16-29), stride byte offset 1024 between
     /// groups of 8 rows (bits 32-45), 128-byte swizzle (mode 1, bits 62-63).
+    ///
+    /// The start is `a`'s field plus `k >> 4` (`k` a multiple of 32): the same, as `a + k`
+    /// lies below 2^18 (a shared address; the range was checked), so the sum neither carries
+    /// out of the 14 bits nor needs the mask again, and the descriptors of one row at
+    /// different `k` share all but that addition.
     fn wgmma_desc(&mut self, a: Operand, k: u32, span: Span) -> Val {
         use crate::ptx::BinKind;
-        let mut flat = self.shared_flat(a, k as i64, span);
+        let mut flat = self.shared_flat(a, 0, span);
         let mut lo = Val::Unit;
-        for (kind, x) in [
-            (BinKind::Shr, 4),
-            (BinKind::And, WGMMA_ADDR_MASK),
-            (BinKind::Or, WGMMA_LBO_FIELD),
-        ] {
+        let step = (k >> 4) as i128;
+        let fields: &[(BinKind, i128)] = if step == 0 {
+            &[
+                (BinKind::Shr, 4),
+                (BinKind::And, WGMMA_ADDR_MASK),
+                (BinKind::Or, WGMMA_LBO_FIELD),
+            ]
+        } else {
+            &[
+                (BinKind::Shr, 4),
+                (BinKind::And, WGMMA_ADDR_MASK),
+                (BinKind::Or, WGMMA_LBO_FIELD),
+                (BinKind::Add, step),
+            ]
+        };
+        for &(kind, x) in fields {
             lo = self.op_to(
                 Op::Bin(kind, Scalar::U32),
                 Scalar::U32,
