@@ -89,6 +89,16 @@ impl Mbarrier {
     }
 }
 
+/// One arrival on `b` that releases the vector clock `clock`; the phase completes if it was
+/// the last.
+fn release_on(b: &mut Mbarrier, clock: &[u32]) {
+    b.pending -= 1;
+    for (r, &c) in b.released.iter_mut().zip(clock) {
+        *r = (*r).max(c);
+    }
+    b.settle();
+}
+
 /// A `cp.async.bulk.tensor` in flight: the box, read when it issued, lands at completion.
 struct TmaCopy {
     /// The shared offset of its `mbarrier`.
@@ -178,15 +188,9 @@ impl TmaState {
         clock
     }
 
-    /// One arrival on `mbars[i]` that releases the vector clock `clock`; the phase completes
-    /// if it was the last.
+    /// One arrival on `mbars[i]` that releases the vector clock `clock` (`release_on`).
     fn release(&mut self, i: usize, clock: &[u32]) {
-        let b = &mut self.mbars[i];
-        b.pending -= 1;
-        for (r, &c) in b.released.iter_mut().zip(clock) {
-            *r = (*r).max(c);
-        }
-        b.settle();
+        release_on(&mut self.mbars[i], clock);
         self.events += 1;
     }
 
@@ -339,8 +343,11 @@ impl Mem<'_, '_> {
         // phase carries what the thread's clock orders.
         let me = self.me;
         let st = &mut *self.tma;
-        let clock = st.tick(me).to_vec();
-        st.release(i, &clock);
+        st.tick(me);
+        let n = st.threads;
+        let clock = &st.clocks[(me as usize - 1) * n..me as usize * n];
+        release_on(&mut st.mbars[i], clock);
+        st.events += 1;
         Ok(token)
     }
 
