@@ -261,21 +261,14 @@ impl Lower<'_> {
         let mut flat = self.shared_flat(a, 0, span);
         let mut lo = Val::Unit;
         let step = (k >> 4) as i128;
-        let fields: &[(BinKind, i128)] = if step == 0 {
-            &[
-                (BinKind::Shr, 4),
-                (BinKind::And, WGMMA_ADDR_MASK),
-                (BinKind::Or, WGMMA_LBO_FIELD),
-            ]
-        } else {
-            &[
-                (BinKind::Shr, 4),
-                (BinKind::And, WGMMA_ADDR_MASK),
-                (BinKind::Or, WGMMA_LBO_FIELD),
-                (BinKind::Add, step),
-            ]
-        };
-        for &(kind, x) in fields {
+        let fields = [
+            (BinKind::Shr, 4),
+            (BinKind::And, WGMMA_ADDR_MASK),
+            (BinKind::Or, WGMMA_LBO_FIELD),
+            (BinKind::Add, step),
+        ];
+        let used = if step == 0 { 3 } else { 4 };
+        for &(kind, x) in &fields[..used] {
             lo = self.op_to(
                 Op::Bin(kind, Scalar::U32),
                 Scalar::U32,

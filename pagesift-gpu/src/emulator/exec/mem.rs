@@ -5,10 +5,10 @@
 //! `cp.async` reads its global source when it executes, but writes its shared destination only
 //! when a `cp.async.wait_group` / `wait_all` of the issuing thread (or its exit) completes it,
 //! or, for the copies a `cp.async.mbarrier.arrive` waits for, when the emulator lets that
-//! arrival happen (as late as it can: `exec/tma.rs`), as the hardware may. Until then the destination bytes are pending (`PENDING` in their
-//! shadow) and any access to them by any thread of the block is an error; once completed they
-//! count as written by the issuing thread at that moment, so the race checks apply to them as
-//! to a store.
+//! arrival happen (as late as it can: `exec/tma.rs`), as the hardware may. Until then the
+//! destination bytes are pending (`PENDING` in their shadow) and any access to them by any
+//! thread of the block is an error; once completed they count as written by the issuing
+//! thread at that moment, so the race checks apply to them as to a store.
 //!
 //! In a kernel with `wgmma.mma_async`, shared memory also has an async-proxy shadow: per byte
 //! the last thread that wrote it through the generic proxy (stores, atomics, completed

@@ -77,6 +77,19 @@ impl Mbarrier {
         }
     }
 
+    /// An error where the current phase has had all its arrivals: `what` arrived on the
+    /// `mbarrier` at shared offset `at` (`when`: at which point, or empty).
+    fn room_for_arrival(&self, at: u64, what: &str, when: &str) -> Result<(), String> {
+        if self.pending > 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "too many arrivals: {what} on the mbarrier at shared offset {at:#x}, whose current phase had all its {} arrivals{when} ({})",
+            self.count,
+            self.describe()
+        ))
+    }
+
     fn describe(&self) -> String {
         format!(
             "phase {} (parity {}), {} of {} arrivals pending, tx-count {}",
@@ -194,12 +207,18 @@ impl TmaState {
         self.events += 1;
     }
 
-    /// Whether thread `t` (numbered from 0) has `cp.async.mbarrier.arrive`s waiting, on the
-    /// `mbarrier` at `only` if given.
-    pub(super) fn cp_arrivals_of(&self, t: usize, only: Option<u32>) -> bool {
-        self.cp_arrivals
+    /// The threads (numbered from 0, ascending) with `cp.async.mbarrier.arrive`s waiting, on
+    /// the `mbarrier` at `only` if given.
+    pub(super) fn cp_arrival_threads(&self, only: Option<u32>) -> Vec<usize> {
+        let mut threads: Vec<usize> = self
+            .cp_arrivals
             .iter()
-            .any(|a| a.thread as usize == t + 1 && only.is_none_or(|m| a.mbar == m))
+            .filter(|a| only.is_none_or(|m| a.mbar == m))
+            .map(|a| a.thread as usize - 1)
+            .collect();
+        threads.sort_unstable();
+        threads.dedup();
+        threads
     }
 
     /// Thread `me`'s own clock (threads numbered from 1): the time of its latest arrival.
@@ -330,13 +349,7 @@ impl Mem<'_, '_> {
                 b.describe()
             ));
         }
-        if b.pending == 0 {
-            return Err(format!(
-                "too many arrivals: {what} on the mbarrier at shared offset {at:#x}, whose current phase had all its {} arrivals ({})",
-                b.count,
-                b.describe()
-            ));
-        }
+        b.room_for_arrival(at, what, "")?;
         let token = b.phases;
         b.tx = new_tx;
         // The arrival releases this thread's accesses before it: its clock ticks, and the
@@ -384,15 +397,11 @@ impl Mem<'_, '_> {
             let a = self.tma.cp_arrivals.remove(k);
             let what = "cp.async.mbarrier.arrive.noinc";
             let i = self.mbar(a.mbar as u64, what)?;
-            let b = &self.tma.mbars[i];
-            if b.pending == 0 {
-                return Err(format!(
-                    "too many arrivals: {what} on the mbarrier at shared offset {:#x}, whose current phase had all its {} arrivals when the thread's copies landed ({})",
-                    a.mbar,
-                    b.count,
-                    b.describe()
-                ));
-            }
+            self.tma.mbars[i].room_for_arrival(
+                a.mbar as u64,
+                what,
+                " when the thread's copies landed",
+            )?;
             self.tma.release(i, &a.release);
         }
         Ok(())
@@ -644,13 +653,11 @@ impl Runner {
             if !self.tma.phase_done(w.at, w.parity) {
                 // The `cp.async` copies that arrive on it land (each thread's own), then the
                 // tensor copies on it.
-                for u in 0..nt {
-                    if self.tma.cp_arrivals_of(u, Some(w.at)) {
-                        let pc = self.pc[u] as usize;
-                        let mut mem = self.mem_for(l, u);
-                        mem.cp_arrivals_land(Some(w.at))
-                            .map_err(|msg| Fail { msg, t: u, pc })?;
-                    }
+                for u in self.tma.cp_arrival_threads(Some(w.at)) {
+                    let pc = self.pc[u] as usize;
+                    let mut mem = self.mem_for(l, u);
+                    mem.cp_arrivals_land(Some(w.at))
+                        .map_err(|msg| Fail { msg, t: u, pc })?;
                 }
                 let mut mem = self.mem_for(l, t);
                 mem.tma_complete(Some(w.at)).map_err(|msg| Fail {
@@ -667,7 +674,7 @@ impl Runner {
         if woke {
             return Ok(true);
         }
-        if let Some(u) = (0..nt).find(|&u| self.tma.cp_arrivals_of(u, None)) {
+        if let Some(&u) = self.tma.cp_arrival_threads(None).first() {
             let pc = self.pc[u] as usize;
             let mut mem = self.mem_for(l, u);
             mem.cp_arrivals_land(None)
