@@ -240,6 +240,9 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
+        // The epilogue's lines of the residual and C start toward L2 now, so that they have
+        // landed by the end of the main loop.
+        core::epi_prefetch::<O, BM, BN, { WM * WN * 32 }>(p, res, c, z, m0, n0, tid);
         let acc = core::tc_mainloop::<T, BM, BN, WM, WN, BT, BK, X3, { BK + BK / 8 }, true>(a_s, b_s, al_s, bl_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
@@ -247,10 +250,6 @@ ptx_kernel! {
         // through the epilogue, `BK² / 1024` runs of 4 outputs at a time: 1 for TF32 (whose
         // main loop on 128-register tiles spills with more), 4 for 16-bit inputs.
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
-        // Not on the TF32 tiles of 128 registers: there `ptxas` spills for it.
-        if !((T == f32) & !X3 & (BM / WM * (BN / WN) <= SMALL_WARP_TILE)) {
-            core::epi_prefetch::<O, BM, BN, { WM * WN * 32 }>(p, res, c, z, m0, n0, tid);
-        }
         sync_threads();
         core::write_rows::<O, BM, BN, { BN + 4 }, { WM * WN * 32 }, { BK * BK / 1024 }, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, z, m0, n0, tid);
     }
@@ -345,11 +344,11 @@ ptx_kernel! {
         let m0 = block_idx_y() * BM;
         let n0 = block_idx_x() * BN;
         let tid = thread_idx_x();
+        core::epi_prefetch::<f32, BM, BN, { WM * WN * 32 }>(p, res, c, 0, m0, n0, tid);
         let acc = q_mainloop::<T, FMT, BM, BN, WM, WN>(a_s, b_s, b_w, ring, a, w, p, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();
         core::acc_to_shared::<BM, BN, WM, WN>(acc, t_s);
-        core::epi_prefetch::<f32, BM, BN, { WM * WN * 32 }>(p, res, c, 0, m0, n0, tid);
         sync_threads();
         core::write_rows::<f32, BM, BN, { BN + 4 }, { WM * WN * 32 }, 4, { BM * (BN + 4) }>(t_s, 0, p, bias, res, c, ws, zs as u64, 0, m0, n0, tid);
     }
@@ -527,6 +526,7 @@ ptx_kernel! {
         let a_off = z * p.batch_a;
         let b_off = z * p.batch_b;
         let tid = thread_idx_x();
+        core::epi_prefetch::<O, BM, BN, { BM / 64 * 128 }>(p, res, c, z, m0, n0, tid);
         let acc = core::wg_mainloop::<T, BM, BN>(a_s, b_s, a, b, p, a_off, b_off, m0, n0, kbeg, kend, tid);
         cp_async_wait_all();
         sync_threads();

@@ -20,8 +20,8 @@
 //!   (and for 3xTF32 writes their remainders' roundings to a second set of buffers), on the
 //!   tiles with registers to spare (`tc_prep_ahead`) during the step before, in parts
 //!   between its `mma` steps (`tc_prepare_at`);
-//! - **epilogue**: `acc_to_shared` lays the accumulators out as a padded tile (and
-//!   `epi_prefetch` sends the tile's lines of the residual and C toward L2), `write_rows`
+//! - **epilogue**: `epi_prefetch` sends the tile's lines of the residual and C toward L2
+//!   before the main loop; `acc_to_shared` lays the accumulators out as a padded tile, `write_rows`
 //!   walks it in row order, groups of runs of 4 outputs at a time: `epi_sum` applies alpha /
 //!   beta and the bias, `act_group` the activation (one uniform branch for the group),
 //!   `epi_store` the residual and the store (`load4_edge` reads C, the bias and the
@@ -1037,10 +1037,11 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     }
 }
 
-/// Brings the rows `m0..m0 + ROWS`, columns `n0..n0 + BN` of the residual (and of C where
-/// `beta` is not 0 and the block writes C) of matrix `z` into L2 ahead of `write_rows`, one
-/// 128-byte line per thread and turn: the tile's reads then wait for memory once, here,
-/// instead of once per group of `write_rows`' turns.
+/// Brings the rows `m0..m0 + ROWS`, columns `n0..n0 + BN` of the residual and of C (where
+/// `beta` is not 0) of matrix `z` into L2 ahead of `write_rows`, one 128-byte line per
+/// thread and turn, unless K is split (the blocks then write raw sums, and
+/// `gemm_splitk_reduce` reads both). Called before a tile's main loop, so that its reads
+/// find the lines in L2 instead of waiting for memory once per group of `write_rows`' turns.
 fn epi_prefetch<O, const ROWS: u32, const BN: u32, const THREADS: u32>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, m0: u32, n0: u32, tid: u32) {
     let per_line = 128 / size_of::<O>();
     let lpr = (BN + per_line - 1) / per_line;
@@ -1049,18 +1050,13 @@ fn epi_prefetch<O, const ROWS: u32, const BN: u32, const THREADS: u32>(p: GemmPa
         let li = tid + q * THREADS;
         let row = m0 + li / lpr;
         let col = n0 + li % lpr * per_line;
-        if (li < ROWS * lpr) & (row < p.m) & (col < p.n) {
-            // SAFETY: the launch's contract (`p` from a validated `Gemm`): element (row, col)
-            // of matrix `z` of the residual and of C lies inside its slice.
+        if (li < ROWS * lpr) & (row < p.m) & (col < p.n) & (p.splits == 1) {
+            // Checked (a hint past the slice is dropped), so that safe kernels may call it.
             if let Some(rs) = res {
-                unsafe {
-                    rs.prefetch_l2_unchecked(z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
-                }
+                rs.prefetch_l2(z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
             }
-            if (p.beta != 0.0) & (p.splits == 1) {
-                unsafe {
-                    c.prefetch_l2_unchecked(z * p.batch_c + row as u64 * p.ldc as u64 + col as u64);
-                }
+            if p.beta != 0.0 {
+                c.prefetch_l2(z * p.batch_c + row as u64 * p.ldc as u64 + col as u64);
             }
         }
     }
@@ -1819,6 +1815,9 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
         let mut it = 0u32;
         while tile < total {
             let t = tma_tile::<T, BM, BN>(p, tile);
+            // The warp's rows of the residual and C toward L2 for its epilogue (`wg_store`).
+            let r0 = (warp_id() - 4) * 16;
+            epi_prefetch::<O, 16, BN, 32>(p, res, c, t[1] as u64, t[2] + r0, t[3], lane_id());
             let mut acc = [0.0f32; BN / 2];
             if X3 {
                 acc = tma_consume_x3::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, empty, it, t[5], tid / 128 - 1);
@@ -1836,6 +1835,11 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
 /// its accumulators of that many columns out in shared memory, then writes them through
 /// [`write_rows`], one chunk after another.
 pub const TMA_EPI_COLS: u32 = 32;
+
+/// The runs of 4 outputs that a lane of `gemm_tma`'s epilogue takes at a time
+/// ([`write_rows`]' group): the whole chunk of its warp's 16 rows, so that the chunk's
+/// reads of the residual and C are out together, not one turn after another.
+pub const TMA_EPI_GROUP: u32 = 16 * TMA_EPI_COLS / 128;
 
 /// The elements between rows of `gemm_tma`'s epilogue chunks: 8 more than a chunk's
 /// columns, so that the 8-byte writes of a quarter warp's 4 rows (`[rows, TMA_EPI_LD]`, 8
@@ -1884,7 +1888,7 @@ fn wg_store<O, const BM: u32, const BN: u32>(
             }
         }
         sync_warp();
-        write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, 1, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
         sync_warp();
         ch += 1;
     }
