@@ -365,9 +365,9 @@ ptx_kernel! {
     /// # Safety
     ///
     /// The weights are copied without bounds checks: `w` holds `p.n ≥ 1` rows of
-    /// `q.row_bytes` bytes (a multiple of 16, `w` 16-byte aligned), each at least `p.k /
-    /// tc_chunk` chunks of `SB` bytes long, as [`crate::ops::quant`] checks them for a
-    /// validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
+    /// `q.row_bytes` bytes (a multiple of 16 below `QTC_MAX_ROW_BYTES`, `w` 16-byte
+    /// aligned), each at least `p.k / tc_chunk` chunks of `SB` bytes long, as
+    /// [`crate::ops::quant`] checks them for a validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
     #[target(sm_80)]
     #[variants((FMT, MT, SB, NT, WARPS, SPLIT, XQ) in [
         (1, 1, 144, 1, 4, 1, 0), (1, 1, 144, 1, 8, 1, 0), (1, 1, 144, 2, 4, 1, 0), (1, 1, 144, 2, 8, 1, 0), (1, 2, 144, 1, 8, 3, 0), (1, 2, 144, 2, 8, 3, 0),
@@ -400,7 +400,8 @@ ptx_kernel! {
         let tv = (p.m - z * tb).min(tb);
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
-        let wr = tc_rows::<MT>(p, q, row0, lane);
+        let wb = row0 as u64 * q.row_bytes as u64;
+        let wr = tc_rows::<MT, SB>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
         let chunk = tc_chunk::<FMT, SB>();
         let pairs = chunk / 64;
@@ -412,7 +413,7 @@ ptx_kernel! {
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
             if c < chunks {
-                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wr, c, lane);
+                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wb, wr, c, lane);
             }
             cp_async_commit();
         }
@@ -422,7 +423,7 @@ ptx_kernel! {
             let ahead = c + (QTC_STAGES - 1) * WARPS;
             if ahead < chunks {
                 let s = (i + QTC_STAGES - 1) % QTC_STAGES;
-                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wr, ahead, lane);
+                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wb, wr, ahead, lane);
             }
             cp_async_commit();
             cp_async_wait(QTC_STAGES - 1);
@@ -656,39 +657,59 @@ ptx_kernel! {
         }
     }
 
-    /// The lane's rows of `tc_issue`: in pass `h`, row `row0 + 16 h + lane / 2` (rows past
-    /// `n_out` repeat the last row, whose sums are never stored), as the offset in `w` of its
-    /// first byte plus the lane's first 16 bytes (`16 · (lane % 2)`).
-    fn tc_rows<const MT: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u64; MT] {
-        let mut wr = [0u64; MT];
-        #[unroll]
-        for h in 0..MT {
-            wr[h] = (row0 + 16 * h + lane / 2).min(p.n - 1) as u64 * q.row_bytes as u64 + (lane % 2 * 16) as u64;
-        }
-        wr
+    /// The largest `q.row_bytes` of `qgemv_tc`: its lanes' copies (`tc_rows`) hold their
+    /// rows' offsets from the block's first row, `16 · MT · row_bytes` at most, in 32 bits.
+    pub const QTC_MAX_ROW_BYTES: u32 = 1 << 26;
+
+    /// The 16-byte copies of a lane per stage of `qgemv_tc`: the stage's `16 · MT` rows of
+    /// `SB` bytes are `MT · SB` units of 16 bytes, and lane `l` copies units `l + 32 i`.
+    fn tc_copies<const MT: u32, const SB: u32>() -> u32 {
+        (MT * SB + 31) / 32
     }
 
-    /// Issues the copies of chunk `c` of the `16 · MT` rows (`tc_rows`) into the stage
-    /// buffer at byte `so`: in each pass, 16 rows, two lanes a row, each lane every other 16
-    /// bytes of the chunk's `SB`, so that a copy instruction of the warp reads 32 contiguous
-    /// bytes of each of 16 rows.
-    fn tc_issue<const MT: u32, const SB: u32, const WARPS: u32>(st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>, so: u32, w: &[u8], wr: [u64; MT], c: u32, lane: u32) {
-        let sl = so + lane / 2 * SB + lane % 2 * 16;
+    /// The sources of the lane's copies (`tc_issue`), as offsets in `w` from the first byte
+    /// of row `row0`: copy `i` takes unit `u = lane + 32 i` of the stage, bytes `16 · (u %
+    /// (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk (rows past `n_out` repeat the
+    /// last row, whose sums are never stored; `q.row_bytes` below `QTC_MAX_ROW_BYTES`).
+    fn tc_rows<const MT: u32, const SB: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; (MT * SB + 31) / 32] {
+        let mut off = [0u32; (MT * SB + 31) / 32];
         #[unroll]
-        for h in 0..MT {
-            let g = wr[h] + (c * SB) as u64;
-            #[unroll]
-            for j in 0..(SB / 16 + 1) / 2 {
-                // An odd count of 16-byte units: the last one is the even lane's.
-                if (2 * j + 1 < SB / 16) | (lane % 2 == 0) {
-                    // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the
-                    // `p.k / tc_chunk` chunks of `SB` bytes, 16-byte aligned, so unit `lane
-                    // % 2 + 2 j` (below `SB / 16`) of chunk `c` lies inside `w`; its
-                    // destination lies inside the warp's stage at `so` (row `16 h + lane /
-                    // 2` of `16 · MT`, `SB` bytes each).
-                    unsafe {
-                        st.cp_async16_unchecked(sl + 16 * h * SB + 32 * j, w, g + (32 * j) as u64);
-                    }
+        for i in 0..tc_copies::<MT, SB>() {
+            let u = lane + 32 * i;
+            let r = (row0 + u / (SB / 16)).min(p.n - 1) - row0;
+            off[i] = r * q.row_bytes + u % (SB / 16) * 16;
+        }
+        off
+    }
+
+    /// Issues the copies of chunk `c` of the `16 · MT` rows from `row0` (`wb`: the offset of
+    /// row `row0` in `w`; `off`: `tc_rows`) into the stage buffer at byte `so`, laid out as
+    /// the rows one after another: unit `u` of the stage lands at byte `so + 16 u`, so that
+    /// the 32 lanes of a copy instruction fill 512 consecutive bytes of shared memory (no
+    /// bank conflicts) and read whole 16-byte units of consecutive rows.
+    fn tc_issue<const MT: u32, const SB: u32, const WARPS: u32>(
+        st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
+        so: u32,
+        w: &[u8],
+        wb: u64,
+        off: [u32; (MT * SB + 31) / 32],
+        c: u32,
+        lane: u32,
+    ) {
+        let g = wb + (c * SB) as u64;
+        let sl = so + 16 * lane;
+        #[unroll]
+        for i in 0..tc_copies::<MT, SB>() {
+            // The last copy may take fewer units than the warp has lanes.
+            if (32 * i + 32 <= MT * SB) | (lane + 32 * i < MT * SB) {
+                // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the `p.k /
+                // tc_chunk` chunks of `SB` bytes, 16-byte aligned, `wb` is row `row0`'s
+                // offset and `off[i]` that of a unit of a row below `p.n` (`tc_rows`), so the
+                // unit of chunk `c` lies inside `w`; its destination, unit `lane + 32 i <
+                // MT · SB` of the stage, lies inside the warp's stage at `so` (`16 · MT · SB`
+                // bytes).
+                unsafe {
+                    st.cp_async16_unchecked(sl + 512 * i, w, g + off[i] as u64);
                 }
             }
         }

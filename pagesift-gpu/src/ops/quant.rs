@@ -26,7 +26,7 @@ use crate::kernels::gemm::{
 use crate::kernels::quant::{
     qgemv, qgemv_tc, qgemv_tc_x, qgemv_tc_x8, QuantParams, FMT_BF16, FMT_F16, FMT_Q4K, FMT_Q4_0,
     FMT_Q8_0, QGEMV_MAX_TOKENS, QGEMV_THREADS, QGROUP_BLOCKS, QGROUP_FLOATS, QTC_COLUMNS,
-    QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
+    QTC_MAX_ROW_BYTES, QTC_PARTS, QTC_STAGES, QTC_X_THREADS,
 };
 use crate::ops::gemm::{
     f32_micro_cols, ffma_plan, mma_shared_bytes, params_at, shared_bytes, slice_len, with_splits,
@@ -144,8 +144,8 @@ pub fn tc_row_tiles(format: WeightFormat, plan: TcPlan) -> Option<u32> {
 }
 
 /// Why the tensor-core decode kernel cannot take this product (`None`: it can): the format,
-/// the device (it needs sm_80), `n_in` not whole chunks, or rows or the view not 16-byte
-/// aligned.
+/// the device (it needs sm_80), `n_in` not whole chunks, rows or the view not 16-byte
+/// aligned, or rows of [`QTC_MAX_ROW_BYTES`] or more.
 fn tc_unfit(
     stream: &Stream,
     g: &Gemm,
@@ -167,6 +167,11 @@ fn tc_unfit(
         return Some(format!(
             "the tensor-core decode kernel copies {format} rows in chunks of {} elements, 16 bytes at a time: n_in ({}) must be a multiple of {} and the view ({w_ptr:#x}, rows of {row_bytes} bytes) 16-byte aligned",
             shape.chunk, g.k, shape.chunk
+        ));
+    }
+    if row_bytes >= QTC_MAX_ROW_BYTES as usize {
+        return Some(format!(
+            "the tensor-core decode kernel takes rows below {QTC_MAX_ROW_BYTES} bytes, not {row_bytes}"
         ));
     }
     None
@@ -825,7 +830,8 @@ pub fn tc_warp_options(plan: TcPlan) -> &'static [u32] {
 /// The kernel copies the weights without bounds checks: `g` has passed [`qgemm_with`]'s
 /// checks with these operands (`w` exactly `g.n ≥ 1` rows of `row_bytes` bytes, `x`, `y`,
 /// `bias` and `residual` of `g`'s shape), and `tc_unfit` found nothing against this product
-/// (rows of whole chunks, `row_bytes` and the view 16-byte aligned).
+/// (rows of whole chunks, `row_bytes` and the view 16-byte aligned, `row_bytes` below
+/// [`QTC_MAX_ROW_BYTES`]).
 #[allow(clippy::too_many_arguments)]
 unsafe fn decode_tc(
     stream: &Stream,
@@ -954,8 +960,8 @@ unsafe fn decode_tc(
     let sums = warps * QTC_COLUMNS * nt * (rows + 4) * 4;
     let smem = stages.max(sums);
     // SAFETY: this function's contract is the launch's: `w` the validated view of `g.n` (≥ 1)
-    // rows of `row_bytes` bytes, rows of whole chunks, `row_bytes` and the view 16-byte
-    // aligned.
+    // rows of `row_bytes` bytes, rows of whole chunks, `row_bytes` (below
+    // `QTC_MAX_ROW_BYTES`) and the view 16-byte aligned.
     unsafe {
         qgemv_tc::launch(
             stream,
