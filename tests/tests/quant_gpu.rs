@@ -11,6 +11,7 @@
 
 use pagesift_gpu::cpu::gemm::output;
 use pagesift_gpu::emulator::EmulatorConfig;
+use pagesift_gpu::kernels::quant::QTC_MAX_ROW_BYTES;
 use pagesift_gpu::ops::gemm::{Tile, F32_TILES, WGMMA_CC};
 use pagesift_gpu::ops::quant::{
     format_code, group_elements, pick, pick_int8, qgemm, qgemm_with, tc_plan, tc_plan_int8,
@@ -649,6 +650,27 @@ fn pick_follows_tokens_alignment_and_format() {
         seen.iter().all(|&n| n > 0) || !sm80,
         "every kernel picked somewhere: {seen:?}"
     );
+    // Rows of `QTC_MAX_ROW_BYTES` or more (whole chunks, aligned) go to the decode kernel:
+    // the tensor-core kernel's copies hold offsets within a block's rows in 32 bits.
+    let format = WeightFormat::Q4_0;
+    let chunk = tc_shape(format)
+        .expect("Q4_0 has a tensor-core decode kernel")
+        .chunk;
+    let per_byte = format.row_bytes(chunk).unwrap();
+    let k = (QTC_MAX_ROW_BYTES as usize).div_ceil(per_byte) * chunk;
+    assert!(format.row_bytes(k).unwrap() >= QTC_MAX_ROW_BYTES as usize);
+    let short = k - chunk;
+    for (k, long) in [(k, true), (short, false)] {
+        let got = pick(&stream, &Gemm::new(1, 64, k, BLayout::NK), format, 0x10000).unwrap();
+        if long || !sm80 {
+            assert_eq!(got, QKernel::Decode, "Q4_0 rows of {k} elements: {got}");
+        } else {
+            assert!(
+                matches!(got, QKernel::DecodeTc { .. }),
+                "Q4_0 rows of {k} elements: {got}"
+            );
+        }
+    }
 }
 
 /// Bad arguments are errors naming what is wrong, before any launch.
