@@ -528,6 +528,22 @@ fn decode_tc_every_variant() {
                 assert!(err.contains("not 6"), "{err}");
             }
         }
+        // Each warp through three chunks or more: both stages of its pipeline, and the
+        // fragments of `x` it reads a chunk ahead.
+        let chunks = 2 * tc_warp_options(tc_plan(format, 1)).iter().max().unwrap() + 1;
+        for tokens in [1, 2] {
+            let seed = 9500 + 10 * f as u64 + tokens as u64;
+            let n_in = chunks as usize * shape.chunk;
+            let mut case = Case::random(format, tokens, seed, 24, n_in).with_n_in(n_in);
+            case.w_offset = 0;
+            for warps in tc_warp_options(tc_plan(format, tokens)) {
+                let kernel = QKernel::DecodeTc { warps: *warps };
+                if let Err(e) = check(&gpu, &case, Some(kernel)) {
+                    panic!("quant_gpu::decode_tc_every_variant: {kernel}, {chunks} chunks: {e}");
+                }
+                ran += 1;
+            }
+        }
     }
     assert!(ran > 0, "no format has a tensor-core decode kernel");
 }
