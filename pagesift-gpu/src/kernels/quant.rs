@@ -367,7 +367,8 @@ ptx_kernel! {
     /// The weights are copied without bounds checks: `w` holds `p.n ≥ 1` rows of
     /// `q.row_bytes` bytes (a multiple of 16 below `QTC_MAX_ROW_BYTES`, `w` 16-byte
     /// aligned), each at least `p.k / tc_chunk` chunks of `SB` bytes long, as
-    /// [`crate::ops::quant`] checks them for a validated view. `xs`, `bias`, `res` and `y` are read and written with bounds checks.
+    /// [`crate::ops::quant`] checks them for a validated view. `xs`, `bias`, `res` and `y`
+    /// are read and written with bounds checks.
     #[target(sm_80)]
     #[variants((FMT, MT, SB, NT, WARPS, SPLIT, XQ) in [
         (1, 1, 144, 1, 4, 1, 0), (1, 1, 144, 1, 8, 1, 0), (1, 1, 144, 2, 4, 1, 0), (1, 1, 144, 2, 8, 1, 0), (1, 2, 144, 1, 8, 3, 0), (1, 2, 144, 2, 8, 3, 0),
