@@ -401,7 +401,7 @@ ptx_kernel! {
         let tv = (p.m - z * tb).min(tb);
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
-        let wb = row0 as u64 * q.row_bytes as u64;
+        let wb = tc_base::<MT>(p, q, row0, lane);
         let wr = tc_rows::<MT, SB>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
         let chunk = tc_chunk::<FMT, SB>();
@@ -663,54 +663,88 @@ ptx_kernel! {
     pub const QTC_MAX_ROW_BYTES: u32 = 1 << 26;
 
     /// The 16-byte copies of a lane per stage of `qgemv_tc`: the stage's `16 · MT` rows of
-    /// `SB` bytes are `MT · SB` units of 16 bytes, and lane `l` copies units `l + 32 i`.
+    /// `SB` bytes are `MT · SB` units of 16 bytes; with 32 rows (`MT` 2) lane `l` copies the
+    /// `SB / 16` units of row `l`, else units `l + 32 i`.
     fn tc_copies<const MT: u32, const SB: u32>() -> u32 {
-        (MT * SB + 31) / 32
+        if MT == 2 {
+            SB / 16
+        } else {
+            (MT * SB + 31) / 32
+        }
     }
 
-    /// The sources of the lane's copies (`tc_issue`), as offsets in `w` from the first byte
-    /// of row `row0`: copy `i` takes unit `u = lane + 32 i` of the stage, bytes `16 · (u %
-    /// (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk (rows past `n_out` repeat the
-    /// last row, whose sums are never stored; `q.row_bytes` below `QTC_MAX_ROW_BYTES`).
-    fn tc_rows<const MT: u32, const SB: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; (MT * SB + 31) / 32] {
-        let mut off = [0u32; (MT * SB + 31) / 32];
-        #[unroll]
-        for i in 0..tc_copies::<MT, SB>() {
-            let u = lane + 32 * i;
-            let r = (row0 + u / (SB / 16)).min(p.n - 1) - row0;
-            off[i] = r * q.row_bytes + u % (SB / 16) * 16;
+    /// The offset in `w` of the first row of the lane's copies (`tc_issue`): row `row0 +
+    /// lane` with 32 rows a stage (`MT` 2), else row `row0` (rows past `n_out` repeat the last
+    /// row, whose sums are never stored).
+    fn tc_base<const MT: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> u64 {
+        let r = if MT == 2 { (row0 + lane).min(p.n - 1) } else { row0 };
+        r as u64 * q.row_bytes as u64
+    }
+
+    /// The sources of the lane's copies (`tc_issue`) as offsets from `tc_base` (`q.row_bytes`
+    /// below `QTC_MAX_ROW_BYTES`): with 32 rows (`MT` 2) none (one zero, unused), the lane
+    /// copying its own row; else one a copy, copy `i` taking unit `u = lane + 32 i` of the
+    /// stage, bytes `16 · (u % (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk. (One
+    /// offset a copy would hold `SB / 16` registers with 32 rows.)
+    fn tc_rows<const MT: u32, const SB: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }] {
+        let mut off = [0u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }];
+        if MT != 2 {
+            #[unroll]
+            for i in 0..tc_copies::<MT, SB>() {
+                let u = lane + 32 * i;
+                let r = (row0 + u / (SB / 16)).min(p.n - 1) - row0;
+                off[i] = r * q.row_bytes + u % (SB / 16) * 16;
+            }
         }
         off
     }
 
-    /// Issues the copies of chunk `c` of the `16 · MT` rows from `row0` (`wb`: the offset of
-    /// row `row0` in `w`; `off`: `tc_rows`) into the stage buffer at byte `so`, laid out as
-    /// the rows one after another: unit `u` of the stage lands at byte `so + 16 u`, so that
-    /// the 32 lanes of a copy instruction fill 512 consecutive bytes of shared memory (no
-    /// bank conflicts) and read whole 16-byte units of consecutive rows.
+    /// Issues the copies of chunk `c` of the `16 · MT` rows from `row0` (`wb`: `tc_base`;
+    /// `off`: `tc_rows`) into the stage buffer at byte `so`, laid out as
+    /// the rows one after another, free of bank conflicts:
+    /// - with 32 rows (`MT` 2), copy `i` of lane `l` takes unit `i` of row `l`, to byte `so +
+    ///   l · SB + 16 i`: a row is an odd count of units (`SB / 16`), so the 8 lanes of each
+    ///   quarter of the warp's instruction write 8 different groups of 4 banks;
+    /// - else unit `u` of the stage lands at byte `so + 16 u`, so that the 32 lanes of a
+    ///   copy instruction fill 512 consecutive bytes and read whole units of consecutive rows.
     fn tc_issue<const MT: u32, const SB: u32, const WARPS: u32>(
         st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         so: u32,
         w: &[u8],
         wb: u64,
-        off: [u32; (MT * SB + 31) / 32],
+        off: [u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }],
         c: u32,
         lane: u32,
     ) {
         let g = wb + (c * SB) as u64;
-        let sl = so + 16 * lane;
-        #[unroll]
-        for i in 0..tc_copies::<MT, SB>() {
-            // The last copy may take fewer units than the warp has lanes.
-            if (32 * i + 32 <= MT * SB) | (lane + 32 * i < MT * SB) {
+        if MT == 2 {
+            let sl = so + lane * SB;
+            #[unroll]
+            for i in 0..tc_copies::<MT, SB>() {
                 // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the `p.k /
-                // tc_chunk` chunks of `SB` bytes, 16-byte aligned, `wb` is row `row0`'s
-                // offset and `off[i]` that of a unit of a row below `p.n` (`tc_rows`), so the
-                // unit of chunk `c` lies inside `w`; its destination, unit `lane + 32 i <
-                // MT · SB` of the stage, lies inside the warp's stage at `so` (`16 · MT · SB`
-                // bytes).
+                // tc_chunk` chunks of `SB` bytes, 16-byte aligned, and `wb` is the offset of
+                // a row below `p.n` (`tc_base`), so unit `i < SB / 16` of its chunk
+                // `c` lies inside `w`; its destination, unit `i` of row `lane < 16 · MT` of
+                // the stage, lies inside the warp's stage at `so` (`16 · MT · SB` bytes).
                 unsafe {
-                    st.cp_async16_unchecked(sl + 512 * i, w, g + off[i] as u64);
+                    st.cp_async16_unchecked(sl + 16 * i, w, g + (16 * i) as u64);
+                }
+            }
+        } else {
+            let sl = so + 16 * lane;
+            #[unroll]
+            for i in 0..tc_copies::<MT, SB>() {
+                // The last copy may take fewer units than the warp has lanes.
+                if (32 * i + 32 <= MT * SB) | (lane + 32 * i < MT * SB) {
+                    // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the `p.k
+                    // / tc_chunk` chunks of `SB` bytes, 16-byte aligned, `wb` is row `row0`'s
+                    // offset and `off[i]` that of a unit of a row below `p.n` (`tc_rows`), so
+                    // the unit of chunk `c` lies inside `w`; its destination, unit `lane + 32 i
+                    // < MT · SB` of the stage, lies inside the warp's stage at `so` (`16 · MT ·
+                    // SB` bytes).
+                    unsafe {
+                        st.cp_async16_unchecked(sl + 512 * i, w, g + off[i] as u64);
+                    }
                 }
             }
         }
