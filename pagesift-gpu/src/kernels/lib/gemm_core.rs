@@ -960,12 +960,11 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
 /// shared memory (from element `t0` of `t_s`, rows `LDT` apart) goes to C (or the split-K
 /// workspace) 4 consecutive elements of a row per thread and turn, rows `m0..` and columns
-/// `n0..` of matrix `z`.
-/// The turns go in groups of `G`: first the group's reads of C and the residual, then its
-/// sums (`epi_sum`), one activation of all `4 · G` of them (`act_group`, whose chains
-/// interleave), and its outputs (`epi_store`), so that `G` reads per operand are in flight
-/// instead of one (`G` as the kernel's registers allow). Where a turn steps whole rows
-/// (`THREADS · 4` a multiple of `BN`) a thread keeps its columns, and reads their bias once.
+/// `n0..` of matrix `z`, through [`write_groups`]. A tile wholly inside C whose turns fill
+/// its groups, with C (and the residual) aligned for 4-element accesses, is `whole`: its
+/// reads and stores go without a test of rows, columns or alignment per run. (Not with `G`
+/// 1, a kernel short of registers: there the second form of the reads and stores cost the
+/// main loop of `gemm_mma`'s TF32 tile of 128 × 128 a spill.)
 fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32, const LEN: u32>(
     t_s: Shared<[f32; LEN]>,
     t0: u32,
@@ -980,10 +979,9 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     n0: u32,
     tid: u32,
 ) {
-    let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
-    let mut e0 = tid * 4;
-    while e0 < ROWS * BN {
-        if let Some(w) = ws {
+    if let Some(w) = ws {
+        let mut e0 = tid * 4;
+        while e0 < ROWS * BN {
             #[unroll]
             for u in 0..G {
                 let e = e0 + u * THREADS * 4;
@@ -996,44 +994,116 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
                     w.store4((plane * p.m as u64 + row as u64) * p.ldw as u64 + col as u64, t_s.load4(t0 + e / BN * LDT + e % BN));
                 }
             }
+            e0 += G * THREADS * 4;
+        }
+    } else {
+        let whole = (G > 1) & (ROWS * BN % (G * THREADS * 4) == 0) & (m0 + ROWS <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
+        write_groups::<O, ROWS, BN, LDT, THREADS, G, LEN>(t_s, t0, p, bias, res, c, z, m0, n0, tid, whole);
+    }
+}
+
+/// [`write_rows`]' turns to C, in groups of `G`: first the group's reads of C and the
+/// residual (`epi_group_reads`), then its sums (`epi_sum`), one activation of all `4 · G` of
+/// them (`act_group`, whose chains interleave), and its outputs (`epi_group_stores`), so
+/// that `G` reads per operand are in flight instead of one (`G` as the kernel's registers
+/// allow). Where a turn steps whole rows (`THREADS · 4` a multiple of `BN`) a thread keeps
+/// its columns, and reads their bias once. Where `whole` (the tile inside C, `ROWS · BN` a
+/// multiple of `G · THREADS · 4`, C and the residual aligned for 4-element accesses:
+/// [`write_rows`] checks) every run of every group is whole, and the reads and stores go
+/// untested (their `WHOLE` forms; the activation's code is there once for both).
+fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32, const LEN: u32>(
+    t_s: Shared<[f32; LEN]>,
+    t0: u32,
+    p: GemmParams,
+    bias: Option<&[f32]>,
+    res: Option<&[O]>,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
+    tid: u32,
+    whole: bool,
+) {
+    let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
+    let mut e0 = tid * 4;
+    while e0 < ROWS * BN {
+        let mut r = [[0.0f32; 4]; 2 * G];
+        if whole {
+            r = epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0);
         } else {
-            let mut r = [[0.0f32; 4]; 2 * G];
-            #[unroll]
-            for u in 0..G {
-                let e = e0 + u * THREADS * 4;
-                let row = m0 + e / BN;
-                let col = n0 + e % BN;
-                if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
-                    let x = epi_reads::<O>(p, res, c, z, row, col);
-                    r[2 * u] = x[0];
-                    r[2 * u + 1] = x[1];
+            r = epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0);
+        }
+        let mut v = [[0.0f32; 4]; G];
+        #[unroll]
+        for u in 0..G {
+            let e = e0 + u * THREADS * 4;
+            if whole | (e < ROWS * BN) {
+                if (THREADS * 4) % BN != 0 {
+                    bv = bias4(p, bias, n0 + e % BN);
                 }
-            }
-            let mut v = [[0.0f32; 4]; G];
-            #[unroll]
-            for u in 0..G {
-                let e = e0 + u * THREADS * 4;
-                if e < ROWS * BN {
-                    if (THREADS * 4) % BN != 0 {
-                        bv = bias4(p, bias, n0 + e % BN);
-                    }
-                    v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
-                }
-            }
-            if p.act != ACT_IDENTITY {
-                v = act_group::<G>(p.act, v, p.slope);
-            }
-            #[unroll]
-            for u in 0..G {
-                let e = e0 + u * THREADS * 4;
-                let row = m0 + e / BN;
-                let col = n0 + e % BN;
-                if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
-                    epi_store::<O>(p, res.is_some(), r[2 * u + 1], c, z, row, col, v[u]);
-                }
+                v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
             }
         }
+        if p.act != ACT_IDENTITY {
+            v = act_group::<G>(p.act, v, p.slope);
+        }
+        if whole {
+            epi_group_stores::<O, BN, THREADS, G, true>(p, res.is_some(), r, c, z, m0, n0, e0, v);
+        } else {
+            epi_group_stores::<O, BN, THREADS, G, false>(p, res.is_some(), r, c, z, m0, n0, e0, v);
+        }
         e0 += G * THREADS * 4;
+    }
+}
+
+/// The reads (`epi_reads`) of a group of [`write_groups`] from element `e0` of its `ROWS ×
+/// BN` tile (`ROWS` from `p`'s bounds: runs past the tile are past `p.m` or tested): run
+/// `u`'s old C at `2 u`, its residual at `2 u + 1`; with `WHOLE` every run untested.
+fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
+    p: GemmParams,
+    res: Option<&[O]>,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
+    e0: u32,
+) -> [[f32; 4]; 2 * G] {
+    let mut r = [[0.0f32; 4]; 2 * G];
+    #[unroll]
+    for u in 0..G {
+        let e = e0 + u * THREADS * 4;
+        let row = m0 + e / BN;
+        let col = n0 + e % BN;
+        if WHOLE | ((row < p.m) & (col < p.n)) {
+            let x = epi_reads::<O, WHOLE>(p, res, c, z, row, col);
+            r[2 * u] = x[0];
+            r[2 * u + 1] = x[1];
+        }
+    }
+    r
+}
+
+/// The outputs (`epi_store`) of a group of [`write_groups`] from element `e0`: run `u`'s
+/// activation `v[u]` plus its residual `r[2 u + 1]`; with `WHOLE` every run untested.
+fn epi_group_stores<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
+    p: GemmParams,
+    has_res: bool,
+    r: [[f32; 4]; 2 * G],
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
+    e0: u32,
+    v: [[f32; 4]; G],
+) {
+    #[unroll]
+    for u in 0..G {
+        let e = e0 + u * THREADS * 4;
+        let row = m0 + e / BN;
+        let col = n0 + e % BN;
+        if WHOLE | ((row < p.m) & (col < p.n)) {
+            epi_store::<O, WHOLE>(p, has_res, r[2 * u + 1], c, z, row, col, v[u]);
+        }
     }
 }
 
@@ -1045,18 +1115,20 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
 fn epi_prefetch<O, const ROWS: u32, const BN: u32, const THREADS: u32>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, m0: u32, n0: u32, tid: u32) {
     let per_line = 128 / size_of::<O>();
     let lpr = (BN + per_line - 1) / per_line;
-    #[unroll]
-    for q in 0..(ROWS * ((BN + 128 / size_of::<O>() - 1) / (128 / size_of::<O>())) + THREADS - 1) / THREADS {
-        let li = tid + q * THREADS;
-        let row = m0 + li / lpr;
-        let col = n0 + li % lpr * per_line;
-        if (li < ROWS * lpr) & (row < p.m) & (col < p.n) & (p.splits == 1) {
-            // Checked (a hint past the slice is dropped), so that safe kernels may call it.
-            if let Some(rs) = res {
-                rs.prefetch_l2(z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
-            }
-            if p.beta != 0.0 {
-                c.prefetch_l2(z * p.batch_c + row as u64 * p.ldc as u64 + col as u64);
+    if (res.is_some() | (p.beta != 0.0)) & (p.splits == 1) {
+        #[unroll]
+        for q in 0..(ROWS * ((BN + 128 / size_of::<O>() - 1) / (128 / size_of::<O>())) + THREADS - 1) / THREADS {
+            let li = tid + q * THREADS;
+            let row = m0 + li / lpr;
+            let col = n0 + li % lpr * per_line;
+            if (li < ROWS * lpr) & (row < p.m) & (col < p.n) {
+                // Checked (a hint past the slice is dropped), so that safe kernels may call it.
+                if let Some(rs) = res {
+                    rs.prefetch_l2(z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
+                }
+                if p.beta != 0.0 {
+                    c.prefetch_l2(z * p.batch_c + row as u64 * p.ldc as u64 + col as u64);
+                }
             }
         }
     }
@@ -1075,7 +1147,7 @@ fn store_out<O>(
     acc: [f32; 4],
 ) {
     let bv = bias4(p, bias, col);
-    let r = epi_reads::<O>(p, res, c, z, row, col);
+    let r = epi_reads::<O, false>(p, res, c, z, row, col);
     let mut v = epi_sum(p, bias.is_some(), bv, r[0], acc);
     if p.act != ACT_IDENTITY {
         #[unroll]
@@ -1083,7 +1155,7 @@ fn store_out<O>(
             v[l] = act_code(p.act, v[l], p.slope);
         }
     }
-    epi_store::<O>(p, res.is_some(), r[1], c, z, row, col, v);
+    epi_store::<O, false>(p, res.is_some(), r[1], c, z, row, col, v);
 }
 
 /// The bias of the 4 columns from `col` (0 past `n`, and without a bias).
@@ -1096,16 +1168,18 @@ fn bias4(p: GemmParams, bias: Option<&[f32]>, col: u32) -> [f32; 4] {
 }
 
 /// The epilogue's reads of 4 outputs of one row from `col`: the old C (where `beta` is
-/// not 0) and the residual (where there is one), 0 otherwise and past `n`.
-fn epi_reads<O>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, row: u32, col: u32) -> [[f32; 4]; 2] {
+/// not 0) and the residual (where there is one), 0 otherwise and past `n`. With `WHOLE`
+/// the 4 lie below `n` and C and the residual are aligned for them (`p.vec_c`, `p.vec_r`):
+/// one vector load each, untested.
+fn epi_reads<O, const WHOLE: bool>(p: GemmParams, res: Option<&[O]>, c: &mut [O], z: u64, row: u32, col: u32) -> [[f32; 4]; 2] {
     let mut r = [[0.0f32; 4]; 2];
     if p.beta != 0.0 {
         let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
-        r[0] = load4_edge::<O, false>(c, ci, true, col, p.n, p.vec_c);
+        r[0] = if WHOLE { load4_f32::<O, false>(c, ci) } else { load4_edge::<O, false>(c, ci, true, col, p.n, p.vec_c) };
     }
     if let Some(rs) = res {
         let ri = z * p.batch_r + row as u64 * p.ldr as u64 + col as u64;
-        r[1] = load4_edge::<O, true>(rs, ri, true, col, p.n, p.vec_r);
+        r[1] = if WHOLE { load4_f32::<O, true>(rs, ri) } else { load4_edge::<O, true>(rs, ri, true, col, p.n, p.vec_r) };
     }
     r
 }
@@ -1135,8 +1209,8 @@ fn epi_sum(p: GemmParams, has_bias: bool, bv: [f32; 4], old: [f32; 4], acc: [f32
 
 /// `C = v + residual` for 4 outputs of one row from `col` (those past `n` are left alone),
 /// `v` the activation of `epi_sum`'s sums, the residual from `epi_reads` (`rv`, added where
-/// `has_res`).
-fn epi_store<O>(p: GemmParams, has_res: bool, rv: [f32; 4], c: &mut [O], z: u64, row: u32, col: u32, v: [f32; 4]) {
+/// `has_res`). With `WHOLE` the 4 lie below `n` and C is aligned for them (`p.vec_c`).
+fn epi_store<O, const WHOLE: bool>(p: GemmParams, has_res: bool, rv: [f32; 4], c: &mut [O], z: u64, row: u32, col: u32, v: [f32; 4]) {
     let ci = z * p.batch_c + row as u64 * p.ldc as u64 + col as u64;
     let mut o = v;
     if has_res {
@@ -1145,7 +1219,7 @@ fn epi_store<O>(p: GemmParams, has_res: bool, rv: [f32; 4], c: &mut [O], z: u64,
             o[l] = o[l] + rv[l];
         }
     }
-    if p.vec_c & (col + 4 <= p.n) {
+    if WHOLE | (p.vec_c & (col + 4 <= p.n)) {
         c.store4(ci, [o[0] as O, o[1] as O, o[2] as O, o[3] as O]);
     } else {
         #[unroll]
@@ -1163,8 +1237,7 @@ fn load4_edge<T, const NC: bool>(x: &[T], e: u64, row_ok: bool, j: u32, lim: u32
     let mut v = [0.0f32; 4];
     if row_ok {
         if vec & (j + 4 <= lim) {
-            let w = if NC { x.load4_nc(e) } else { x.load4(e) };
-            v = [w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32];
+            v = load4_f32::<T, NC>(x, e);
         } else {
             #[unroll]
             for l in 0..4 {
@@ -1175,6 +1248,12 @@ fn load4_edge<T, const NC: bool>(x: &[T], e: u64, row_ok: bool, j: u32, lim: u32
         }
     }
     v
+}
+
+/// `x[e..e + 4]` as f32 in one vector load (through the read-only cache with `NC`).
+fn load4_f32<T, const NC: bool>(x: &[T], e: u64) -> [f32; 4] {
+    let w = if NC { x.load4_nc(e) } else { x.load4(e) };
+    [w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32]
 }
 
 /// The activation of code `code` on `G` runs of 4 outputs (a uniform branch chain on the
