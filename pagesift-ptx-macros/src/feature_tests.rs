@@ -842,3 +842,46 @@ fn stmatrix_stores_a_warps_fragments_and_skips_the_warp_out_of_bounds() {
     );
     assert!(errs.iter().any(|e| e.contains("[u32; 4]")), "{errs:?}");
 }
+
+#[test]
+fn an_array_pattern_of_let_binds_each_entry() {
+    let ptx = ptx_of(quote! {
+        fn pair(a: u32, b: u32) -> [u32; 3] {
+            [a + b, a * b, a]
+        }
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32], n: u32) {
+            let [sum, mut prod, _] = pair(n, 7);
+            prod += 1;
+            let [row, col]: [u32; 2] = [sum, prod];
+            y[0] = row;
+            y[1] = col;
+        }
+    });
+    let text = &ptx[0].1;
+    // n + 7 and n * 7 + 1, with no local memory for the arrays.
+    assert!(
+        text.contains("add.s32") || text.contains("add.u32"),
+        "{text}"
+    );
+    assert!(text.contains("mul.lo"), "{text}");
+    assert!(!text.contains(".local"), "{text}");
+
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32], n: u32) {
+            let [a, b] = [n, n, n];
+            let [Some(c)] = [n];
+            y[0] = a + b;
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("holds names and `_` only")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e == "an array pattern of 2 entries does not match `[u32; 3]`"),
+        "{errs:?}"
+    );
+}

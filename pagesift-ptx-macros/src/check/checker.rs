@@ -675,10 +675,11 @@ impl<'a> Checker<'a> {
                     mutable,
                     ty,
                     init,
+                    pattern,
                     span,
                 } => {
                     if let Some(st) =
-                        self.check_let(name, *mutable, ty.as_ref(), init.as_ref(), *span)
+                        self.check_let(name, *mutable, ty.as_ref(), init.as_ref(), *pattern, *span)
                     {
                         stmts.push(st);
                     }
@@ -711,6 +712,7 @@ impl<'a> Checker<'a> {
         mutable: bool,
         ty: Option<&TypeAst>,
         init: Option<&Expr>,
+        pattern: Option<usize>,
         span: Span,
     ) -> Option<TStmt> {
         let declared = ty.map(|t| self.resolve_ty(t));
@@ -809,6 +811,18 @@ impl<'a> Checker<'a> {
             }
             None => value.ty.clone(),
         };
+        if let Some(n) = pattern {
+            let len = match &ty {
+                Ty::Array(_, len) | Ty::Array2(_, len, _) => Some(*len as usize),
+                _ => None,
+            };
+            if len != Some(n) && ty != Ty::Never {
+                self.cx.error(
+                    span,
+                    format!("an array pattern of {n} entries does not match `{ty}`"),
+                );
+            }
+        }
         match &ty {
             Ty::Unit
             | Ty::Enum

@@ -200,7 +200,7 @@ pub fn parse_block(cx: &Ctxt, block: &syn::Block) -> Block {
     let n = block.stmts.len();
     for (i, stmt) in block.stmts.iter().enumerate() {
         match stmt {
-            syn::Stmt::Local(local) => stmts.push(parse_local(cx, local)),
+            syn::Stmt::Local(local) => stmts.extend(parse_local(cx, local)),
             syn::Stmt::Expr(e, semi) => {
                 let expr = parse_expr(cx, e);
                 if semi.is_none() && i + 1 == n {
@@ -225,20 +225,13 @@ pub fn parse_block(cx: &Ctxt, block: &syn::Block) -> Block {
     Block { stmts, tail }
 }
 
-fn parse_local(cx: &Ctxt, local: &syn::Local) -> Stmt {
+/// A `let` statement: one name, or an array pattern `let [a, mut b, _] = e;`, which binds a
+/// hidden name to `e` and then each named element to its entry (`let a = hidden[0];` ...).
+fn parse_local(cx: &Ctxt, local: &syn::Local) -> Vec<Stmt> {
     let span = Sp::of(local);
     let (pat, ty) = match &local.pat {
         syn::Pat::Type(pt) => (&*pt.pat, Some(parse_type(cx, &pt.ty))),
         other => (other, None),
-    };
-    let (name, mutable) = match pat {
-        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
-            (pi.ident.clone(), pi.mutability.is_some())
-        }
-        other => {
-            cx.error(Sp::of(&other), "`let` binds a single name (no patterns)");
-            (Ident::new("__error", other.span()), false)
-        }
     };
     let init = local.init.as_ref().map(|init| {
         if let Some((_, d)) = &init.diverge {
@@ -246,13 +239,69 @@ fn parse_local(cx: &Ctxt, local: &syn::Local) -> Stmt {
         }
         parse_expr(cx, &init.expr)
     });
-    Stmt::Let {
+    if let syn::Pat::Slice(slice) = pat {
+        let hidden = Ident::new("__let_array", proc_macro2::Span::call_site());
+        let mut stmts = vec![Stmt::Let {
+            name: hidden.clone(),
+            mutable: false,
+            ty,
+            init,
+            pattern: Some(slice.elems.len()),
+            span,
+        }];
+        for (i, elem) in slice.elems.iter().enumerate() {
+            let (name, mutable) = match elem {
+                syn::Pat::Wild(_) => continue,
+                syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+                    (pi.ident.clone(), pi.mutability.is_some())
+                }
+                other => {
+                    cx.error(
+                        Sp::of(other),
+                        "an array pattern of `let` holds names and `_` only",
+                    );
+                    continue;
+                }
+            };
+            let esp = Sp::of(elem);
+            let at = |kind| Box::new(Expr { kind, span: esp });
+            stmts.push(Stmt::Let {
+                name,
+                mutable,
+                ty: None,
+                init: Some(Expr {
+                    kind: ExprKind::Index {
+                        base: at(ExprKind::Var(hidden.clone())),
+                        index: at(ExprKind::Int(i as i128, None)),
+                    },
+                    span: esp,
+                }),
+                pattern: None,
+                span: esp,
+            });
+        }
+        return stmts;
+    }
+    let (name, mutable) = match pat {
+        syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
+            (pi.ident.clone(), pi.mutability.is_some())
+        }
+        other => {
+            cx.error(
+                Sp::of(&other),
+                "`let` binds a single name or an array pattern (`let [a, b] = ...`)",
+            );
+            (Ident::new("__error", other.span()), false)
+        }
+    };
+    vec![Stmt::Let {
         name,
         mutable,
         ty,
         init,
+        pattern: None,
         span,
-    }
+    }]
 }
 
 fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {

@@ -198,6 +198,9 @@ pub enum Stmt {
         mutable: bool,
         ty: Option<TypeAst>,
         init: Option<Expr>,
+        /// `Some(n)` for the hidden binding of an array pattern of `n` entries
+        /// (`let [a, b] = ...`), whose value must be an array of `n`.
+        pattern: Option<usize>,
         span: Sp,
     },
     Expr(Expr),

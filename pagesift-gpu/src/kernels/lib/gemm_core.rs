@@ -985,8 +985,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
             #[unroll]
             for u in 0..G {
                 let e = e0 + u * THREADS * 4;
-                let row = m0 + e / BN;
-                let col = n0 + e % BN;
+                let [row, col] = group_run::<BN, THREADS>(m0, n0, e0, u);
                 if (e < ROWS * BN) & (row < p.m) & (col < p.n) {
                     // Block `zs` is split `zs % splits` of matrix `z`: its plane is
                     // `s · batch + z`, i.e. `(zs % splits) · batch + zs / splits`.
@@ -1071,9 +1070,7 @@ fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHO
     let mut r = [[0.0f32; 4]; 2 * G];
     #[unroll]
     for u in 0..G {
-        let e = e0 + u * THREADS * 4;
-        let row = m0 + e / BN;
-        let col = n0 + e % BN;
+        let [row, col] = group_run::<BN, THREADS>(m0, n0, e0, u);
         if WHOLE | ((row < p.m) & (col < p.n)) {
             let x = epi_reads::<O, WHOLE>(p, res, c, z, row, col);
             r[2 * u] = x[0];
@@ -1081,6 +1078,13 @@ fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHO
         }
     }
     r
+}
+
+/// The row and column of C where run `u` of the group from element `e0` of a tile at
+/// (`m0`, `n0`) of `BN` columns starts (runs `THREADS · 4` elements apart).
+fn group_run<const BN: u32, const THREADS: u32>(m0: u32, n0: u32, e0: u32, u: u32) -> [u32; 2] {
+    let e = e0 + u * THREADS * 4;
+    [m0 + e / BN, n0 + e % BN]
 }
 
 /// The outputs (`epi_store`) of a group of [`write_groups`] from element `e0`: run `u`'s
@@ -1098,9 +1102,7 @@ fn epi_group_stores<O, const BN: u32, const THREADS: u32, const G: u32, const WH
 ) {
     #[unroll]
     for u in 0..G {
-        let e = e0 + u * THREADS * 4;
-        let row = m0 + e / BN;
-        let col = n0 + e % BN;
+        let [row, col] = group_run::<BN, THREADS>(m0, n0, e0, u);
         if WHOLE | ((row < p.m) & (col < p.n)) {
             epi_store::<O, WHOLE>(p, has_res, r[2 * u + 1], c, z, row, col, v[u]);
         }
