@@ -866,6 +866,22 @@ fn an_array_pattern_of_let_binds_each_entry() {
     );
     assert!(text.contains("mul.lo"), "{text}");
     assert!(!text.contains(".local"), "{text}");
+    // Each name takes its own entry: constants stay constants, so the stores show which.
+    let ptx = ptx_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32]) {
+            let [a, _, c] = [300u32, 500, 700];
+            y[0] = a;
+            y[1] = c;
+        }
+    });
+    let text = &ptx[0].1;
+    assert!(text.contains("300") && text.contains("700"), "{text}");
+    assert!(!text.contains("500"), "{text}");
+    assert!(
+        text.find("300").unwrap() < text.find("700").unwrap(),
+        "{text}"
+    );
 
     let errs = errors_of(quote! {
         #[launch(block = 32)]

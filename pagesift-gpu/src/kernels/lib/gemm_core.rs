@@ -1056,8 +1056,10 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
 }
 
 /// The reads (`epi_reads`) of a group of [`write_groups`] from element `e0` of its `ROWS ×
-/// BN` tile (`ROWS` from `p`'s bounds: runs past the tile are past `p.m` or tested): run
-/// `u`'s old C at `2 u`, its residual at `2 u + 1`; with `WHOLE` every run untested.
+/// BN` tile: run `u`'s old C at `2 u`, its residual at `2 u + 1`; with `WHOLE` every run
+/// untested. Runs are tested against `p.m` and `p.n` only, not against the tile's end: every
+/// caller of [`write_rows`] has `ROWS · BN` a multiple of `G · THREADS · 4` (its groups end
+/// with the tile), so no run of a group lies in the rows below the tile, another tile's.
 fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
     p: GemmParams,
     res: Option<&[O]>,
@@ -1088,7 +1090,8 @@ fn group_run<const BN: u32, const THREADS: u32>(m0: u32, n0: u32, e0: u32, u: u3
 }
 
 /// The outputs (`epi_store`) of a group of [`write_groups`] from element `e0`: run `u`'s
-/// activation `v[u]` plus its residual `r[2 u + 1]`; with `WHOLE` every run untested.
+/// activation `v[u]` plus its residual `r[2 u + 1]`; with `WHOLE` every run untested (runs
+/// tested as in [`epi_group_reads`], which holds only where the groups end with the tile).
 fn epi_group_stores<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
     p: GemmParams,
     has_res: bool,
