@@ -401,8 +401,8 @@ ptx_kernel! {
         let tv = (p.m - z * tb).min(tb);
         let so = warp * QTC_STAGES * 16 * MT * SB;
         let chunks = p.k / tc_chunk::<FMT, SB>();
-        let wb = tc_base::<MT>(p, q, row0, lane);
-        let wr = tc_rows::<MT, SB>(p, q, row0, lane);
+        let wb = tc_base::<FMT, MT, XQ>(p, q, row0, lane);
+        let wr = tc_rows::<FMT, MT, SB, XQ>(p, q, row0, lane);
         let mut acc = [[0.0f32; 4]; MT * NT];
         let chunk = tc_chunk::<FMT, SB>();
         let pairs = chunk / 64;
@@ -414,7 +414,7 @@ ptx_kernel! {
         for s in 0..QTC_STAGES - 1 {
             let c = warp + s * WARPS;
             if c < chunks {
-                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wb, wr, c, lane);
+                tc_issue::<FMT, MT, SB, WARPS, XQ>(st, so + s * 16 * MT * SB, w, wb, wr, c, lane);
             }
             cp_async_commit();
         }
@@ -424,7 +424,7 @@ ptx_kernel! {
             let ahead = c + (QTC_STAGES - 1) * WARPS;
             if ahead < chunks {
                 let s = (i + QTC_STAGES - 1) % QTC_STAGES;
-                tc_issue::<MT, SB, WARPS>(st, so + s * 16 * MT * SB, w, wb, wr, ahead, lane);
+                tc_issue::<FMT, MT, SB, WARPS, XQ>(st, so + s * 16 * MT * SB, w, wb, wr, ahead, lane);
             }
             cp_async_commit();
             cp_async_wait(QTC_STAGES - 1);
@@ -662,11 +662,29 @@ ptx_kernel! {
     /// rows' offsets from the block's first row, `16 · MT · row_bytes` at most, in 32 bits.
     pub const QTC_MAX_ROW_BYTES: u32 = 1 << 26;
 
+    /// Whether a lane of `qgemv_tc` copies a row of its own (`tc_issue`): with 32 rows a stage
+    /// (`MT` 2) for Q4_K on f32 activations, whose registers (128 for sm_80) do not hold an
+    /// offset a copy; elsewhere the warp's copy instructions read whole units of consecutive
+    /// rows, which measured faster (Q4_0 at 16 tokens, 14336 × 4096 on an H100: 48 µs against
+    /// 55 a call).
+    fn tc_lane_rows<const FMT: u32, const MT: u32, const XQ: u32>() -> bool {
+        (MT == 2) & (FMT == FMT_Q4K) & (XQ != QTC_X_I8)
+    }
+
+    /// The offsets of `tc_rows`: one a copy, or one (unused) where a lane copies its own row.
+    fn tc_offsets<const FMT: u32, const MT: u32, const SB: u32, const XQ: u32>() -> u32 {
+        if tc_lane_rows::<FMT, MT, XQ>() {
+            1
+        } else {
+            (MT * SB + 31) / 32
+        }
+    }
+
     /// The 16-byte copies of a lane per stage of `qgemv_tc`: the stage's `16 · MT` rows of
-    /// `SB` bytes are `MT · SB` units of 16 bytes; with 32 rows (`MT` 2) lane `l` copies the
-    /// `SB / 16` units of row `l`, else units `l + 32 i`.
-    fn tc_copies<const MT: u32, const SB: u32>() -> u32 {
-        if MT == 2 {
+    /// `SB` bytes are `MT · SB` units of 16 bytes; where `tc_lane_rows` (32 rows) lane
+    /// `l` copies the `SB / 16` units of row `l`, else units `l + 32 i`.
+    fn tc_copies<const FMT: u32, const MT: u32, const SB: u32, const XQ: u32>() -> u32 {
+        if tc_lane_rows::<FMT, MT, XQ>() {
             SB / 16
         } else {
             (MT * SB + 31) / 32
@@ -674,23 +692,22 @@ ptx_kernel! {
     }
 
     /// The offset in `w` of the first row of the lane's copies (`tc_issue`): row `row0 +
-    /// lane` with 32 rows a stage (`MT` 2), else row `row0` (rows past `n_out` repeat the last
-    /// row, whose sums are never stored).
-    fn tc_base<const MT: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> u64 {
-        let r = if MT == 2 { (row0 + lane).min(p.n - 1) } else { row0 };
+    /// lane` where `tc_lane_rows`, else row `row0` (rows past `n_out` repeat the last row, whose sums
+    /// are never stored).
+    fn tc_base<const FMT: u32, const MT: u32, const XQ: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> u64 {
+        let r = if tc_lane_rows::<FMT, MT, XQ>() { (row0 + lane).min(p.n - 1) } else { row0 };
         r as u64 * q.row_bytes as u64
     }
 
     /// The sources of the lane's copies (`tc_issue`) as offsets from `tc_base` (`q.row_bytes`
-    /// below `QTC_MAX_ROW_BYTES`): with 32 rows (`MT` 2) none (one zero, unused), the lane
-    /// copying its own row; else one a copy, copy `i` taking unit `u = lane + 32 i` of the
-    /// stage, bytes `16 · (u % (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk. (One
-    /// offset a copy would hold `SB / 16` registers with 32 rows.)
-    fn tc_rows<const MT: u32, const SB: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }] {
-        let mut off = [0u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }];
-        if MT != 2 {
+    /// below `QTC_MAX_ROW_BYTES`, `tc_offsets` of them): where `tc_lane_rows` none (one zero, unused), the lane copying its
+    /// own row; else one a copy, copy `i` taking unit `u = lane + 32 i` of the stage, bytes
+    /// `16 · (u % (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk.
+    fn tc_rows<const FMT: u32, const MT: u32, const SB: u32, const XQ: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; tc_offsets::<FMT, MT, SB, XQ>()] {
+        let mut off = [0u32; tc_offsets::<FMT, MT, SB, XQ>()];
+        if !tc_lane_rows::<FMT, MT, XQ>() {
             #[unroll]
-            for i in 0..tc_copies::<MT, SB>() {
+            for i in 0..tc_offsets::<FMT, MT, SB, XQ>() {
                 let u = lane + 32 * i;
                 let r = (row0 + u / (SB / 16)).min(p.n - 1) - row0;
                 off[i] = r * q.row_bytes + u % (SB / 16) * 16;
@@ -702,25 +719,25 @@ ptx_kernel! {
     /// Issues the copies of chunk `c` of the `16 · MT` rows from `row0` (`wb`: `tc_base`;
     /// `off`: `tc_rows`) into the stage buffer at byte `so`, laid out as
     /// the rows one after another, free of bank conflicts:
-    /// - with 32 rows (`MT` 2), copy `i` of lane `l` takes unit `i` of row `l`, to byte `so +
+    /// - where `tc_lane_rows` (32 rows), copy `i` of lane `l` takes unit `i` of row `l`, to byte `so +
     ///   l · SB + 16 i`: a row is an odd count of units (`SB / 16`), so the 8 lanes of each
     ///   quarter of the warp's instruction write 8 different groups of 4 banks;
     /// - else unit `u` of the stage lands at byte `so + 16 u`, so that the 32 lanes of a
     ///   copy instruction fill 512 consecutive bytes and read whole units of consecutive rows.
-    fn tc_issue<const MT: u32, const SB: u32, const WARPS: u32>(
+    fn tc_issue<const FMT: u32, const MT: u32, const SB: u32, const WARPS: u32, const XQ: u32>(
         st: Shared<[u8; WARPS * QTC_STAGES * 16 * MT * SB]>,
         so: u32,
         w: &[u8],
         wb: u64,
-        off: [u32; if MT == 2 { 1 } else { (MT * SB + 31) / 32 }],
+        off: [u32; tc_offsets::<FMT, MT, SB, XQ>()],
         c: u32,
         lane: u32,
     ) {
         let g = wb + (c * SB) as u64;
-        if MT == 2 {
+        if tc_lane_rows::<FMT, MT, XQ>() {
             let sl = so + lane * SB;
             #[unroll]
-            for i in 0..tc_copies::<MT, SB>() {
+            for i in 0..tc_copies::<FMT, MT, SB, XQ>() {
                 // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the `p.k /
                 // tc_chunk` chunks of `SB` bytes, 16-byte aligned, and `wb` is the offset of
                 // a row below `p.n` (`tc_base`), so unit `i < SB / 16` of its chunk
@@ -733,7 +750,7 @@ ptx_kernel! {
         } else {
             let sl = so + 16 * lane;
             #[unroll]
-            for i in 0..tc_copies::<MT, SB>() {
+            for i in 0..tc_copies::<FMT, MT, SB, XQ>() {
                 // The last copy may take fewer units than the warp has lanes.
                 if (32 * i + 32 <= MT * SB) | (lane + 32 * i < MT * SB) {
                     // SAFETY: the launch's contract (see `qgemv_tc`): every row holds the `p.k
