@@ -337,7 +337,9 @@ pub fn tolerance(g: &Gemm, s_ab: f64, s_rest: f64, y: f64, r: f64) -> f64 {
 /// products are exact in f32 (`e_p = 0`) and sum on tensor cores (`u_s = 2^-23`, `s = 1`)
 /// whatever the precision; a 16-bit output adds its own rounding of the f32 result,
 /// `u_o · (y + r) + m_o / 2`, with `u_o` its unit roundoff (2^-11 for f16, 2^-8 for bf16)
-/// and `m_o` its least subnormal.
+/// and `m_o` its least subnormal, and the activation's 16-bit form (the kernels compute
+/// the activation of a 16-bit output as the activation family does for 16-bit data,
+/// within a relative 2^-15 of the f32 function), `2^-15 · y` in place of `e_act · ulp(y)`.
 pub fn tolerance_for(
     g: &Gemm,
     input: Dtype,
@@ -362,10 +364,16 @@ pub fn tolerance_for(
     } else {
         f64::from(f32::from_bits(1))
     };
-    let out = match output {
-        Dtype::F16 => f64::powi(2.0, -11) * (y + r) + f64::powi(2.0, -25),
-        Dtype::Bf16 => f64::powi(2.0, -8) * (y + r) + f64::powi(2.0, -134),
-        _ => 0.0,
+    let (out, act_err) = match output {
+        Dtype::F16 => (
+            f64::powi(2.0, -11) * (y + r) + f64::powi(2.0, -25),
+            f64::powi(2.0, -15) * y,
+        ),
+        Dtype::Bf16 => (
+            f64::powi(2.0, -8) * (y + r) + f64::powi(2.0, -134),
+            f64::powi(2.0, -15) * y,
+        ),
+        _ => (0.0, f64::from(crate::act::max_error_ulps(g.act)) * ulp_y),
     };
-    1.5 * pre + f64::from(crate::act::max_error_ulps(g.act)) * ulp_y + u * (y + r) + out
+    1.5 * pre + act_err + u * (y + r) + out
 }

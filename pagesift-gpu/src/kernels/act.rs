@@ -240,7 +240,7 @@ ptx_kernel! {
         } else {
             #[unroll]
             for i in 0..16 / size_of::<T>() {
-                o[i] = act_t::<T, ACT>(a[i] as f32 + b[i], p.slope) as T;
+                o[i] = math::act_as::<T, ACT>(a[i] as f32 + b[i], p.slope) as T;
             }
         }
         y.store_vec::<16>(e, o);
@@ -269,26 +269,12 @@ ptx_kernel! {
             // An absent residual is -0.0, which leaves every value as it is: one path.
             yk = math::epi::<ACT>(xk, b, r, p.slope);
         } else {
-            yk = act_t::<T, ACT>(xk + b, p.slope);
+            yk = math::act_as::<T, ACT>(xk + b, p.slope);
             if let Some(_rs) = res {
                 yk = math::epi::<ACT>(xk, b, r, p.slope);
             }
         }
         y[k] = yk as T;
-    }
-
-    /// The activation for storage type `T` without a residual: the f32 functions for f32, the
-    /// cheaper 16-bit forms (one storage ulp) for f16 and bf16.
-    fn act_t<T, const ACT: Act>(v: f32, slope: f32) -> f32 {
-        let mut r = 0.0f32;
-        if T == f32 {
-            r = math::act::<ACT>(v, slope);
-        } else if T == bf16 {
-            r = math::act_half::<ACT, true>(v, slope);
-        } else {
-            r = math::act_half::<ACT, false>(v, slope);
-        }
-        r
     }
 
     /// `x[e..e + lanes]`, through the non-coherent cache when `NC`.

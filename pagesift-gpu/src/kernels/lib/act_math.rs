@@ -49,6 +49,20 @@ fn act_half<const A: Act, const SUB: bool>(x: f32, slope: f32) -> f32 {
     }
 }
 
+/// The activation for a result stored as `T`: the f32 functions ([`act`]) for f32, the
+/// 16-bit forms ([`act_half`], within a relative 2^-15 of them) for f16 and bf16.
+fn act_as<T, const A: Act>(x: f32, slope: f32) -> f32 {
+    let mut r = 0.0f32;
+    if T == f32 {
+        r = act::<A>(x, slope);
+    } else if T == bf16 {
+        r = act_half::<A, true>(x, slope);
+    } else {
+        r = act_half::<A, false>(x, slope);
+    }
+    r
+}
+
 /// 2^x, approximate (2 ulp), results below 2^-126 flushed to 0.
 fn ex2_ftz(x: f32) -> f32 {
     x.exp2_fast_ftz()

@@ -3,7 +3,8 @@
 //! (`kernels/gemm.rs`: `#[path = "src/kernels/lib/gemm_core.rs"] mod core;`) and by the
 //! tests' mutants of them (`tests/tests/gemm_mutants.rs`), so that a mutant is built from
 //! the very loader, math and epilogue that the crate runs. The including invocation also
-//! reads the activation library as `math` (`act_runs` calls `math::act`).
+//! reads the activation library as `math` (`act_runs` calls `math::act_as`: for f16 and bf16
+//! outputs the activation's 16-bit forms).
 //!
 //! - **loader**: `tc_load` issues one K step of A and B as `cp.async` copies (`copy_rows`)
 //!   into one of `STAGES` shared buffers, rows padded to `TC_ROW` bytes, edges zero-filled
@@ -1044,7 +1045,7 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
             }
         }
         if p.act != ACT_IDENTITY {
-            v = act_group::<G>(p.act, v, p.slope);
+            v = act_group::<O, G>(p.act, v, p.slope);
         }
         if whole {
             epi_group_stores::<O, BN, THREADS, G, true>(p, res.is_some(), r, c, z, m0, n0, e0, v);
@@ -1157,7 +1158,7 @@ fn store_out<O>(
     if p.act != ACT_IDENTITY {
         #[unroll]
         for l in 0..4 {
-            v[l] = act_code(p.act, v[l], p.slope);
+            v[l] = act_code::<O>(p.act, v[l], p.slope);
         }
     }
     epi_store::<O, false>(p, res.is_some(), r[1], c, z, row, col, v);
@@ -1261,73 +1262,75 @@ fn load4_f32<T, const NC: bool>(x: &[T], e: u64) -> [f32; 4] {
     [w[0] as f32, w[1] as f32, w[2] as f32, w[3] as f32]
 }
 
-/// The activation of code `code` on `G` runs of 4 outputs (a uniform branch chain on the
-/// code): the chain taken once, each branch over all of them, so that their chains of dependent instructions interleave (the tile
+/// The activation of code `code` on `G` runs of 4 outputs of type `O` (a uniform branch
+/// chain on the code; `act_runs`): the chain taken once, each branch over all of them, so that their chains of dependent instructions interleave (the tile
 /// kernels' epilogues run while the multiprocessor has few other warps to switch to: one
 /// block of 8 warps for the widest).
-fn act_group<const G: u32>(code: u32, x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
+fn act_group<O, const G: u32>(code: u32, x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
     let mut y = x;
     if code == ACT_RELU {
-        y = act_runs::<Act::Relu, G>(x, slope);
+        y = act_runs::<O, Act::Relu, G>(x, slope);
     } else if code == ACT_RELU6 {
-        y = act_runs::<Act::Relu6, G>(x, slope);
+        y = act_runs::<O, Act::Relu6, G>(x, slope);
     } else if code == ACT_LEAKY_RELU {
-        y = act_runs::<Act::LeakyRelu, G>(x, slope);
+        y = act_runs::<O, Act::LeakyRelu, G>(x, slope);
     } else if code == ACT_GELU {
-        y = act_runs::<Act::Gelu, G>(x, slope);
+        y = act_runs::<O, Act::Gelu, G>(x, slope);
     } else if code == ACT_GELU_TANH {
-        y = act_runs::<Act::GeluTanh, G>(x, slope);
+        y = act_runs::<O, Act::GeluTanh, G>(x, slope);
     } else if code == ACT_SILU {
-        y = act_runs::<Act::Silu, G>(x, slope);
+        y = act_runs::<O, Act::Silu, G>(x, slope);
     } else if code == ACT_SIGMOID {
-        y = act_runs::<Act::Sigmoid, G>(x, slope);
+        y = act_runs::<O, Act::Sigmoid, G>(x, slope);
     } else if code == ACT_TANH {
-        y = act_runs::<Act::Tanh, G>(x, slope);
+        y = act_runs::<O, Act::Tanh, G>(x, slope);
     } else if code == ACT_HARD_SWISH {
-        y = act_runs::<Act::HardSwish, G>(x, slope);
+        y = act_runs::<O, Act::HardSwish, G>(x, slope);
     } else if code == ACT_HARD_SIGMOID {
-        y = act_runs::<Act::HardSigmoid, G>(x, slope);
+        y = act_runs::<O, Act::HardSigmoid, G>(x, slope);
     }
     y
 }
 
-/// The activation of code `code` (`ACT_*`, not the identity) on `x`: a function called, not
-/// inlined, so that a kernel holds the family's code once however many stores call it.
+/// The activation of code `code` (`ACT_*`, not the identity) on `x`, bound for an output of
+/// type `O` (`math::act_as`): a function called, not inlined, so that a kernel holds the
+/// family's code once however many stores call it.
 #[noinline]
-fn act_code(code: u32, x: f32, slope: f32) -> f32 {
+fn act_code<O>(code: u32, x: f32, slope: f32) -> f32 {
     if code == ACT_RELU {
-        math::act::<Act::Relu>(x, slope)
+        math::act_as::<O, Act::Relu>(x, slope)
     } else if code == ACT_RELU6 {
-        math::act::<Act::Relu6>(x, slope)
+        math::act_as::<O, Act::Relu6>(x, slope)
     } else if code == ACT_LEAKY_RELU {
-        math::act::<Act::LeakyRelu>(x, slope)
+        math::act_as::<O, Act::LeakyRelu>(x, slope)
     } else if code == ACT_GELU {
-        math::act::<Act::Gelu>(x, slope)
+        math::act_as::<O, Act::Gelu>(x, slope)
     } else if code == ACT_GELU_TANH {
-        math::act::<Act::GeluTanh>(x, slope)
+        math::act_as::<O, Act::GeluTanh>(x, slope)
     } else if code == ACT_SILU {
-        math::act::<Act::Silu>(x, slope)
+        math::act_as::<O, Act::Silu>(x, slope)
     } else if code == ACT_SIGMOID {
-        math::act::<Act::Sigmoid>(x, slope)
+        math::act_as::<O, Act::Sigmoid>(x, slope)
     } else if code == ACT_TANH {
-        math::act::<Act::Tanh>(x, slope)
+        math::act_as::<O, Act::Tanh>(x, slope)
     } else if code == ACT_HARD_SWISH {
-        math::act::<Act::HardSwish>(x, slope)
+        math::act_as::<O, Act::HardSwish>(x, slope)
     } else if code == ACT_HARD_SIGMOID {
-        math::act::<Act::HardSigmoid>(x, slope)
+        math::act_as::<O, Act::HardSigmoid>(x, slope)
     } else {
         x
     }
 }
 
-/// Activation `A` on each of `G` runs of 4 values.
-fn act_runs<const A: Act, const G: u32>(x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
+/// Activation `A` on each of `G` runs of 4 values bound for outputs of type `O`
+/// (`math::act_as`: the 16-bit forms for f16 and bf16).
+fn act_runs<O, const A: Act, const G: u32>(x: [[f32; 4]; G], slope: f32) -> [[f32; 4]; G] {
     let mut y = x;
     #[unroll]
     for u in 0..G {
         #[unroll]
         for l in 0..4 {
-            y[u][l] = math::act::<A>(x[u][l], slope);
+            y[u][l] = math::act_as::<O, A>(x[u][l], slope);
         }
     }
     y
