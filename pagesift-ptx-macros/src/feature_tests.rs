@@ -901,3 +901,53 @@ fn an_array_pattern_of_let_binds_each_entry() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn a_helper_call_of_constants_is_a_const_argument_and_a_constant_condition() {
+    let ptx = ptx_of(quote! {
+        fn wide<const N: u32>() -> bool {
+            N > 2
+        }
+        fn lanes<const N: u32>() -> u32 {
+            if wide::<N>() { N } else { 1 }
+        }
+        fn fill<const L: u32>(y: &mut [f32], v: f32) {
+            let mut r = [0.0f32; L];
+            // Pruned where `L` is 1: the index 3 exists only in the taken branch.
+            if wide::<L>() {
+                r[3] = v;
+            }
+            #[unroll]
+            for i in 0..L {
+                y[i] = r[i] + v;
+            }
+        }
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], v: f32) {
+            fill::<{ lanes::<4>() }>(y, v);
+            fill::<{ lanes::<2>() }>(y, v);
+        }
+    });
+    let text = &ptx[0].1;
+    // 4 stores from the first call, 1 from the second; no local memory.
+    assert_eq!(text.matches("st.global.f32").count(), 5, "{text}");
+    assert!(!text.contains(".local"), "{text}");
+
+    let errs = errors_of(quote! {
+        fn runtime(x: u32) -> u32 {
+            x + 1
+        }
+        fn take<const N: u32>(y: &mut [u32]) {
+            y[0] = N;
+        }
+        #[launch(block = 32)]
+        pub fn k(y: &mut [u32], n: u32) {
+            take::<{ runtime(n) }>(y);
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e == "const arguments must be constants"),
+        "{errs:?}"
+    );
+}

@@ -132,8 +132,11 @@ impl Checker<'_> {
                         span,
                     );
                 }
-                let c = self.check_expr(cond, Some(&Ty::Scalar(Scalar::Bool)));
+                let mut c = self.check_expr(cond, Some(&Ty::Scalar(Scalar::Bool)));
                 self.expect_ty(&c, &Ty::Scalar(Scalar::Bool), cond.span);
+                // A helper call whose value follows from constants (`if fits::<N>() { .. }`)
+                // is a constant condition too.
+                super::fold::fold_helper_call(&mut c);
                 if let TKind::Const(ConstVal::Bool(b)) = c.kind {
                     // Resolved at expansion: only the taken branch exists in this variant.
                     return if b {

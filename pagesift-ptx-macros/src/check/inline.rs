@@ -84,7 +84,9 @@ impl Checker<'_> {
         let mut scope = HashMap::new();
         let mut const_text = Vec::new();
         for (c, g) in f.consts.iter().zip(generics) {
-            let v = self.check_expr(g, None);
+            let mut v = self.check_expr(g, None);
+            // A helper call whose value follows from constants is a constant argument.
+            super::fold::fold_helper_call(&mut v);
             let TKind::Const(val) = v.kind else {
                 if v.ty != Ty::Never {
                     self.cx.error(g.span, "const arguments must be constants");
