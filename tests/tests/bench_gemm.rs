@@ -128,7 +128,7 @@ fn emulated_run_prints_our_figures_without_cublas() {
         "{text}"
     );
     for f in &rows {
-        assert_eq!(f.len(), 12, "{f:?}");
+        assert_eq!(f.len(), 15, "{f:?}");
         let ours: f64 = f[2].parse().unwrap();
         assert!(ours.is_finite() && ours >= 0.0, "{f:?}");
         // No cuBLAS: its time, ratio and error are dashes.
@@ -141,15 +141,19 @@ fn emulated_run_prints_our_figures_without_cublas() {
             _ => 1e-5,
         };
         assert!(err < bound, "{f:?}");
-        assert!(f[8].ends_with('%'), "{f:?}");
+        // The fused epilogue's cost, then that of its bias, gelu and residual alone.
+        for col in 8..12 {
+            let cost: f64 = f[col].strip_suffix('%').unwrap().parse().unwrap();
+            assert!(cost.is_finite() && cost > -100.0, "column {col}: {f:?}");
+        }
         let decode = f[0] == "4x17x9";
         // Decode rows: weight GB/s, the copy's GB/s and our share of it; cuBLAS's share a dash.
-        for col in [7, 9, 10] {
+        for col in [7, 12, 13] {
             assert_eq!(f[col] != "-", decode, "column {col}: {f:?}");
         }
-        assert_eq!(f[11], "-", "{f:?}");
+        assert_eq!(f[14], "-", "{f:?}");
         if decode {
-            assert!(f[10].ends_with('%'), "{f:?}");
+            assert!(f[13].ends_with('%'), "{f:?}");
         }
     }
 }

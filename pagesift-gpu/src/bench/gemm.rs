@@ -13,7 +13,7 @@
 //! Each row: TFLOP/s of ours and cuBLAS's and their ratio (cuBLAS's time over ours), the max
 //! error of each on 256 sampled outputs relative to `Σ |a b|` against an f64 dot product of
 //! the inputs as stored, and the cost of the fused epilogue (f32 bias + gelu + a residual of
-//! the output's type) against the plain GEMM. Decode rows add GB/s of weight bytes (at the
+//! the output's type) against the plain GEMM, with that of each of its three parts alone. Decode rows add GB/s of weight bytes (at the
 //! inputs' size), and each GEMM's weight GB/s as a share of the bandwidth of a
 //! device-to-device copy of as many bytes, timed right before the row (a copy's GB/s count
 //! the bytes read + written). On decode rows every call (ours, cuBLAS's, the copy's) reads
@@ -55,6 +55,9 @@ pub struct GemmRow {
     pub ours_err: f64,
     /// Our time per call with the fused epilogue (bias + gelu + residual), in milliseconds.
     pub fused_ms: f64,
+    /// Our time per call with each part of the fused epilogue alone: the bias, the gelu and
+    /// the residual, in milliseconds.
+    pub part_ms: [f64; 3],
     /// cuBLAS's time per call in milliseconds and its error as ours, where cuBLAS loaded.
     pub cublas: Option<(f64, f64)>,
     /// On a decode shape: the time of a device-to-device copy of B, in milliseconds.
@@ -123,7 +126,7 @@ pub fn run_gemm(gpu: &Gpu, opts: &GemmBenchOptions, out: &mut dyn Write) -> Resu
     )?;
     writeln!(
         out,
-        "{:<22} {:<7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9}",
+        "{:<22} {:<7} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>9} {:>9} {:>9}",
         "shape",
         "mode",
         "ours TF/s",
@@ -133,6 +136,9 @@ pub fn run_gemm(gpu: &Gpu, opts: &GemmBenchOptions, out: &mut dyn Write) -> Resu
         "cuBL err",
         "GB/s W",
         "epi cost",
+        "bias",
+        "gelu",
+        "res",
         "copy GB/s",
         "ours/copy",
         "cuBL/copy"
@@ -165,9 +171,10 @@ fn write_row(out: &mut dyn Write, row: &GemmRow) -> std::io::Result<()> {
             .map(|c| format!("{:.1}%", 100.0 * gbs(ms) / c))
     };
     let cublas_ms = row.cublas.map(|(ms, _)| ms);
+    let cost = |ms: f64| 100.0 * (ms / row.ours_ms - 1.0);
     writeln!(
         out,
-        "{:<22} {:<7} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}% {:>9} {:>9} {:>9}",
+        "{:<22} {:<7} {:>9.1} {:>9} {:>7} {:>9.2e} {:>9} {:>9} {:>+7.1}% {:>+6.1}% {:>+6.1}% {:>+6.1}% {:>9} {:>9} {:>9}",
         row.shape,
         row.mode,
         row.ours_tflops(),
@@ -176,7 +183,10 @@ fn write_row(out: &mut dyn Write, row: &GemmRow) -> std::io::Result<()> {
         row.ours_err,
         or_dash(row.cublas.map(|(_, e)| format!("{e:.2e}"))),
         or_dash(row.copy_ms.map(|_| format!("{:.0}", gbs(row.ours_ms)))),
-        100.0 * (row.fused_ms / row.ours_ms - 1.0),
+        cost(row.fused_ms),
+        cost(row.part_ms[0]),
+        cost(row.part_ms[1]),
+        cost(row.part_ms[2]),
         or_dash(row.copy_gbs().map(|c| format!("{c:.0}"))),
         or_dash(share(row.ours_ms)),
         or_dash(cublas_ms.and_then(share)),
@@ -429,24 +439,33 @@ impl ShapeBench<'_> {
         })?;
         let ours_err = self.max_error(ops)?;
         let ge = g.with_act(Act::Gelu);
-        let fused_ms = self.timing.per_call_ms(stream, || {
-            ops.rotate();
-            gemm(
-                stream,
-                &ge,
-                &ops.a,
-                &ops.b,
-                Some(&ops.bias as &dyn DeviceRead<f32>),
-                Some(&ops.res as &dyn DeviceRead<T>),
-                &mut ops.c,
-            )
-        })?;
+        let mut epilogue = |g: &Gemm, bias: bool, res: bool| {
+            self.timing.per_call_ms(stream, || {
+                ops.rotate();
+                gemm(
+                    stream,
+                    g,
+                    &ops.a,
+                    &ops.b,
+                    bias.then_some(&ops.bias as &dyn DeviceRead<f32>),
+                    res.then_some(&ops.res as &dyn DeviceRead<T>),
+                    &mut ops.c,
+                )
+            })
+        };
+        let fused_ms = epilogue(&ge, true, true)?;
+        let part_ms = [
+            epilogue(&g, true, false)?,
+            epilogue(&ge, false, false)?,
+            epilogue(&g, false, true)?,
+        ];
         Ok(GemmRow {
             shape: self.shape,
             mode,
             ours_ms,
             ours_err,
             fused_ms,
+            part_ms,
             cublas: ops.bars[tf32 as usize],
             copy_ms,
         })
