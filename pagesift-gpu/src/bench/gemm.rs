@@ -10,17 +10,17 @@
 //! our stream (`cublasSetStream`), and both are timed alike by [`Timing`]: events on that
 //! stream after warm-ups, the median of runs of back-to-back calls, the time per call.
 //!
-//! Each row: TFLOP/s of ours and cuBLAS's and their ratio (cuBLAS's time over ours), the max
-//! error of each on 256 sampled outputs relative to `Σ |a b|` against an f64 dot product of
-//! the inputs as stored, and the cost of the fused epilogue (f32 bias + gelu + a residual of
-//! the output's type) against the plain GEMM, with that of each of its three parts alone. Decode rows add GB/s of weight bytes (at the
-//! inputs' size), and each GEMM's weight GB/s as a share of the bandwidth of a
-//! device-to-device copy of as many bytes, timed right before the row (a copy's GB/s count
-//! the bytes read + written). On decode rows every call (ours, cuBLAS's, the copy's) reads
-//! the next of several copies of B, at least [`ROTATION_BYTES`] of them together, so that
-//! the weights come from memory and not from the previous call's leftovers in the L2 cache
-//! (50 MB on an H200, more than the 32 MB of 16-bit 4096 × 4096 weights). Without cuBLAS ([`super::cublas`]) the table says so and holds
-//! our figures alone.
+//! Each row: TFLOP/s of ours and cuBLAS's and their ratio (cuBLAS's time over ours), the max error
+//! of each on 256 sampled outputs relative to `Σ |a b|` against an f64 dot product of the inputs as
+//! stored, and the cost of the fused epilogue (f32 bias + gelu + a residual of the output's type)
+//! against the plain GEMM, with that of each of its three parts alone. Decode rows add GB/s of
+//! weight bytes (at the inputs' size), and each GEMM's weight GB/s as a share of the bandwidth of a
+//! device-to-device copy of as many bytes, timed right before the row (a copy's GB/s count the
+//! bytes read + written). On decode rows every call (ours, cuBLAS's, the copy's) reads the next of
+//! several copies of B, at least [`ROTATION_BYTES`] of them together, so that the weights come from
+//! memory and not from the previous call's leftovers in the L2 cache (50 MB on an H200, more than
+//! the 32 MB of 16-bit 4096 × 4096 weights). Without cuBLAS ([`super::cublas`]) the table says so
+//! and holds our figures alone.
 //!
 //! [`measure_gemm`] gives the figures of one shape's rows to any caller (the self test's
 //! TFLOP/s); [`run_gemm`] prints the table.
