@@ -92,6 +92,11 @@ impl std::str::FromStr for Act {
     }
 }
 
+/// The accuracy of the activations' 16-bit forms (the kernels' activation of a value stored as
+/// f16 or bf16, `act_half` of the kernel library): within this relative error of the f32
+/// functions (2^-15).
+pub const HALF_FORM_REL_ERROR: f64 = 1.0 / 32768.0;
+
 /// The accuracy of the activation kernels in f32: the largest difference from the reference
 /// ([`crate::cpu::act::act_f32`], the f64 definition rounded once), in units in the last place
 /// of the reference activation value. 0 means bit-exact. With a residual the f32 sum adds up to

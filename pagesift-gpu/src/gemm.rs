@@ -364,16 +364,14 @@ pub fn tolerance_for(
     } else {
         f64::from(f32::from_bits(1))
     };
-    let (out, act_err) = match output {
-        Dtype::F16 => (
-            f64::powi(2.0, -11) * (y + r) + f64::powi(2.0, -25),
-            f64::powi(2.0, -15) * y,
-        ),
-        Dtype::Bf16 => (
-            f64::powi(2.0, -8) * (y + r) + f64::powi(2.0, -134),
-            f64::powi(2.0, -15) * y,
-        ),
-        _ => (0.0, f64::from(crate::act::max_error_ulps(g.act)) * ulp_y),
+    let out = match output {
+        Dtype::F16 => f64::powi(2.0, -11) * (y + r) + f64::powi(2.0, -25),
+        Dtype::Bf16 => f64::powi(2.0, -8) * (y + r) + f64::powi(2.0, -134),
+        _ => 0.0,
+    };
+    let act_err = match output {
+        Dtype::F16 | Dtype::Bf16 => crate::act::HALF_FORM_REL_ERROR * y,
+        _ => f64::from(crate::act::max_error_ulps(g.act)) * ulp_y,
     };
     1.5 * pre + act_err + u * (y + r) + out
 }

@@ -692,17 +692,18 @@ ptx_kernel! {
     }
 
     /// The offset in `w` of the first row of the lane's copies (`tc_issue`): row `row0 +
-    /// lane` where `tc_lane_rows`, else row `row0` (rows past `n_out` repeat the last row, whose sums
-    /// are never stored).
+    /// lane` where `tc_lane_rows`, else row `row0` (rows past `n_out` repeat the last row,
+    /// whose sums are never stored).
     fn tc_base<const FMT: u32, const MT: u32, const XQ: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> u64 {
         let r = if tc_lane_rows::<FMT, MT, XQ>() { (row0 + lane).min(p.n - 1) } else { row0 };
         r as u64 * q.row_bytes as u64
     }
 
     /// The sources of the lane's copies (`tc_issue`) as offsets from `tc_base` (`q.row_bytes`
-    /// below `QTC_MAX_ROW_BYTES`, `tc_offsets` of them): where `tc_lane_rows` none (one zero, unused), the lane copying its
-    /// own row; else one a copy, copy `i` taking unit `u = lane + 32 i` of the stage, bytes
-    /// `16 · (u % (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s chunk.
+    /// below `QTC_MAX_ROW_BYTES`, `tc_offsets` of them): where `tc_lane_rows` none (one zero,
+    /// unused), the lane copying its own row; else one a copy, copy `i` taking unit `u = lane +
+    /// 32 i` of the stage, bytes `16 · (u % (SB / 16)) ..` of row `row0 + u / (SB / 16)`'s
+    /// chunk.
     fn tc_rows<const FMT: u32, const MT: u32, const SB: u32, const XQ: u32>(p: GemmParams, q: QuantParams, row0: u32, lane: u32) -> [u32; tc_offsets::<FMT, MT, SB, XQ>()] {
         let mut off = [0u32; tc_offsets::<FMT, MT, SB, XQ>()];
         if !tc_lane_rows::<FMT, MT, XQ>() {
@@ -719,8 +720,8 @@ ptx_kernel! {
     /// Issues the copies of chunk `c` of the `16 · MT` rows from `row0` (`wb`: `tc_base`;
     /// `off`: `tc_rows`) into the stage buffer at byte `so`, laid out as
     /// the rows one after another, free of bank conflicts:
-    /// - where `tc_lane_rows` (32 rows), copy `i` of lane `l` takes unit `i` of row `l`, to byte `so +
-    ///   l · SB + 16 i`: a row is an odd count of units (`SB / 16`), so the 8 lanes of each
+    /// - where `tc_lane_rows` (32 rows), copy `i` of lane `l` takes unit `i` of row `l`, to
+    ///   byte `so + l · SB + 16 i`: a row is an odd count of units (`SB / 16`), so the 8 lanes of each
     ///   quarter of the warp's instruction write 8 different groups of 4 banks;
     /// - else unit `u` of the stage lands at byte `so + 16 u`, so that the 32 lanes of a
     ///   copy instruction fill 512 consecutive bytes and read whole units of consecutive rows.

@@ -26,9 +26,11 @@ fn epi<const A: Act>(x: f32, b: f32, r: f32, slope: f32) -> f32 {
 /// correction steps, within a relative 2^-15 of the f32 reference (a sixteenth of an f16
 /// ulp, under a hundredth of a bf16 one; the approximate instructions add at most 2^-22):
 /// rounded to the storage type, the result stays within one storage ulp of the reference,
-/// which is what the 16-bit outputs promise, at half the f32 functions' arithmetic. Not
-/// with a residual: the sum may cancel the activation's leading digits, which then need
-/// the f32 accuracy.
+/// which is what the 16-bit outputs promise, at half the f32 functions' arithmetic. The
+/// activation kernels do not take them with a residual (the sum may cancel the activation's
+/// leading digits, which then need the f32 accuracy); the GEMM epilogue does, and its
+/// tolerance counts their relative 2^-15 (`act::HALF_FORM_REL_ERROR`) in place of the f32
+/// functions' ulps.
 fn act_half<const A: Act, const SUB: bool>(x: f32, slope: f32) -> f32 {
     match A {
         Act::Gelu => gelu_half(x),
