@@ -1608,8 +1608,10 @@ fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
 /// flight and completes the previous step's, whose stage each warp then releases (one
 /// arrival per warp on `empty`); the last step's stage is released after `wgmma_wait(0)`.
 /// `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on the other parity,
-/// or release the last stage and return with its products in flight.
-fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32, const DRAIN: bool>(
+/// or release the last stage and return with its products in flight. [`TMA_EPI_AHEAD`] steps
+/// before the last (at the first with fewer) the warp sends its rows of the tile's residual
+/// and C (rows `m0 ..` of matrix `z` from column `n0`) toward L2 for [`wg_store`].
+fn tma_consume<T, O, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32, const DRAIN: bool>(
     a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
     b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
     full: Shared<[u64; ST]>,
@@ -1617,6 +1619,12 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     it0: u32,
     ktiles: u32,
     w: u32,
+    p: GemmParams,
+    res: Option<&[O]>,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
 ) -> [f32; BN / 2] {
     let row = 128 / size_of::<T>();
     let lane = lane_id();
@@ -1624,6 +1632,9 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     let mut kt = 0u32;
     while kt < ktiles {
         let it = it0 + kt;
+        if kt + TMA_EPI_AHEAD == ktiles.max(TMA_EPI_AHEAD) {
+            epi_prefetch::<O, 16, BN, 32>(p, res, c, z, m0, n0, lane);
+        }
         let s = it % ST;
         let ab = s * (BM * row) + w * (64 * row);
         let bb = s * (BN * row);
@@ -1664,6 +1675,12 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     }
     acc
 }
+
+/// The K steps before a tile's last at which `gemm_tma`'s consumer warps send their rows of
+/// the residual and C toward L2 ([`tma_consume`]): late enough that the lines are still
+/// there for the epilogue (sent at the tile's start, the A and B tiles streaming through L2
+/// since evicted them), early enough that they have arrived.
+const TMA_EPI_AHEAD: u32 = 4;
 
 /// The threads of the consumer warpgroups of `gemm_tma_x3`, each of which splits its share
 /// of every stage ([`x3_split`]) and arrives on the stage's `ready` barrier.
@@ -1902,14 +1919,15 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
         let mut it = 0u32;
         while tile < total {
             let t = tma_tile::<T, BM, BN>(p, tile);
-            // The warp's rows of the residual and C toward L2 for its epilogue (`wg_store`).
+            // The warp's rows of the residual and C toward L2 for its epilogue (`wg_store`):
+            // here for `X3`, late in the main loop otherwise (`tma_consume`).
             let r0 = (warp_id() - 4) * 16;
-            epi_prefetch::<O, 16, BN, 32>(p, res, c, t[1] as u64, t[2] + r0, t[3], lane_id());
             let mut acc = [0.0f32; BN / 2];
             if X3 {
+                epi_prefetch::<O, 16, BN, 32>(p, res, c, t[1] as u64, t[2] + r0, t[3], lane_id());
                 acc = tma_consume_x3::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, empty, it, t[5], tid / 128 - 1);
             } else {
-                acc = tma_consume::<T, BM, BN, ST, PARITY, DRAIN>(a_s, b_s, full, empty, it, t[5], tid / 128 - 1);
+                acc = tma_consume::<T, O, BM, BN, ST, PARITY, DRAIN>(a_s, b_s, full, empty, it, t[5], tid / 128 - 1, p, res, c, t[1] as u64, t[2] + r0, t[3]);
             }
             wg_store::<O, BM, BN>(acc, e_s, p, bias, res, c, ws, t[0], t[1], t[2], t[3]);
             it += t[5];
