@@ -306,8 +306,14 @@ fn parse_local(cx: &Ctxt, local: &syn::Local) -> Vec<Stmt> {
 
 fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
     let span = Sp::of(mac);
+    if mac.path.is_ident("assert") {
+        return parse_assert(cx, mac);
+    }
     if !mac.path.is_ident("asm") {
-        cx.error(span, "the only macro supported in kernels is `asm!`");
+        cx.error(
+            span,
+            "the macros supported in kernels are `asm!` and `assert!`",
+        );
         return Expr {
             kind: ExprKind::Error,
             span,
@@ -343,6 +349,45 @@ fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
     match parsed {
         Ok((template, operands)) => Expr {
             kind: ExprKind::Asm { template, operands },
+            span,
+        },
+        Err(e) => {
+            cx.syn_error(e);
+            Expr {
+                kind: ExprKind::Error,
+                span,
+            }
+        }
+    }
+}
+
+/// `assert!(cond)` or `assert!(cond, "why")` (a message literal without arguments).
+fn parse_assert(cx: &Ctxt, mac: &syn::Macro) -> Expr {
+    let span = Sp::of(mac);
+    let parsed = mac.parse_body_with(|input: ParseStream<'_>| {
+        let cond: syn::Expr = input.parse()?;
+        let mut why = None;
+        if !input.is_empty() {
+            input.parse::<Token![,]>()?;
+            if !input.is_empty() {
+                why = Some(input.parse::<LitStr>()?);
+                if !input.is_empty() {
+                    input.parse::<Token![,]>()?;
+                }
+            }
+        }
+        if !input.is_empty() {
+            return Err(input.error("`assert!` takes a condition and an optional message literal"));
+        }
+        Ok((cond, why))
+    });
+    match parsed {
+        Ok((cond, why)) => Expr {
+            kind: ExprKind::Assert {
+                cond: Box::new(parse_expr(cx, &cond)),
+                text: quote::ToTokens::to_token_stream(&cond).to_string(),
+                why,
+            },
             span,
         },
         Err(e) => {

@@ -961,8 +961,9 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
 /// shared memory (from element `t0` of `t_s`, rows `LDT` apart) goes to C (or the split-K
 /// workspace) 4 consecutive elements of a row per thread and turn, rows `m0..` and columns
-/// `n0..` of matrix `z`, through [`write_groups`]. A tile wholly inside C whose turns fill
-/// its groups, with C (and the residual) aligned for 4-element accesses, is `whole`: its
+/// `n0..` of matrix `z`, through [`write_groups`]. Every caller's turns fill whole groups
+/// (`ROWS · BN` a multiple of `G · THREADS · 4`, asserted for each variant). A tile wholly
+/// inside C, with C (and the residual) aligned for 4-element accesses, is `whole`: its
 /// reads and stores go without a test of rows, columns or alignment per run. (Not with `G`
 /// 1, a kernel short of registers: there the second form of the reads and stores cost the
 /// main loop of `gemm_mma`'s TF32 tile of 128 × 128 a spill.)
@@ -980,6 +981,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     n0: u32,
     tid: u32,
 ) {
+    assert!(ROWS * BN % (G * THREADS * 4) == 0, "a tile's groups of runs end with the tile (`epi_group_reads` tests no run against its end)");
     if let Some(w) = ws {
         let mut e0 = tid * 4;
         while e0 < ROWS * BN {
@@ -997,7 +999,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
             e0 += G * THREADS * 4;
         }
     } else {
-        let whole = (G > 1) & (ROWS * BN % (G * THREADS * 4) == 0) & (m0 + ROWS <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
+        let whole = (G > 1) & (m0 + ROWS <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
         write_groups::<O, ROWS, BN, LDT, THREADS, G, LEN>(t_s, t0, p, bias, res, c, z, m0, n0, tid, whole);
     }
 }
@@ -1027,12 +1029,7 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
     let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
     let mut e0 = tid * 4;
     while e0 < ROWS * BN {
-        let mut r = [[0.0f32; 4]; 2 * G];
-        if whole {
-            r = epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0);
-        } else {
-            r = epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0);
-        }
+        let r = if whole { epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0) } else { epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0) };
         let mut v = [[0.0f32; 4]; G];
         #[unroll]
         for u in 0..G {
@@ -1058,9 +1055,9 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
 
 /// The reads (`epi_reads`) of a group of [`write_groups`] from element `e0` of its `ROWS ×
 /// BN` tile: run `u`'s old C at `2 u`, its residual at `2 u + 1`; with `WHOLE` every run
-/// untested. Runs are tested against `p.m` and `p.n` only, not against the tile's end: every
-/// caller of [`write_rows`] has `ROWS · BN` a multiple of `G · THREADS · 4` (its groups end
-/// with the tile), so no run of a group lies in the rows below the tile, another tile's.
+/// untested. Runs are tested against `p.m` and `p.n` only, not against the tile's end:
+/// [`write_rows`] asserts `ROWS · BN` a multiple of `G · THREADS · 4` (its groups end with the
+/// tile), so no run of a group lies in the rows below the tile, another tile's.
 fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
     p: GemmParams,
     res: Option<&[O]>,
