@@ -314,10 +314,7 @@ fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
             span,
             "the macros supported in kernels are `asm!` and `assert!`",
         );
-        return Expr {
-            kind: ExprKind::Error,
-            span,
-        };
+        return error_expr(span);
     }
     let parsed = mac.parse_body_with(|input: ParseStream<'_>| {
         let template: LitStr = input.parse()?;
@@ -353,10 +350,7 @@ fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
         },
         Err(e) => {
             cx.syn_error(e);
-            Expr {
-                kind: ExprKind::Error,
-                span,
-            }
+            error_expr(span)
         }
     }
 }
@@ -392,11 +386,16 @@ fn parse_assert(cx: &Ctxt, mac: &syn::Macro) -> Expr {
         },
         Err(e) => {
             cx.syn_error(e);
-            Expr {
-                kind: ExprKind::Error,
-                span,
-            }
+            error_expr(span)
         }
+    }
+}
+
+/// The expression left where an error was reported.
+fn error_expr(span: Sp) -> Expr {
+    Expr {
+        kind: ExprKind::Error,
+        span,
     }
 }
 
@@ -866,10 +865,7 @@ fn type_name_expr(cx: &Ctxt, t: &syn::Type) -> Expr {
         ),
         other => {
             cx.error(Sp::of(other), "expected a type name");
-            Expr {
-                kind: ExprKind::Error,
-                span: Sp::of(other),
-            }
+            error_expr(Sp::of(other))
         }
     }
 }
