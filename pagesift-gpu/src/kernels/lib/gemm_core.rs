@@ -1026,30 +1026,53 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
     tid: u32,
     whole: bool,
 ) {
-    let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
+    let bv = bias4(p, bias, n0 + (tid * 4) % BN);
     let mut e0 = tid * 4;
     while e0 < ROWS * BN {
         let r = if whole { epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0) } else { epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0) };
-        let mut v = [[0.0f32; 4]; G];
-        #[unroll]
-        for u in 0..G {
-            let e = e0 + u * THREADS * 4;
-            if whole | (e < ROWS * BN) {
-                if (THREADS * 4) % BN != 0 {
-                    bv = bias4(p, bias, n0 + e % BN);
-                }
-                v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
-            }
-        }
-        if p.act != ACT_IDENTITY {
-            v = act_group::<O, G>(p.act, v, p.slope);
-        }
-        if whole {
-            epi_group_stores::<O, BN, THREADS, G, true>(p, res.is_some(), r, c, z, m0, n0, e0, v);
-        } else {
-            epi_group_stores::<O, BN, THREADS, G, false>(p, res.is_some(), r, c, z, m0, n0, e0, v);
-        }
+        group_out::<O, ROWS, BN, LDT, THREADS, G, LEN>(t_s, t0, p, bias, res.is_some(), c, z, m0, n0, e0, r, bv, whole);
         e0 += G * THREADS * 4;
+    }
+}
+
+/// A group of [`write_groups`] from element `e0`, after its reads `r` ([`epi_group_reads`]):
+/// its sums (`epi_sum`, the bias `bv` of the thread's columns where a turn steps whole rows,
+/// each run's own elsewhere), one activation of all of them (`act_group`) and its outputs
+/// (`epi_group_stores`; untested where `whole`).
+fn group_out<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32, const LEN: u32>(
+    t_s: Shared<[f32; LEN]>,
+    t0: u32,
+    p: GemmParams,
+    bias: Option<&[f32]>,
+    has_res: bool,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
+    e0: u32,
+    r: [[f32; 4]; 2 * G],
+    bv_cols: [f32; 4],
+    whole: bool,
+) {
+    let mut bv = bv_cols;
+    let mut v = [[0.0f32; 4]; G];
+    #[unroll]
+    for u in 0..G {
+        let e = e0 + u * THREADS * 4;
+        if whole | (e < ROWS * BN) {
+            if (THREADS * 4) % BN != 0 {
+                bv = bias4(p, bias, n0 + e % BN);
+            }
+            v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
+        }
+    }
+    if p.act != ACT_IDENTITY {
+        v = act_group::<O, G>(p.act, v, p.slope);
+    }
+    if whole {
+        epi_group_stores::<O, BN, THREADS, G, true>(p, has_res, r, c, z, m0, n0, e0, v);
+    } else {
+        epi_group_stores::<O, BN, THREADS, G, false>(p, has_res, r, c, z, m0, n0, e0, v);
     }
 }
 
@@ -1973,6 +1996,13 @@ fn wg_store<O, const BM: u32, const BN: u32>(
     let lane = lane_id();
     let r0 = (warp_id() - 4) * 16;
     let to = (r0 + lane / 4) * TMA_EPI_LD + (lane % 4) * 2;
+    // The warp's rows inside C, aligned (`write_rows`' whole tiles): each chunk's reads go
+    // out a chunk ahead, before the chunk before computes and stores.
+    let whole = ws.is_none() & (m0 + r0 + 16 <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
+    let mut rv = [[0.0f32; 4]; TMA_EPI_GROUP];
+    if whole {
+        rv = wg_res_reads::<O>(p, res, z as u64, m0 + r0, n0, lane);
+    }
     let mut ch = 0u32;
     while ch < BN / TMA_EPI_COLS {
         if ((to as u64) + (8 * TMA_EPI_LD + TMA_EPI_COLS - 8 + 2) as u64) <= (e_s.len() as u64) {
@@ -1990,10 +2020,44 @@ fn wg_store<O, const BM: u32, const BN: u32>(
             }
         }
         sync_warp();
-        write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        if whole {
+            let mut next = rv;
+            if ch + 1 < BN / TMA_EPI_COLS {
+                next = wg_res_reads::<O>(p, res, z as u64, m0 + r0, n0 + (ch + 1) * TMA_EPI_COLS, lane);
+            }
+            let n = n0 + ch * TMA_EPI_COLS;
+            // The old C (where `beta` is not 0) read here; the residual read a chunk ago.
+            let mut r = [[0.0f32; 4]; 2 * TMA_EPI_GROUP];
+            if p.beta != 0.0 {
+                r = epi_group_reads::<O, TMA_EPI_COLS, 32, TMA_EPI_GROUP, true>(p, None, c, z as u64, m0 + r0, n, lane * 4);
+            }
+            #[unroll]
+            for u in 0..TMA_EPI_GROUP {
+                r[2 * u + 1] = rv[u];
+            }
+            group_out::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res.is_some(), c, z as u64, m0 + r0, n, lane * 4, r, bias4(p, bias, n + (lane * 4) % TMA_EPI_COLS), true);
+            rv = next;
+        } else {
+            write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        }
         sync_warp();
         ch += 1;
     }
+}
+
+/// The residual of a chunk of [`wg_store`] (rows `m0 ..` of matrix `z`, columns `n0 ..` of
+/// [`TMA_EPI_COLS`]) for lane `lane`: its runs of 4 (`TMA_EPI_GROUP`, `32 · 4` elements
+/// apart), untested (the chunk inside C, the residual aligned); 0 without a residual.
+fn wg_res_reads<O>(p: GemmParams, res: Option<&[O]>, z: u64, m0: u32, n0: u32, lane: u32) -> [[f32; 4]; TMA_EPI_GROUP] {
+    let mut rv = [[0.0f32; 4]; TMA_EPI_GROUP];
+    if let Some(rs) = res {
+        #[unroll]
+        for u in 0..TMA_EPI_GROUP {
+            let [row, col] = group_run::<TMA_EPI_COLS, 32>(m0, n0, lane * 4, u);
+            rv[u] = load4_f32::<O, true>(rs, z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
+        }
+    }
+    rv
 }
 
 /// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
