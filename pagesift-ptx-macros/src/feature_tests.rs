@@ -951,3 +951,70 @@ fn a_helper_call_of_constants_is_a_const_argument_and_a_constant_condition() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn an_assertion_on_constants_holds_for_every_variant_or_names_the_one_it_fails() {
+    // True in every variant: nothing is emitted for it.
+    let kernel = |cond: proc_macro2::TokenStream| {
+        quote! {
+            fn fits<const N: u32, const G: u32>() -> bool {
+                N % G == 0
+            }
+            fn fill<const N: u32, const G: u32>(y: &mut [f32], v: f32) {
+                assert!(#cond, "the groups end with the run");
+                #[unroll]
+                for i in 0..N / G {
+                    y[i] = v;
+                }
+            }
+            #[variants(N in [8, 12])]
+            #[launch(block = 32)]
+            pub fn k<const N: u32>(y: &mut [f32], v: f32) {
+                fill::<N, 4>(y, v);
+            }
+        }
+    };
+    let with = ptx_of(kernel(quote! { fits::<N, G>() }));
+    let without = ptx_of(kernel(quote! { true }));
+    assert_eq!(with.len(), 2);
+    assert_eq!(with, without);
+
+    // False in the variant N = 12 of groups of 8 only.
+    let errs = errors_of(quote! {
+        fn fill<const N: u32, const G: u32>(y: &mut [f32], v: f32) {
+            assert!(N % G == 0, "the groups end with the run");
+            y[0] = v;
+        }
+        #[variants(N in [8, 16, 12])]
+        #[launch(block = 32)]
+        pub fn k<const N: u32>(y: &mut [f32], v: f32) {
+            fill::<N, 8>(y, v);
+        }
+    });
+    assert_eq!(
+        errs,
+        ["assertion failed: `N % G == 0`: the groups end with the run (variant N = 12)"],
+        "{errs:?}"
+    );
+
+    // A condition left to run time, and one that is not a bool.
+    let errs = errors_of(quote! {
+        #[launch(block = 32)]
+        pub fn k(y: &mut [f32], n: u32) {
+            assert!(n > 2);
+            assert!(3u32);
+            y[0] = 1.0;
+        }
+    });
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("`assert!` takes a condition known when the kernel is expanded")),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.contains("mismatched types: expected `bool`, found `u32`")),
+        "{errs:?}"
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+}

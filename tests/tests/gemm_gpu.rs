@@ -431,9 +431,17 @@ fn check_tma<T: ActElement, O: ActElement>(
     precision: Precision,
 ) {
     // (36, 68, ..): aligned rows, so that the warps' chunks of 16 × 32 inside C take the
-    // epilogue without edges next to those at the edge.
+    // epilogue without edges next to those at the edge; (36, 264, ..) with a residual: warps
+    // whose rows lie inside C across a whole tile of 256 columns, whose epilogue reads each
+    // chunk's residual a chunk ahead.
     let shapes: &[(usize, usize, usize, usize)] = if is_emulated(gpu) {
-        &[(67, 61, 64, 1), (20, 130, 136, 2), (36, 68, 64, 1)]
+        &[
+            (67, 61, 64, 1),
+            (20, 130, 136, 2),
+            (36, 264, 64, 1),
+            (5, 20, 8, 1),
+            (36, 68, 64, 1),
+        ]
     } else {
         &[
             (67, 61, 64, 1),

@@ -16,11 +16,11 @@
 //! through shared memory to the GEMM core's epilogue (`core::store_out`), four outputs of one
 //! token at a time.
 //!
-//! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0, Q4_K and BF16 rows of
+//! `qgemv_tc` is the same product on tensor cores for Q4_0, Q8_0, Q4_K, BF16 and F16 rows of
 //! whole chunks: warps stream their chunks of the rows into shared memory with `cp.async` and
 //! multiply 16 rows by 8 columns per `mma.sync` m16n8k16 on bf16 operands. The codes are
 //! exact in bf16 (two nibble planes for Q8_0; Q4_K's codes, with its scales and mins applied
-//! per sub-block); each `x` is the exact sum of three bf16 parts. With `SPLIT` 1 (up to 5
+//! per sub-block; an F16 weight as the sum of two bf16, each an `mma` of its own); each `x` is the exact sum of three bf16 parts. With `SPLIT` 1 (up to 5
 //! tokens) a column of the `mma` is one part of one token, so that one `mma` takes every part
 //! of two tokens, and `qgemv_tc_x` splits `x` into the `mma` fragments once per call for all
 //! blocks; with `SPLIT` 3 a column is a token and each block splits its `x`, each part an
@@ -342,7 +342,8 @@ ptx_kernel! {
 
     /// `y[t][r] = act(alpha · Σ_k x[t][k] W[r][k] + beta · y[t][r] + bias[r]) + res[t][r]`
     /// on tensor cores, with f32 accuracy: the weights' codes are exact in bf16 (Q4_0 `q -
-    /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; Q4_K's `q`; BF16 as they are),
+    /// 8`; Q8_0 as `16 · hi + lo` of its two signed nibbles; Q4_K's `q`; BF16 as they are;
+    /// F16 as the sum of two bf16 planes, `tc_f16_planes`),
     /// each `x` is the exact sum of three bf16 parts (`qgemv_tc_x`, one column each), so
     /// that every product is exact and only the sums round (in f32, on the tensor cores).
     /// Each Q4_0 / Q8_0 block's sum is scaled by its `d` in f32; a Q4_K sub-block adds `d ·
@@ -375,6 +376,7 @@ ptx_kernel! {
         (0, 1, 272, 1, 4, 1, 0), (0, 1, 272, 1, 8, 1, 0), (0, 1, 272, 2, 4, 1, 0), (0, 1, 272, 2, 8, 1, 0), (0, 1, 272, 1, 8, 3, 0), (0, 1, 272, 2, 8, 3, 0),
         (2, 1, 144, 1, 4, 1, 0), (2, 1, 144, 1, 8, 1, 0), (2, 1, 144, 2, 4, 1, 0), (2, 1, 144, 2, 8, 1, 0), (2, 2, 144, 1, 8, 3, 0), (2, 2, 144, 2, 8, 3, 0),
         (3, 1, 256, 1, 8, 3, 0), (3, 1, 256, 2, 8, 3, 0),
+        (4, 1, 256, 1, 8, 3, 0), (4, 1, 256, 2, 8, 3, 0),
         (1, 1, 144, 1, 4, 3, 1), (1, 1, 144, 1, 8, 3, 1), (1, 2, 144, 2, 8, 3, 1),
         (0, 1, 272, 1, 4, 3, 1), (0, 1, 272, 1, 8, 3, 1), (0, 2, 272, 2, 8, 3, 1),
         (2, 1, 144, 1, 4, 3, 1), (2, 1, 144, 1, 8, 3, 1), (2, 2, 144, 2, 8, 3, 1),
@@ -435,7 +437,7 @@ ptx_kernel! {
             // lie past its 16 bytes of scales), and the bases of the chunk's B fragments in
             // `xs` (`tc_x_base`).
             let row = so + i % QTC_STAGES * 16 * MT * SB + lane / 4 * SB;
-            let rowt = row + if FMT == FMT_Q4K { 16 + lane % 4 * 4 } else if FMT == FMT_BF16 { lane % 4 * 8 } else { lane % 4 * 4 };
+            let rowt = row + if FMT == FMT_Q4K { 16 + lane % 4 * 4 } else if tc_float::<FMT>() { lane % 4 * 8 } else { lane % 4 * 4 };
             let kb = c * chunk / 32;
             let xb = tc_x_base::<NT, XQ>(xz + kb, xsb, lane);
             let xb0 = xb[0];
@@ -605,9 +607,9 @@ ptx_kernel! {
     fn tc_reach<const FMT: u32, const MT: u32, const SB: u32, const BASE: u32>() -> u32 {
         let m1 = (16 * (MT - 1) + 8) * SB;
         if BASE == 0 {
-            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if FMT == FMT_BF16 { 0 } else { 4 }
+            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 } else if tc_float::<FMT>() { 0 } else { 4 }
         } else if BASE == 1 {
-            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if FMT == FMT_BF16 { 64 + 32 + 8 } else { 16 + 4 }
+            m1 + if FMT == FMT_Q4_0 { dq::Q4_0_BYTES + 2 + 4 } else if FMT == FMT_Q8_0 { dq::Q8_0_BYTES + 2 + 16 + 4 } else if tc_float::<FMT>() { 64 + 32 + 8 } else { 16 + 4 }
         } else {
             m1 + if FMT == FMT_Q4K { 12 + 1 + 1 } else { 0 }
         }
@@ -649,9 +651,9 @@ ptx_kernel! {
     }
 
     /// The elements of a chunk of K of `qgemv_tc`: the 8 blocks of `SB` bytes of Q4_0 / Q8_0,
-    /// one super-block of Q4_K, `SB / 2` of BF16.
+    /// one super-block of Q4_K, `SB / 2` of BF16 and F16.
     fn tc_chunk<const FMT: u32, const SB: u32>() -> u32 {
-        if FMT == FMT_BF16 {
+        if tc_float::<FMT>() {
             SB / 2
         } else {
             8 * 32
@@ -776,14 +778,14 @@ ptx_kernel! {
         b.mul_add(bf16x2::from_bits(BF16_ONES), bf16x2::from_bits(off)).to_bits()
     }
 
-    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (Q4_0, Q8_0, BF16; Q4_K's
-    /// codes of a pair take 32 bytes after its 16 bytes of scales).
+    /// The bytes of a pair of blocks of 32 elements of `qgemv_tc` (Q4_0, Q8_0, BF16, F16;
+    /// Q4_K's codes of a pair take 32 bytes after its 16 bytes of scales).
     fn tc_pair_bytes<const FMT: u32>() -> u32 {
         if FMT == FMT_Q4_0 {
             2 * dq::Q4_0_BYTES
         } else if FMT == FMT_Q8_0 {
             2 * dq::Q8_0_BYTES
-        } else if FMT == FMT_BF16 {
+        } else if tc_float::<FMT>() {
             128
         } else {
             32
@@ -868,15 +870,25 @@ ptx_kernel! {
                         sm1[0].mul_add(blk[3], (-sm1[1]).mul_add(sx[3], old[3])),
                     ];
                 }
-            } else if FMT == FMT_BF16 {
-                // 64 bytes a block of 32: the lane's 4 elements of each step.
-                let mut a = [[0u32; 4]; 2];
+            } else if tc_float::<FMT>() {
+                // 64 bytes a block of 32: the lane's 4 elements of each step, as bf16 (F16
+                // weights as the exact sum of two bf16 planes, `tc_f16_planes`).
+                let mut a = [[0u32; 4]; 4];
                 #[unroll]
                 for s in 0..2 {
                     let o = 64 * U + 32 * s;
                     let w0 = [st.read::<u32>(bt + m0 + o), st.read::<u32>(bt + m0 + o + 4)];
                     let w1 = [st.read::<u32>(bt + m1 + o), st.read::<u32>(bt + m1 + o + 4)];
-                    a[s] = [w0[0].prmt(w0[1], 0x5410), w1[0].prmt(w1[1], 0x5410), w0[0].prmt(w0[1], 0x7632), w1[0].prmt(w1[1], 0x7632)];
+                    if FMT == FMT_BF16 {
+                        a[s] = tc_float_fragment(w0, w1);
+                    } else {
+                        let [h00, l00] = tc_f16_planes(w0[0]);
+                        let [h01, l01] = tc_f16_planes(w0[1]);
+                        let [h10, l10] = tc_f16_planes(w1[0]);
+                        let [h11, l11] = tc_f16_planes(w1[1]);
+                        a[s] = tc_float_fragment([h00, h01], [h10, h11]);
+                        a[2 + s] = tc_float_fragment([l00, l01], [l10, l11]);
+                    }
                 }
                 #[unroll]
                 for n in 0..NT {
@@ -884,7 +896,11 @@ ptx_kernel! {
                     for s in 0..2 {
                         #[unroll]
                         for part in 0..SPLIT {
-                            acc[m * NT + n] = mma_m16n8k16_bf16(a[s], xf[(2 * n + s) * SPLIT + part], acc[m * NT + n]);
+                            let f = xf[(2 * n + s) * SPLIT + part];
+                            acc[m * NT + n] = mma_m16n8k16_bf16(a[s], f, acc[m * NT + n]);
+                            if FMT == FMT_F16 {
+                                acc[m * NT + n] = mma_m16n8k16_bf16(a[2 + s], f, acc[m * NT + n]);
+                            }
                         }
                     }
                 }
@@ -935,6 +951,30 @@ ptx_kernel! {
             }
         }
         acc
+    }
+
+    /// Whether `qgemv_tc` reads `FMT` as 16-bit floats, 64 bytes a block of 32 (BF16, F16).
+    fn tc_float<const FMT: u32>() -> bool {
+        (FMT == FMT_BF16) | (FMT == FMT_F16)
+    }
+
+    /// The A fragment of one `m16n8k16` step from a lane's two pairs of 16-bit words of rows
+    /// `g` (`w0`) and `g + 8` (`w1`): elements 2 t, 2 t + 1 and 2 t + 8, 2 t + 9 of the step.
+    fn tc_float_fragment(w0: [u32; 2], w1: [u32; 2]) -> [u32; 4] {
+        [w0[0].prmt(w0[1], 0x5410), w1[0].prmt(w1[1], 0x5410), w0[0].prmt(w0[1], 0x7632), w1[0].prmt(w1[1], 0x7632)]
+    }
+
+    /// A pair of f16 weights as two pairs of bf16, `[high, low]`, whose sums are the weights
+    /// exactly: the high part keeps the top 8 of an f16's 11 significant bits (its f32 with
+    /// the low 16 bits cleared), the low part the other 3, exact in bf16 (whose exponents
+    /// reach below f16's smallest subnormal).
+    fn tc_f16_planes(w: u32) -> [u32; 2] {
+        let f0 = f16::from_bits((w & 0xFFFF) as u16) as f32;
+        let f1 = f16::from_bits((w >> 16) as u16) as f32;
+        let h0 = f0.to_bits() & 0xFFFF_0000;
+        let h1 = f1.to_bits() & 0xFFFF_0000;
+        let lo = bf16x2::from_f32s(f0 - f32::from_bits(h0), f1 - f32::from_bits(h1));
+        [h0.prmt(h1, 0x7632), lo.to_bits()]
     }
 
     /// The bf16 pairs that decode a nibble plane (`tc_nibbles`): `0x4300 | n` is `128 + n`

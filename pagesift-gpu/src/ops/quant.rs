@@ -3,8 +3,8 @@
 //! (the bytes of a GGUF tensor, uploaded as they are) and `x` `[tokens, n_in]` f32.
 //!
 //! [`qgemm`] runs, up to [`QGEMV_MAX_TOKENS`] tokens, a decode kernel
-//! ([`crate::kernels::quant`]) that reads each weight byte once: for Q4_0, Q8_0, Q4_K and BF16
-//! rows of whole chunks ([`TcShape::chunk`]) in a 16-byte aligned view on sm_80 or later the
+//! ([`crate::kernels::quant`]) that reads each weight byte once: for Q4_0, Q8_0, Q4_K, BF16 and
+//! F16 rows of whole chunks ([`TcShape::chunk`]) in a 16-byte aligned view on sm_80 or later the
 //! tensor-core one (`qgemv_tc`: `mma.sync` on bf16 codes and three-part bf16 activations,
 //! every product exact, sums in f32), elsewhere the FFMA one (`qgemv`: codes made f32
 //! exactly, f32 sums); both are held to SGEMM's accuracy on the dequantized weights. From
@@ -106,7 +106,7 @@ pub struct TcShape {
     pub chunk: usize,
 }
 
-/// The [`TcShape`] of `format`, `None` where `qgemv_tc` has no variant for it (F16, F32).
+/// The [`TcShape`] of `format`, `None` where `qgemv_tc` has no variant for it (F32).
 pub fn tc_shape(format: WeightFormat) -> Option<TcShape> {
     let fmt = format_code(format)?.to_string();
     let v = qgemv_tc::VARIANTS
@@ -154,7 +154,7 @@ fn tc_unfit(
     w_ptr: u64,
 ) -> Option<String> {
     let Some(shape) = tc_shape(format) else {
-        return Some(format!("the tensor-core decode kernel has no {format} variant (it takes Q4_0, Q8_0, Q4_K and BF16)"));
+        return Some(format!("the tensor-core decode kernel has no {format} variant (it takes Q4_0, Q8_0, Q4_K, BF16 and F16)"));
     };
     let cc = stream.gpu().props().compute_capability;
     if cc < (8, 0) {
@@ -760,9 +760,10 @@ impl TcPlan {
 /// weights'), tokens in columns from 6 on and for BF16 (8 or 16 tokens a block, more in
 /// chunks of 16). On an H100 at 14336 x 4096, Q4_0 took 34.1 µs at 1 token with parts in
 /// columns, 44.1 µs with tokens in columns, but 87.5 µs at 8 tokens, 44.3 µs with tokens in
-/// columns; BF16 took 64.4 µs at 1 token with parts in columns, 59.0 µs with tokens.
+/// columns; BF16 took 64.4 µs at 1 token with parts in columns, 59.0 µs with tokens (and
+/// F16, whose weights take two `mma` each, has the same plan).
 pub fn tc_plan(format: WeightFormat, tokens: usize) -> TcPlan {
-    if format != WeightFormat::Bf16 && tokens <= 5 {
+    if !tc_float(format) && tokens <= 5 {
         TcPlan {
             nt: if tokens <= 2 { 1 } else { 2 },
             split: 1,
@@ -775,6 +776,12 @@ pub fn tc_plan(format: WeightFormat, tokens: usize) -> TcPlan {
             int8: false,
         }
     }
+}
+
+/// Whether the tensor-core decode kernel reads `format` as 16-bit floats (BF16, F16), whose
+/// rows are longer than the block formats' and take tokens in columns.
+fn tc_float(format: WeightFormat) -> bool {
+    matches!(format, WeightFormat::Bf16 | WeightFormat::F16)
 }
 
 /// The [`TcPlan`] of the int8 activations for `tokens`: a column a token, one column tile up
@@ -797,12 +804,13 @@ pub const INT8_FORMATS: [WeightFormat; 3] =
 /// 16 rows the smallest unit, so that the blocks fill the multiprocessors evenly) for the
 /// block formats at up to 5 tokens where there are at least 4 blocks per multiprocessor, 8
 /// elsewhere (fewer rows, whose blocks need more warps each to keep enough memory in
-/// flight, and BF16, whose rows are longer). On an H100, Q4_0 at 14336 x 4096 and 1 token took
-/// 34.7 µs on 4 warps a block, 44.4 µs on 8 warps of 32 rows; BF16 71.1 µs on 4, 58.4 µs on 8.
+/// flight, and BF16 and F16, whose rows are longer). On an H100, Q4_0 at 14336 x 4096 and 1
+/// token took 34.7 µs on 4 warps a block, 44.4 µs on 8 warps of 32 rows; BF16 71.1 µs on 4,
+/// 58.4 µs on 8.
 pub fn tc_warps(format: WeightFormat, n_out: usize, mt: u32, plan: TcPlan, sms: u32) -> u32 {
     let tiles = n_out.div_ceil(16 * mt as usize);
     let options = tc_warp_options(plan);
-    if format != WeightFormat::Bf16 && tiles >= 4 * sms as usize {
+    if !tc_float(format) && tiles >= 4 * sms as usize {
         options[0]
     } else {
         options[options.len() - 1]

@@ -46,6 +46,8 @@ impl Frame {
 
 pub(super) struct Checker<'a> {
     pub(super) cx: &'a Ctxt,
+    /// ` (variant N = 4, ..)`: the variant being checked, for errors that depend on it.
+    pub(super) variant: String,
     pub(super) scope: &'a Scope<'a>,
     pub(super) target: Target,
     /// Whether the target is the compiler's choice (no `#[target]`): a need for a later one
@@ -175,6 +177,7 @@ impl<'a> Checker<'a> {
     pub(super) fn new(cx: &'a Ctxt, scope: &'a Scope<'a>, target: Target) -> Checker<'a> {
         Checker {
             cx,
+            variant: String::new(),
             scope,
             target,
             target_auto: false,
@@ -252,6 +255,7 @@ pub(super) fn check_variant(
     };
     let default = Target::parse("sm_70")?;
     let mut ck = Checker::new(cx, scope, default);
+    ck.variant = variant_note(&consts);
     let mut scope_map = HashMap::new();
     for c in &f.consts {
         if let Some((_, v)) = consts.iter().find(|(n, _)| c.name == n.as_str()) {

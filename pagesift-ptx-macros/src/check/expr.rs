@@ -468,6 +468,9 @@ impl Checker<'_> {
                 args,
             } => self.check_method(recv, method, generics, args, expect, span),
             ExprKind::Asm { template, operands } => self.check_asm(template, operands, span),
+            ExprKind::Assert { cond, text, why } => {
+                self.check_assert(cond, text, why.as_ref(), span)
+            }
         }
     }
 

@@ -377,6 +377,45 @@ impl Checker<'_> {
         })
     }
 
+    /// `assert!(cond, "why")`: `cond` must fold to a constant (constants, const parameters,
+    /// helper calls of them); true leaves nothing, false is an error naming the condition,
+    /// the message and the variant.
+    pub(super) fn check_assert(
+        &mut self,
+        cond: &crate::parse::Expr,
+        text: &str,
+        why: Option<&syn::LitStr>,
+        span: Span,
+    ) -> TExpr {
+        let mut c = self.check_expr(cond, Some(&Ty::Scalar(Scalar::Bool)));
+        self.expect_ty(&c, &Ty::Scalar(Scalar::Bool), cond.span);
+        super::fold::fold_helper_call(&mut c);
+        match c.kind {
+            TKind::Const(ConstVal::Bool(true)) => {}
+            TKind::Const(ConstVal::Bool(false)) => {
+                let why = why.map(|w| format!(": {}", w.value())).unwrap_or_default();
+                self.cx.error(
+                    span,
+                    format!("assertion failed: `{text}`{why}{}", self.variant),
+                );
+            }
+            _ if c.ty != Ty::Scalar(Scalar::Bool) => {}
+            _ => self.cx.error(
+                cond.span,
+                "`assert!` takes a condition known when the kernel is expanded (constants, const parameters and helper calls of them), not one left to run time",
+            ),
+        }
+        TExpr {
+            kind: TKind::Block(super::TBlock {
+                stmts: vec![],
+                tail: None,
+                ty: Ty::Unit,
+            }),
+            ty: Ty::Unit,
+            span,
+        }
+    }
+
     pub(super) fn check_asm(
         &mut self,
         template: &syn::LitStr,

@@ -306,12 +306,15 @@ fn parse_local(cx: &Ctxt, local: &syn::Local) -> Vec<Stmt> {
 
 fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
     let span = Sp::of(mac);
+    if mac.path.is_ident("assert") {
+        return parse_assert(cx, mac);
+    }
     if !mac.path.is_ident("asm") {
-        cx.error(span, "the only macro supported in kernels is `asm!`");
-        return Expr {
-            kind: ExprKind::Error,
+        cx.error(
             span,
-        };
+            "the macros supported in kernels are `asm!` and `assert!`",
+        );
+        return error_expr(span);
     }
     let parsed = mac.parse_body_with(|input: ParseStream<'_>| {
         let template: LitStr = input.parse()?;
@@ -347,11 +350,52 @@ fn parse_macro(cx: &Ctxt, mac: &syn::Macro) -> Expr {
         },
         Err(e) => {
             cx.syn_error(e);
-            Expr {
-                kind: ExprKind::Error,
-                span,
+            error_expr(span)
+        }
+    }
+}
+
+/// `assert!(cond)` or `assert!(cond, "why")` (a message literal without arguments).
+fn parse_assert(cx: &Ctxt, mac: &syn::Macro) -> Expr {
+    let span = Sp::of(mac);
+    let parsed = mac.parse_body_with(|input: ParseStream<'_>| {
+        let cond: syn::Expr = input.parse()?;
+        let mut why = None;
+        if !input.is_empty() {
+            input.parse::<Token![,]>()?;
+            if !input.is_empty() {
+                why = Some(input.parse::<LitStr>()?);
+                if !input.is_empty() {
+                    input.parse::<Token![,]>()?;
+                }
             }
         }
+        if !input.is_empty() {
+            return Err(input.error("`assert!` takes a condition and an optional message literal"));
+        }
+        Ok((cond, why))
+    });
+    match parsed {
+        Ok((cond, why)) => Expr {
+            kind: ExprKind::Assert {
+                cond: Box::new(parse_expr(cx, &cond)),
+                text: quote::ToTokens::to_token_stream(&cond).to_string(),
+                why,
+            },
+            span,
+        },
+        Err(e) => {
+            cx.syn_error(e);
+            error_expr(span)
+        }
+    }
+}
+
+/// The expression left where an error was reported.
+fn error_expr(span: Sp) -> Expr {
+    Expr {
+        kind: ExprKind::Error,
+        span,
     }
 }
 
@@ -821,10 +865,7 @@ fn type_name_expr(cx: &Ctxt, t: &syn::Type) -> Expr {
         ),
         other => {
             cx.error(Sp::of(other), "expected a type name");
-            Expr {
-                kind: ExprKind::Error,
-                span: Sp::of(other),
-            }
+            error_expr(Sp::of(other))
         }
     }
 }

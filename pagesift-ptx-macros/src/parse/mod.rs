@@ -364,6 +364,14 @@ pub enum ExprKind {
         template: LitStr,
         operands: Vec<AsmOperand>,
     },
+    /// `assert!(cond)` / `assert!(cond, "why")`: a condition every variant must meet, known
+    /// when the kernel is expanded.
+    Assert {
+        cond: Box<Expr>,
+        /// The condition as written, for the error.
+        text: String,
+        why: Option<LitStr>,
+    },
     Unit,
     /// Syntax that was already reported as an error.
     Error,

@@ -961,8 +961,9 @@ fn acc_to_shared<const BM: u32, const BN: u32, const WM: u32, const WN: u32>(
 /// The epilogue's second half, shared by the kernels: a tile of `ROWS × BN` results in
 /// shared memory (from element `t0` of `t_s`, rows `LDT` apart) goes to C (or the split-K
 /// workspace) 4 consecutive elements of a row per thread and turn, rows `m0..` and columns
-/// `n0..` of matrix `z`, through [`write_groups`]. A tile wholly inside C whose turns fill
-/// its groups, with C (and the residual) aligned for 4-element accesses, is `whole`: its
+/// `n0..` of matrix `z`, through [`write_groups`]. Every caller's turns fill whole groups
+/// (`ROWS · BN` a multiple of `G · THREADS · 4`, asserted for each variant). A tile wholly
+/// inside C, with C (and the residual) aligned for 4-element accesses, is `whole`: its
 /// reads and stores go without a test of rows, columns or alignment per run. (Not with `G`
 /// 1, a kernel short of registers: there the second form of the reads and stores cost the
 /// main loop of `gemm_mma`'s TF32 tile of 128 × 128 a spill.)
@@ -980,6 +981,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
     n0: u32,
     tid: u32,
 ) {
+    assert!(ROWS * BN % (G * THREADS * 4) == 0, "a tile's groups of runs end with the tile (`epi_group_reads` tests no run against its end)");
     if let Some(w) = ws {
         let mut e0 = tid * 4;
         while e0 < ROWS * BN {
@@ -997,7 +999,7 @@ fn write_rows<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: 
             e0 += G * THREADS * 4;
         }
     } else {
-        let whole = (G > 1) & (ROWS * BN % (G * THREADS * 4) == 0) & (m0 + ROWS <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
+        let whole = (G > 1) & (m0 + ROWS <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
         write_groups::<O, ROWS, BN, LDT, THREADS, G, LEN>(t_s, t0, p, bias, res, c, z, m0, n0, tid, whole);
     }
 }
@@ -1024,43 +1026,61 @@ fn write_groups<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS
     tid: u32,
     whole: bool,
 ) {
-    let mut bv = bias4(p, bias, n0 + (tid * 4) % BN);
+    let bv = bias4(p, bias, n0 + (tid * 4) % BN);
     let mut e0 = tid * 4;
     while e0 < ROWS * BN {
-        let mut r = [[0.0f32; 4]; 2 * G];
-        if whole {
-            r = epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0);
-        } else {
-            r = epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0);
-        }
-        let mut v = [[0.0f32; 4]; G];
-        #[unroll]
-        for u in 0..G {
-            let e = e0 + u * THREADS * 4;
-            if whole | (e < ROWS * BN) {
-                if (THREADS * 4) % BN != 0 {
-                    bv = bias4(p, bias, n0 + e % BN);
-                }
-                v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
-            }
-        }
-        if p.act != ACT_IDENTITY {
-            v = act_group::<O, G>(p.act, v, p.slope);
-        }
-        if whole {
-            epi_group_stores::<O, BN, THREADS, G, true>(p, res.is_some(), r, c, z, m0, n0, e0, v);
-        } else {
-            epi_group_stores::<O, BN, THREADS, G, false>(p, res.is_some(), r, c, z, m0, n0, e0, v);
-        }
+        let r = if whole { epi_group_reads::<O, BN, THREADS, G, true>(p, res, c, z, m0, n0, e0) } else { epi_group_reads::<O, BN, THREADS, G, false>(p, res, c, z, m0, n0, e0) };
+        group_out::<O, ROWS, BN, LDT, THREADS, G, LEN>(t_s, t0, p, bias, res.is_some(), c, z, m0, n0, e0, r, bv, whole);
         e0 += G * THREADS * 4;
+    }
+}
+
+/// A group of [`write_groups`] from element `e0`, after its reads `r` ([`epi_group_reads`]):
+/// its sums (`epi_sum`, the bias `bv` of the thread's columns where a turn steps whole rows,
+/// each run's own elsewhere), one activation of all of them (`act_group`) and its outputs
+/// (`epi_group_stores`; untested where `whole`).
+fn group_out<O, const ROWS: u32, const BN: u32, const LDT: u32, const THREADS: u32, const G: u32, const LEN: u32>(
+    t_s: Shared<[f32; LEN]>,
+    t0: u32,
+    p: GemmParams,
+    bias: Option<&[f32]>,
+    has_res: bool,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
+    e0: u32,
+    r: [[f32; 4]; 2 * G],
+    bv_cols: [f32; 4],
+    whole: bool,
+) {
+    let mut bv = bv_cols;
+    let mut v = [[0.0f32; 4]; G];
+    #[unroll]
+    for u in 0..G {
+        let e = e0 + u * THREADS * 4;
+        if whole | (e < ROWS * BN) {
+            if (THREADS * 4) % BN != 0 {
+                bv = bias4(p, bias, n0 + e % BN);
+            }
+            v[u] = epi_sum(p, bias.is_some(), bv, r[2 * u], t_s.load4(t0 + e / BN * LDT + e % BN));
+        }
+    }
+    if p.act != ACT_IDENTITY {
+        v = act_group::<O, G>(p.act, v, p.slope);
+    }
+    if whole {
+        epi_group_stores::<O, BN, THREADS, G, true>(p, has_res, r, c, z, m0, n0, e0, v);
+    } else {
+        epi_group_stores::<O, BN, THREADS, G, false>(p, has_res, r, c, z, m0, n0, e0, v);
     }
 }
 
 /// The reads (`epi_reads`) of a group of [`write_groups`] from element `e0` of its `ROWS ×
 /// BN` tile: run `u`'s old C at `2 u`, its residual at `2 u + 1`; with `WHOLE` every run
-/// untested. Runs are tested against `p.m` and `p.n` only, not against the tile's end: every
-/// caller of [`write_rows`] has `ROWS · BN` a multiple of `G · THREADS · 4` (its groups end
-/// with the tile), so no run of a group lies in the rows below the tile, another tile's.
+/// untested. Runs are tested against `p.m` and `p.n` only, not against the tile's end:
+/// [`write_rows`] asserts `ROWS · BN` a multiple of `G · THREADS · 4` (its groups end with the
+/// tile), so no run of a group lies in the rows below the tile, another tile's.
 fn epi_group_reads<O, const BN: u32, const THREADS: u32, const G: u32, const WHOLE: bool>(
     p: GemmParams,
     res: Option<&[O]>,
@@ -1608,8 +1628,10 @@ fn tf32_split4(v: [f32; 4]) -> [[f32; 4]; 2] {
 /// flight and completes the previous step's, whose stage each warp then releases (one
 /// arrival per warp on `empty`); the last step's stage is released after `wgmma_wait(0)`.
 /// `gemm_tma` passes `PARITY` 0 and `DRAIN` true; the mutant tests wait on the other parity,
-/// or release the last stage and return with its products in flight.
-fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32, const DRAIN: bool>(
+/// or release the last stage and return with its products in flight. [`TMA_EPI_AHEAD`] steps
+/// before the last (at the first with fewer) the warp sends its rows of the tile's residual
+/// and C (rows `m0 ..` of matrix `z` from column `n0`) toward L2 for [`wg_store`].
+fn tma_consume<T, O, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32, const DRAIN: bool>(
     a_s: Shared<[T; ST * BM * (128 / size_of::<T>())]>,
     b_s: Shared<[T; ST * BN * (128 / size_of::<T>())]>,
     full: Shared<[u64; ST]>,
@@ -1617,6 +1639,12 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     it0: u32,
     ktiles: u32,
     w: u32,
+    p: GemmParams,
+    res: Option<&[O]>,
+    c: &mut [O],
+    z: u64,
+    m0: u32,
+    n0: u32,
 ) -> [f32; BN / 2] {
     let row = 128 / size_of::<T>();
     let lane = lane_id();
@@ -1624,6 +1652,9 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     let mut kt = 0u32;
     while kt < ktiles {
         let it = it0 + kt;
+        if kt + TMA_EPI_AHEAD == ktiles.max(TMA_EPI_AHEAD) {
+            epi_prefetch::<O, 16, BN, 32>(p, res, c, z, m0, n0, lane);
+        }
         let s = it % ST;
         let ab = s * (BM * row) + w * (64 * row);
         let bb = s * (BN * row);
@@ -1664,6 +1695,12 @@ fn tma_consume<T, const BM: u32, const BN: u32, const ST: u32, const PARITY: u32
     }
     acc
 }
+
+/// The K steps before a tile's last at which `gemm_tma`'s consumer warps send their rows of
+/// the residual and C toward L2 ([`tma_consume`]): late enough that the lines are still
+/// there for the epilogue (sent at the tile's start, the A and B tiles streaming through L2
+/// since evicted them), early enough that they have arrived.
+const TMA_EPI_AHEAD: u32 = 4;
 
 /// The threads of the consumer warpgroups of `gemm_tma_x3`, each of which splits its share
 /// of every stage ([`x3_split`]) and arrives on the stage's `ready` barrier.
@@ -1902,14 +1939,15 @@ fn tma_gemm<T, O, const BM: u32, const BN: u32, const ST: u32, const X3: bool, c
         let mut it = 0u32;
         while tile < total {
             let t = tma_tile::<T, BM, BN>(p, tile);
-            // The warp's rows of the residual and C toward L2 for its epilogue (`wg_store`).
+            // The warp's rows of the residual and C toward L2 for its epilogue (`wg_store`):
+            // here for `X3`, late in the main loop otherwise (`tma_consume`).
             let r0 = (warp_id() - 4) * 16;
-            epi_prefetch::<O, 16, BN, 32>(p, res, c, t[1] as u64, t[2] + r0, t[3], lane_id());
             let mut acc = [0.0f32; BN / 2];
             if X3 {
+                epi_prefetch::<O, 16, BN, 32>(p, res, c, t[1] as u64, t[2] + r0, t[3], lane_id());
                 acc = tma_consume_x3::<BM, BN, ST, PARITY>(a_s, b_s, a_lo, b_lo, full, ready, empty, it, t[5], tid / 128 - 1);
             } else {
-                acc = tma_consume::<T, BM, BN, ST, PARITY, DRAIN>(a_s, b_s, full, empty, it, t[5], tid / 128 - 1);
+                acc = tma_consume::<T, O, BM, BN, ST, PARITY, DRAIN>(a_s, b_s, full, empty, it, t[5], tid / 128 - 1, p, res, c, t[1] as u64, t[2] + r0, t[3]);
             }
             wg_store::<O, BM, BN>(acc, e_s, p, bias, res, c, ws, t[0], t[1], t[2], t[3]);
             it += t[5];
@@ -1958,6 +1996,13 @@ fn wg_store<O, const BM: u32, const BN: u32>(
     let lane = lane_id();
     let r0 = (warp_id() - 4) * 16;
     let to = (r0 + lane / 4) * TMA_EPI_LD + (lane % 4) * 2;
+    // The warp's rows inside C, aligned (`write_rows`' whole tiles): each chunk's reads go
+    // out a chunk ahead, before the chunk before computes and stores.
+    let whole = ws.is_none() & (m0 + r0 + 16 <= p.m) & (n0 + BN <= p.n) & p.vec_c & (p.vec_r | res.is_none());
+    let mut rv = [[0.0f32; 4]; TMA_EPI_GROUP];
+    if whole {
+        rv = wg_res_reads::<O>(p, res, z as u64, m0 + r0, n0, lane);
+    }
     let mut ch = 0u32;
     while ch < BN / TMA_EPI_COLS {
         if ((to as u64) + (8 * TMA_EPI_LD + TMA_EPI_COLS - 8 + 2) as u64) <= (e_s.len() as u64) {
@@ -1975,10 +2020,44 @@ fn wg_store<O, const BM: u32, const BN: u32>(
             }
         }
         sync_warp();
-        write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        if whole {
+            let mut next = rv;
+            if ch + 1 < BN / TMA_EPI_COLS {
+                next = wg_res_reads::<O>(p, res, z as u64, m0 + r0, n0 + (ch + 1) * TMA_EPI_COLS, lane);
+            }
+            let n = n0 + ch * TMA_EPI_COLS;
+            // The old C (where `beta` is not 0) read here; the residual read a chunk ago.
+            let mut r = [[0.0f32; 4]; 2 * TMA_EPI_GROUP];
+            if p.beta != 0.0 {
+                r = epi_group_reads::<O, TMA_EPI_COLS, 32, TMA_EPI_GROUP, true>(p, None, c, z as u64, m0 + r0, n, lane * 4);
+            }
+            #[unroll]
+            for u in 0..TMA_EPI_GROUP {
+                r[2 * u + 1] = rv[u];
+            }
+            group_out::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res.is_some(), c, z as u64, m0 + r0, n, lane * 4, r, bias4(p, bias, n + (lane * 4) % TMA_EPI_COLS), true);
+            rv = next;
+        } else {
+            write_rows::<O, 16, TMA_EPI_COLS, TMA_EPI_LD, 32, TMA_EPI_GROUP, { BM * TMA_EPI_LD }>(e_s, r0 * TMA_EPI_LD, p, bias, res, c, ws, zs as u64, z as u64, m0 + r0, n0 + ch * TMA_EPI_COLS, lane);
+        }
         sync_warp();
         ch += 1;
     }
+}
+
+/// The residual of a chunk of [`wg_store`] (rows `m0 ..` of matrix `z`, columns `n0 ..` of
+/// [`TMA_EPI_COLS`]) for lane `lane`: its runs of 4 (`TMA_EPI_GROUP`, `32 · 4` elements
+/// apart), untested (the chunk inside C, the residual aligned); 0 without a residual.
+fn wg_res_reads<O>(p: GemmParams, res: Option<&[O]>, z: u64, m0: u32, n0: u32, lane: u32) -> [[f32; 4]; TMA_EPI_GROUP] {
+    let mut rv = [[0.0f32; 4]; TMA_EPI_GROUP];
+    if let Some(rs) = res {
+        #[unroll]
+        for u in 0..TMA_EPI_GROUP {
+            let [row, col] = group_run::<TMA_EPI_COLS, 32>(m0, n0, lane * 4, u);
+            rv[u] = load4_f32::<O, true>(rs, z * p.batch_r + row as u64 * p.ldr as u64 + col as u64);
+        }
+    }
+    rv
 }
 
 /// The accumulators of every warpgroup to the padded f32 tile `BM × (BN + 4)`: thread
