@@ -7,7 +7,7 @@
 //! | mutant          | bug                                                                  | caught by |
 //! |-----------------|----------------------------------------------------------------------|-----------|
 //! | `WrongSwizzle`  | the tensor maps lay the boxes out unswizzled (`Swizzle::None`) while `wgmma` reads them 128-byte swizzled | wrong values |
-//! | `WrongParity`   | the consumers wait on the other parity of the `full` barrier: the first round passes at once, before its copies land | the emulated device: a read of shared memory that a `cp.async.bulk.tensor` in flight writes; on a GPU, wrong values |
+//! | `WrongParity`   | the consumers wait on the other parity of the `full` barrier: the first round passes at once, before its copies land | the emulated device: a read of shared memory that a `cp.async.bulk.tensor` in flight writes; not run on a GPU, where a consumer that comes to a stage after its copy landed waits for the next round's copy, which waits for that consumer: the kernel can hang (it did on an H100) |
 //! | `SkippedWgmmaWait` | the consumers release the last stage and return their accumulators without `wgmma_wait(0)`: the last step's products are still in flight | the emulated device: a read of an accumulator before its `wgmma.wait_group`; on a GPU, wrong values where the products land late |
 //!
 //! The mutants differ from `gemm_tma` only in what they pass: the swizzle of the maps the
@@ -187,6 +187,13 @@ fn the_original_passes_and_every_mutant_is_caught() {
     }
     let emulated = is_emulated(&gpu);
     for bug in [Bug::WrongSwizzle, Bug::WrongParity, Bug::SkippedWgmmaWait] {
+        if bug == Bug::WrongParity && !emulated {
+            // A consumer that reaches a stage after its copy landed waits on the wrong parity
+            // for the next round's copy, which the producer issues only once that consumer
+            // released the stage: on a GPU the kernel may never end.
+            println!("{name}: {bug:?} not run on the GPU (it can deadlock there); the emulated device runs it");
+            continue;
+        }
         let first = cases.iter().find_map(|c| match run(&gpu, bug, c) {
             Outcome::Passed => None,
             o => Some((c, o)),
