@@ -37,7 +37,7 @@ pub use act::{Act, ActElement};
 pub use driver::{
     available, BackendKind, DeviceBuffer, DeviceProps, DevicePtr, DeviceRead, DeviceRepr,
     DeviceSlice, DeviceSliceMut, DeviceWrite, Dtype, Event, Function, Gpu, KernelArg, Module,
-    PinnedBuffer, Stream, Swizzle, TensorMap,
+    PinnedBuffer, Stream, Swizzle, TensorMap, TensorMapMut,
 };
 pub use error::{DriverError, Error, Result};
 pub use gemm::{BLayout, Gemm, Precision};
@@ -51,11 +51,11 @@ pub use pagesift_ptx_macros::ptx_kernel;
 pub mod __private {
     pub use crate::driver::fault::fault_arg;
     pub use crate::driver::launch::{
-        arg_read, arg_read_opt, arg_tensor_map, arg_write, arg_write_opt, launch,
-        variant_not_compiled, Access, ParamStruct, SliceArg, TensorMapArg,
+        arg_read, arg_read_opt, arg_tensor_map, arg_tensor_map_mut, arg_write, arg_write_opt,
+        launch, variant_not_compiled, Access, ParamStruct, SliceArg, TensorMapArg,
     };
     pub use crate::driver::{
-        DeviceRead, DeviceRepr, DeviceWrite, Dtype, KernelArg, Stream, TensorMap,
+        DeviceRead, DeviceRepr, DeviceWrite, Dtype, KernelArg, Stream, TensorMap, TensorMapMut,
     };
     pub use crate::error::{Error, Result};
     pub use crate::kernel::{KernelVariant, LaunchConfig};

@@ -784,6 +784,80 @@ fn tma_copies_need_proofs_maps_of_their_type_and_sm_90() {
 }
 
 #[test]
+fn tma_stores_go_through_writable_maps_in_bulk_groups() {
+    let out = ptx_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMapMut<f32, 32, 8, 1>) {
+            let t: Shared<[f32; 2 * 256]>;
+            let i = (block_idx_x() % 2) * 256;
+            t[thread_idx_x()] = 1.0;
+            fence_proxy_async();
+            sync_threads();
+            if (((i as u64) + 256) <= (t.len() as u64)) & (thread_idx_x() == 0) {
+                t.tma_store(i, map, 0, block_idx_y() as i32, 0);
+                bulk_commit();
+                bulk_wait_read(1);
+                bulk_wait(0);
+            }
+        }
+    });
+    let ptx = &out[0].1;
+    assert!(ptx.contains(".shared .align 1024"), "{ptx}");
+    for needle in [
+        "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [",
+        "cp.async.bulk.commit_group;",
+        "cp.async.bulk.wait_group.read 1;",
+        "cp.async.bulk.wait_group 0;",
+    ] {
+        assert!(ptx.contains(needle), "{needle} in\n{ptx}");
+    }
+    // The source is rounded down to 128 bytes (a fault reports a misaligned one).
+    assert!(ptx.contains(", -128;"), "{ptx}");
+    // A read-only map, an unproven box, sm_80.
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMap<f32, 32, 8, 1>, i: u32) {
+            let t: Shared<[f32; 1024]>;
+            if 0 + 256 <= t.len() {
+                t.tma_store(0, map, 0, 0, 0);
+            }
+            t.tma_store(i, map, 0, 0, 0);
+        }
+    });
+    let needle = "takes a `TensorMapMut<f32, C, R, D>` parameter (a map the kernel may write through), not `TensorMap<f32, 32, 8, 1>`";
+    assert!(
+        errs.iter().any(|e| e.contains(needle)),
+        "{needle}: {errs:?}"
+    );
+    let errs = errors_of(quote! {
+        #[target(sm_90)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMapMut<f32, 32, 8, 1>, i: u32) {
+            let t: Shared<[f32; 1024]>;
+            t.tma_store(i, map, 0, 0, 0);
+        }
+    });
+    assert!(
+        errs.iter().any(|e| e.contains("`tma_store` reads elements `i .. i + 256` (the box) asynchronously: prove them inside the array")),
+        "{errs:?}"
+    );
+    let errs = errors_of(quote! {
+        #[target(sm_80)]
+        #[launch(block = 128)]
+        pub fn k(map: TensorMapMut<f32, 32, 8, 1>) {
+            let t: Shared<[f32; 256]>;
+            if 0 + 256 <= t.len() {
+                t.tma_store(0, map, 0, 0, 0);
+            }
+            bulk_commit();
+        }
+    });
+    assert!(errs.iter().any(|e| e.contains("needs sm_90")), "{errs:?}");
+}
+
+#[test]
 fn stmatrix_stores_a_warps_fragments_and_skips_the_warp_out_of_bounds() {
     let out = ptx_of(quote! {
         #[target(sm_90)]

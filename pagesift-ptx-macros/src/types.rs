@@ -263,8 +263,13 @@ pub enum Ty {
     /// that they lie inside it.
     Desc { elem: Scalar, rows: u32 },
     /// A tensor map kernel parameter (`TensorMap<T, C, R, D>`): its generic address, for the
-    /// tensor memory accelerator, which reads boxes of `C × R × D` elements of `T`.
-    TensorMap { elem: Scalar, boxes: [u32; 3] },
+    /// tensor memory accelerator, which reads boxes of `C × R × D` elements of `T` (and, for
+    /// a `TensorMapMut` (`write`), writes them).
+    TensorMap {
+        elem: Scalar,
+        boxes: [u32; 3],
+        write: bool,
+    },
 }
 
 /// The layout of a parameter struct: `#[repr(C)]` on the host, one `.param` blob of `size`
@@ -332,11 +337,14 @@ impl fmt::Display for Ty {
             Ty::Struct(d) => f.write_str(&d.name),
             Ty::Option(t) => write!(f, "Option<{t}>"),
             Ty::Desc { elem, rows } => write!(f, "MatrixDesc<{elem}, {rows}>"),
-            Ty::TensorMap { elem, boxes } => {
+            Ty::TensorMap { elem, boxes, write } => {
                 write!(
                     f,
-                    "TensorMap<{elem}, {}, {}, {}>",
-                    boxes[0], boxes[1], boxes[2]
+                    "TensorMap{}<{elem}, {}, {}, {}>",
+                    if *write { "Mut" } else { "" },
+                    boxes[0],
+                    boxes[1],
+                    boxes[2]
                 )
             }
         }

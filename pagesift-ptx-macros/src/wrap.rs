@@ -332,7 +332,7 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 kernel_args.push(quote!(#p::KernelArg::from(#arg)));
                 (scalar_tokens(*s), s.name().to_string())
             }
-            Some(Ty::TensorMap { elem, .. }) => {
+            Some(Ty::TensorMap { elem, write, .. }) => {
                 is_slice = false;
                 let e = elem_tokens(*elem);
                 // The box each variant reads (by entry name).
@@ -347,12 +347,23 @@ pub fn kernel_module(sig: &KernelSig<'_>, variants: &[Emitted<'_>]) -> TokenStre
                 });
                 let tm = format_ident!("__tmap_{}", arg);
                 let pname = arg.to_string();
-                slice_lets.push(quote! {
-                    let #tm = #p::arg_tensor_map(stream, #arg, match __variant.entry { #(#arms)* _ => [0, 0, 0] }, #pname)?;
-                });
+                let boxes = quote!(match __variant.entry { #(#arms)* _ => [0, 0, 0] });
                 kernel_args.push(quote!(#tm.arg));
                 accesses.push(quote!(#tm.access));
-                (quote!(&#p::TensorMap<'_, #e>), format!("TensorMap<{elem}>"))
+                if *write {
+                    slice_lets.push(quote! {
+                        let #tm = #p::arg_tensor_map_mut(stream, #arg, #boxes, #pname)?;
+                    });
+                    (
+                        quote!(&#p::TensorMapMut<'_, #e>),
+                        format!("TensorMapMut<{elem}>"),
+                    )
+                } else {
+                    slice_lets.push(quote! {
+                        let #tm = #p::arg_tensor_map(stream, #arg, #boxes, #pname)?;
+                    });
+                    (quote!(&#p::TensorMap<'_, #e>), format!("TensorMap<{elem}>"))
+                }
             }
             Some(Ty::Struct(def)) => {
                 is_slice = false;

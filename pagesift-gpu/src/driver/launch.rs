@@ -5,7 +5,7 @@
 use super::backend::{DeviceProps, DevicePtr, KernelArg, LaunchRequest};
 use super::memory::{check_same, DeviceRead, DeviceRepr, DeviceWrite};
 use super::stream::Stream;
-use super::tensor_map::TensorMap;
+use super::tensor_map::{TensorMap, TensorMapMut};
 use super::track::Tracking;
 use crate::error::{self, Error, Result};
 use crate::kernel::{KernelVariant, LaunchConfig};
@@ -247,6 +247,19 @@ pub fn arg_tensor_map<'a, T: DeviceRepr>(
             write: false,
         },
     })
+}
+
+/// The kernel argument of a tensor map parameter `name` that the kernel writes through
+/// ([`arg_tensor_map`]'s checks): the launch orders it as a write of the buffer.
+pub fn arg_tensor_map_mut<'a, T: DeviceRepr>(
+    stream: &Stream,
+    map: &'a TensorMapMut<'_, T>,
+    boxes: [u32; 3],
+    name: &str,
+) -> Result<TensorMapArg<'a>> {
+    let mut arg = arg_tensor_map(stream, map.as_map(), boxes, name)?;
+    arg.access.write = true;
+    Ok(arg)
 }
 
 /// The kernel arguments for device memory a kernel reads; checks it belongs to the stream's

@@ -106,7 +106,7 @@ pub use memory::{
 };
 pub use module::{Function, Module};
 pub use stream::{Event, PinnedBuffer, Stream};
-pub use tensor_map::{Swizzle, TensorMap, TensorMapSpec};
+pub use tensor_map::{Swizzle, TensorMap, TensorMapMut, TensorMapSpec};
 
 use crate::error::{self, Error, Result};
 

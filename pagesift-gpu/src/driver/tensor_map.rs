@@ -8,13 +8,18 @@
 //! declares the parameter as `TensorMap<T, C, R, D>` (element type, box of `C × R × D`); its
 //! launch wrapper checks the map's element type and box against that.
 //!
+//! A [`TensorMapMut`] (built by [`TensorMap::tiled_mut`] over a view borrowed mutably) is also
+//! written through: the hardware stores a box of shared memory into the tensor, leaving out
+//! the part outside it, so such a store too stays inside the buffer. A kernel declares it as
+//! `TensorMapMut<T, C, R, D>`, and its launch orders it as a write of the buffer.
+//!
 //! The encoding is the driver's (`cuTensorMapEncodeTiled`), or the emulated device's own,
 //! 128 opaque bytes passed to the kernel by value.
 
 use std::marker::PhantomData;
 
 use super::memory::sealed::Owner;
-use super::{DeviceRead, DeviceRepr, Dtype};
+use super::{DeviceRead, DeviceRepr, DeviceWrite, Dtype};
 use crate::error::{InvalidArgument, Result};
 
 /// The most dimensions of a tensor map.
@@ -151,6 +156,45 @@ impl<'a, T: DeviceRepr> TensorMap<'a, T> {
     /// The buffer under the view, for the launch's ordering.
     pub(crate) fn owner(&self) -> &'a Owner {
         self.owner
+    }
+}
+
+/// A tensor map a kernel also writes through (`cp.async.bulk.tensor` from shared memory to
+/// global), over a view borrowed mutably for as long as the map lives.
+pub struct TensorMapMut<'a, T: DeviceRepr> {
+    map: TensorMap<'a, T>,
+}
+
+impl<T: DeviceRepr> std::fmt::Debug for TensorMapMut<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorMapMut")
+            .field("spec", &self.map.spec)
+            .finish()
+    }
+}
+
+impl<'a, T: DeviceRepr> TensorMap<'a, T> {
+    /// A tiled tensor map over `view` that kernels may write through as well as read: the
+    /// arguments and their checks are [`TensorMap::tiled`]'s.
+    pub fn tiled_mut(
+        view: &'a mut (impl DeviceWrite<T> + ?Sized),
+        dims: &[u64],
+        strides: &[u64],
+        boxes: &[u32],
+        swizzle: Swizzle,
+    ) -> Result<TensorMapMut<'a, T>> {
+        view.device_ptr_mut();
+        let view = &*view;
+        Ok(TensorMapMut {
+            map: TensorMap::tiled(view, dims, strides, boxes, swizzle)?,
+        })
+    }
+}
+
+impl<'a, T: DeviceRepr> TensorMapMut<'a, T> {
+    /// The map, for reading through (what it describes, its bytes).
+    pub fn as_map(&self) -> &TensorMap<'a, T> {
+        &self.map
     }
 }
 

@@ -79,6 +79,9 @@ const WGMMA_SS: &[Operand] = &[
 /// `cp.async.bulk.tensor` global -> shared: the destination, the tensor map with the box's
 /// coordinates, the `mbarrier` that counts its bytes.
 const TMA_LOAD: &[Operand] = &[shared_addr(), tensor_coords(), shared_addr()];
+/// `cp.async.bulk.tensor` shared -> global: the tensor map with the box's coordinates, the
+/// source in shared memory.
+const TMA_STORE: &[Operand] = &[tensor_coords(), shared_addr()];
 const WGMMA_SS_TF32: &[Operand] = &[
     dst_vec(Accum, T0),
     src(B64),
@@ -666,6 +669,28 @@ pub(crate) static FORMS: &[Form] = &[
         TMA_LOAD,
     )
     .min(90, (8, 0)),
+    // A box of shared memory into a tensor map's tensor (the part outside the tensor is not
+    // written), completing in the thread's bulk async-groups: `.read` waits until the source
+    // has been read, the plain wait until the writes are done.
+    row(
+        Tensor,
+        "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group",
+        TMA_STORE,
+    )
+    .min(90, (8, 0))
+    .emitted(),
+    row(
+        Tensor,
+        "cp.async.bulk.tensor.{1d|2d|4d|5d}.global.shared::cta.tile.bulk_group",
+        TMA_STORE,
+    )
+    .min(90, (8, 0)),
+    row(Tensor, "cp.async.bulk.commit_group", NONE)
+        .min(90, (8, 0))
+        .emitted(),
+    row(Tensor, "cp.async.bulk.wait_group[.read]", &[imm(U32, "0")])
+        .min(90, (8, 0))
+        .emitted(),
     row(Tensor, "prefetch.tensormap", &[addr()])
         .min(90, (8, 0))
         .emitted(),

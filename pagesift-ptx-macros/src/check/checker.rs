@@ -552,7 +552,7 @@ impl<'a> Checker<'a> {
 
     /// `TensorMap<T, C, R, D>` with the box evaluated: each dimension 1 ..= 256, rows
     /// (`C` elements) a multiple of 16 bytes, as the hardware copies them.
-    fn tensor_map_ty(&mut self, elem: Scalar, boxes: &[Expr], span: Span) -> Ty {
+    fn tensor_map_ty(&mut self, elem: Scalar, boxes: &[Expr], write: bool, span: Span) -> Ty {
         if elem == Scalar::Bool || elem.is_packed() {
             self.cx.error(
                 span,
@@ -585,7 +585,11 @@ impl<'a> Checker<'a> {
             );
             return Ty::Never;
         }
-        Ty::TensorMap { elem, boxes: b }
+        Ty::TensorMap {
+            elem,
+            boxes: b,
+            write,
+        }
     }
 
     /// The type a written type denotes, with array lengths evaluated.
@@ -594,7 +598,9 @@ impl<'a> Checker<'a> {
             TypeKind::Scalar(s) => Ty::Scalar(*s),
             TypeKind::Unit => Ty::Unit,
             TypeKind::Error => Ty::Never,
-            TypeKind::TensorMap { elem, boxes } => self.tensor_map_ty(*elem, boxes, t.span),
+            TypeKind::TensorMap { elem, boxes, write } => {
+                self.tensor_map_ty(*elem, boxes, *write, t.span)
+            }
             TypeKind::Named(n) => match self.scope.structs.get(&n.to_string()) {
                 Some(d) => Ty::Struct(d.clone()),
                 None => {

@@ -136,6 +136,11 @@ pub enum MemOp {
     /// coordinates `(x, y, z)` into `tile[i ..]`, completing on the `mbarrier` `bars[j]` by its
     /// bytes (sm_90). `i` rounds down to a multiple of 128 bytes (a fault when it was not one).
     TmaLoad,
+    /// `tile.tma_store(i, map, x, y, z)`: `tile[i ..]`, the box of the tensor map `map` (a
+    /// `TensorMapMut`), into its tensor at coordinates `(x, y, z)` (the part outside the tensor
+    /// is not written), in the thread's current bulk async-group (sm_90). `i` rounds down to a
+    /// multiple of 128 bytes (a fault when it was not one).
+    TmaStore,
     /// The `mbarrier` operations on a `Shared<[u64; N]>` element.
     Mbar(MbarOp),
     /// `x.get_unchecked(i)`: `x[i]` without the bounds check (in `unsafe` only).
@@ -311,6 +316,14 @@ pub enum Intr {
     },
     /// `prefetch_tensormap(map)`: the tensor map brought into the cache (a hint).
     PrefetchTensormap,
+    /// `bulk_commit()`: the thread's TMA stores since the last one as a bulk async-group.
+    BulkCommit,
+    /// `bulk_wait(N)` / `bulk_wait_read(N)`: wait until at most `N` of the thread's bulk
+    /// groups are pending (`read`: still to read their shared memory).
+    BulkWait {
+        read: bool,
+        n: u32,
+    },
     Lo,
     Hi,
 }
@@ -342,6 +355,9 @@ const INTRINSIC_FNS: &[&str] = &[
     "setmaxnreg_dec",
     "elect_one",
     "prefetch_tensormap",
+    "bulk_commit",
+    "bulk_wait",
+    "bulk_wait_read",
     "lane_id",
     "warp_id",
     "warp_size",
@@ -542,6 +558,24 @@ impl Checker<'_> {
                     );
                 }
                 self.intr(Intr::SetMaxNReg { inc, n }, vec![], Ty::Unit, span)
+            }
+            "bulk_commit" => {
+                if !self.arity(args, 0, &name, span) {
+                    return err_expr(span);
+                }
+                self.needs_op(&Op::BulkCommit, &name, span);
+                self.intr(Intr::BulkCommit, vec![], Ty::Unit, span)
+            }
+            "bulk_wait" | "bulk_wait_read" => {
+                if !self.arity(args, 1, &name, span) {
+                    return err_expr(span);
+                }
+                let read = name == "bulk_wait_read";
+                self.needs_op(&Op::BulkWait { read }, &name, span);
+                let n = self
+                    .const_u32(&args[0], "the number of pending groups")
+                    .unwrap_or(0);
+                self.intr(Intr::BulkWait { read, n }, vec![], Ty::Unit, span)
             }
             "cp_async_wait" => {
                 if !self.arity(args, 1, &name, span) {

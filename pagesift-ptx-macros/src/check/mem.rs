@@ -84,6 +84,8 @@ impl Checker<'_> {
             (MemOp::WgmmaDesc { rows: 0 }, 3)
         } else if m == "tma_load" {
             (MemOp::TmaLoad, 7)
+        } else if m == "tma_store" {
+            (MemOp::TmaStore, 5)
         } else if let Some(op) = MbarOp::ALL.iter().find(|o| o.method().0 == m) {
             (MemOp::Mbar(*op), 1 + op.method().1)
         } else if let Some((rest, store)) = m
@@ -110,6 +112,7 @@ impl Checker<'_> {
                 | MemOp::Stmatrix { .. }
                 | MemOp::WgmmaDesc { .. }
                 | MemOp::TmaLoad
+                | MemOp::TmaStore
                 | MemOp::Mbar(_)
         ) {
             if unchecked && !matches!(op, MemOp::CpAsync { .. }) {
@@ -181,6 +184,7 @@ impl Checker<'_> {
             | MemOp::Read(..)
             | MemOp::WgmmaDesc { .. }
             | MemOp::TmaLoad
+            | MemOp::TmaStore
             | MemOp::Mbar(_) => return err_expr(span),
             MemOp::LoadVec { n, .. } | MemOp::StoreVec { n } => {
                 let bytes = n * elem.bytes();
@@ -409,6 +413,7 @@ impl Checker<'_> {
             MemOp::CpAsync { .. } | MemOp::WgmmaDesc { .. } => 3,
             MemOp::Stmatrix { .. } => 2,
             MemOp::TmaLoad => 7,
+            MemOp::TmaStore => 5,
             MemOp::Mbar(o) => 1 + o.method().1,
             _ => 1,
         };
@@ -576,6 +581,40 @@ impl Checker<'_> {
                 targs.push(self.check_index(&args[6]));
                 mem_expr(op, base, targs, Ty::Unit, span)
             }
+            MemOp::TmaStore => {
+                self.needs_op(&Op::TmaStore, m, span);
+                let mt = self.check_expr(&args[1], None);
+                match &mt.ty {
+                    Ty::TensorMap {
+                        elem: e,
+                        write: true,
+                        ..
+                    } if *e == elem => {}
+                    Ty::Never => return err_expr(span),
+                    other => {
+                        self.cx.error(
+                            args[1].span,
+                            format!("`{m}` from a `Shared<[{elem}; N]>` takes a `TensorMapMut<{elem}, C, R, D>` parameter (a map the kernel may write through), not `{other}`"),
+                        );
+                        return err_expr(span);
+                    }
+                }
+                if !matches!(mt.kind, TKind::Var(_)) {
+                    self.cx.error(
+                        args[1].span,
+                        format!("`{m}` takes a tensor map parameter by name"),
+                    );
+                    return err_expr(span);
+                }
+                let i32t = Ty::Scalar(Scalar::I32);
+                let mut targs = vec![idx, mt];
+                for a in &args[2..5] {
+                    let v = self.check_expr(a, Some(&i32t));
+                    self.expect_ty(&v, &i32t, a.span);
+                    targs.push(v);
+                }
+                mem_expr(op, base, targs, Ty::Unit, span)
+            }
             MemOp::Stmatrix { n, trans } => {
                 self.needs_op(&Op::Stmatrix { n, trans }, m, span);
                 if !(elem.bytes() == 2 || (elem.bytes() == 4 && !trans)) {
@@ -701,7 +740,7 @@ impl Checker<'_> {
     pub(super) fn unknown_mem(&self, m: &str, span: Span) -> TExpr {
         self.cx.error(
             span,
-            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, stmatrix_xN, stmatrix_xN_trans, wgmma_desc, tma_load; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
+            format!("unknown memory method `{m}` (len, is_aligned, prefetch_l2 (slices), load_nc, load_acquire, store_release, loadN, loadN_nc, storeN, atomic_add/min/max/exch/cas/and/or/xor; in `unsafe`: get_unchecked, set_unchecked, loadN_unchecked, loadN_nc_unchecked, storeN_unchecked, load_acquire_unchecked, store_release_unchecked, prefetch_l2_unchecked, cp_asyncN_unchecked; on shared arrays cp_asyncN, cp_asyncN_partial, ldmatrix_xN, ldmatrix_xN_trans, stmatrix_xN, stmatrix_xN_trans, wgmma_desc, tma_load, tma_store; on `Shared<[u64; N]>` mbar_init, mbar_arrive, mbar_arrive_expect_tx, mbar_wait)"),
         );
         err_expr(span)
     }

@@ -534,9 +534,10 @@ fn kernel_param_ty(
         },
         TypeKind::Scalar(s) if !s.is_packed() => Some(Ty::Scalar(*s)),
         // The box is the variant's (`Checker::resolve_ty`).
-        TypeKind::TensorMap { elem, .. } => Some(Ty::TensorMap {
+        TypeKind::TensorMap { elem, write, .. } => Some(Ty::TensorMap {
             elem: *elem,
             boxes: [0; 3],
+            write: *write,
         }),
         TypeKind::Slice {
             elem: Scalar::Bool, ..

@@ -57,6 +57,9 @@ impl Lower<'_> {
             | Op::MbarInit
             | Op::MbarArriveCpAsync
             | Op::TmaLoad
+            | Op::TmaStore
+            | Op::BulkCommit
+            | Op::BulkWait { .. }
             | Op::PrefetchTensormap => {}
             Op::Asm { outs, .. } => {
                 for (a, o) in args.iter().zip(outs) {

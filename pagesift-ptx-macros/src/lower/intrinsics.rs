@@ -286,6 +286,14 @@ impl Lower<'_> {
                 );
                 Val::Unit
             }
+            Intr::BulkCommit => {
+                self.emit(Op::BulkCommit, vec![], span);
+                Val::Unit
+            }
+            Intr::BulkWait { read, n } => {
+                self.emit(Op::BulkWait { read }, vec![Operand::Int(n as i128)], span);
+                Val::Unit
+            }
             Intr::WgmmaWait(n) => {
                 self.emit(Op::WgmmaWait, vec![Operand::Int(n as i128)], span);
                 Val::Unit

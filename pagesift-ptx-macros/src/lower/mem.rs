@@ -303,21 +303,7 @@ impl Lower<'_> {
         unproven: bool,
         span: Span,
     ) {
-        let Store::Shared { off, elem, .. } = store else {
-            return;
-        };
-        if unproven {
-            self.error(
-                span,
-                format!("`tma_load` writes elements `i .. i + {n}` (the box) asynchronously: prove them inside the array with a range test first (`if i + {n} <= tile.len() {{ .. }}`)"),
-            );
-            return;
-        }
-        if off % 128 != 0 {
-            self.error(
-                span,
-                format!("`tma_load` writes at 128-byte aligned addresses: this view of the dynamic shared memory starts at byte {off}, not a multiple of 128"),
-            );
+        if !self.tma_box_proven(store, "tma_load", "writes", n, unproven, span) {
             return;
         }
         let Some(bstore) = (match &args[5].kind {
@@ -335,6 +321,78 @@ impl Lower<'_> {
             );
             return;
         }
+        let (box_at, tensor) = self.tma_operands(store, a, iv, args, span);
+        self.emit(Op::TmaLoad, vec![box_at, tensor, bar], span);
+    }
+
+    /// `tile.tma_store(i, map, x, y, z)` at the shared address `a` of element `i` (as
+    /// [`Self::tma_load`], without an `mbarrier`: the copy completes in the thread's bulk
+    /// async-groups).
+    #[allow(clippy::too_many_arguments)]
+    fn tma_store(
+        &mut self,
+        store: &Store,
+        a: Operand,
+        iv: &(Val, i128),
+        n: u32,
+        args: &[TExpr],
+        unproven: bool,
+        span: Span,
+    ) {
+        if !self.tma_box_proven(store, "tma_store", "reads", n, unproven, span) {
+            return;
+        }
+        let (box_at, tensor) = self.tma_operands(store, a, iv, args, span);
+        self.emit(Op::TmaStore, vec![tensor, box_at], span);
+    }
+
+    /// Whether the box of `n` elements of a TMA copy (`what`, which `does` it) at a shared
+    /// array is proven inside it (`unproven`: the range check was not elided) and the array
+    /// starts on 128 bytes; reports why not.
+    fn tma_box_proven(
+        &mut self,
+        store: &Store,
+        what: &str,
+        does: &str,
+        n: u32,
+        unproven: bool,
+        span: Span,
+    ) -> bool {
+        let Store::Shared { off, .. } = store else {
+            return false;
+        };
+        if unproven {
+            self.error(
+                span,
+                format!("`{what}` {does} elements `i .. i + {n}` (the box) asynchronously: prove them inside the array with a range test first (`if i + {n} <= tile.len() {{ .. }}`)"),
+            );
+            return false;
+        }
+        if off % 128 != 0 {
+            self.error(
+                span,
+                format!("`{what}` {does} at 128-byte aligned addresses: this view of the dynamic shared memory starts at byte {off}, not a multiple of 128"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The operands of a TMA copy of `tile[i ..]` (shared address `a`) through the tensor map
+    /// `args[1]` at coordinates `args[2..5]`: the box's shared address, rounded down to 128
+    /// bytes (a fault where that changes it), and the map with the coordinates.
+    fn tma_operands(
+        &mut self,
+        store: &Store,
+        a: Operand,
+        iv: &(Val, i128),
+        args: &[TExpr],
+        span: Span,
+    ) -> (Operand, Operand) {
+        let elem = match store {
+            Store::Shared { elem, .. } => *elem,
+            _ => Scalar::U8,
+        };
         let map = self.expr(&args[1]);
         let map = self.operand_reg(&map, span);
         let coords: Vec<Operand> = args[2..5]
@@ -344,27 +402,22 @@ impl Lower<'_> {
                 self.operand(&v, span)
             })
             .collect();
-        // Misaligned: a fault, and the copy goes to the 128-byte boundary below.
+        // Misaligned: a fault, and the copy takes the 128-byte boundary below.
         if let Some(g) = self.align_guard(store, &a, None, iv, 128 / elem.bytes().max(1), span) {
             self.finish_guards(vec![g], &Val::Unit);
         }
         let flat = self.shared_flat(a, 0, span);
-        let dst = self.op_to(
+        let at = self.op_to(
             Op::Bin(BinKind::And, Scalar::U32),
             Scalar::U32,
             vec![flat, Operand::Int(-128)],
             span,
         );
-        let dst = self.operand_reg(&dst, span);
-        self.emit(
-            Op::TmaLoad,
-            vec![
-                Operand::Addr(Box::new(dst), 0),
-                Operand::Tensor(Box::new(map), coords),
-                bar,
-            ],
-            span,
-        );
+        let at = self.operand_reg(&at, span);
+        (
+            Operand::Addr(Box::new(at), 0),
+            Operand::Tensor(Box::new(map), coords),
+        )
     }
 
     /// An `mbarrier` operation on the object at shared address `a`, with its other operands.
@@ -484,7 +537,7 @@ impl Lower<'_> {
             // Every row the descriptor covers, from the row of `i`.
             MemOp::WgmmaDesc { rows, .. } => rows * (128 / elem.bytes().max(1)),
             // The whole box.
-            MemOp::TmaLoad => match &args[1].ty {
+            MemOp::TmaLoad | MemOp::TmaStore => match &args[1].ty {
                 Ty::TensorMap { boxes, .. } => boxes.iter().product(),
                 _ => 1,
             },
@@ -645,6 +698,11 @@ impl Lower<'_> {
             }
             MemOp::TmaLoad => {
                 self.tma_load(&store, a, &iv, n, args, !guards.is_empty(), span);
+                guards.clear();
+                Val::Unit
+            }
+            MemOp::TmaStore => {
+                self.tma_store(&store, a, &iv, n, args, !guards.is_empty(), span);
                 guards.clear();
                 Val::Unit
             }

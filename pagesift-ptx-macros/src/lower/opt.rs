@@ -374,6 +374,9 @@ fn has_dest(op: &Op) -> bool {
             | Op::MbarInit
             | Op::MbarArriveCpAsync
             | Op::TmaLoad
+            | Op::TmaStore
+            | Op::BulkCommit
+            | Op::BulkWait { .. }
             | Op::PrefetchTensormap
             | Op::Asm { .. }
     )

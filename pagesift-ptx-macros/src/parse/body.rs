@@ -81,8 +81,12 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                         TypeKind::Error
                     }
                 }
-            } else if p.path.segments.len() == 1 && p.path.segments[0].ident == "TensorMap" {
-                let usage = "expected `TensorMap<T, C, R, D>`: the element type and the box's three dimensions (elements, innermost first)";
+            } else if p.path.segments.len() == 1
+                && (p.path.segments[0].ident == "TensorMap"
+                    || p.path.segments[0].ident == "TensorMapMut")
+            {
+                let write = p.path.segments[0].ident == "TensorMapMut";
+                let usage = "expected `TensorMap<T, C, R, D>` (or `TensorMapMut<T, C, R, D>`): the element type and the box's three dimensions (elements, innermost first)";
                 match &p.path.segments[0].arguments {
                     syn::PathArguments::AngleBracketed(a) if a.args.len() == 4 => {
                         let elem = match &a.args[0] {
@@ -113,7 +117,7 @@ pub fn parse_type(cx: &Ctxt, ty: &syn::Type) -> TypeAst {
                                 }
                             })
                             .collect();
-                        TypeKind::TensorMap { elem, boxes }
+                        TypeKind::TensorMap { elem, boxes, write }
                     }
                     _ => {
                         cx.error(span, usage);

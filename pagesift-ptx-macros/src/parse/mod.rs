@@ -137,10 +137,11 @@ pub enum TypeKind {
     /// `Option<&[T]>` / `Option<&mut [T]>`.
     Option(Box<TypeAst>),
     /// `TensorMap<T, C, R, D>`: a tensor map of `T` read in boxes of `C × R × D` elements
-    /// (a kernel parameter).
+    /// (a kernel parameter); `TensorMapMut<T, C, R, D>` (`write`) is also written through.
     TensorMap {
         elem: Scalar,
         boxes: Vec<Expr>,
+        write: bool,
     },
     /// A parameter struct of the invocation, by name.
     Named(Ident),

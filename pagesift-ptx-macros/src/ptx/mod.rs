@@ -264,6 +264,15 @@ pub enum Op {
     /// `cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
     /// [dst], [map, {x, y, z}], [bar]`.
     TmaLoad,
+    /// `cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [map, {x, y, z}], [src]`.
+    TmaStore,
+    /// `cp.async.bulk.commit_group`: the thread's bulk copies since the last one as a group.
+    BulkCommit,
+    /// `cp.async.bulk.wait_group{.read} N`: until at most `N` of the thread's bulk groups are
+    /// pending (`read`: have their shared sources still to read).
+    BulkWait {
+        read: bool,
+    },
     /// `cvta.param.u64`: the generic address of a kernel parameter.
     CvtaParam,
     /// `prefetch.tensormap [a]`: a tensor map brought into the cache (a hint).
@@ -440,7 +449,7 @@ pub fn emit_module(f: &Function) -> Result<String, String> {
         matches!(
             i,
             Item::Inst {
-                op: Op::Wgmma { .. } | Op::TmaLoad,
+                op: Op::Wgmma { .. } | Op::TmaLoad | Op::TmaStore,
                 ..
             }
         )

@@ -323,6 +323,10 @@ fn lowering(op: &Op) -> Result<String, String> {
             "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                 .into()
         }
+        Op::TmaStore => "cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group".into(),
+        Op::BulkCommit => "cp.async.bulk.commit_group".into(),
+        Op::BulkWait { read: true } => "cp.async.bulk.wait_group.read".into(),
+        Op::BulkWait { read: false } => "cp.async.bulk.wait_group".into(),
         Op::CvtaParam => "cvta.param.u64".into(),
         Op::PrefetchTensormap => "prefetch.tensormap".into(),
         Op::Asm { pieces, .. } => pieces.concat(),

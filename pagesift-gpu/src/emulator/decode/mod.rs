@@ -527,9 +527,23 @@ pub(super) enum Op {
         off: i64,
         parity: Slot,
     },
-    /// `cp.async.bulk.tensor`: operands in `Kernel::tmas[idx]`.
+    /// `cp.async.bulk.tensor` global -> shared: operands in `Kernel::tmas[idx]`.
     Tma {
         idx: u32,
+    },
+    /// `cp.async.bulk.tensor` shared -> global (`.bulk_group`): operands in
+    /// `Kernel::tmas[idx]`.
+    TmaStore {
+        idx: u32,
+    },
+    /// `cp.async.bulk.commit_group`: the thread's bulk stores since its last commit form a
+    /// group.
+    BulkCommit,
+    /// `cp.async.bulk.wait_group{.read} n`: completes the thread's oldest committed bulk groups
+    /// until at most `n` remain (with `.read` the hardware waits only for their reads of shared
+    /// memory; the emulator completes their writes then as well).
+    BulkWait {
+        n: u32,
     },
     /// `prefetch.tensormap [a]`: a hint whose generic address must be valid.
     PrefetchTensormap {
@@ -673,18 +687,21 @@ pub(super) struct Kernel {
 pub(super) type AddrSlot = (Slot, i64);
 
 /// One decoded `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-/// [dst], [map, {c0, ..}], [mbar]`.
+/// [dst], [map, {c0, ..}], [mbar]` or (`store`)
+/// `cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group [map, {c0, ..}], [src]`.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct TmaInst {
     /// The number of dimensions (the `.<n>d`), 1 ..= 5.
     pub rank: usize,
-    /// The shared destination.
-    pub dst: AddrSlot,
+    /// From shared memory to the tensor (else into shared memory).
+    pub store: bool,
+    /// The box in shared memory: the destination of a load, the source of a store.
+    pub smem: AddrSlot,
     /// The generic address of the tensor map.
     pub map: AddrSlot,
     /// The s32 coordinates of the box, `coords[..rank]`, innermost first.
     pub coords: [Slot; 5],
-    /// The shared address of the `mbarrier` the copy completes on.
+    /// The shared address of the `mbarrier` a load completes on (unused by a store).
     pub mbar: AddrSlot,
 }
 

@@ -84,28 +84,49 @@ pub(super) fn decode_cp_async_arrive(
 }
 
 /// `cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
-/// [dst], [map, {c0, ..}], [mbar]` (the `cp.async.bulk` already taken).
+/// [dst], [map, {c0, ..}], [mbar]`, `cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group
+/// [map, {c0, ..}], [src]`, `cp.async.bulk.commit_group` and `cp.async.bulk.wait_group{.read} n`
+/// (the `cp.async.bulk` already taken).
 pub(super) fn decode_tma(
     ctx: &mut Ctx<'_>,
     m: &mut Mods<'_>,
     ops: &[Operand],
 ) -> Result<Op, String> {
+    if m.take("commit_group") {
+        return Ok(Op::BulkCommit);
+    }
+    if m.take("wait_group") {
+        m.take("read");
+        let n = match &ops[0] {
+            Operand::Imm(n) => parse_int(n).and_then(|n| u32::try_from(n).ok()),
+            _ => None,
+        }
+        .ok_or("cp.async.bulk.wait_group needs an immediate group count")?;
+        return Ok(Op::BulkWait { n });
+    }
     let rank = ["1d", "2d", "3d", "4d", "5d"]
         .iter()
         .position(|d| m.take(d))
         .map(|i| i + 1);
-    let (Some(rank), true) = (
-        rank,
-        m.take("tensor")
-            && m.take("shared::cluster")
-            && m.take("global")
-            && m.take("tile")
-            && m.take("mbarrier::complete_tx::bytes"),
-    ) else {
-        return Err("only cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes is supported".into());
+    let store = m.take("shared::cta");
+    let form = m.take("tensor")
+        && m.take("global")
+        && m.take("tile")
+        && if store {
+            m.take("bulk_group")
+        } else {
+            m.take("shared::cluster") && m.take("mbarrier::complete_tx::bytes")
+        };
+    let (Some(rank), true) = (rank, form) else {
+        return Err("only cp.async.bulk.tensor.<n>d.shared::cluster.global.tile.mbarrier::complete_tx::bytes and cp.async.bulk.tensor.<n>d.global.shared::cta.tile.bulk_group are supported".into());
     };
-    let dst = shared_addr(ctx, &ops[0])?;
-    let Operand::Tensor { map, coords } = &ops[1] else {
+    let (smem_op, tensor_op) = if store {
+        (&ops[1], &ops[0])
+    } else {
+        (&ops[0], &ops[1])
+    };
+    let smem = shared_addr(ctx, smem_op)?;
+    let Operand::Tensor { map, coords } = tensor_op else {
         return Err("expected a tensor map and coordinates `[map, {c0, ..}]`".into());
     };
     if coords.len() != rank {
@@ -125,16 +146,24 @@ pub(super) fn decode_tma(
     for (slot, op) in c.iter_mut().zip(coords) {
         *slot = ctx.src(op, Ty::S32)?;
     }
-    let mbar = shared_addr(ctx, &ops[2])?;
+    let mbar = if store {
+        (S_ZERO, 0)
+    } else {
+        shared_addr(ctx, &ops[2])?
+    };
     ctx.tmas.push(TmaInst {
         rank,
-        dst,
+        store,
+        smem,
         map,
         coords: c,
         mbar,
     });
-    Ok(Op::Tma {
-        idx: ctx.tmas.len() as u32 - 1,
+    let idx = ctx.tmas.len() as u32 - 1;
+    Ok(if store {
+        Op::TmaStore { idx }
+    } else {
+        Op::Tma { idx }
     })
 }
 

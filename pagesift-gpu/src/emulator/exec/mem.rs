@@ -17,7 +17,7 @@
 //! the number of pending `wgmma.mma_async` that read it ([`AsyncRead`]), so a write to it
 //! before their `wgmma.wait_group` is an error.
 
-use super::super::decode::{AtomOp, MemSpace};
+use super::super::decode::{AtomOp, MemSpace, Op};
 use super::super::memory::Fault;
 use super::super::num::Ty;
 use super::tma::TmaState;
@@ -591,11 +591,7 @@ impl Mem<'_, '_> {
         if let Some(c) =
             (at / 16..(at + len).div_ceil(16)).find(|&c| self.async_reads[c].count != 0)
         {
-            let line = self.l.kernel.lines[self.async_reads[c].pc as usize];
-            let i = at.max(c * 16);
-            return Err(format!(
-                "shared memory read by wgmma.mma_async was written before its wgmma.wait_group: write of shared offset {i:#x}, which the wgmma.mma_async of PTX line {line} reads and no wgmma.wait_group has completed yet"
-            ));
+            return Err(self.read_pending(c, at.max(c * 16), "write of"));
         }
         let fences = self.proxy_fences[self.me as usize - 1];
         self.proxy[at..at + len].fill(ProxyByte {
@@ -605,6 +601,24 @@ impl Mem<'_, '_> {
         Ok(())
     }
 
+    /// The error of an access (`what`, at shared offset `i`) that changes the 16-byte chunk
+    /// `c` while an asynchronous operation still reads it: a `wgmma.mma_async` before its
+    /// `wgmma.wait_group`, or a `cp.async.bulk.tensor` store before a `cp.async.bulk.wait_group`
+    /// of its thread.
+    pub(super) fn read_pending(&self, c: usize, i: usize, what: &str) -> String {
+        let pc = self.async_reads[c].pc as usize;
+        let line = self.l.kernel.lines[pc];
+        if matches!(self.l.kernel.code[pc].op, Op::TmaStore { .. }) {
+            format!(
+                "shared memory read by a cp.async.bulk.tensor store was written before the wait for it: {what} shared offset {i:#x}, which the store of PTX line {line} reads and no cp.async.bulk.wait_group(.read) of its thread has completed yet"
+            )
+        } else {
+            format!(
+                "shared memory read by wgmma.mma_async was written before its wgmma.wait_group: {what} shared offset {i:#x}, which the wgmma.mma_async of PTX line {line} reads and no wgmma.wait_group has completed yet"
+            )
+        }
+    }
+
     /// `fence.proxy.async.shared::cta`: this thread's earlier generic writes of shared memory
     /// become visible to the async proxy.
     pub(super) fn proxy_fence(&mut self) {
@@ -612,14 +626,20 @@ impl Mem<'_, '_> {
         *f = f.wrapping_add(1);
     }
 
-    /// An async-proxy (`wgmma`) read of shared bytes `at..at+len`: an error if a thread wrote
-    /// one of them through the generic proxy and executed no `fence.proxy.async` since.
-    pub(super) fn async_read(&self, at: usize, len: usize) -> Result<(), String> {
+    /// An async-proxy read (by `wgmma`, `reader` its instruction's name) of shared bytes
+    /// `at..at+len`: an error if a thread wrote one of them through the generic proxy and
+    /// executed no `fence.proxy.async` since.
+    pub(super) fn async_read(&self, at: usize, len: usize, reader: &str) -> Result<(), String> {
         for (i, b) in self.proxy[at..at + len].iter().enumerate() {
             if b.writer != 0 && self.proxy_fences[b.writer as usize - 1] == b.fences {
                 let writer = coords(b.writer as usize - 1, self.l.block);
+                let short = if reader.starts_with("wgmma") {
+                    "wgmma"
+                } else {
+                    reader
+                };
                 return Err(format!(
-                    "shared memory written by thread {} read by wgmma without fence.proxy.async: the wgmma.mma_async reads shared offset {:#x}, which that thread wrote through the generic proxy (a store, an atomic or a cp.async) and executed no fence.proxy.async.shared::cta after",
+                    "shared memory written by thread {} read by {short} without fence.proxy.async: the {reader} reads shared offset {:#x}, which that thread wrote through the generic proxy (a store, an atomic or a cp.async) and executed no fence.proxy.async.shared::cta after",
                     fmt3(writer),
                     at + i
                 ));
@@ -629,7 +649,8 @@ impl Mem<'_, '_> {
     }
 }
 
-fn le(b: &[u8]) -> u64 {
+/// The little-endian value of up to 8 bytes.
+pub(super) fn le(b: &[u8]) -> u64 {
     let mut w = [0u8; 8];
     w[..b.len()].copy_from_slice(b);
     u64::from_le_bytes(w)

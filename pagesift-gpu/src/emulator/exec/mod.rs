@@ -216,10 +216,12 @@ impl Runner {
         self.proxy_fences.resize(nt, 0);
         self.proxy.clear();
         self.async_reads.clear();
-        if !k.wgmmas.is_empty() {
+        if !k.wgmmas.is_empty() || k.tmas.iter().any(|t| t.store) {
             self.proxy.resize(sb, ProxyByte::default());
             self.async_reads
                 .resize(sb.div_ceil(16), AsyncRead::default());
+        }
+        if !k.wgmmas.is_empty() {
             if self.wg.len() < nt.div_ceil(32) {
                 self.wg.resize_with(nt.div_ceil(32), WarpWg::default);
             }

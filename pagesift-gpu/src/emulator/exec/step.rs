@@ -441,6 +441,9 @@ pub(super) fn step(op: Op, r: &mut [u64], mem: &mut Mem<'_, '_>) -> Result<Flow,
             }
         }
         Op::Tma { idx } => mem.tma_issue(idx, r)?,
+        Op::TmaStore { idx } => mem.tma_store(idx, r)?,
+        Op::BulkCommit => mem.bulk_commit(),
+        Op::BulkWait { n } => mem.bulk_wait(n)?,
         Op::PrefetchTensormap { base, off } => mem.prefetch_tensormap(addr_of(r, base, off))?,
         Op::CpAsyncCommit => mem.cp_commit(),
         Op::ProxyFence => mem.proxy_fence(),

@@ -29,16 +29,26 @@
 //! waits for its copies or exits: a read of the copies not ordered after that phase finds them
 //! pending.
 //!
+//! A store from shared memory into a tensor (`cp.async.bulk.tensor...global.shared::cta`) reads
+//! its box when it issues, through the async proxy (a byte written without a later
+//! `fence.proxy.async` of its writer is an error), and counts as reading it until a
+//! `cp.async.bulk.wait_group` of its thread completes its group (`commit_group` closes the
+//! thread's open group): a write of the source before then is an error, and so is a block
+//! that exits with a store not completed. The emulator writes the tensor's elements (those
+//! of the box inside the tensor) when the wait completes the group, with or without `.read`.
+//!
 //! A `try_wait` that returns false also suspends its thread ([`MbarWait`]): the scheduler
 //! (`exec/mod.rs`) lets the other threads run and wakes it once the phase it waits for has
 //! completed, so a spin loop costs nothing. When every thread is blocked and no copy is in
 //! flight, the waiting threads see their false `try_wait` once more (they may do other work);
 //! if the block comes back to the same state with no `mbarrier` changed, it is a deadlock.
 
-use super::super::decode::{AddrSlot, MemSpace, TmaInst};
+use super::super::decode::{AddrSlot, MemSpace, Op, TmaInst};
 use super::super::tensor::swizzle_chunk;
 use super::super::tensor_map;
-use super::mem::{Mem, ProxyByte, Shadow, Where, ASYNC_WRITER, MBARRIER, TMA_PENDING};
+use super::mem::{
+    le, AsyncRead, Mem, ProxyByte, Shadow, Where, ASYNC_WRITER, MBARRIER, TMA_PENDING,
+};
 use super::{coords, fmt3, Fail, Launch, Runner, TState};
 use crate::driver::tensor_map::TENSOR_MAP_BYTES;
 use crate::driver::TensorMapSpec;
@@ -126,6 +136,24 @@ struct TmaCopy {
     issuer: u32,
 }
 
+/// A `cp.async.bulk.tensor` store from shared memory not completed: the box, read from shared
+/// memory when it issued (whose bytes no one may write until a wait of its thread ends the
+/// read: they count as read by an asynchronous operation, `AsyncRead`), and the tensor's
+/// elements it writes when a `cp.async.bulk.wait_group` of its thread completes it.
+struct BulkStore {
+    /// The issuing thread, numbered from 1.
+    issuer: u32,
+    /// The issuing thread's bulk group it belongs to (the number of its commits before it),
+    /// or `None` while that group is open.
+    group: Option<u32>,
+    /// Its shared source (128-byte aligned) and the bytes it reads.
+    src: u32,
+    len: u32,
+    /// The element size, and the elements inside the tensor: global address and value.
+    es: u32,
+    writes: Vec<(u64, u64)>,
+}
+
 /// A `cp.async.mbarrier.arrive.noinc` whose thread's copies have not all landed: it arrives
 /// once they have, which the emulator puts off as long as it can (`cp_arrivals_land`), so that
 /// a read of the copies not ordered after the arrival meets them pending.
@@ -147,6 +175,10 @@ struct CpArrival {
 pub(super) struct TmaState {
     mbars: Vec<Mbarrier>,
     copies: Vec<TmaCopy>,
+    /// The bulk stores not completed, in issue order.
+    stores: Vec<BulkStore>,
+    /// Per thread (numbered from 0), its `cp.async.bulk.commit_group`s so far.
+    commits: Vec<u32>,
     /// The `cp.async.mbarrier.arrive`s waiting for their copies, in issue order.
     cp_arrivals: Vec<CpArrival>,
     /// Counts every change of an `mbarrier` and every copy issued: the scheduler's test of
@@ -175,6 +207,8 @@ impl TmaState {
             let at = c.dst as usize;
             shadow[at..at + c.data.len()].fill(Shadow::default());
         }
+        self.stores.clear();
+        self.commits.clear();
         self.cp_arrivals.clear();
         self.events = 0;
         self.threads = 0;
@@ -532,7 +566,7 @@ impl Mem<'_, '_> {
     pub(super) fn tma_issue(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
         let ti: TmaInst = self.l.kernel.tmas[idx as usize];
         let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
-        let (dst, mbar_at) = (get(ti.dst), get(ti.mbar));
+        let (dst, mbar_at) = (get(ti.smem), get(ti.mbar));
         let spec = self.tensor_map(get(ti.map))?;
         if spec.rank as usize != ti.rank {
             return Err(format!(
@@ -560,10 +594,7 @@ impl Mem<'_, '_> {
         if let Some(c) = (at / 16..(at + len) / 16)
             .find(|&c| self.async_reads.get(c).is_some_and(|a| a.count != 0))
         {
-            return Err(format!(
-                "shared memory read by wgmma.mma_async was written before its wgmma.wait_group: a cp.async.bulk.tensor writes shared offset {:#x}",
-                c * 16
-            ));
+            return Err(self.read_pending(c, c * 16, "a cp.async.bulk.tensor writes"));
         }
         let mut c = [0i64; 5];
         for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
@@ -589,39 +620,133 @@ impl Mem<'_, '_> {
     /// `(c0 + i0, c1 + i1, ..)`, zero where that lies outside the tensor.
     fn read_box(&mut self, spec: &TensorMapSpec, c: &[i64; 5]) -> Result<Vec<u8>, String> {
         let es = spec.dtype.size();
-        let rank = spec.rank as usize;
-        let b = spec.boxes.map(|x| x as i64);
         let mut out = Vec::with_capacity(spec.box_bytes() as usize);
-        let rows = b[1] * b[2] * b[3] * b[4];
-        for row in 0..rows {
-            // The row's index in box dimensions 1..5, then its tensor coordinates.
-            let mut rest = row;
-            let mut offset = Some(0u64);
-            for d in 1..5 {
-                let i = rest % b[d];
-                rest /= b[d];
-                let x = c[d] + i;
-                if d < rank {
-                    offset = offset.filter(|_| (0..spec.dims[d] as i64).contains(&x));
-                    offset = offset.map(|o| o.wrapping_add(x as u64 * spec.strides[d - 1]));
-                }
-            }
-            for i0 in 0..b[0] {
-                let x = c[0] + i0;
-                let v = match offset {
-                    Some(o) if (0..spec.dims[0] as i64).contains(&x) => {
-                        let addr = spec
-                            .address
-                            .wrapping_add(o)
-                            .wrapping_add(x as u64 * es as u64);
-                        self.load(MemSpace::Global, addr, es as u32)?
-                    }
-                    _ => 0,
-                };
-                out.extend_from_slice(&v.to_le_bytes()[..es]);
-            }
+        for a in box_addresses(spec, c) {
+            let v = match a {
+                Some(addr) => self.load(MemSpace::Global, addr, es as u32)?,
+                None => 0,
+            };
+            out.extend_from_slice(&v.to_le_bytes()[..es]);
         }
         Ok(out)
+    }
+
+    /// `cp.async.bulk.tensor` from shared memory (`Kernel::tmas[idx]`, the instruction at
+    /// `pc`) of a thread whose registers are `r`: reads the box from shared memory now, through
+    /// the async proxy (each byte written and fenced, none pending), and leaves the store in the
+    /// thread's open bulk group; its source counts as read until a wait completes the group.
+    pub(super) fn tma_store(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
+        let ti: TmaInst = self.l.kernel.tmas[idx as usize];
+        let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
+        let src = get(ti.smem);
+        let spec = self.tensor_map(get(ti.map))?;
+        if spec.rank as usize != ti.rank {
+            return Err(format!(
+                "cp.async.bulk.tensor.{}d through a tensor map of rank {}",
+                ti.rank, spec.rank
+            ));
+        }
+        if src % 128 != 0 {
+            return Err(format!(
+                "misaligned cp.async.bulk.tensor source: shared offset {src:#x} is not 128-byte aligned"
+            ));
+        }
+        let bytes = spec.box_bytes();
+        if src.saturating_add(bytes) > self.l.shared_bytes as u64 {
+            return Err(format!(
+                "out-of-bounds cp.async.bulk.tensor source: a box of {bytes} bytes at shared offset {src:#x}, beyond the block's {} bytes of shared memory",
+                self.l.shared_bytes
+            ));
+        }
+        let (at, len) = (src as usize, bytes as usize);
+        self.shared_read(at, len)?;
+        self.async_read(at, len, "cp.async.bulk.tensor store")?;
+        let span = spec.swizzle.span() as u64;
+        let mut data = vec![0u8; len];
+        for (k, chunk) in data.chunks_exact_mut(16).enumerate() {
+            let from = swizzle_chunk((at + 16 * k) as u64, span) as usize;
+            chunk.copy_from_slice(&self.shared[from..from + 16]);
+        }
+        let mut c = [0i64; 5];
+        for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
+            *v = r[s as usize] as u32 as i32 as i64;
+        }
+        let es = spec.dtype.size();
+        let writes = box_addresses(&spec, &c)
+            .into_iter()
+            .zip(data.chunks_exact(es))
+            .filter_map(|(a, v)| a.map(|a| (a, le(v))))
+            .collect();
+        let pc = self
+            .l
+            .kernel
+            .code
+            .iter()
+            .position(|i| matches!(i.op, Op::TmaStore { idx: j } if j == idx))
+            .unwrap_or(0) as u32;
+        for c in at / 16..(at + len) / 16 {
+            self.async_reads[c] = AsyncRead {
+                count: self.async_reads[c].count + 1,
+                pc,
+            };
+        }
+        self.tma.stores.push(BulkStore {
+            issuer: self.me,
+            group: None,
+            src: src as u32,
+            len: len as u32,
+            es: es as u32,
+            writes,
+        });
+        Ok(())
+    }
+
+    /// `cp.async.bulk.commit_group`: the thread's bulk stores since its last commit form a
+    /// group.
+    pub(super) fn bulk_commit(&mut self) {
+        let t = self.me as usize - 1;
+        if self.tma.commits.len() <= t {
+            self.tma.commits.resize(t + 1, 0);
+        }
+        let g = self.tma.commits[t];
+        for s in &mut self.tma.stores {
+            if s.issuer == self.me && s.group.is_none() {
+                s.group = Some(g);
+            }
+        }
+        self.tma.commits[t] = g + 1;
+    }
+
+    /// `cp.async.bulk.wait_group{.read} n`: completes the thread's oldest committed bulk groups
+    /// until at most `n` remain: their sources are free to write again, and their elements are
+    /// written to the tensor (which the hardware guarantees only without `.read`; done here
+    /// for both, as a later wait would).
+    pub(super) fn bulk_wait(&mut self, n: u32) -> Result<(), String> {
+        let commits = self
+            .tma
+            .commits
+            .get(self.me as usize - 1)
+            .copied()
+            .unwrap_or(0);
+        let below = commits.saturating_sub(n);
+        let me = self.me;
+        let mut done = Vec::new();
+        self.tma.stores.retain_mut(|s| {
+            let finished = s.issuer == me && s.group.is_some_and(|g| g < below);
+            if finished {
+                done.push((s.es, std::mem::take(&mut s.writes)));
+                for c in s.src as usize / 16..(s.src + s.len) as usize / 16 {
+                    self.async_reads[c].count -= 1;
+                }
+            }
+            !finished
+        });
+        for (es, writes) in done {
+            for (a, v) in writes {
+                self.store(MemSpace::Global, a, es, v)?;
+            }
+        }
+        Ok(())
     }
 
     /// `prefetch.tensormap [at]`: a hint, but the 128 bytes at generic address `at` must be
@@ -635,6 +760,41 @@ impl Mem<'_, '_> {
         )
         .map(|_| ())
     }
+}
+
+/// The global address of each element of the box of `spec` at coordinates `c`, dense (box
+/// dimension 0 fastest): box element `(i0, i1, ..)` is tensor element `(c0 + i0, c1 + i1, ..)`,
+/// `None` where that lies outside the tensor.
+fn box_addresses(spec: &TensorMapSpec, c: &[i64; 5]) -> Vec<Option<u64>> {
+    let es = spec.dtype.size() as u64;
+    let rank = spec.rank as usize;
+    let b = spec.boxes.map(|x| x as i64);
+    let mut out = Vec::with_capacity((spec.box_bytes() / es) as usize);
+    let rows = b[1] * b[2] * b[3] * b[4];
+    for row in 0..rows {
+        // The row's index in box dimensions 1..5, then its tensor coordinates.
+        let mut rest = row;
+        let mut offset = Some(0u64);
+        for d in 1..5 {
+            let i = rest % b[d];
+            rest /= b[d];
+            let x = c[d] + i;
+            if d < rank {
+                offset = offset.filter(|_| (0..spec.dims[d] as i64).contains(&x));
+                offset = offset.map(|o| o.wrapping_add(x as u64 * spec.strides[d - 1]));
+            }
+        }
+        for i0 in 0..b[0] {
+            let x = c[0] + i0;
+            out.push(match offset {
+                Some(o) if (0..spec.dims[0] as i64).contains(&x) => {
+                    Some(spec.address.wrapping_add(o).wrapping_add(x as u64 * es))
+                }
+                _ => None,
+            });
+        }
+    }
+    out
 }
 
 impl Runner {
@@ -728,8 +888,22 @@ impl Runner {
         }
     }
 
-    /// The error of a block that exits with copies in flight.
+    /// The error of a block that exits with copies in flight, or with a bulk store whose read
+    /// of shared memory no wait of its thread ended (the block's shared memory goes with it).
     pub(super) fn tma_exit_check(&self, l: &Launch<'_>) -> Result<(), Fail> {
+        if let Some(s) = self.tma.stores.first() {
+            let t = s.issuer as usize - 1;
+            return Err(Fail {
+                msg: format!(
+                    "cp.async.bulk.tensor store in flight at exit: thread {} exits before a cp.async.bulk.wait_group.read{} ends its read of shared offset {:#x} (commit the store with cp.async.bulk.commit_group, then wait for the group)",
+                    fmt3(coords(t, l.block)),
+                    if s.group.is_none() { " (the store's group was never committed)" } else { "" },
+                    s.src
+                ),
+                t,
+                pc: self.pc[t] as usize,
+            });
+        }
         let Some(c) = self.tma.copies.first() else {
             return Ok(());
         };

@@ -237,7 +237,7 @@ impl Runner {
             return Err(format!("{what} outside shared memory"));
         };
         mem.shared_read_as(at, 16, false)?;
-        mem.async_read(at, 16)?;
+        mem.async_read(at, 16, "wgmma.mma_async")?;
         self.wg[lo / 32].chunks.push((at / 16) as u32);
         let mut out = [0u8; 16];
         out.copy_from_slice(&self.shared[at..at + 16]);

@@ -5,6 +5,7 @@
 mod input;
 mod stream;
 mod tma;
+mod tma_store;
 mod wgmma;
 
 use super::num::{self, Cmp, FMode, FOp1, FOp2, Fmt, Rnd, Ty};

@@ -10,7 +10,7 @@ use crate::emulator::tensor_map::{decode, encode, seal};
 use crate::emulator::{Emulator, EmulatorConfig};
 use crate::error::{Error, Result};
 
-fn emu90() -> Emulator {
+pub(super) fn emu90() -> Emulator {
     Emulator::new(EmulatorConfig {
         compute_capability: (9, 0),
         threads: 2,
@@ -19,7 +19,7 @@ fn emu90() -> Emulator {
     })
 }
 
-fn upload_u16(e: &Emulator, v: &[u16]) -> u64 {
+pub(super) fn upload_u16(e: &Emulator, v: &[u16]) -> u64 {
     let p = e.alloc(v.len() * 2).expect("alloc");
     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
     e.copy_to(p, &bytes).expect("htod");
@@ -28,21 +28,21 @@ fn upload_u16(e: &Emulator, v: &[u16]) -> u64 {
 
 /// The shared offset of the box in [`box_kernel`] (128-byte aligned, not 1024: the swizzle
 /// XORs absolute address bits).
-const BOX_AT: usize = 384;
+pub(super) const BOX_AT: usize = 384;
 
 /// A 3-D u16 tensor `dims` (innermost first), rows `strides` elements apart, element
 /// `(x, y, z)` = [`value`].
-struct Tensor {
-    dims: [u64; 3],
-    strides: [u64; 2],
+pub(super) struct Tensor {
+    pub(super) dims: [u64; 3],
+    pub(super) strides: [u64; 2],
 }
 
-fn value(x: u64, y: u64, z: u64) -> u16 {
+pub(super) fn value(x: u64, y: u64, z: u64) -> u16 {
     (1 + x + 97 * y + 1009 * z) as u16
 }
 
 impl Tensor {
-    fn data(&self) -> Vec<u16> {
+    pub(super) fn data(&self) -> Vec<u16> {
         let [d0, d1, d2] = self.dims;
         let mut v = vec![0xEEEEu16; (self.strides[1] * d2) as usize];
         for z in 0..d2 {
@@ -56,7 +56,13 @@ impl Tensor {
     }
 
     /// The map of a box `boxes` over the tensor at `ptr`.
-    fn map(&self, e: &Emulator, ptr: u64, boxes: [u32; 3], swizzle: Swizzle) -> TensorMapSpec {
+    pub(super) fn map(
+        &self,
+        e: &Emulator,
+        ptr: u64,
+        boxes: [u32; 3],
+        swizzle: Swizzle,
+    ) -> TensorMapSpec {
         let len = self.strides[1] * self.dims[2];
         let spec = validate(
             Dtype::U16,
@@ -93,19 +99,25 @@ impl Tensor {
                 }
             }
         }
-        let span = swizzle.span() as usize;
-        let mut out = vec![0u8; dense.len()];
-        for (k, chunk) in dense.chunks(16).enumerate() {
-            let a = BOX_AT + 16 * k;
-            let to = if span == 0 {
-                a
-            } else {
-                a ^ (((a >> 7) & (span / 16 - 1)) << 4)
-            };
-            out[to - BOX_AT..to - BOX_AT + 16].copy_from_slice(chunk);
-        }
-        out
+        swizzled(&dense, swizzle)
     }
+}
+
+/// Box bytes `dense` (placed at [`BOX_AT`]) with each 16-byte chunk moved by the swizzle of
+/// its absolute address; its own inverse (the chunk bits it flips are not the ones it reads).
+pub(super) fn swizzled(dense: &[u8], swizzle: Swizzle) -> Vec<u8> {
+    let span = swizzle.span() as usize;
+    let mut out = vec![0u8; dense.len()];
+    for (k, chunk) in dense.chunks(16).enumerate() {
+        let a = BOX_AT + 16 * k;
+        let to = if span == 0 {
+            a
+        } else {
+            a ^ (((a >> 7) & (span / 16 - 1)) << 4)
+        };
+        out[to - BOX_AT..to - BOX_AT + 16].copy_from_slice(chunk);
+    }
+    out
 }
 
 /// What a variant of [`box_kernel`] changes (the rule it breaks).
