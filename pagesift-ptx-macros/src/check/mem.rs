@@ -388,6 +388,48 @@ impl Checker<'_> {
         )
     }
 
+    /// The tensor map and coordinates of a TMA copy `tile.m(i, map, x, y, z, ..)` of a
+    /// `Shared<[elem; N]>` (`store`: from the tile, through a `TensorMapMut`), after the
+    /// tile's index `idx`: `[idx, map, x, y, z]`, or `None` once an error is reported.
+    fn check_tma_box(
+        &mut self,
+        m: &str,
+        elem: Scalar,
+        store: bool,
+        args: &[Expr],
+        idx: TExpr,
+    ) -> Option<Vec<TExpr>> {
+        let mt = self.check_expr(&args[1], None);
+        match &mt.ty {
+            Ty::TensorMap { elem: e, write, .. } if *e == elem && (*write || !store) => {}
+            Ty::Never => return None,
+            other => {
+                let msg = if store {
+                    format!("`{m}` from a `Shared<[{elem}; N]>` takes a `TensorMapMut<{elem}, C, R, D>` parameter (a map the kernel may write through), not `{other}`")
+                } else {
+                    format!("`{m}` into a `Shared<[{elem}; N]>` takes a `TensorMap<{elem}, C, R, D>` parameter, not `{other}`")
+                };
+                self.cx.error(args[1].span, msg);
+                return None;
+            }
+        }
+        if !matches!(mt.kind, TKind::Var(_)) {
+            self.cx.error(
+                args[1].span,
+                format!("`{m}` takes a tensor map parameter by name"),
+            );
+            return None;
+        }
+        let i32t = Ty::Scalar(Scalar::I32);
+        let mut targs = vec![idx, mt];
+        for a in &args[2..5] {
+            let v = self.check_expr(a, Some(&i32t));
+            self.expect_ty(&v, &i32t, a.span);
+            targs.push(v);
+        }
+        Some(targs)
+    }
+
     /// `cp_async*` and `ldmatrix*`: methods of shared arrays only.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn check_shared_only(
@@ -531,32 +573,9 @@ impl Checker<'_> {
             }
             MemOp::TmaLoad => {
                 self.needs_op(&Op::TmaLoad, m, span);
-                let mt = self.check_expr(&args[1], None);
-                match &mt.ty {
-                    Ty::TensorMap { elem: e, .. } if *e == elem => {}
-                    Ty::Never => return err_expr(span),
-                    other => {
-                        self.cx.error(
-                            args[1].span,
-                            format!("`{m}` into a `Shared<[{elem}; N]>` takes a `TensorMap<{elem}, C, R, D>` parameter, not `{other}`"),
-                        );
-                        return err_expr(span);
-                    }
-                }
-                if !matches!(mt.kind, TKind::Var(_)) {
-                    self.cx.error(
-                        args[1].span,
-                        format!("`{m}` takes a tensor map parameter by name"),
-                    );
+                let Some(mut targs) = self.check_tma_box(m, elem, false, args, idx) else {
                     return err_expr(span);
-                }
-                let i32t = Ty::Scalar(Scalar::I32);
-                let mut targs = vec![idx, mt];
-                for a in &args[2..5] {
-                    let v = self.check_expr(a, Some(&i32t));
-                    self.expect_ty(&v, &i32t, a.span);
-                    targs.push(v);
-                }
+                };
                 let Some((bars, bty)) = self.place_base(&args[5]) else {
                     return err_expr(span);
                 };
@@ -583,37 +602,10 @@ impl Checker<'_> {
             }
             MemOp::TmaStore => {
                 self.needs_op(&Op::TmaStore, m, span);
-                let mt = self.check_expr(&args[1], None);
-                match &mt.ty {
-                    Ty::TensorMap {
-                        elem: e,
-                        write: true,
-                        ..
-                    } if *e == elem => {}
-                    Ty::Never => return err_expr(span),
-                    other => {
-                        self.cx.error(
-                            args[1].span,
-                            format!("`{m}` from a `Shared<[{elem}; N]>` takes a `TensorMapMut<{elem}, C, R, D>` parameter (a map the kernel may write through), not `{other}`"),
-                        );
-                        return err_expr(span);
-                    }
+                match self.check_tma_box(m, elem, true, args, idx) {
+                    Some(targs) => mem_expr(op, base, targs, Ty::Unit, span),
+                    None => err_expr(span),
                 }
-                if !matches!(mt.kind, TKind::Var(_)) {
-                    self.cx.error(
-                        args[1].span,
-                        format!("`{m}` takes a tensor map parameter by name"),
-                    );
-                    return err_expr(span);
-                }
-                let i32t = Ty::Scalar(Scalar::I32);
-                let mut targs = vec![idx, mt];
-                for a in &args[2..5] {
-                    let v = self.check_expr(a, Some(&i32t));
-                    self.expect_ty(&v, &i32t, a.span);
-                    targs.push(v);
-                }
-                mem_expr(op, base, targs, Ty::Unit, span)
             }
             MemOp::Stmatrix { n, trans } => {
                 self.needs_op(&Op::Stmatrix { n, trans }, m, span);

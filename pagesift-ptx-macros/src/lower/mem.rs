@@ -287,14 +287,16 @@ impl Lower<'_> {
         )
     }
 
-    /// `tile.tma_load(i, map, x, y, z, bars, j)` at the shared address `a` of element `i`,
-    /// whose `n`-element box `unproven` is true when the range check was not elided: an
-    /// asynchronous copy has no place to skip to, so both ranges (the box and the `mbarrier`)
-    /// must be proven by the kernel. The destination rounds down to 128 bytes, which a
-    /// fault reports when it changes the address; the array itself starts on 128 bytes.
+    /// `tile.tma_load(i, map, x, y, z, bars, j)` (`load`) or `tile.tma_store(i, map, x, y, z)`
+    /// at the shared address `a` of element `i`, whose `n`-element box `unproven` is true when
+    /// the range check was not elided: an asynchronous copy has no place to skip to, so its
+    /// ranges (the box, and a load's `mbarrier`) must be proven by the kernel. The box's
+    /// address rounds down to 128 bytes, which a fault reports when it changes the address;
+    /// the array itself starts on 128 bytes. A store completes in the thread's bulk groups.
     #[allow(clippy::too_many_arguments)]
-    fn tma_load(
+    fn tma_copy(
         &mut self,
+        load: bool,
         store: &Store,
         a: Operand,
         iv: &(Val, i128),
@@ -303,96 +305,47 @@ impl Lower<'_> {
         unproven: bool,
         span: Span,
     ) {
-        if !self.tma_box_proven(store, "tma_load", "writes", n, unproven, span) {
-            return;
-        }
-        let Some(bstore) = (match &args[5].kind {
-            TKind::Var(id) => self.vars.get(id).cloned(),
-            _ => None,
-        }) else {
+        let Store::Shared { off, elem, .. } = store else {
             return;
         };
-        let (_, bar, _, biv) = self.elem_addr(&bstore, &args[6], span);
-        if let Some(g) = self.guard(&bstore, &args[6], &biv, 1, span) {
-            drop(g);
-            self.error(
-                args[6].span,
-                "the `mbarrier` of `tma_load` must be proven inside its array with a range test first (a copy that cannot complete on it would never end)",
-            );
-            return;
-        }
-        let (box_at, tensor) = self.tma_operands(store, a, iv, args, span);
-        self.emit(Op::TmaLoad, vec![box_at, tensor, bar], span);
-    }
-
-    /// `tile.tma_store(i, map, x, y, z)` at the shared address `a` of element `i` (as
-    /// [`Self::tma_load`], without an `mbarrier`: the copy completes in the thread's bulk
-    /// async-groups).
-    #[allow(clippy::too_many_arguments)]
-    fn tma_store(
-        &mut self,
-        store: &Store,
-        a: Operand,
-        iv: &(Val, i128),
-        n: u32,
-        args: &[TExpr],
-        unproven: bool,
-        span: Span,
-    ) {
-        if !self.tma_box_proven(store, "tma_store", "reads", n, unproven, span) {
-            return;
-        }
-        let (box_at, tensor) = self.tma_operands(store, a, iv, args, span);
-        self.emit(Op::TmaStore, vec![tensor, box_at], span);
-    }
-
-    /// Whether the box of `n` elements of a TMA copy (`what`, which `does` it) at a shared
-    /// array is proven inside it (`unproven`: the range check was not elided) and the array
-    /// starts on 128 bytes; reports why not.
-    fn tma_box_proven(
-        &mut self,
-        store: &Store,
-        what: &str,
-        does: &str,
-        n: u32,
-        unproven: bool,
-        span: Span,
-    ) -> bool {
-        let Store::Shared { off, .. } = store else {
-            return false;
+        let (what, does) = if load {
+            ("tma_load", "writes")
+        } else {
+            ("tma_store", "reads")
         };
         if unproven {
             self.error(
                 span,
                 format!("`{what}` {does} elements `i .. i + {n}` (the box) asynchronously: prove them inside the array with a range test first (`if i + {n} <= tile.len() {{ .. }}`)"),
             );
-            return false;
+            return;
         }
         if off % 128 != 0 {
             self.error(
                 span,
                 format!("`{what}` {does} at 128-byte aligned addresses: this view of the dynamic shared memory starts at byte {off}, not a multiple of 128"),
             );
-            return false;
+            return;
         }
-        true
-    }
-
-    /// The operands of a TMA copy of `tile[i ..]` (shared address `a`) through the tensor map
-    /// `args[1]` at coordinates `args[2..5]`: the box's shared address, rounded down to 128
-    /// bytes (a fault where that changes it), and the map with the coordinates.
-    fn tma_operands(
-        &mut self,
-        store: &Store,
-        a: Operand,
-        iv: &(Val, i128),
-        args: &[TExpr],
-        span: Span,
-    ) -> (Operand, Operand) {
-        let elem = match store {
-            Store::Shared { elem, .. } => *elem,
-            _ => Scalar::U8,
-        };
+        let mut bar = None;
+        if load {
+            let Some(bstore) = (match &args[5].kind {
+                TKind::Var(id) => self.vars.get(id).cloned(),
+                _ => None,
+            }) else {
+                return;
+            };
+            let (_, b, _, biv) = self.elem_addr(&bstore, &args[6], span);
+            if let Some(g) = self.guard(&bstore, &args[6], &biv, 1, span) {
+                drop(g);
+                self.error(
+                    args[6].span,
+                    "the `mbarrier` of `tma_load` must be proven inside its array with a range test first (a copy that cannot complete on it would never end)",
+                );
+                return;
+            }
+            bar = Some(b);
+        }
         let map = self.expr(&args[1]);
         let map = self.operand_reg(&map, span);
         let coords: Vec<Operand> = args[2..5]
@@ -414,10 +367,12 @@ impl Lower<'_> {
             span,
         );
         let at = self.operand_reg(&at, span);
-        (
-            Operand::Addr(Box::new(at), 0),
-            Operand::Tensor(Box::new(map), coords),
-        )
+        let box_at = Operand::Addr(Box::new(at), 0);
+        let tensor = Operand::Tensor(Box::new(map), coords);
+        match bar {
+            Some(bar) => self.emit(Op::TmaLoad, vec![box_at, tensor, bar], span),
+            None => self.emit(Op::TmaStore, vec![tensor, box_at], span),
+        }
     }
 
     /// An `mbarrier` operation on the object at shared address `a`, with its other operands.
@@ -696,13 +651,9 @@ impl Lower<'_> {
                     }
                 }
             }
-            MemOp::TmaLoad => {
-                self.tma_load(&store, a, &iv, n, args, !guards.is_empty(), span);
-                guards.clear();
-                Val::Unit
-            }
-            MemOp::TmaStore => {
-                self.tma_store(&store, a, &iv, n, args, !guards.is_empty(), span);
+            MemOp::TmaLoad | MemOp::TmaStore => {
+                let load = op == MemOp::TmaLoad;
+                self.tma_copy(load, &store, a, &iv, n, args, !guards.is_empty(), span);
                 guards.clear();
                 Val::Unit
             }

@@ -565,29 +565,9 @@ impl Mem<'_, '_> {
     /// the tensor map and the box now (zero outside the tensor) and leaves the copy in flight.
     pub(super) fn tma_issue(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
         let ti: TmaInst = self.l.kernel.tmas[idx as usize];
-        let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
-        let (dst, mbar_at) = (get(ti.smem), get(ti.mbar));
-        let spec = self.tensor_map(get(ti.map))?;
-        if spec.rank as usize != ti.rank {
-            return Err(format!(
-                "cp.async.bulk.tensor.{}d through a tensor map of rank {}",
-                ti.rank, spec.rank
-            ));
-        }
+        let mbar_at = r[ti.mbar.0 as usize].wrapping_add(ti.mbar.1 as u64);
         self.mbar(mbar_at, "cp.async.bulk.tensor")?;
-        if dst % 128 != 0 {
-            return Err(format!(
-                "misaligned cp.async.bulk.tensor destination: shared offset {dst:#x} is not 128-byte aligned"
-            ));
-        }
-        let bytes = spec.box_bytes();
-        if dst.saturating_add(bytes) > self.l.shared_bytes as u64 {
-            return Err(format!(
-                "out-of-bounds cp.async.bulk.tensor destination: a box of {bytes} bytes at shared offset {dst:#x}, beyond the block's {} bytes of shared memory",
-                self.l.shared_bytes
-            ));
-        }
-        let (at, len) = (dst as usize, bytes as usize);
+        let (spec, at, len, c) = self.tma_box(&ti, r, "destination")?;
         if let Some(i) = (at..at + len).find(|&i| self.shadow[i].w_epoch >= TMA_PENDING) {
             return Err(self.pending(i, "cp.async.bulk.tensor write of"));
         }
@@ -596,10 +576,6 @@ impl Mem<'_, '_> {
         {
             return Err(self.read_pending(c, c * 16, "a cp.async.bulk.tensor writes"));
         }
-        let mut c = [0i64; 5];
-        for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
-            *v = r[s as usize] as u32 as i32 as i64;
-        }
         let data = self.read_box(&spec, &c)?;
         for s in &mut self.shadow[at..at + len] {
             s.writer = self.me;
@@ -607,13 +583,51 @@ impl Mem<'_, '_> {
         }
         self.tma.copies.push(TmaCopy {
             mbar: mbar_at as u32,
-            dst: dst as u32,
+            dst: at as u32,
             span: spec.swizzle.span() as u64,
             data,
             issuer: self.me,
         });
         self.tma.events += 1;
         Ok(())
+    }
+
+    /// The tensor map, the shared box (its offset and bytes: 128-byte aligned, inside the
+    /// block's shared memory; `role`, the copy's destination or source, names it in the
+    /// errors) and the coordinates of the `cp.async.bulk.tensor` `ti` of a thread whose
+    /// registers are `r`.
+    fn tma_box(
+        &mut self,
+        ti: &TmaInst,
+        r: &[u64],
+        role: &str,
+    ) -> Result<(TensorMapSpec, usize, usize, [i64; 5]), String> {
+        let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
+        let at = get(ti.smem);
+        let spec = self.tensor_map(get(ti.map))?;
+        if spec.rank as usize != ti.rank {
+            return Err(format!(
+                "cp.async.bulk.tensor.{}d through a tensor map of rank {}",
+                ti.rank, spec.rank
+            ));
+        }
+        if at % 128 != 0 {
+            return Err(format!(
+                "misaligned cp.async.bulk.tensor {role}: shared offset {at:#x} is not 128-byte aligned"
+            ));
+        }
+        let bytes = spec.box_bytes();
+        if at.saturating_add(bytes) > self.l.shared_bytes as u64 {
+            return Err(format!(
+                "out-of-bounds cp.async.bulk.tensor {role}: a box of {bytes} bytes at shared offset {at:#x}, beyond the block's {} bytes of shared memory",
+                self.l.shared_bytes
+            ));
+        }
+        let mut c = [0i64; 5];
+        for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
+            *v = r[s as usize] as u32 as i32 as i64;
+        }
+        Ok((spec, at as usize, bytes as usize, c))
     }
 
     /// The box of `spec` at coordinates `c`, dense: box element `(i0, i1, ..)` is tensor element
@@ -637,28 +651,7 @@ impl Mem<'_, '_> {
     /// thread's open bulk group; its source counts as read until a wait completes the group.
     pub(super) fn tma_store(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
         let ti: TmaInst = self.l.kernel.tmas[idx as usize];
-        let get = |(b, o): AddrSlot| r[b as usize].wrapping_add(o as u64);
-        let src = get(ti.smem);
-        let spec = self.tensor_map(get(ti.map))?;
-        if spec.rank as usize != ti.rank {
-            return Err(format!(
-                "cp.async.bulk.tensor.{}d through a tensor map of rank {}",
-                ti.rank, spec.rank
-            ));
-        }
-        if src % 128 != 0 {
-            return Err(format!(
-                "misaligned cp.async.bulk.tensor source: shared offset {src:#x} is not 128-byte aligned"
-            ));
-        }
-        let bytes = spec.box_bytes();
-        if src.saturating_add(bytes) > self.l.shared_bytes as u64 {
-            return Err(format!(
-                "out-of-bounds cp.async.bulk.tensor source: a box of {bytes} bytes at shared offset {src:#x}, beyond the block's {} bytes of shared memory",
-                self.l.shared_bytes
-            ));
-        }
-        let (at, len) = (src as usize, bytes as usize);
+        let (spec, at, len, c) = self.tma_box(&ti, r, "source")?;
         self.shared_read(at, len)?;
         self.async_read(at, len, "cp.async.bulk.tensor store")?;
         let span = spec.swizzle.span() as u64;
@@ -666,10 +659,6 @@ impl Mem<'_, '_> {
         for (k, chunk) in data.chunks_exact_mut(16).enumerate() {
             let from = swizzle_chunk((at + 16 * k) as u64, span) as usize;
             chunk.copy_from_slice(&self.shared[from..from + 16]);
-        }
-        let mut c = [0i64; 5];
-        for (v, &s) in c.iter_mut().zip(&ti.coords[..ti.rank]) {
-            *v = r[s as usize] as u32 as i32 as i64;
         }
         let es = spec.dtype.size();
         let writes = box_addresses(&spec, &c)
@@ -693,7 +682,7 @@ impl Mem<'_, '_> {
         self.tma.stores.push(BulkStore {
             issuer: self.me,
             group: None,
-            src: src as u32,
+            src: at as u32,
             len: len as u32,
             es: es as u32,
             writes,
