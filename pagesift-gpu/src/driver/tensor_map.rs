@@ -183,10 +183,8 @@ impl<'a, T: DeviceRepr> TensorMap<'a, T> {
         boxes: &[u32],
         swizzle: Swizzle,
     ) -> Result<TensorMapMut<'a, T>> {
-        view.device_ptr_mut();
-        let view = &*view;
         Ok(TensorMapMut {
-            map: TensorMap::tiled(view, dims, strides, boxes, swizzle)?,
+            map: TensorMap::tiled(&*view, dims, strides, boxes, swizzle)?,
         })
     }
 }

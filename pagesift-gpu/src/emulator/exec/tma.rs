@@ -645,8 +645,8 @@ impl Mem<'_, '_> {
         Ok(out)
     }
 
-    /// `cp.async.bulk.tensor` from shared memory (`Kernel::tmas[idx]`, the instruction at
-    /// `pc`) of a thread whose registers are `r`: reads the box from shared memory now, through
+    /// `cp.async.bulk.tensor` from shared memory (`Kernel::tmas[idx]`) of a thread whose
+    /// registers are `r`: reads the box from shared memory now, through
     /// the async proxy (each byte written and fenced, none pending), and leaves the store in the
     /// thread's open bulk group; its source counts as read until a wait completes the group.
     pub(super) fn tma_store(&mut self, idx: u32, r: &[u64]) -> Result<(), String> {
